@@ -1,0 +1,150 @@
+"""`AsyncClient`: `Client` for asyncio programs.
+
+The stores are synchronous (one implementation each); their calls run in a thread pool,
+while long polls wait in the event loop, so a waiting receive holds no thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+from .backends.base import Backend
+from .client import Body, Client, Queue, SendEntry, decode_message
+from .clock import Clock
+from .models import (
+    BatchResult,
+    Consumer,
+    Message,
+    QueueAttributes,
+    QueueStats,
+    SendResult,
+)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def _call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+
+
+class AsyncClient:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        backend: Backend | None = None,
+        clock: Clock | None = None,
+        client: Client | None = None,
+    ) -> None:
+        self.sync = client or Client(url, backend=backend, clock=clock)
+
+    @property
+    def backend(self) -> Backend:
+        return self.sync.backend
+
+    def queue(self, name: str) -> AsyncQueue:
+        return AsyncQueue(self.sync.queue(name))
+
+    async def create_queue(
+        self, name: str, attributes: QueueAttributes | None = None, **options: Any
+    ) -> AsyncQueue:
+        return AsyncQueue(await _call(self.sync.create_queue, name, attributes, **options))
+
+    async def delete_queue(self, name: str) -> None:
+        await _call(self.sync.delete_queue, name)
+
+    async def list_queues(self, prefix: str = "") -> list[str]:
+        return await _call(self.sync.list_queues, prefix)
+
+    async def set_attributes(self, name: str, **changes: Any) -> QueueAttributes:
+        return await _call(self.sync.set_attributes, name, **changes)
+
+    async def create_topic(self, name: str) -> bool:
+        return await _call(self.sync.create_topic, name)
+
+    async def subscribe(self, topic: str, queue: str) -> None:
+        await _call(self.sync.subscribe, topic, queue)
+
+    async def publish(self, topic: str, body: Body, **options: Any) -> dict[str, SendResult]:
+        return await _call(self.sync.publish, topic, body, **options)
+
+    async def register_consumer(self, consumer_id: str | None = None, **options: Any) -> Consumer:
+        return await _call(self.sync.register_consumer, consumer_id, **options)
+
+    async def heartbeat(self, consumer_id: str) -> Consumer:
+        return await _call(self.sync.heartbeat, consumer_id)
+
+    async def close(self) -> None:
+        await _call(self.sync.close)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncQueue:
+    def __init__(self, queue: Queue) -> None:
+        self.sync = queue
+        self.name = queue.name
+
+    async def send(self, body: Body, **options: Any) -> SendResult:
+        return await _call(self.sync.send, body, **options)
+
+    async def send_json(self, value: Any, **options: Any) -> SendResult:
+        return await _call(self.sync.send_json, value, **options)
+
+    async def send_batch(self, entries: Sequence[SendEntry | Body]) -> list[BatchResult]:
+        return await _call(self.sync.send_batch, entries)
+
+    async def receive(
+        self,
+        max_messages: int = 1,
+        *,
+        visibility_timeout: float | None = None,
+        wait: float | None = None,
+    ) -> list[Message]:
+        """As `Queue.receive`; the wait happens in the event loop, not in a thread."""
+        vt, waiting = await _call(
+            self.sync._receive_options, max_messages, visibility_timeout, wait
+        )
+        backend, name = self.sync.client.backend, self.name
+        clock = backend.clock
+        end = clock.now() + waiting
+        interval = 0.01
+        while True:
+            token = backend.change_token(name)
+            messages = await _call(backend.receive, name, max_messages, vt)
+            if messages:
+                return [decode_message(m) for m in messages]
+            remaining = end - clock.now()
+            if remaining <= 0:
+                return []
+            await backend.wait_for_messages_async(name, token, min(remaining, interval))
+            interval = min(interval * 2, backend.poll_interval)
+
+    async def delete(self, receipt: str) -> None:
+        await _call(self.sync.delete, receipt)
+
+    async def delete_batch(self, receipts: Sequence[str] | Mapping[str, str]) -> list[BatchResult]:
+        return await _call(self.sync.delete_batch, receipts)
+
+    async def change_visibility(self, receipt: str, timeout: float) -> None:
+        await _call(self.sync.change_visibility, receipt, timeout)
+
+    async def stats(self) -> QueueStats:
+        return await _call(self.sync.stats)
+
+    async def peek(self, limit: int = 10, **options: Any) -> list[Message]:
+        return await _call(self.sync.peek, limit, **options)
+
+    async def get(self, message_id: str) -> Message:
+        return await _call(self.sync.get, message_id)
+
+    async def move_to_dlq(self, message_id: str, error: str | None = None) -> Message:
+        return await _call(self.sync.move_to_dlq, message_id, error)

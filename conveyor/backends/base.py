@@ -1,0 +1,317 @@
+"""The storage contract: one abstract class every store implements.
+
+Methods are queue operations, batch-first. Each docstring states the guarantee the store
+must give; the contract suite in ``tests/contract`` checks it on every store. Validation of
+names, ranges and sizes happens in the client before a store is called; a store enforces
+what only it can (existence, receipts, atomicity).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..exceptions import ReceiptHandleInvalid, Unsupported
+from ..models import (
+    ArchivedMessage,
+    Capability,
+    Consumer,
+    Message,
+    MessageState,
+    MessageUpdate,
+    NewMessage,
+    QueueAttributes,
+    QueueInfo,
+    QueueStats,
+    SendResult,
+)
+from ..notify import HUB
+
+ALL_CAPABILITIES = frozenset(Capability)
+
+
+class Backend(ABC):
+    """A store. Thread-safe; one instance may serve any number of threads."""
+
+    scheme: str = ""
+    capabilities: frozenset[Capability] = ALL_CAPABILITIES
+
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
+
+    # -- identity and waiting -------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def key(self) -> str:
+        """Identifies the data behind this store in this process (same key, same queues)."""
+
+    @property
+    def poll_interval(self) -> float:
+        """Longest a long poll sleeps between receive attempts (bounds cross-process latency)."""
+        return 0.2
+
+    def change_token(self, queue: str) -> int:
+        return HUB.version(self.key, queue)
+
+    def notify(self, queue: str) -> None:
+        """Wake the receivers of `queue` waiting in this process."""
+        HUB.notify(self.key, queue)
+
+    def wait_for_messages(self, queue: str, since: int, timeout: float) -> None:
+        """Block up to `timeout` or until a send to `queue` may have made a message ready.
+
+        The generic version waits for an in-process notification; stores with a push
+        mechanism of their own (LISTEN/NOTIFY, blocking pops) override it.
+        """
+        if self.clock.manual:
+            self.clock.sleep(timeout)
+            return
+        HUB.wait(self.key, queue, since, timeout)
+
+    async def wait_for_messages_async(self, queue: str, since: int, timeout: float) -> None:
+        """`wait_for_messages` for the event loop: holds no thread while it waits."""
+        if self.clock.manual:
+            self.clock.sleep(timeout)
+            return
+        await HUB.wait_async(self.key, queue, since, timeout)
+
+    def require(self, capability: Capability, operation: str) -> None:
+        if capability not in self.capabilities:
+            raise Unsupported(
+                f"the {self.scheme or type(self).__name__} store does not support {operation}"
+            )
+
+    def close(self) -> None:  # noqa: B027 - stores without resources need nothing
+        """Release connections and files."""
+
+    @classmethod
+    def from_url(cls, rest: str, params: dict[str, str], *, clock: Clock) -> Backend:
+        """Build the store from the part of its URL after ``scheme://`` and its query."""
+        raise NotImplementedError(f"{cls.__name__} cannot be built from a URL")
+
+    # -- queues ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def create_queue(self, name: str, attributes: QueueAttributes) -> tuple[QueueInfo, bool]:
+        """Create `name`; idempotent when attributes are equal (returns created=False).
+
+        Raises QueueExists when the queue exists with different attributes.
+        """
+
+    @abstractmethod
+    def delete_queue(self, name: str) -> None:
+        """Delete the queue, its messages and subscriptions. QueueDoesNotExist if absent."""
+
+    @abstractmethod
+    def list_queues(self, prefix: str = "") -> list[str]:
+        """Names starting with `prefix`, sorted."""
+
+    @abstractmethod
+    def get_queue(self, name: str) -> QueueInfo:
+        """The queue's attributes. QueueDoesNotExist if absent."""
+
+    @abstractmethod
+    def set_queue_attributes(self, name: str, attributes: QueueAttributes) -> QueueInfo:
+        """Replace the queue's attributes (already validated)."""
+
+    @abstractmethod
+    def purge_queue(self, name: str) -> int:
+        """Remove every message of the queue; returns how many."""
+
+    @abstractmethod
+    def queue_stats(self, name: str) -> QueueStats:
+        """Counts by state at this moment, and the queue's running totals."""
+
+    # -- messages -------------------------------------------------------------------------
+
+    @abstractmethod
+    def send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
+        """Store every message, or none (one transaction).
+
+        A message whose id the queue already holds is not stored: its result has
+        duplicate=True. On FIFO queues a `dedup_id` seen in the last 5 minutes is a duplicate
+        too, reported with the original id. First visible at now + delay.
+        """
+
+    @abstractmethod
+    def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
+        """Claim up to `max_messages` ready messages and return them with fresh receipts.
+
+        Claimed messages are invisible until now + visibility_timeout and have their
+        receive_count raised. Highest priority first, then send order. On FIFO queues a
+        group with a message in flight yields nothing. Messages past their deadline are
+        expired, and ones at the dead-letter policy's max receive count are moved to the
+        dead-letter queue, instead of being delivered. On at-most-once queues claimed
+        messages are never visible again. Atomic against every other receiver.
+        """
+
+    @abstractmethod
+    def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        """Delete the messages; per receipt, None or ReceiptHandleInvalid (changing nothing)."""
+
+    @abstractmethod
+    def change_visibility(
+        self, queue: str, entries: Sequence[tuple[str, float]]
+    ) -> list[Exception | None]:
+        """Make each message visible at now + timeout; per entry, None or an error."""
+
+    # -- inspection and editing in place --------------------------------------------------
+
+    @abstractmethod
+    def list_messages(
+        self,
+        queue: str,
+        *,
+        state: MessageState | None = None,
+        limit: int = 100,
+        after: int = 0,
+    ) -> list[Message]:
+        """Messages in delivery order with sequence > `after`, without receiving them."""
+
+    @abstractmethod
+    def get_message(self, queue: str, message_id: str) -> Message:
+        """The message with that id. MessageNotFound if absent."""
+
+    @abstractmethod
+    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
+        """Edit body, attributes, priority or visible_at in place; bumps version."""
+
+    @abstractmethod
+    def remove_message(self, queue: str, message_id: str) -> None:
+        """Remove by id whatever its state. MessageNotFound if absent."""
+
+    @abstractmethod
+    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
+        """Move a message to the queue's dead-letter queue now (marks it invalid).
+
+        Keeps id, body and attributes; records the source queue and `error`; resets
+        receive_count. InvalidState when the queue has no dead-letter policy.
+        """
+
+    @abstractmethod
+    def redrive(
+        self,
+        queue: str,
+        *,
+        ids: Sequence[str] | None = None,
+        limit: int = 100,
+        to: str | None = None,
+    ) -> list[str]:
+        """Move messages out of the dead-letter queue `queue`, oldest first.
+
+        Each goes to `to`, or to the source queue it came from, at the back of that queue,
+        with receive_count 0. With `ids`, exactly those (MessageNotFound if one is absent,
+        InvalidState if one is in flight); otherwise up to `limit` ready ones. Returns the
+        ids moved.
+        """
+
+    @abstractmethod
+    def reset_message(self, queue: str, message_id: str) -> Message:
+        """receive_count 0, visible now, receipts invalidated."""
+
+    @abstractmethod
+    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
+        """Release for redelivery after `delay`; invalidates outstanding receipts."""
+
+    @abstractmethod
+    def list_archive(
+        self, queue: str, *, limit: int = 1000, after: int = 0
+    ) -> list[ArchivedMessage]:
+        """Archived (deleted or expired) messages of a queue with `archive` on, oldest first,
+        skipping the first `after`."""
+
+    # -- topics ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def create_topic(self, name: str) -> bool:
+        """Create a topic; False if it existed."""
+
+    @abstractmethod
+    def delete_topic(self, name: str) -> None: ...
+
+    @abstractmethod
+    def list_topics(self, prefix: str = "") -> list[str]: ...
+
+    @abstractmethod
+    def subscribe(self, topic: str, queue: str) -> None:
+        """Subscribe `queue` to `topic` (idempotent); both must exist."""
+
+    @abstractmethod
+    def unsubscribe(self, topic: str, queue: str) -> None: ...
+
+    @abstractmethod
+    def topic_queues(self, topic: str) -> list[str]: ...
+
+    @abstractmethod
+    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
+        """Send `message` to every subscribed queue in one transaction, or to none."""
+
+    # -- consumers ------------------------------------------------------------------------
+
+    @abstractmethod
+    def register_consumer(self, consumer: Consumer) -> Consumer:
+        """Register (or re-register) a consumer; its heartbeat is now."""
+
+    @abstractmethod
+    def heartbeat(self, consumer_id: str) -> Consumer:
+        """Refresh a consumer. NotFound if it was pruned (the caller re-registers)."""
+
+    @abstractmethod
+    def unregister_consumer(self, consumer_id: str) -> None: ...
+
+    @abstractmethod
+    def list_consumers(self, queue: str | None = None) -> list[Consumer]:
+        """Live consumers; ones silent past their timeout are pruned first."""
+
+
+# -- helpers shared by stores ---------------------------------------------------------------
+
+
+def make_receipt(queue: str, message_id: str, token: str) -> str:
+    raw = f"{queue}\n{message_id}\n{token}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def parse_receipt(queue: str, receipt: str) -> tuple[str, str]:
+    """(message id, token) from a receipt of `queue`; ReceiptHandleInvalid otherwise."""
+    try:
+        if not isinstance(receipt, str) or not receipt or len(receipt) > 2048:
+            raise ValueError
+        padded = receipt + "=" * (-len(receipt) % 4)
+        parts = base64.urlsafe_b64decode(padded.encode()).decode().split("\n")
+        if len(parts) != 3 or not parts[1] or not parts[2]:
+            raise ValueError
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ReceiptHandleInvalid(
+            f"receipt handle {receipt!r:.60} is malformed: pass the receipt a receive returned"
+        ) from None
+    if parts[0] != queue:
+        raise ReceiptHandleInvalid(
+            f"this receipt handle belongs to queue {parts[0]!r}, not {queue!r}"
+        )
+    return parts[1], parts[2]
+
+
+def stale_receipt(message_id: str) -> ReceiptHandleInvalid:
+    return ReceiptHandleInvalid(
+        f"receipt handle for message {message_id!r} is no longer valid: the message was"
+        " deleted or received again since (receive it again for a fresh receipt)"
+    )
+
+
+def dedup_key(message: NewMessage, content_based: bool) -> str | None:
+    if message.dedup_id is not None:
+        return message.dedup_id
+    if content_based:
+        return hashlib.sha256(message.body).hexdigest()
+    return None
+
+
+def refill_tokens(tokens: float, tokens_at: float, rate: float, now: float) -> float:
+    """Token bucket with a one-second burst."""
+    return min(rate if rate >= 1 else 1.0, tokens + max(0.0, now - tokens_at) * rate)

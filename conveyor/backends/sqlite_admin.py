@@ -1,0 +1,377 @@
+"""The SQLite store's inspection, in-place editing, topics and consumer registry."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from ..clock import Clock
+from ..exceptions import (
+    InvalidState,
+    NotFound,
+    QueueDoesNotExist,
+    TopicDoesNotExist,
+)
+from ..models import (
+    ArchivedMessage,
+    Consumer,
+    Message,
+    MessageState,
+    MessageUpdate,
+    NewMessage,
+    QueueAttributes,
+    SendResult,
+)
+from .sqlite_schema import ARCHIVE_INSERT, MESSAGE_COLUMNS, row_to_archived, row_to_message
+
+
+class SQLiteAdmin:
+    """Mixed into `SQLiteBackend`; uses its transactions and queue lookups."""
+
+    clock: Clock
+
+    if TYPE_CHECKING:
+
+        def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+        def _queue(self, conn: sqlite3.Connection, name: str) -> tuple[int, QueueAttributes]: ...
+        def _message_row(
+            self, conn: sqlite3.Connection, qid: int, queue: str, message_id: str
+        ) -> tuple[Any, ...]: ...
+        def _state_filter(self, state: MessageState | None) -> str: ...
+        def _check_redrivable(self, row: tuple[Any, ...], now: float) -> None: ...
+        def _update(
+            self,
+            conn: sqlite3.Connection,
+            qid: int,
+            queue: str,
+            message_id: str,
+            update: MessageUpdate,
+        ) -> None: ...
+        def _to_dlq(
+            self,
+            conn: sqlite3.Connection,
+            qid: int,
+            queue: str,
+            dlq_id: int,
+            seq: int,
+            now: float,
+            error: str | None,
+        ) -> int: ...
+        def _send_locked(
+            self,
+            conn: sqlite3.Connection,
+            qid: int,
+            attrs: QueueAttributes,
+            messages: Sequence[NewMessage],
+            now: float,
+        ) -> list[SendResult]: ...
+        def notify(self, queue: str) -> None: ...
+
+    # -- inspection and editing -----------------------------------------------------------
+
+    def list_messages(
+        self,
+        queue: str,
+        *,
+        state: MessageState | None = None,
+        limit: int = 100,
+        after: int = 0,
+    ) -> list[Message]:
+        now = self.clock.now()
+        with self._tx() as conn:
+            qid, _ = self._queue(conn, queue)
+            rows = conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE queue_id = :q AND seq > :after"
+                f" AND {self._state_filter(state)} ORDER BY seq LIMIT :limit",
+                {"q": qid, "after": after, "now": now, "limit": limit},
+            ).fetchall()
+        return [row_to_message(queue, r) for r in rows]
+
+    def get_message(self, queue: str, message_id: str) -> Message:
+        with self._tx() as conn:
+            qid, _ = self._queue(conn, queue)
+            return row_to_message(queue, self._message_row(conn, qid, queue, message_id))
+
+    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
+        with self._tx() as conn:
+            qid, attrs = self._queue(conn, queue)
+            if attrs.fifo and update.priority is not None:
+                update = MessageUpdate(
+                    body=update.body,
+                    attributes=update.attributes,
+                    visible_at=update.visible_at,
+                    compressed=update.compressed,
+                )
+            self._update(conn, qid, queue, message_id, update)
+            row = self._message_row(conn, qid, queue, message_id)
+        self.notify(queue)
+        return row_to_message(queue, row)
+
+    def remove_message(self, queue: str, message_id: str) -> None:
+        now = self.clock.now()
+        with self._tx() as conn:
+            qid, attrs = self._queue(conn, queue)
+            self._message_row(conn, qid, queue, message_id)
+            if attrs.archive:
+                conn.execute(
+                    f"{ARCHIVE_INSERT} WHERE queue_id = ? AND id = ?",
+                    (queue, now, "removed", qid, message_id),
+                )
+            conn.execute("DELETE FROM messages WHERE queue_id = ? AND id = ?", (qid, message_id))
+
+    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
+        now = self.clock.now()
+        with self._tx() as conn:
+            qid, attrs = self._queue(conn, queue)
+            row = self._message_row(conn, qid, queue, message_id)
+            policy = attrs.dead_letter
+            if policy is None:
+                raise InvalidState(
+                    f"queue {queue!r} has no dead-letter queue: set its dead_letter policy first"
+                )
+            try:
+                dlq_id, _ = self._queue(conn, policy.queue)
+            except QueueDoesNotExist:
+                raise QueueDoesNotExist(
+                    f"dead-letter queue {policy.queue!r} of {queue!r} does not exist: create it"
+                ) from None
+            seq = self._to_dlq(conn, qid, queue, dlq_id, row[0], now, error)
+            moved = conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE seq = ?", (seq,)
+            ).fetchone()
+        self.notify(policy.queue)
+        return row_to_message(policy.queue, moved)
+
+    def redrive(
+        self,
+        queue: str,
+        *,
+        ids: Sequence[str] | None = None,
+        limit: int = 100,
+        to: str | None = None,
+    ) -> list[str]:
+        now = self.clock.now()
+        touched: set[str] = set()
+        moved: list[str] = []
+        with self._tx() as conn:
+            qid, _ = self._queue(conn, queue)
+            if ids is not None:
+                rows = [self._message_row(conn, qid, queue, mid) for mid in ids]
+                for row in rows:
+                    self._check_redrivable(row, now)
+            else:
+                rows = conn.execute(
+                    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE queue_id = ?"
+                    " AND visible_at <= ? ORDER BY seq LIMIT ?",
+                    (qid, now, limit),
+                ).fetchall()
+            dests: dict[str, int] = {}
+            for row in rows:
+                dest = to or row[13]
+                if dest is None:
+                    raise InvalidState(
+                        f"message {row[1]!r} has no source queue: name a destination with `to`"
+                    )
+                if dest not in dests:
+                    dests[dest] = self._queue(conn, dest)[0]
+            for row in rows:
+                dest = to or row[13]
+                dest_id = dests[dest]
+                conn.execute(
+                    "DELETE FROM messages WHERE queue_id = ? AND id = ?", (dest_id, row[1])
+                )
+                conn.execute(
+                    "INSERT INTO messages (queue_id, id, body, attributes, group_id, dedup_id,"
+                    " priority, deadline, sent_at, visible_at, compressed)"
+                    " SELECT ?, id, body, attributes, group_id, dedup_id, priority, deadline, ?, ?,"
+                    " compressed FROM messages WHERE seq = ?",
+                    (dest_id, now, now, row[0]),
+                )
+                conn.execute("DELETE FROM messages WHERE seq = ?", (row[0],))
+                conn.execute("UPDATE queues SET sent = sent + 1 WHERE id = ?", (dest_id,))
+                touched.add(dest)
+                moved.append(row[1])
+        for name in touched:
+            self.notify(name)
+        return moved
+
+    def reset_message(self, queue: str, message_id: str) -> Message:
+        now = self.clock.now()
+        with self._tx() as conn:
+            qid, _ = self._queue(conn, queue)
+            self._message_row(conn, qid, queue, message_id)
+            conn.execute(
+                "UPDATE messages SET receive_count = 0, first_received_at = NULL, visible_at = ?,"
+                " token = NULL, version = version + 1 WHERE queue_id = ? AND id = ?",
+                (now, qid, message_id),
+            )
+            row = self._message_row(conn, qid, queue, message_id)
+        self.notify(queue)
+        return row_to_message(queue, row)
+
+    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
+        now = self.clock.now()
+        with self._tx() as conn:
+            qid, _ = self._queue(conn, queue)
+            self._message_row(conn, qid, queue, message_id)
+            conn.execute(
+                "UPDATE messages SET visible_at = ?, token = NULL, version = version + 1"
+                " WHERE queue_id = ? AND id = ?",
+                (now + delay, qid, message_id),
+            )
+            row = self._message_row(conn, qid, queue, message_id)
+        if delay == 0:
+            self.notify(queue)
+        return row_to_message(queue, row)
+
+    def list_archive(
+        self, queue: str, *, limit: int = 1000, after: int = 0
+    ) -> list[ArchivedMessage]:
+        rows = self._read(
+            "SELECT queue, id, body, attributes, group_id, priority, sent_at, first_received_at,"
+            " removed_at, receive_count, outcome, compressed FROM archive"
+            " WHERE queue = ? ORDER BY seq LIMIT ? OFFSET ?",
+            (queue, limit, after),
+        )
+        return [row_to_archived(r) for r in rows]
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def _topic(self, conn: sqlite3.Connection, name: str) -> None:
+        if conn.execute("SELECT 1 FROM topics WHERE name = ?", (name,)).fetchone() is None:
+            raise TopicDoesNotExist(f"topic {name!r} does not exist: create it first")
+
+    def create_topic(self, name: str) -> bool:
+        with self._tx() as conn:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO topics (name, created_at) VALUES (?, ?)",
+                (name, self.clock.now()),
+            )
+            return cur.rowcount > 0
+
+    def delete_topic(self, name: str) -> None:
+        with self._tx() as conn:
+            self._topic(conn, name)
+            conn.execute("DELETE FROM subscriptions WHERE topic = ?", (name,))
+            conn.execute("DELETE FROM topics WHERE name = ?", (name,))
+
+    def list_topics(self, prefix: str = "") -> list[str]:
+        rows = self._read("SELECT name FROM topics ORDER BY name")
+        return [r[0] for r in rows if r[0].startswith(prefix)]
+
+    def subscribe(self, topic: str, queue: str) -> None:
+        with self._tx() as conn:
+            self._topic(conn, topic)
+            qid, _ = self._queue(conn, queue)
+            conn.execute(
+                "INSERT OR IGNORE INTO subscriptions (topic, queue_id) VALUES (?, ?)", (topic, qid)
+            )
+
+    def unsubscribe(self, topic: str, queue: str) -> None:
+        with self._tx() as conn:
+            self._topic(conn, topic)
+            conn.execute(
+                "DELETE FROM subscriptions WHERE topic = ?"
+                " AND queue_id = (SELECT id FROM queues WHERE name = ?)",
+                (topic, queue),
+            )
+
+    def _subscribers(self, conn: sqlite3.Connection, topic: str) -> list[str]:
+        self._topic(conn, topic)
+        rows = conn.execute(
+            "SELECT q.name FROM subscriptions s JOIN queues q ON q.id = s.queue_id"
+            " WHERE s.topic = ? ORDER BY q.name",
+            (topic,),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def topic_queues(self, topic: str) -> list[str]:
+        with self._tx() as conn:
+            return self._subscribers(conn, topic)
+
+    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
+        now = self.clock.now()
+        out: dict[str, SendResult] = {}
+        with self._tx() as conn:
+            for name in self._subscribers(conn, topic):
+                qid, attrs = self._queue(conn, name)
+                out[name] = self._send_locked(conn, qid, attrs, [message], now)[0]
+        for name in out:
+            self.notify(name)
+        return out
+
+    # -- consumers ------------------------------------------------------------------------
+
+    @staticmethod
+    def _consumer(row: tuple[Any, ...]) -> Consumer:
+        return Consumer(
+            id=row[0],
+            queue=row[1],
+            info=json.loads(row[2]),
+            timeout=row[3],
+            registered_at=row[4],
+            heartbeat_at=row[5],
+        )
+
+    def register_consumer(self, consumer: Consumer) -> Consumer:
+        now = self.clock.now()
+        with self._tx() as conn:
+            old = conn.execute(
+                "SELECT registered_at FROM consumers WHERE id = ?", (consumer.id,)
+            ).fetchone()
+            registered = consumer.registered_at or (old[0] if old else now)
+            conn.execute(
+                "INSERT OR REPLACE INTO consumers (id, queue, info, timeout, registered_at,"
+                " heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    consumer.id,
+                    consumer.queue,
+                    json.dumps(dict(consumer.info)),
+                    consumer.timeout,
+                    registered,
+                    now,
+                ),
+            )
+        return Consumer(
+            id=consumer.id,
+            queue=consumer.queue,
+            info=dict(consumer.info),
+            timeout=consumer.timeout,
+            registered_at=registered,
+            heartbeat_at=now,
+        )
+
+    def heartbeat(self, consumer_id: str) -> Consumer:
+        now = self.clock.now()
+        with self._tx() as conn:
+            conn.execute("DELETE FROM consumers WHERE heartbeat_at + timeout < ?", (now,))
+            n = conn.execute(
+                "UPDATE consumers SET heartbeat_at = ? WHERE id = ?", (now, consumer_id)
+            ).rowcount
+            if not n:
+                raise NotFound(f"consumer {consumer_id!r} is not registered (it was pruned?)")
+            row = conn.execute(
+                "SELECT id, queue, info, timeout, registered_at, heartbeat_at FROM consumers"
+                " WHERE id = ?",
+                (consumer_id,),
+            ).fetchone()
+        return self._consumer(row)
+
+    def unregister_consumer(self, consumer_id: str) -> None:
+        with self._tx() as conn:
+            conn.execute("DELETE FROM consumers WHERE id = ?", (consumer_id,))
+
+    def list_consumers(self, queue: str | None = None) -> list[Consumer]:
+        now = self.clock.now()
+        with self._tx() as conn:
+            conn.execute("DELETE FROM consumers WHERE heartbeat_at + timeout < ?", (now,))
+            rows = conn.execute(
+                "SELECT id, queue, info, timeout, registered_at, heartbeat_at FROM consumers"
+                " WHERE ?1 IS NULL OR queue = ?1 ORDER BY registered_at, id",
+                (queue,),
+            ).fetchall()
+        return [self._consumer(r) for r in rows]

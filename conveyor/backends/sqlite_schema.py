@@ -1,0 +1,189 @@
+"""SQLite schema, its migrations, and the row codecs shared by the SQLite store's modules."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from ..models import ArchivedMessage, AttributeValue, Message
+
+# Each entry upgrades the schema by one version; PRAGMA user_version records where a file is.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE queues (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        attrs TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        sent INTEGER NOT NULL DEFAULT 0,
+        received INTEGER NOT NULL DEFAULT 0,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        dead INTEGER NOT NULL DEFAULT 0,
+        expired INTEGER NOT NULL DEFAULT 0,
+        tokens REAL NOT NULL DEFAULT 0,
+        tokens_at REAL NOT NULL DEFAULT 0
+    );
+    CREATE TABLE messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        queue_id INTEGER NOT NULL,
+        id TEXT NOT NULL,
+        body BLOB NOT NULL,
+        attributes TEXT,
+        group_id TEXT,
+        dedup_id TEXT,
+        priority INTEGER NOT NULL DEFAULT 0,
+        deadline REAL,
+        sent_at REAL NOT NULL,
+        visible_at REAL NOT NULL,
+        receive_count INTEGER NOT NULL DEFAULT 0,
+        first_received_at REAL,
+        version INTEGER NOT NULL DEFAULT 1,
+        token TEXT,
+        source_queue TEXT,
+        error TEXT,
+        compressed INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE UNIQUE INDEX messages_by_id ON messages (queue_id, id);
+    CREATE INDEX messages_ready ON messages (queue_id, priority DESC, seq, visible_at);
+    CREATE INDEX messages_by_sent ON messages (queue_id, sent_at);
+    CREATE INDEX messages_by_deadline ON messages (queue_id, deadline) WHERE deadline IS NOT NULL;
+    CREATE TABLE dedup (
+        queue_id INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (queue_id, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE archive (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        queue TEXT NOT NULL,
+        id TEXT NOT NULL,
+        body BLOB NOT NULL,
+        attributes TEXT,
+        group_id TEXT,
+        priority INTEGER NOT NULL,
+        sent_at REAL NOT NULL,
+        first_received_at REAL,
+        removed_at REAL NOT NULL,
+        receive_count INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        compressed INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX archive_by_queue ON archive (queue, seq);
+    CREATE TABLE topics (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
+    CREATE TABLE subscriptions (
+        topic TEXT NOT NULL,
+        queue_id INTEGER NOT NULL,
+        PRIMARY KEY (topic, queue_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE consumers (
+        id TEXT PRIMARY KEY,
+        queue TEXT,
+        info TEXT NOT NULL,
+        timeout REAL NOT NULL,
+        registered_at REAL NOT NULL,
+        heartbeat_at REAL NOT NULL
+    );
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+MESSAGE_COLUMNS = (
+    "seq, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
+    " receive_count, first_received_at, version, source_queue, error, compressed"
+)
+
+ARCHIVE_INSERT = (
+    "INSERT INTO archive (queue, id, body, attributes, group_id, priority, sent_at,"
+    " first_received_at, removed_at, receive_count, outcome, compressed)"
+    " SELECT ?, id, body, attributes, group_id, priority, sent_at, first_received_at, ?,"
+    " receive_count, ?, compressed FROM messages"
+)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the file to SCHEMA_VERSION inside one write transaction; returns the old version."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"this database has schema version {current}, newer than this Conveyor"
+                f" ({SCHEMA_VERSION}): upgrade Conveyor"
+            )
+        for version in range(current, SCHEMA_VERSION):
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+        return int(current)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def encode_attributes(attributes: Mapping[str, AttributeValue]) -> str | None:
+    if not attributes:
+        return None
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if isinstance(value, bytes):
+            out[key] = {"b": base64.b64encode(value).decode()}
+        else:
+            out[key] = value
+    return json.dumps(out, separators=(",", ":"))
+
+
+def decode_attributes(text: str | None) -> dict[str, AttributeValue]:
+    if not text:
+        return {}
+    out: dict[str, AttributeValue] = {}
+    for key, value in json.loads(text).items():
+        out[key] = base64.b64decode(value["b"]) if isinstance(value, dict) else value
+    return out
+
+
+def row_to_message(queue: str, row: tuple[Any, ...], receipt: str | None = None) -> Message:
+    return Message(
+        sequence=row[0],
+        id=row[1],
+        queue=queue,
+        body=row[2],
+        attributes=decode_attributes(row[3]),
+        group_id=row[4],
+        dedup_id=row[5],
+        priority=row[6],
+        deadline=row[7],
+        sent_at=row[8],
+        visible_at=row[9],
+        receive_count=row[10],
+        first_received_at=row[11],
+        version=row[12],
+        source_queue=row[13],
+        error=row[14],
+        compressed=bool(row[15]),
+        receipt=receipt,
+    )
+
+
+def row_to_archived(row: tuple[Any, ...]) -> ArchivedMessage:
+    return ArchivedMessage(
+        queue=row[0],
+        id=row[1],
+        body=row[2],
+        attributes=decode_attributes(row[3]),
+        group_id=row[4],
+        priority=row[5],
+        sent_at=row[6],
+        first_received_at=row[7],
+        removed_at=row[8],
+        receive_count=row[9],
+        outcome=row[10],
+        compressed=bool(row[11]),
+    )

@@ -1,0 +1,163 @@
+"""Every error Conveyor raises, under one root.
+
+Each class carries the SQS error ``code`` and the HTTP ``status`` a server answers with, so
+any way in (SDK, CLI, HTTP server, gateway) renders an error from its class alone. Driver
+errors are translated at the store boundary with ``raise ... from exc``.
+
+::
+
+    ConveyorError
+    ├── InvalidInput                  (400, bad names, sizes, ranges, batches)
+    │   ├── InvalidName
+    │   ├── InvalidAttribute
+    │   ├── MessageTooLong
+    │   ├── InvalidMessageContents
+    │   └── BatchError
+    │       ├── EmptyBatch
+    │       ├── TooManyEntries
+    │       ├── BatchEntryIdsNotDistinct
+    │       └── BatchRequestTooLong
+    ├── ReceiptHandleInvalid          (404 in REST, 400 in the SQS API)
+    ├── MessageNotInflight
+    ├── NotFound
+    │   ├── QueueDoesNotExist
+    │   ├── TopicDoesNotExist
+    │   └── MessageNotFound
+    ├── QueueExists
+    ├── TopicExists
+    ├── InvalidState                  (an edit that the message's state forbids)
+    ├── Unsupported                   (a store lacks a capability)
+    └── StoreUnavailable              (the store cannot be reached; retry later)
+"""
+
+from __future__ import annotations
+
+
+class ConveyorError(Exception):
+    """Root of every Conveyor error."""
+
+    code: str = "InternalError"
+    status: int = 500
+    sender_fault: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(ConveyorError):
+    """The request is malformed; the message says what to fix."""
+
+    code = "InvalidParameterValue"
+    status = 400
+    sender_fault = True
+
+
+class InvalidName(InvalidInput):
+    code = "InvalidParameterValue"
+
+
+class InvalidAttribute(InvalidInput):
+    code = "InvalidAttributeValue"
+
+
+class MessageTooLong(InvalidInput):
+    code = "InvalidParameterValue"
+
+
+class InvalidMessageContents(InvalidInput):
+    code = "InvalidMessageContents"
+
+
+class BatchError(InvalidInput):
+    """The batch as a whole is unacceptable (entries are not looked at)."""
+
+
+class EmptyBatch(BatchError):
+    code = "AWS.SimpleQueueService.EmptyBatchRequest"
+
+
+class TooManyEntries(BatchError):
+    code = "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
+
+
+class BatchEntryIdsNotDistinct(BatchError):
+    code = "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
+
+
+class InvalidBatchEntryId(BatchError):
+    code = "AWS.SimpleQueueService.InvalidBatchEntryId"
+
+
+class BatchRequestTooLong(BatchError):
+    code = "AWS.SimpleQueueService.BatchRequestTooLong"
+
+
+class ReceiptHandleInvalid(ConveyorError):
+    """The receipt is forged, malformed or superseded by a later receive."""
+
+    code = "ReceiptHandleIsInvalid"
+    status = 400
+    sender_fault = True
+
+
+class MessageNotInflight(ConveyorError):
+    code = "AWS.SimpleQueueService.MessageNotInflight"
+    status = 400
+    sender_fault = True
+
+
+class NotFound(ConveyorError):
+    code = "ResourceNotFoundException"
+    status = 404
+    sender_fault = True
+
+
+class QueueDoesNotExist(NotFound):
+    code = "AWS.SimpleQueueService.NonExistentQueue"
+    status = 400
+
+
+class TopicDoesNotExist(NotFound):
+    code = "NotFound"
+
+
+class MessageNotFound(NotFound):
+    code = "MessageNotFound"
+
+
+class QueueExists(ConveyorError):
+    """A queue of that name exists with different attributes."""
+
+    code = "QueueAlreadyExists"
+    status = 400
+    sender_fault = True
+
+
+class TopicExists(ConveyorError):
+    code = "TopicAlreadyExists"
+    status = 409
+    sender_fault = True
+
+
+class InvalidState(ConveyorError):
+    """The message's state forbids the edit (for example redriving one that is in flight)."""
+
+    code = "InvalidStateTransition"
+    status = 409
+    sender_fault = True
+
+
+class Unsupported(ConveyorError):
+    """The store cannot do this; its ``capabilities`` say so."""
+
+    code = "UnsupportedOperation"
+    status = 400
+    sender_fault = True
+
+
+class StoreUnavailable(ConveyorError):
+    """The store cannot be reached or failed; the operation may be retried."""
+
+    code = "ServiceUnavailable"
+    status = 503

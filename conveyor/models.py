@@ -1,0 +1,250 @@
+"""Values passed between the client, the stores and the ways in: frozen, keyword-only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+AttributeValue = str | int | float | bytes
+"""A message attribute: a string, a number or bytes (SQS's String, Number, Binary)."""
+
+Attributes = Mapping[str, AttributeValue]
+
+FAR_FUTURE = 253402300799.0  # 9999-12-31: "never visible again" for at-most-once receives
+
+
+class Delivery(StrEnum):
+    AT_LEAST_ONCE = "at-least-once"
+    AT_MOST_ONCE = "at-most-once"
+
+
+class MessageState(StrEnum):
+    READY = "ready"
+    DELAYED = "delayed"
+    IN_FLIGHT = "in_flight"
+
+
+class Capability(StrEnum):
+    """What a store can do beyond the core message operations."""
+
+    EDIT_IN_PLACE = "edit_in_place"  # peek/get/update/remove/reset/fail/move_to_dlq/redrive
+    TOPICS = "topics"
+    CONSUMERS = "consumers"
+    PRIORITY = "priority"
+    ARCHIVE = "archive"
+    AT_MOST_ONCE = "at_most_once"
+    RATE_LIMIT = "rate_limit"
+    CROSS_PROCESS = "cross_process"  # several processes may share the store
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeadLetterPolicy:
+    queue: str
+    max_receive_count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"queue": self.queue, "max_receive_count": self.max_receive_count}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QueueAttributes:
+    """A queue's settings. Defaults and ranges follow SQS; `validate_attributes` checks them."""
+
+    visibility_timeout: float = 30.0
+    delay: float = 0.0
+    retention: float = 4 * 86400.0
+    max_message_bytes: int = 262144
+    receive_wait: float = 0.0
+    dead_letter: DeadLetterPolicy | None = None
+    fifo: bool = False
+    content_based_dedup: bool = False
+    delivery: Delivery = Delivery.AT_LEAST_ONCE
+    archive: bool = False
+    rate_limit: float | None = None
+    compress_over: int | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> QueueAttributes:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, DeadLetterPolicy):
+                value = value.to_dict()
+            elif isinstance(value, Delivery):
+                value = value.value
+            elif f.name == "tags":
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QueueAttributes:
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        dl = kwargs.get("dead_letter")
+        if isinstance(dl, Mapping):
+            kwargs["dead_letter"] = DeadLetterPolicy(
+                queue=str(dl["queue"]), max_receive_count=int(dl["max_receive_count"])
+            )
+        if "delivery" in kwargs:
+            kwargs["delivery"] = Delivery(kwargs["delivery"])
+        return cls(**kwargs)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> QueueAttributes:
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QueueInfo:
+    name: str
+    attributes: QueueAttributes
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewMessage:
+    """A message as the client hands it to a store: validated, id assigned, body encoded."""
+
+    id: str
+    body: bytes
+    attributes: Attributes = field(default_factory=dict)
+    group_id: str | None = None
+    dedup_id: str | None = None
+    priority: int = 0
+    deadline: float | None = None
+    delay: float = 0.0
+    compressed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Message:
+    """A stored message. `receipt` is set on messages returned by a receive."""
+
+    id: str
+    queue: str
+    body: bytes
+    attributes: Attributes = field(default_factory=dict)
+    group_id: str | None = None
+    dedup_id: str | None = None
+    priority: int = 0
+    deadline: float | None = None
+    sent_at: float = 0.0
+    visible_at: float = 0.0
+    receive_count: int = 0
+    first_received_at: float | None = None
+    version: int = 1
+    sequence: int = 0
+    source_queue: str | None = None
+    error: str | None = None
+    compressed: bool = False
+    receipt: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def state(self, now: float) -> MessageState:
+        if self.visible_at <= now:
+            return MessageState.READY
+        return MessageState.IN_FLIGHT if self.receive_count > 0 else MessageState.DELAYED
+
+    def replace(self, **changes: Any) -> Message:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SendResult:
+    id: str
+    duplicate: bool = False
+    sequence: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BatchResult:
+    """One entry of a batch call: `error` is None on success."""
+
+    entry_id: str
+    result: Any = None
+    error: Exception | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessageUpdate:
+    """An in-place edit; fields left None are kept."""
+
+    body: bytes | None = None
+    attributes: Attributes | None = None
+    priority: int | None = None
+    visible_at: float | None = None
+    compressed: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QueueStats:
+    queue: str
+    ready: int = 0
+    delayed: int = 0
+    in_flight: int = 0
+    dead: int = 0
+    expired: int = 0
+    oldest_age: float | None = None
+    sent: int = 0
+    received: int = 0
+    deleted: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.ready + self.delayed + self.in_flight
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Consumer:
+    id: str
+    queue: str | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+    timeout: float = 30.0
+    registered_at: float = 0.0
+    heartbeat_at: float = 0.0
+
+    def alive(self, now: float) -> bool:
+        return now - self.heartbeat_at <= self.timeout
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArchivedMessage:
+    """A deleted (or expired) message kept for analytics on queues with `archive`."""
+
+    id: str
+    queue: str
+    body: bytes
+    attributes: Attributes
+    group_id: str | None
+    priority: int
+    sent_at: float
+    first_received_at: float | None
+    removed_at: float
+    receive_count: int
+    outcome: str  # deleted | expired | moved
+    compressed: bool = False

@@ -1,0 +1,213 @@
+"""Checks on names, attributes, sizes and batches. Each failure says what to fix."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .exceptions import (
+    BatchEntryIdsNotDistinct,
+    EmptyBatch,
+    InvalidAttribute,
+    InvalidBatchEntryId,
+    InvalidInput,
+    InvalidName,
+    MessageTooLong,
+    TooManyEntries,
+)
+from .models import AttributeValue, QueueAttributes
+
+NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
+FIFO_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
+ENTRY_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
+ATTRIBUTE_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+MESSAGE_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
+GROUP_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
+
+MAX_BATCH = 10
+MAX_MESSAGE_ATTRIBUTES = 10
+MAX_RECEIVE = 10
+MAX_VISIBILITY = 12 * 3600.0
+MAX_DELAY = 15 * 60.0
+MAX_WAIT = 20.0
+DEDUP_WINDOW = 5 * 60.0
+
+
+def check_queue_name(name: str) -> str:
+    if not isinstance(name, str):
+        raise InvalidName(f"queue name must be a string, got {type(name).__name__}")
+    if NAME_RE.fullmatch(name) or FIFO_NAME_RE.fullmatch(name):
+        return name
+    raise InvalidName(
+        f"invalid queue name {name!r}: use 1-80 characters from A-Z, a-z, 0-9, '-' and '_'"
+        " (FIFO queue names end in '.fifo')"
+    )
+
+
+def check_topic_name(name: str) -> str:
+    if isinstance(name, str) and (NAME_RE.fullmatch(name) or FIFO_NAME_RE.fullmatch(name)):
+        return name
+    raise InvalidName(
+        f"invalid topic name {name!r}: use 1-80 characters from A-Z, a-z, 0-9, '-' and '_'"
+    )
+
+
+def _range(name: str, value: Any, low: float, high: float, unit: str = "s") -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidAttribute(f"{name} must be a number, got {value!r}")
+    if not low <= value <= high:
+        raise InvalidAttribute(f"{name} must be between {low:g} and {high:g} {unit}, got {value!r}")
+
+
+def validate_attributes(name: str, attrs: QueueAttributes) -> QueueAttributes:
+    """Check every attribute against its SQS range; return `attrs` unchanged when valid."""
+    _range("visibility_timeout", attrs.visibility_timeout, 0, MAX_VISIBILITY)
+    _range("delay", attrs.delay, 0, MAX_DELAY)
+    _range("retention", attrs.retention, 60, 14 * 86400)
+    _range("max_message_bytes", attrs.max_message_bytes, 1024, 1048576, "bytes")
+    _range("receive_wait", attrs.receive_wait, 0, MAX_WAIT)
+    is_fifo_name = name.endswith(".fifo")
+    if attrs.fifo != is_fifo_name:
+        raise InvalidAttribute(
+            f"queue {name!r}: FIFO queues must have names ending in '.fifo' and only they may"
+            " (set fifo=True with a '.fifo' name, or neither)"
+        )
+    if attrs.content_based_dedup and not attrs.fifo:
+        raise InvalidAttribute("content_based_dedup applies only to FIFO queues")
+    dl = attrs.dead_letter
+    if dl is not None:
+        check_queue_name(dl.queue)
+        if dl.queue == name:
+            raise InvalidAttribute(f"queue {name!r} cannot be its own dead-letter queue")
+        if isinstance(dl.max_receive_count, bool) or not isinstance(dl.max_receive_count, int):
+            raise InvalidAttribute("dead_letter.max_receive_count must be an integer")
+        if not 1 <= dl.max_receive_count <= 1000:
+            raise InvalidAttribute(
+                f"dead_letter.max_receive_count must be between 1 and 1000,"
+                f" got {dl.max_receive_count}"
+            )
+        if dl.queue.endswith(".fifo") != attrs.fifo:
+            raise InvalidAttribute(
+                "the dead-letter queue of a FIFO queue must be FIFO, and of a standard queue"
+                " standard"
+            )
+    if attrs.rate_limit is not None:
+        _range("rate_limit", attrs.rate_limit, 0.001, 1_000_000, "messages/s")
+    if attrs.compress_over is not None:
+        _range("compress_over", attrs.compress_over, 0, 1048576, "bytes")
+    for key, value in attrs.tags.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= 128 or not isinstance(value, str):
+            raise InvalidAttribute(f"tag {key!r}: keys are 1-128 characters, values strings")
+    if len(attrs.tags) > 50:
+        raise InvalidAttribute("a queue may have at most 50 tags")
+    return attrs
+
+
+def check_visibility(value: float) -> float:
+    try:
+        _range("visibility_timeout", value, 0, MAX_VISIBILITY)
+    except InvalidAttribute as exc:
+        raise InvalidInput(exc.message) from None
+    return float(value)
+
+
+def check_delay(value: float) -> float:
+    try:
+        _range("delay", value, 0, MAX_DELAY)
+    except InvalidAttribute as exc:
+        raise InvalidInput(exc.message) from None
+    return float(value)
+
+
+def check_wait(value: float) -> float:
+    try:
+        _range("wait", value, 0, MAX_WAIT)
+    except InvalidAttribute as exc:
+        raise InvalidInput(exc.message) from None
+    return float(value)
+
+
+def check_max_messages(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RECEIVE:
+        raise InvalidInput(
+            f"max_messages must be an integer from 1 to {MAX_RECEIVE}, got {value!r}"
+        )
+    return value
+
+
+def check_priority(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+        raise InvalidInput(f"priority must be a 32-bit integer, got {value!r}")
+    return value
+
+
+def check_message_id(value: str) -> str:
+    if not isinstance(value, str) or not MESSAGE_ID_RE.fullmatch(value):
+        raise InvalidInput(
+            f"message id {value!r} must be 1-128 printable ASCII characters without spaces"
+        )
+    return value
+
+
+def check_group_id(value: str, what: str = "group_id") -> str:
+    if not isinstance(value, str) or not GROUP_ID_RE.fullmatch(value):
+        raise InvalidInput(f"{what} {value!r} must be 1-128 printable ASCII characters")
+    return value
+
+
+def attribute_size(attributes: Mapping[str, AttributeValue]) -> int:
+    size = 0
+    for key, value in attributes.items():
+        size += len(key.encode())
+        if isinstance(value, bytes):
+            size += len(value)
+        else:
+            size += len(str(value).encode())
+    return size
+
+
+def check_message_attributes(attributes: Mapping[str, AttributeValue]) -> None:
+    if len(attributes) > MAX_MESSAGE_ATTRIBUTES:
+        raise InvalidInput(
+            f"a message may carry at most {MAX_MESSAGE_ATTRIBUTES} attributes,"
+            f" got {len(attributes)}"
+        )
+    for key, value in attributes.items():
+        if not isinstance(key, str) or not ATTRIBUTE_NAME_RE.fullmatch(key):
+            raise InvalidInput(
+                f"attribute name {key!r}: use 1-256 characters from A-Z, a-z, 0-9, '_', '-', '.'"
+            )
+        if key.lower().startswith(("aws.", "amazon.")):
+            raise InvalidInput(
+                f"attribute name {key!r}: the prefixes AWS. and Amazon. are reserved"
+            )
+        if isinstance(value, bool) or not isinstance(value, str | int | float | bytes):
+            raise InvalidInput(
+                f"attribute {key!r} must be a string, a number or bytes, got {type(value).__name__}"
+            )
+
+
+def check_body_size(body: bytes, attributes: Mapping[str, AttributeValue], limit: int) -> None:
+    size = len(body) + attribute_size(attributes)
+    if size > limit:
+        raise MessageTooLong(
+            f"message is {size} bytes (body and attributes); this queue accepts at most {limit}"
+            " (raise max_message_bytes up to 1048576, or store the payload elsewhere)"
+        )
+    if not body:
+        raise InvalidInput("message body must not be empty")
+
+
+def check_batch(entry_ids: Sequence[str]) -> None:
+    if not entry_ids:
+        raise EmptyBatch("a batch needs at least one entry")
+    if len(entry_ids) > MAX_BATCH:
+        raise TooManyEntries(f"a batch holds at most {MAX_BATCH} entries, got {len(entry_ids)}")
+    for entry_id in entry_ids:
+        if not isinstance(entry_id, str) or not ENTRY_ID_RE.fullmatch(entry_id):
+            raise InvalidBatchEntryId(
+                f"batch entry id {entry_id!r}: use 1-80 characters from A-Z, a-z, 0-9, '-', '_'"
+            )
+    if len(set(entry_ids)) != len(entry_ids):
+        raise BatchEntryIdsNotDistinct("batch entry ids must be distinct within one batch")

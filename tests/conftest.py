@@ -1,0 +1,48 @@
+"""Shared fixtures: a fresh store per test, for every store the contract runs on.
+
+A store whose service is missing skips locally and fails in CI (CI=true).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conveyor import Client, ManualClock
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def unavailable(what: str) -> None:
+    """Skip locally, fail in CI: a missing service must not pass silently there."""
+    if IN_CI:
+        pytest.fail(f"{what} is not available in CI")
+    pytest.skip(f"{what} is not available")
+
+
+StoreFactory = Callable[[Path], str]
+
+STORES: dict[str, StoreFactory] = {
+    "memory": lambda tmp: "memory://",
+    "sqlite": lambda tmp: f"sqlite:///{tmp}/conveyor.db?durability=normal",
+}
+
+
+@pytest.fixture(params=sorted(STORES))
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return STORES[request.param](tmp_path)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def client(store_url: str, clock: ManualClock) -> Iterator[Client]:
+    c = Client(store_url, clock=clock)
+    yield c
+    c.close()

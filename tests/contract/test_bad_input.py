@@ -1,0 +1,143 @@
+"""Rule 12: bad input gets a typed error saying what to fix, and nothing is partly written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conveyor import (
+    Client,
+    ConveyorError,
+    DeadLetterPolicy,
+    InvalidAttribute,
+    InvalidInput,
+    InvalidName,
+    MessageTooLong,
+    SendEntry,
+)
+from conveyor.exceptions import (
+    BatchEntryIdsNotDistinct,
+    EmptyBatch,
+    InvalidBatchEntryId,
+    TooManyEntries,
+)
+
+
+@pytest.mark.parametrize("name", ["", "has space", "x" * 81, "bad/slash", "ünï", "a.fifo.x"])
+def test_bad_queue_names(client: Client, name: str) -> None:
+    with pytest.raises(InvalidName, match="A-Z"):
+        client.create_queue(name)
+    assert client.list_queues() == []
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"visibility_timeout": -1}, "visibility_timeout"),
+        ({"visibility_timeout": 43201}, "visibility_timeout"),
+        ({"delay": 901}, "delay"),
+        ({"retention": 59}, "retention"),
+        ({"retention": 14 * 86400 + 1}, "retention"),
+        ({"max_message_bytes": 1023}, "max_message_bytes"),
+        ({"receive_wait": 21}, "receive_wait"),
+        ({"fifo": True}, "FIFO"),
+        ({"content_based_dedup": True}, "FIFO"),
+        ({"dead_letter": DeadLetterPolicy(queue="q", max_receive_count=1)}, "own dead-letter"),
+        ({"dead_letter": DeadLetterPolicy(queue="d", max_receive_count=0)}, "1 and 1000"),
+        ({"rate_limit": 0}, "rate_limit"),
+        ({"visibility_timeout": "soon"}, "must be a number"),
+    ],
+)
+def test_bad_attributes(client: Client, options: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(InvalidAttribute, match=fragment):
+        client.create_queue("q", **options)
+    assert client.list_queues() == []
+
+
+def test_unknown_attribute(client: Client) -> None:
+    with pytest.raises(InvalidInput, match="unknown queue attribute"):
+        client.create_queue("q", colour="blue")
+
+
+def test_bad_messages(client: Client) -> None:
+    q = client.create_queue("q", max_message_bytes=1024)
+    with pytest.raises(MessageTooLong, match="at most 1024"):
+        q.send("x" * 1025)
+    with pytest.raises(InvalidInput, match="empty"):
+        q.send("")
+    with pytest.raises(InvalidInput, match="str or bytes"):
+        q.send(42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="delay"):
+        q.send("x", delay=901)
+    with pytest.raises(InvalidInput, match="at most 10 attributes"):
+        q.send("x", attributes={f"a{i}": "v" for i in range(11)})
+    with pytest.raises(InvalidInput, match="reserved"):
+        q.send("x", attributes={"AWS.trace": "v"})
+    with pytest.raises(InvalidInput, match="message id"):
+        q.send("x", id="has space")
+    with pytest.raises(InvalidInput, match="priority"):
+        q.send("x", priority=2**40)
+    assert q.stats().total == 0
+
+
+def test_bad_receive_arguments(client: Client) -> None:
+    q = client.create_queue("q")
+    for kwargs in (
+        {"max_messages": 0},
+        {"max_messages": 11},
+        {"visibility_timeout": -1},
+        {"wait": 21},
+    ):
+        with pytest.raises(InvalidInput):
+            q.receive(**kwargs)
+
+
+def test_fifo_send_rules(client: Client) -> None:
+    q = client.create_queue("q.fifo")
+    with pytest.raises(InvalidInput, match="group_id"):
+        q.send("x", dedup_id="d")
+    with pytest.raises(InvalidInput, match="dedup_id"):
+        q.send("x", group_id="g")
+    with pytest.raises(InvalidInput, match="per-message delay"):
+        q.send("x", group_id="g", dedup_id="d", delay=1)
+    assert q.stats().total == 0
+
+
+def test_batch_shape_errors(client: Client) -> None:
+    q = client.create_queue("q")
+    with pytest.raises(EmptyBatch):
+        q.send_batch([])
+    with pytest.raises(TooManyEntries):
+        q.send_batch([str(i) for i in range(11)])
+    with pytest.raises(BatchEntryIdsNotDistinct):
+        q.send_batch([SendEntry(entry_id="a", body="1"), SendEntry(entry_id="a", body="2")])
+    with pytest.raises(InvalidBatchEntryId):
+        q.send_batch([SendEntry(entry_id="no spaces", body="1")])
+    assert q.stats().total == 0
+
+
+def test_batch_reports_per_entry(client: Client) -> None:
+    q = client.create_queue("q", max_message_bytes=1024)
+    results = q.send_batch(
+        [
+            SendEntry(entry_id="ok1", body="a"),
+            SendEntry(entry_id="big", body="x" * 2000),
+            SendEntry(entry_id="ok2", body="b"),
+        ]
+    )
+    assert [r.ok for r in results] == [True, False, True]
+    assert isinstance(results[1].error, MessageTooLong)
+    assert q.stats().ready == 2
+    msgs = q.receive(10)
+    deleted = q.delete_batch({"good": msgs[0].receipt or "", "bad": "forged"})
+    assert [(r.entry_id, r.ok) for r in deleted] == [("good", True), ("bad", False)]
+    changed = q.change_visibility_batch({"a": (msgs[1].receipt or "", 5), "b": ("x", 99999)})
+    assert [r.ok for r in changed] == [True, False]
+
+
+def test_every_error_is_a_conveyor_error_with_code_and_status(client: Client) -> None:
+    q = client.create_queue("q")
+    with pytest.raises(ConveyorError) as info:
+        q.delete("forged")
+    assert info.value.code == "ReceiptHandleIsInvalid" and info.value.status == 400

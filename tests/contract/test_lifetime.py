@@ -1,0 +1,57 @@
+"""Rules 8 and 9: retention, at-most-once delivery and deadlines; archive."""
+
+from __future__ import annotations
+
+from conveyor import Client, Delivery, ManualClock
+
+
+def test_rule8_retention(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("ret", retention=120)
+    q.send("old")
+    clock.advance(60)
+    q.send("young")
+    clock.advance(61)
+    assert [m.text for m in q.receive(10)] == ["young"]
+    assert q.stats().expired == 1
+
+
+def test_rule9_at_most_once_never_redelivers(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("amo", delivery=Delivery.AT_MOST_ONCE, visibility_timeout=1)
+    q.send("once")
+    [m] = q.receive()
+    clock.advance(3600)
+    assert q.receive() == []
+    q.delete(m.receipt or "")
+    assert q.stats().total == 0
+
+
+def test_rule9_deadline_passed_is_never_delivered(client: Client, clock: ManualClock) -> None:
+    for delivery in (Delivery.AT_MOST_ONCE, Delivery.AT_LEAST_ONCE):
+        q = client.create_queue(f"dl-{delivery.value}", delivery=delivery, visibility_timeout=5)
+        q.send("late", deadline=clock.now() + 10, delay=10)
+        q.send("fine", deadline=clock.now() + 100)
+        q.send("no-deadline")
+        clock.advance(10)
+        got = sorted(m.text for m in q.receive(10))
+        assert got == ["fine", "no-deadline"]
+        assert q.stats().expired == 1
+
+
+def test_archive_keeps_deleted_messages(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("arch", archive=True, retention=60)
+    q.send("kept")
+    q.send("expires")
+    clock.advance(2)
+    [m] = q.receive()
+    clock.advance(3)
+    q.delete(m.receipt or "")
+    clock.advance(60)
+    q.stats()
+    archived = q.archive()
+    assert [(a.outcome, a.body) for a in archived] == [
+        ("deleted", b"kept"),
+        ("expired", b"expires"),
+    ]
+    kept = archived[0]
+    assert kept.first_received_at is not None
+    assert kept.removed_at - kept.sent_at == 5

@@ -1,0 +1,226 @@
+"""Rules 1-5, 7 and 11: delivery, visibility, receipts, order, duplicates, delay, concurrency."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from conveyor import Client, ManualClock, ReceiptHandleInvalid, SendEntry
+
+
+def test_rule1_at_least_once_until_deleted(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("r1", visibility_timeout=5)
+    sent = q.send("payload")
+    for attempt in range(1, 4):
+        [m] = q.receive()
+        assert m.id == sent.id and m.text == "payload" and m.receive_count == attempt
+        clock.advance(5)
+    [m] = q.receive()
+    q.delete(m.receipt or "")
+    clock.advance(60)
+    assert q.receive() == []
+
+
+def test_rule2_invisible_until_visible_at(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("r2", visibility_timeout=30)
+    q.send("x")
+    [m] = q.receive()
+    assert m.visible_at == pytest.approx(clock.now() + 30)
+    clock.advance(29.9)
+    assert q.receive() == []
+    clock.advance(0.1)
+    [again] = q.receive()
+    assert again.id == m.id and again.receive_count == 2
+
+
+def test_receive_visibility_override_and_change_visibility(
+    client: Client, clock: ManualClock
+) -> None:
+    q = client.create_queue("vis", visibility_timeout=30)
+    q.send("x")
+    [m] = q.receive(visibility_timeout=2)
+    clock.advance(1)
+    q.change_visibility(m.receipt or "", 10)
+    clock.advance(5)
+    assert q.receive() == []
+    clock.advance(5)
+    [m2] = q.receive()
+    q.change_visibility(m2.receipt or "", 0)
+    [m3] = q.receive()
+    assert m3.id == m.id and m3.receive_count == 3
+
+
+def test_rule3_every_receive_issues_a_new_receipt(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("r3", visibility_timeout=1)
+    q.send("x")
+    [first] = q.receive()
+    clock.advance(1)
+    [second] = q.receive()
+    assert first.receipt != second.receipt
+    with pytest.raises(ReceiptHandleInvalid):
+        q.delete(first.receipt or "")
+    with pytest.raises(ReceiptHandleInvalid):
+        q.change_visibility(first.receipt or "", 100)
+    assert q.get(first.id).receive_count == 2
+    q.delete(second.receipt or "")
+    with pytest.raises(ReceiptHandleInvalid):
+        q.delete(second.receipt or "")
+
+
+@pytest.mark.parametrize("forged", ["", "garbage", "bm90IGEgcmVjZWlwdA", "x" * 5000])
+def test_rule3_forged_receipts_change_nothing(client: Client, forged: str) -> None:
+    q = client.create_queue("forge")
+    q.send("x")
+    [m] = q.receive()
+    with pytest.raises(ReceiptHandleInvalid):
+        q.delete(forged)
+    with pytest.raises(ReceiptHandleInvalid):
+        q.change_visibility(forged, 0)
+    assert q.stats().in_flight == 1
+    assert m.receipt
+
+
+def test_receipt_of_another_queue_is_rejected(client: Client) -> None:
+    a = client.create_queue("qa")
+    b = client.create_queue("qb")
+    a.send("x")
+    [m] = a.receive()
+    with pytest.raises(ReceiptHandleInvalid, match="belongs to queue 'qa'"):
+        b.delete(m.receipt or "")
+    a.delete(m.receipt or "")
+
+
+def test_rule4_priority_then_send_order(client: Client) -> None:
+    q = client.create_queue("r4")
+    for i, p in enumerate([0, 5, 0, 9, 5, 0]):
+        q.send(f"m{i}", priority=p)
+    got = [m.text for m in q.receive(10)]
+    assert got == ["m3", "m1", "m4", "m0", "m2", "m5"]
+
+
+def test_rule4_single_receiver_sees_send_order(client: Client) -> None:
+    q = client.create_queue("order")
+    for i in range(30):
+        q.send(f"{i}")
+    seen = []
+    while batch := q.receive(7):
+        seen += [int(m.text) for m in batch]
+        q.delete_batch([m.receipt or "" for m in batch])
+    assert seen == list(range(30))
+
+
+def test_rule4_fifo_group_blocked_while_in_flight(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("r4.fifo", visibility_timeout=10, content_based_dedup=True)
+    for i in range(3):
+        q.send(f"a{i}", group_id="A")
+        q.send(f"b{i}", group_id="B")
+    [first] = q.receive()
+    assert first.text == "a0"
+    [second] = q.receive()
+    assert second.text == "b0"
+    assert q.receive() == []  # both groups have a message in flight
+    q.delete(first.receipt or "")
+    [third] = q.receive()
+    assert third.text == "a1"
+    clock.advance(10)  # b0 times out: group B resumes with b0 again, never b1 first
+    got = [m.text for m in q.receive(10)]
+    assert got[0] == "b0" and "b1" in got
+    assert got.index("b0") < got.index("b1")
+
+
+def test_rule5_duplicate_id_changes_nothing(client: Client) -> None:
+    q = client.create_queue("r5")
+    first = q.send("original", id="order-1")
+    again = q.send("changed", id="order-1")
+    assert (first.duplicate, again.duplicate, again.id) == (False, True, "order-1")
+    [m] = q.receive(10)
+    assert m.text == "original"
+    assert q.stats().sent == 1
+
+
+def test_rule5_fifo_dedup_window(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("r5.fifo")
+    a = q.send("one", group_id="g", dedup_id="d1")
+    b = q.send("two", group_id="g", dedup_id="d1")
+    assert b.duplicate and b.id == a.id
+    clock.advance(301)
+    c = q.send("three", group_id="g", dedup_id="d1")
+    assert not c.duplicate and c.id != a.id
+
+
+def test_rule5_content_based_dedup(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("cbd.fifo", content_based_dedup=True)
+    a = q.send("same", group_id="g")
+    b = q.send("same", group_id="g2")
+    assert b.duplicate and b.id == a.id
+    assert not q.send("other", group_id="g").duplicate
+    clock.advance(300)
+    assert not q.send("same", group_id="g").duplicate
+
+
+def test_rule7_delay(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("r7", delay=10)
+    q.send("queue-delay")
+    q.send("own-delay", delay=3)
+    q.send("no-delay", delay=0)
+    assert [m.text for m in q.receive(10)] == ["no-delay"]
+    clock.advance(3)
+    assert [m.text for m in q.receive(10)] == ["own-delay"]
+    clock.advance(6.9)
+    assert q.receive(10) == []
+    clock.advance(0.1)
+    [m] = q.receive(10)
+    assert m.text == "queue-delay" and m.sent_at + 10 == pytest.approx(clock.now())
+
+
+def test_rule11_concurrent_receivers_never_share(client: Client) -> None:
+    q = client.create_queue("r11", visibility_timeout=600)
+    q.send_batch([SendEntry(entry_id=str(i), body=str(i)) for i in range(10)])
+    for start in range(10, 400, 10):
+        q.send_batch([SendEntry(entry_id=str(i), body=str(start + i)) for i in range(10)])
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def drain() -> None:
+        while batch := q.receive(5):
+            with lock:
+                got.extend(m.id for m in batch)
+
+    threads = [threading.Thread(target=drain) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 400 and len(set(got)) == 400
+
+
+def test_long_poll_returns_when_a_message_arrives(client: Client) -> None:
+    q = client.create_queue("lp")
+    q.send("now")
+    [m] = q.receive(wait=20)
+    assert m.text == "now"
+
+
+def test_long_poll_with_manual_clock_sees_delayed_message(
+    client: Client, clock: ManualClock
+) -> None:
+    q = client.create_queue("lp2")
+    q.send("soon", delay=2)
+    start = clock.now()
+    [m] = q.receive(wait=5)
+    assert m.text == "soon"
+    assert 2 <= clock.now() - start < 3
+    start = clock.now()
+    assert q.receive(wait=4) == []
+    assert clock.now() - start == pytest.approx(4)
+
+
+def test_bodies_attributes_and_json(client: Client) -> None:
+    q = client.create_queue("bodies")
+    q.send(b"\x00\xffbin", attributes={"s": "v", "n": 3, "f": 1.5, "b": b"\x01"})
+    q.send_json({"k": [1, 2]})
+    a, b = q.receive(10)
+    assert a.body == b"\x00\xffbin"
+    assert dict(a.attributes) == {"s": "v", "n": 3, "f": 1.5, "b": b"\x01"}
+    assert b.json() == {"k": [1, 2]}

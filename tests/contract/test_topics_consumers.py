@@ -1,0 +1,70 @@
+"""Rule 10 (fan-out) and the consumer registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from conveyor import Client, ManualClock, NotFound, QueueDoesNotExist, TopicDoesNotExist
+
+
+def test_rule10_publish_reaches_every_subscriber(client: Client) -> None:
+    client.create_queue("q1")
+    client.create_queue("q2")
+    client.create_queue("q3")
+    assert client.create_topic("events") is True
+    assert client.create_topic("events") is False
+    client.subscribe("events", "q1")
+    client.subscribe("events", "q2")
+    client.subscribe("events", "q2")
+    assert client.topic_queues("events") == ["q1", "q2"]
+    out = client.publish("events", "hello", attributes={"kind": "greeting"})
+    assert set(out) == {"q1", "q2"}
+    for name in ("q1", "q2"):
+        [m] = client.queue(name).receive()
+        assert m.text == "hello" and m.id == out[name].id
+    assert client.queue("q3").receive() == []
+    client.unsubscribe("events", "q1")
+    assert client.topic_queues("events") == ["q2"]
+
+
+def test_rule10_all_or_nothing(client: Client) -> None:
+    client.create_queue("big", max_message_bytes=4096)
+    client.create_queue("small", max_message_bytes=1024)
+    client.create_topic("t")
+    client.subscribe("t", "big")
+    client.subscribe("t", "small")
+    with pytest.raises(Exception, match="at most 1024"):
+        client.publish("t", "x" * 2000)
+    assert client.queue("big").stats().total == 0
+
+
+def test_topic_errors_and_deletion(client: Client) -> None:
+    with pytest.raises(TopicDoesNotExist):
+        client.publish("missing", "x")
+    client.create_topic("t")
+    with pytest.raises(QueueDoesNotExist):
+        client.subscribe("t", "nope")
+    client.create_queue("q")
+    client.subscribe("t", "q")
+    client.delete_queue("q")
+    assert client.topic_queues("t") == []
+    client.delete_topic("t")
+    assert client.list_topics() == []
+
+
+def test_consumers_register_heartbeat_and_expire(client: Client, clock: ManualClock) -> None:
+    a = client.register_consumer("a", queue="jobs", timeout=10, info={"host": "h1"})
+    client.register_consumer("b", queue="jobs", timeout=10)
+    client.register_consumer("c", queue="other", timeout=10)
+    assert [c.id for c in client.list_consumers("jobs")] == ["a", "b"]
+    assert a.info == {"host": "h1"}
+    clock.advance(8)
+    client.heartbeat("a")
+    clock.advance(8)
+    assert [c.id for c in client.list_consumers()] == ["a"]
+    with pytest.raises(NotFound, match="pruned"):
+        client.heartbeat("b")
+    client.register_consumer("b", queue="jobs", timeout=10)
+    assert {c.id for c in client.list_consumers("jobs")} == {"a", "b"}
+    client.unregister_consumer("a")
+    assert [c.id for c in client.list_consumers("jobs")] == ["b"]
