@@ -122,6 +122,7 @@ class Worker:
     def run(self, *, until_empty: bool = False, handle_signals: bool = True) -> int:
         """Process messages until stopped (or, with `until_empty`, until none is ready and
         nothing is running). Returns how many messages were handled successfully."""
+        self._stop.clear()
         registered = self._register()
         with on_stop(self.stop) if handle_signals else _nothing():
             keeper = threading.Thread(target=self._keep, name="conveyor-keeper", daemon=True)
@@ -156,7 +157,7 @@ class Worker:
             log.warning("receive failed: %s; retrying", exc)
             self._stop.wait(1.0)
             return []
-        now = time.monotonic()
+        now = self.queue.client.clock.now()
         with self._lock:
             for m in messages:
                 self._held[m.receipt or m.id] = _Held(m, now + self._vt() / 2)
@@ -286,10 +287,11 @@ class Worker:
     # -- keeping visibility and the heartbeat ---------------------------------------------
 
     def _keep(self) -> None:
+        clock = self.queue.client.clock
         beat_every = self.consumer_timeout / 3
-        next_beat = time.monotonic() + beat_every
-        while not self._stop.wait(0.25):
-            now = time.monotonic()
+        next_beat = clock.now() + beat_every
+        while not self._stop.wait(0.05 if clock.manual else 0.25):
+            now = clock.now()
             vt = self._vt()
             with self._lock:
                 due = [h for h in self._held.values() if not h.done and h.extend_at <= now]

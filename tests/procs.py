@@ -1,0 +1,44 @@
+"""Programs the process tests run as real subprocesses: python -m tests.procs KIND ..."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+from conveyor import Client, Message, Worker
+
+
+def drain(url: str, queue: str, out: str) -> None:
+    """Receive and delete until the queue stays empty; write each id received."""
+    q = Client(url).queue(queue)
+    with open(out, "w") as f:
+        while True:
+            batch = q.receive(10, visibility_timeout=300, wait=0.5)
+            if not batch:
+                return
+            f.write("".join(f"{m.id}\n" for m in batch))
+            f.flush()
+            results = q.delete_batch([m.receipt or "" for m in batch])
+            assert all(r.ok for r in results), results
+
+
+def work(url: str, queue: str, out: str, seconds: str) -> None:
+    """A Worker whose handler takes `seconds`; writes `start id` / `done id` lines."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    q = Client(url).queue(queue)
+    log = open(out, "a", buffering=1)  # noqa: SIM115 - open for the process's lifetime
+
+    def handler(m: Message) -> None:
+        log.write(f"start {m.id}\n")
+        time.sleep(float(seconds))
+        log.write(f"done {m.id}\n")
+
+    Worker(q, handler, concurrency=2, batch_size=4, grace=float(seconds) * 3).run()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "drain":
+        drain(*sys.argv[2:5])
+    else:
+        work(*sys.argv[2:6])

@@ -1,0 +1,46 @@
+"""Long polling in real time: how fast a send wakes a waiter, and what waiting costs."""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+
+from conveyor import Client
+
+
+def test_send_wakes_waiter_in_same_process(store_url: str) -> None:
+    client = Client(store_url)
+    q = client.create_queue("lp")
+    latencies = []
+    for _ in range(20):
+        got: list[float] = []
+
+        def wait(into: list[float] = got) -> None:
+            assert q.receive(wait=5)
+            into.append(time.perf_counter())
+
+        t = threading.Thread(target=wait)
+        t.start()
+        time.sleep(0.02)  # let the receiver start waiting: this measures wake-up in real time
+        sent = time.perf_counter()
+        q.send("ping")
+        t.join(5)
+        latencies.append(got[0] - sent)
+        for m in q.receive(10):
+            q.delete(m.receipt or "")
+    latencies.sort()
+    assert latencies[len(latencies) // 2] < 0.02, latencies
+
+
+def test_idle_waiter_uses_no_measurable_cpu(store_url: str) -> None:
+    client = Client(store_url)
+    q = client.create_queue("idle")
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.perf_counter()
+    assert q.receive(wait=2) == []
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert elapsed >= 2
+    assert cpu < 0.1, f"waiting 2 s used {cpu:.3f} s of CPU"
