@@ -29,10 +29,12 @@ from .models import (
     QueueInfo,
     QueueStats,
     SendResult,
+    new_message,
 )
 from .urls import open_backend
 from .validation import (
     MAX_DELAY,
+    attribute_size,
     check_batch,
     check_body_size,
     check_delay,
@@ -233,7 +235,8 @@ class Client:
         )
         check_body_size(data, attrs, limit)
         message = NewMessage(
-            id=str(uuid.uuid4()),
+            id="",
+            generated_id=True,
             body=data,
             attributes=attrs,
             group_id=group_id,
@@ -309,11 +312,17 @@ class Queue:
     # -- send -----------------------------------------------------------------------------
 
     def _prepare(self, attrs: QueueAttributes, entry: SendEntry) -> NewMessage:
-        body = encode_body(entry.body)
-        attributes = dict(entry.attributes)
-        check_message_attributes(attributes)
-        check_body_size(body, attributes, attrs.max_message_bytes)
-        check_priority(entry.priority)
+        body = entry.body if type(entry.body) is bytes else encode_body(entry.body)
+        attributes: dict[str, Any] = {}
+        size = len(body)
+        if entry.attributes:
+            attributes = dict(entry.attributes)
+            check_message_attributes(attributes)
+            size += attribute_size(attributes)
+        if size > attrs.max_message_bytes or not body:
+            check_body_size(body, attributes, attrs.max_message_bytes)
+        if entry.priority:
+            check_priority(entry.priority)
         if entry.id is not None:
             check_message_id(entry.id)
         if attrs.fifo:
@@ -339,16 +348,19 @@ class Queue:
             packed = zlib.compress(body, 6)
             if len(packed) < len(body):
                 body, compressed = packed, True
-        return NewMessage(
-            id=entry.id or str(uuid.uuid4()),
-            body=body,
-            attributes=attributes,
-            group_id=entry.group_id,
-            dedup_id=entry.dedup_id,
-            priority=entry.priority,
-            deadline=entry.deadline,
-            delay=delay,
-            compressed=compressed,
+        return new_message(
+            {
+                "id": entry.id or "",
+                "body": body,
+                "attributes": attributes,
+                "group_id": entry.group_id,
+                "dedup_id": entry.dedup_id,
+                "priority": entry.priority,
+                "deadline": entry.deadline,
+                "delay": delay,
+                "compressed": compressed,
+                "generated_id": entry.id is None,
+            }
         )
 
     def send(

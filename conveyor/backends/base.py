@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -272,29 +273,35 @@ class Backend(ABC):
 # -- helpers shared by stores ---------------------------------------------------------------
 
 
-def make_receipt(queue: str, message_id: str, token: str) -> str:
-    raw = f"{queue}\n{message_id}\n{token}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+@functools.lru_cache(maxsize=4096)
+def _queue_tag(queue: str) -> str:
+    return base64.urlsafe_b64encode(queue.encode()).decode().rstrip("=")
 
 
-def parse_receipt(queue: str, receipt: str) -> tuple[str, str]:
-    """(message id, token) from a receipt of `queue`; ReceiptHandleInvalid otherwise."""
+def make_receipt(queue: str, row: int, message_id: str, token: str) -> str:
+    """An opaque receipt: the queue, the receive's token, the message's row and id."""
+    return f"{_queue_tag(queue)}.{token}.{row:x}.{message_id}"
+
+
+def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
+    """(row, message id, token) from a receipt of `queue`; ReceiptHandleInvalid otherwise."""
+    parts = receipt.split(".", 3) if isinstance(receipt, str) and len(receipt) <= 2048 else []
     try:
-        if not isinstance(receipt, str) or not receipt or len(receipt) > 2048:
+        if len(parts) != 4 or len(parts[1]) != 16 or not parts[3]:
             raise ValueError
-        padded = receipt + "=" * (-len(receipt) % 4)
-        parts = base64.urlsafe_b64decode(padded.encode()).decode().split("\n")
-        if len(parts) != 3 or not parts[1] or not parts[2]:
-            raise ValueError
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+        row = int(parts[2], 16)
+        int(parts[1], 16)
+    except ValueError:
         raise ReceiptHandleInvalid(
             f"receipt handle {receipt!r:.60} is malformed: pass the receipt a receive returned"
         ) from None
-    if parts[0] != queue:
-        raise ReceiptHandleInvalid(
-            f"this receipt handle belongs to queue {parts[0]!r}, not {queue!r}"
-        )
-    return parts[1], parts[2]
+    if parts[0] != _queue_tag(queue):
+        try:
+            owner = base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)).decode()
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            owner = "?"
+        raise ReceiptHandleInvalid(f"this receipt handle belongs to queue {owner!r}, not {queue!r}")
+    return row, parts[3], parts[1]
 
 
 def stale_receipt(message_id: str) -> ReceiptHandleInvalid:

@@ -9,6 +9,7 @@ costs O(log n) whatever the depth. FIFO queues scan in send order.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import secrets
 import threading
@@ -25,6 +26,7 @@ from ..exceptions import (
     QueueExists,
     TopicDoesNotExist,
 )
+from ..ids import new_id
 from ..models import (
     FAR_FUTURE,
     ArchivedMessage,
@@ -255,7 +257,7 @@ class MemoryBackend(Backend):
         rec.version += 1
         rec.token = token
         self._schedule(q, rec, now)
-        return self._view(q, rec, make_receipt(q.info.name, rec.id, token))
+        return self._view(q, rec, make_receipt(q.info.name, rec.seq, rec.id, token))
 
     def _standard_candidates(self, q: _Queue, now: float) -> Iterable[_Rec]:
         while q.later and q.later[0][0] <= now:
@@ -381,7 +383,9 @@ class MemoryBackend(Backend):
         results: list[SendResult] = []
         fifo = q.attrs.fifo
         for m in messages:
-            if m.id in q.messages:
+            if m.generated_id or not m.id:
+                m = dataclasses.replace(m, id=new_id(), generated_id=False)
+            elif m.id in q.messages:
                 results.append(SendResult(id=m.id, duplicate=True))
                 continue
             key = dedup_key(m, q.attrs.content_based_dedup) if fifo else None
@@ -459,7 +463,7 @@ class MemoryBackend(Backend):
             q = self._q(queue)
             for receipt in receipts:
                 try:
-                    mid, token = parse_receipt(queue, receipt)
+                    _, mid, token = parse_receipt(queue, receipt)
                 except Exception as exc:
                     results.append(exc)
                     continue
@@ -481,7 +485,7 @@ class MemoryBackend(Backend):
             q = self._q(queue)
             for receipt, timeout in entries:
                 try:
-                    mid, token = parse_receipt(queue, receipt)
+                    _, mid, token = parse_receipt(queue, receipt)
                 except Exception as exc:
                     results.append(exc)
                     continue

@@ -6,18 +6,22 @@ path). Options: ``durability=full`` (default: an acknowledged send survives a po
 ``busy_timeout`` in seconds (default 60).
 
 One file holds every queue, in WAL mode. Any number of threads and processes on one host may
-share it: every change runs inside ``BEGIN IMMEDIATE``, so claims are atomic. Receive walks
-the index ``(queue_id, priority DESC, seq, visible_at)`` from its head, so its cost does not
-grow with queue depth. The schema is versioned (``PRAGMA user_version``) and migrated on
-first use. Supports every capability.
+share it: every change runs inside ``BEGIN IMMEDIATE``, so claims are atomic. Each queue has
+a table of its own whose rowid is the delivery order (priority band, then sequence), so a
+receive walks the table from its head and its cost does not grow with queue depth; a unique
+index on the message id serves duplicates, receipts and lookups. The schema is versioned
+(``PRAGMA user_version``) and migrated on first use. Supports every capability.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import sqlite3
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -26,18 +30,16 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import (
     ConveyorError,
     InvalidInput,
-    InvalidState,
     MessageNotFound,
     QueueDoesNotExist,
     QueueExists,
     StoreUnavailable,
 )
+from ..ids import row_id, rowid_of
 from ..models import (
     FAR_FUTURE,
     Delivery,
     Message,
-    MessageState,
-    MessageUpdate,
     NewMessage,
     QueueAttributes,
     QueueInfo,
@@ -49,22 +51,39 @@ from ..validation import DEDUP_WINDOW
 from .base import Backend, dedup_key, make_receipt, parse_receipt, refill_tokens, stale_receipt
 from .sqlite_admin import SQLiteAdmin
 from .sqlite_schema import (
-    ARCHIVE_INSERT,
+    COPY_COLUMNS,
+    INSERT_COLUMNS,
     MESSAGE_COLUMNS,
+    archive_insert,
     encode_attributes,
+    last_rowid,
     migrate,
+    queue_ddl,
     row_to_message,
 )
 
-_CLAIM_SET = (
-    "UPDATE messages SET visible_at = ?, receive_count = receive_count + 1,"
-    " first_received_at = coalesce(first_received_at, ?), version = version + 1, token = ?"
+_COUNTS_SQL = (
+    "UPDATE queues SET sent = sent + ?, received = received + ?, deleted = deleted + ? WHERE id = ?"
 )
-_INSERT = (
-    "INSERT INTO messages (queue_id, id, body, attributes, group_id, dedup_id, priority,"
-    " deadline, sent_at, visible_at, compressed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (queue_id, id) DO NOTHING"
-)
+
+
+def _write_counts(path: str, pending: dict[int, list[int]], lock: threading.Lock) -> None:
+    """Write counts a store still holds when it is garbage collected or the process exits."""
+    with lock:
+        rows = [(s, r, d, qid) for qid, (s, r, d) in pending.items()]
+        pending.clear()
+    if not rows:
+        return
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=10)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(_COUNTS_SQL, rows)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        pass
 
 
 class SQLiteBackend(SQLiteAdmin, Backend):
@@ -90,6 +109,9 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         self._migrated = False
         self._attrs: dict[str, QueueAttributes] = {}
         self._swept: dict[int, float] = {}
+        self._pending: dict[int, list[int]] = {}
+        self._flush_at = 0.0
+        weakref.finalize(self, _write_counts, self.path, self._pending, self._lock)
 
     @classmethod
     def from_url(cls, rest: str, params: dict[str, str], *, clock: Clock) -> SQLiteBackend:
@@ -124,9 +146,11 @@ class SQLiteBackend(SQLiteAdmin, Backend):
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=self._busy_ms / 1000,
+                cached_statements=512,
             )
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA wal_autocheckpoint = 4000")
             sync = "FULL" if self.durability == "full" else "NORMAL"
             conn.execute(f"PRAGMA synchronous = {sync}")
             conn.execute("PRAGMA cache_size = -32000")
@@ -142,17 +166,46 @@ class SQLiteBackend(SQLiteAdmin, Backend):
             self._connections.append(conn)
         return conn
 
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE, retrying a busy lock with short randomised sleeps.
+
+        SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms; under contention between
+        processes that wastes most of the lock's free time, so the first attempts here
+        do not wait inside SQLite at all and back off from 50 µs to 2 ms.
+        """
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
+        deadline = time.monotonic() + self._busy_ms / 1000
+        delay = 0.00005
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                time.sleep(delay * (0.5 + random.random()))
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if time.monotonic() > deadline:
+                        raise StoreUnavailable(
+                            f"SQLite store {self.path} stayed locked for"
+                            f" {self._busy_ms / 1000:g} s: {exc}"
+                        ) from exc
+                delay = min(delay * 2, 0.002)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(
-                f"SQLite store {self.path} is busy or unavailable: {exc}"
-            ) from exc
+        self._begin(conn)
         try:
             yield conn
+            if self._pending and time.monotonic() >= self._flush_at:
+                self._flush_counters(conn)
             conn.execute("COMMIT")
         except ConveyorError:
             conn.execute("ROLLBACK")
@@ -172,7 +225,35 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
 
+    # -- running totals -------------------------------------------------------------------
+    # sent/received/deleted are counted in memory and written at most once a second (and
+    # before stats), so a send does not rewrite the queue's row: stats in other processes
+    # may lag by up to a second, and a crash may lose a second of counts, never a message.
+
+    def _count(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> None:
+        with self._lock:
+            c = self._pending.get(qid)
+            if c is None:
+                self._pending[qid] = [sent, received, deleted]
+            else:
+                c[0] += sent
+                c[1] += received
+                c[2] += deleted
+
+    def _flush_counters(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            rows = [(s, r, d, qid) for qid, (s, r, d) in self._pending.items()]
+            self._pending.clear()
+            self._flush_at = time.monotonic() + 1.0
+        conn.executemany(_COUNTS_SQL, rows)
+
     def close(self) -> None:
+        if self._pending:
+            try:
+                with self._tx() as conn:
+                    self._flush_counters(conn)
+            except ConveyorError:
+                pass
         with self._lock:
             for conn in self._connections:
                 conn.close()
@@ -228,20 +309,24 @@ class SQLiteBackend(SQLiteAdmin, Backend):
                         " to change them"
                     )
                 return info, False
-            conn.execute(
+            cur = conn.execute(
                 "INSERT INTO queues (name, attrs, created_at, updated_at, tokens, tokens_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (name, attributes.to_json(), now, now, attributes.rate_limit or 0, now),
             )
+            for statement in queue_ddl(int(cur.lastrowid or 0)):
+                conn.execute(statement)
         return QueueInfo(name=name, attributes=attributes, created_at=now, updated_at=now), True
 
     def delete_queue(self, name: str) -> None:
         with self._tx() as conn:
             qid, _ = self._queue(conn, name)
-            conn.execute("DELETE FROM messages WHERE queue_id = ?", (qid,))
+            conn.execute(f"DROP TABLE q{qid}")
             conn.execute("DELETE FROM dedup WHERE queue_id = ?", (qid,))
             conn.execute("DELETE FROM subscriptions WHERE queue_id = ?", (qid,))
             conn.execute("DELETE FROM queues WHERE id = ?", (qid,))
+        with self._lock:
+            self._pending.pop(qid, None)
 
     def list_queues(self, prefix: str = "") -> list[str]:
         rows = self._read("SELECT name FROM queues ORDER BY name")
@@ -271,7 +356,7 @@ class SQLiteBackend(SQLiteAdmin, Backend):
     def purge_queue(self, name: str) -> int:
         with self._tx() as conn:
             qid, _ = self._queue(conn, name)
-            return conn.execute("DELETE FROM messages WHERE queue_id = ?", (qid,)).rowcount
+            return conn.execute(f"DELETE FROM q{qid}").rowcount
 
     def _sweep(
         self,
@@ -282,19 +367,20 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         now: float,
         force: bool = False,
     ) -> None:
-        """Expire messages past retention or deadline and forget old dedup ids (≤ 1/s)."""
-        if not force and now - self._swept.get(qid, 0.0) < 1.0:
+        """Remove messages past retention or deadline; forget old dedup ids.
+
+        Receives never deliver such messages (they filter on both), so this only reclaims
+        space and counts them: once a minute per queue, and before stats.
+        """
+        if not force and now - self._swept.get(qid, -1e18) < 60.0:
             return
         self._swept[qid] = now
-        horizon = now - attrs.retention
-        cond = (
-            "queue_id = ? AND seq IN (SELECT seq FROM messages WHERE queue_id = ? AND sent_at < ?"
-            " UNION SELECT seq FROM messages WHERE queue_id = ? AND deadline <= ?)"
-        )
-        params = (qid, qid, horizon, qid, now)
+        t = f"q{qid}"
+        cond = "sent_at < ? OR deadline <= ?"
+        params = (now - attrs.retention, now)
         if attrs.archive:
-            conn.execute(f"{ARCHIVE_INSERT} WHERE {cond}", (name, now, "expired", *params))
-        n = conn.execute(f"DELETE FROM messages WHERE {cond}", params).rowcount
+            conn.execute(f"{archive_insert(t)} WHERE {cond}", (name, now, "expired", *params))
+        n = conn.execute(f"DELETE FROM {t} WHERE {cond}", params).rowcount
         if n:
             conn.execute("UPDATE queues SET expired = expired + ? WHERE id = ?", (n, qid))
         conn.execute("DELETE FROM dedup WHERE queue_id = ? AND expires_at <= ?", (qid, now))
@@ -304,12 +390,13 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         with self._tx() as conn:
             qid, attrs = self._queue(conn, name)
             self._sweep(conn, qid, name, attrs, now, force=True)
+            self._flush_counters(conn)
             ready, delayed, in_flight, oldest = conn.execute(
                 "SELECT coalesce(sum(visible_at <= ?1), 0),"
                 " coalesce(sum(visible_at > ?1 AND receive_count = 0), 0),"
                 " coalesce(sum(visible_at > ?1 AND receive_count > 0), 0), min(sent_at)"
-                " FROM messages WHERE queue_id = ?2",
-                (now, qid),
+                f" FROM q{qid}",
+                (now,),
             ).fetchone()
             sent, received, deleted, dead, expired = conn.execute(
                 "SELECT sent, received, deleted, dead, expired FROM queues WHERE id = ?", (qid,)
@@ -337,13 +424,46 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         messages: Sequence[NewMessage],
         now: float,
     ) -> list[SendResult]:
-        results: list[SendResult] = []
+        t = f"q{qid}"
         fifo = attrs.fifo
-        execute = conn.execute
+        last: dict[int, int] = {}
+
+        def next_row(priority: int) -> int:
+            n = last.get(priority)
+            n = (last_rowid(conn, t, priority) if n is None else n) + 1
+            last[priority] = n
+            return n
+
+        def values(m: NewMessage, key: str | None) -> tuple[Any, ...]:
+            priority = 0 if fifo else m.priority
+            rowid = next_row(priority)
+            generated = m.generated_id or not m.id
+            return (
+                rowid,
+                row_id(rowid, random.getrandbits(59)) if generated else m.id,
+                m.body,
+                encode_attributes(m.attributes),
+                m.group_id,
+                key,
+                priority,
+                m.deadline,
+                now,
+                now + m.delay,
+                int(m.compressed),
+                0 if generated else 1,
+            )
+
+        insert = f"INSERT INTO {t} ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        if not fifo and all(m.generated_id or not m.id for m in messages):
+            rows = [values(m, None) for m in messages]
+            conn.executemany(insert, rows)
+            self._count(qid, sent=len(rows))
+            return [SendResult(id=r[1]) for r in rows]
+        results: list[SendResult] = []
         for m in messages:
             key = dedup_key(m, attrs.content_based_dedup) if fifo else None
             if key is not None:
-                seen = execute(
+                seen = conn.execute(
                     "SELECT message_id FROM dedup"
                     " WHERE queue_id = ? AND key = ? AND expires_at > ?",
                     (qid, key, now),
@@ -351,36 +471,35 @@ class SQLiteBackend(SQLiteAdmin, Backend):
                 if seen is not None:
                     results.append(SendResult(id=seen[0], duplicate=True))
                     continue
-            cur = execute(
-                _INSERT,
-                (
-                    qid,
-                    m.id,
-                    m.body,
-                    encode_attributes(m.attributes),
-                    m.group_id,
-                    key,
-                    0 if fifo else m.priority,
-                    m.deadline,
-                    now,
-                    now + m.delay,
-                    int(m.compressed),
-                ),
-            )
-            if cur.rowcount == 0:
+            if m.id and not m.generated_id and self._find(conn, t, m.id) is not None:
                 results.append(SendResult(id=m.id, duplicate=True))
                 continue
+            row = values(m, key)
+            conn.execute(insert, row)
             if key is not None:
-                execute(
+                conn.execute(
                     "INSERT OR REPLACE INTO dedup (queue_id, key, message_id, expires_at)"
                     " VALUES (?, ?, ?, ?)",
-                    (qid, key, m.id, now + DEDUP_WINDOW),
+                    (qid, key, row[1], now + DEDUP_WINDOW),
                 )
-            results.append(SendResult(id=m.id, sequence=cur.lastrowid if fifo else None))
-        stored = sum(1 for r in results if not r.duplicate)
-        if stored:
-            execute("UPDATE queues SET sent = sent + ? WHERE id = ?", (stored, qid))
+            results.append(SendResult(id=row[1], sequence=row[0] if fifo else None))
+        self._count(qid, sent=sum(1 for r in results if not r.duplicate))
         return results
+
+    def _find(self, conn: sqlite3.Connection, t: str, message_id: str) -> int | None:
+        """The rowid of a message by id: a primary-key lookup for ids this store made up,
+        the partial index for the others."""
+        rowid = rowid_of(message_id)
+        if rowid is not None:
+            row = conn.execute(
+                f"SELECT rowid FROM {t} WHERE rowid = ? AND id = ?", (rowid, message_id)
+            ).fetchone()
+            if row is not None:
+                return int(row[0])
+        row = conn.execute(
+            f"SELECT rowid FROM {t} WHERE indexed AND id = ?", (message_id,)
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     def send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
         now = self.clock.now()
@@ -395,6 +514,7 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         token = secrets.token_hex(8)
         with self._tx() as conn:
             qid, attrs = self._queue(conn, queue)
+            t = f"q{qid}"
             self._sweep(conn, qid, queue, attrs, now)
             limit = max_messages
             if attrs.rate_limit:
@@ -403,44 +523,43 @@ class SQLiteBackend(SQLiteAdmin, Backend):
                 ).fetchone()
                 tokens = refill_tokens(tokens, tokens_at, attrs.rate_limit, now)
                 limit = min(limit, int(tokens))
-                if limit <= 0:
-                    conn.execute(
-                        "UPDATE queues SET tokens = ?, tokens_at = ? WHERE id = ?",
-                        (tokens, now, qid),
-                    )
-                    return []
             if attrs.delivery is Delivery.AT_MOST_ONCE:
                 visible_at = FAR_FUTURE
             else:
                 visible_at = now + visibility_timeout
-            if attrs.fifo or attrs.dead_letter is not None:
-                seqs = self._pick(conn, qid, queue, attrs, limit, now)
-                if not seqs:
-                    rows = []
-                else:
-                    marks = ",".join("?" * len(seqs))
-                    rows = conn.execute(
-                        f"{_CLAIM_SET} WHERE seq IN ({marks}) RETURNING {MESSAGE_COLUMNS}",
-                        (visible_at, now, token, *seqs),
+            claim = (
+                f"UPDATE {t} SET visible_at = ?, receive_count = receive_count + 1,"
+                " first_received_at = coalesce(first_received_at, ?), version = version + 1,"
+                " token = ? WHERE rowid IN"
+            )
+            if limit <= 0:
+                rows = []
+            elif attrs.fifo or attrs.dead_letter is not None:
+                picked = self._pick(conn, qid, queue, attrs, limit, now)
+                rows = (
+                    conn.execute(
+                        f"{claim} ({','.join('?' * len(picked))}) RETURNING {MESSAGE_COLUMNS}",
+                        (visible_at, now, token, *picked),
                     ).fetchall()
+                    if picked
+                    else []
+                )
             else:
                 rows = conn.execute(
-                    f"{_CLAIM_SET} WHERE seq IN (SELECT seq FROM messages WHERE queue_id = ?"
-                    " AND visible_at <= ? AND (deadline IS NULL OR deadline > ?)"
-                    f" ORDER BY priority DESC, seq LIMIT ?) RETURNING {MESSAGE_COLUMNS}",
-                    (visible_at, now, token, qid, now, now, limit),
+                    f"{claim} (SELECT rowid FROM {t} WHERE visible_at <= ? AND sent_at >= ?"
+                    " AND (deadline IS NULL OR deadline > ?) ORDER BY rowid LIMIT ?)"
+                    f" RETURNING {MESSAGE_COLUMNS}",
+                    (visible_at, now, token, now, now - attrs.retention, now, limit),
                 ).fetchall()
             if rows:
-                conn.execute(
-                    "UPDATE queues SET received = received + ? WHERE id = ?", (len(rows), qid)
-                )
+                self._count(qid, received=len(rows))
             if attrs.rate_limit:
                 conn.execute(
                     "UPDATE queues SET tokens = ?, tokens_at = ? WHERE id = ?",
                     (tokens - len(rows), now, qid),
                 )
-        rows.sort(key=lambda r: r[0] if attrs.fifo else (-r[6], r[0]))
-        return [row_to_message(queue, r, make_receipt(queue, r[1], token)) for r in rows]
+        rows.sort(key=lambda r: r[0])
+        return [row_to_message(queue, r, make_receipt(queue, r[0], r[1], token)) for r in rows]
 
     def _pick(
         self,
@@ -453,49 +572,41 @@ class SQLiteBackend(SQLiteAdmin, Backend):
     ) -> list[int]:
         """Choose what to claim on FIFO queues and queues with a dead-letter policy.
 
-        Expires messages past their deadline and moves those at the max receive count to the
-        dead-letter queue on the way. FIFO queues walk in send order, skipping every group
-        whose earliest message is not visible.
+        Expires messages past their retention or deadline and moves those at the max
+        receive count to the dead-letter queue on the way. FIFO queues walk in send order,
+        skipping every group whose earliest message is not visible.
         """
         policy = attrs.dead_letter
         dlq_id: int | None = None
         if policy is not None:
             row = conn.execute("SELECT id FROM queues WHERE name = ?", (policy.queue,)).fetchone()
             dlq_id = row[0] if row else None
+        visible = "" if attrs.fifo else "AND visible_at <= :now"
+        sql = (
+            "SELECT rowid, group_id, visible_at, receive_count, deadline, sent_at"
+            f" FROM q{qid} WHERE rowid > :after {visible} ORDER BY rowid LIMIT :n"
+        )
         chosen: list[int] = []
         blocked: set[str | None] = set()
-        last_priority, last_seq = 2**31, 0
+        after = 0
         page = max(limit * 4, 64)
-        if attrs.fifo:
-            sql = (
-                "SELECT seq, priority, group_id, visible_at, receive_count, deadline"
-                " FROM messages WHERE queue_id = :q AND seq > :seq ORDER BY seq LIMIT :n"
-            )
-        else:
-            sql = (
-                "SELECT seq, priority, group_id, visible_at, receive_count, deadline"
-                " FROM messages WHERE queue_id = :q AND visible_at <= :now"
-                " AND (priority < :p OR (priority = :p AND seq > :seq))"
-                " ORDER BY priority DESC, seq LIMIT :n"
-            )
+        horizon = now - attrs.retention
         while len(chosen) < limit:
-            rows = conn.execute(
-                sql, {"q": qid, "now": now, "p": last_priority, "seq": last_seq, "n": page}
-            ).fetchall()
-            for seq, priority, group, visible, count, deadline in rows:
-                last_priority, last_seq = priority, seq
+            rows = conn.execute(sql, {"after": after, "now": now, "n": page}).fetchall()
+            for rowid, group, visible_at, count, deadline, sent_at in rows:
+                after = rowid
                 if group in blocked:
                     continue
-                if visible > now:
+                if visible_at > now:
                     blocked.add(group)
                     continue
-                if deadline is not None and deadline <= now:
-                    self._expire(conn, qid, queue, attrs, seq, now)
+                if (deadline is not None and deadline <= now) or sent_at < horizon:
+                    self._expire(conn, qid, queue, attrs, rowid, now)
                     continue
                 if policy is not None and dlq_id is not None and count >= policy.max_receive_count:
-                    self._to_dlq(conn, qid, queue, dlq_id, seq, now, None)
+                    self._to_dlq(conn, qid, queue, dlq_id, rowid, now, None)
                     continue
-                chosen.append(seq)
+                chosen.append(rowid)
                 if len(chosen) >= limit:
                     break
             if len(rows) < page:
@@ -508,13 +619,47 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         qid: int,
         queue: str,
         attrs: QueueAttributes,
-        seq: int,
+        rowid: int,
         now: float,
     ) -> None:
+        t = f"q{qid}"
         if attrs.archive:
-            conn.execute(f"{ARCHIVE_INSERT} WHERE seq = ?", (queue, now, "expired", seq))
-        conn.execute("DELETE FROM messages WHERE seq = ?", (seq,))
+            conn.execute(f"{archive_insert(t)} WHERE rowid = ?", (queue, now, "expired", rowid))
+        conn.execute(f"DELETE FROM {t} WHERE rowid = ?", (rowid,))
         conn.execute("UPDATE queues SET expired = expired + 1 WHERE id = ?", (qid,))
+
+    def _move(
+        self,
+        conn: sqlite3.Connection,
+        src: int,
+        dest: int,
+        rowid: int,
+        *,
+        sent_at: str,
+        source_queue: str | None,
+        error: str | None,
+    ) -> int:
+        """Move a message to the back of another queue's table; returns its new rowid.
+
+        `sent_at` is an SQL expression ("sent_at" keeps it). A message of the same id
+        already in the destination is replaced.
+        """
+        s, d = f"q{src}", f"q{dest}"
+        message_id, priority = conn.execute(
+            f"SELECT id, priority FROM {s} WHERE rowid = ?", (rowid,)
+        ).fetchone()
+        old = self._find(conn, d, message_id)
+        if old is not None:
+            conn.execute(f"DELETE FROM {d} WHERE rowid = ?", (old,))
+        new = last_rowid(conn, d, priority) + 1
+        conn.execute(
+            f"INSERT INTO {d} (rowid, {COPY_COLUMNS}, sent_at, visible_at, source_queue, error,"
+            f" indexed) SELECT ?, {COPY_COLUMNS}, {sent_at}, ?2, ?3, coalesce(?4, error), 1"
+            f" FROM {s} WHERE rowid = ?5",
+            (new, self.clock.now(), source_queue, error, rowid),
+        )
+        conn.execute(f"DELETE FROM {s} WHERE rowid = ?", (rowid,))
+        return new
 
     def _to_dlq(
         self,
@@ -522,54 +667,55 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         qid: int,
         queue: str,
         dlq_id: int,
-        seq: int,
+        rowid: int,
         now: float,
         error: str | None,
     ) -> int:
-        conn.execute(
-            "DELETE FROM messages"
-            " WHERE queue_id = ? AND id = (SELECT id FROM messages WHERE seq = ?)",
-            (dlq_id, seq),
+        moved = self._move(
+            conn, qid, dlq_id, rowid, sent_at="sent_at", source_queue=queue, error=error
         )
-        cur = conn.execute(
-            "INSERT INTO messages (queue_id, id, body, attributes, group_id, dedup_id, priority,"
-            " deadline, sent_at, visible_at, receive_count, source_queue, error, compressed)"
-            " SELECT ?, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, ?,"
-            " 0, ?, coalesce(?, error), compressed FROM messages WHERE seq = ?",
-            (dlq_id, now, queue, error, seq),
-        )
-        conn.execute("DELETE FROM messages WHERE seq = ?", (seq,))
         conn.execute("UPDATE queues SET dead = dead + 1 WHERE id = ?", (qid,))
-        return int(cur.lastrowid or 0)
+        return moved
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        """Receipts of one receive share its token: one statement per token deletes them."""
         now = self.clock.now()
-        results: list[Exception | None] = []
+        parsed: list[tuple[int, str, str] | ConveyorError] = []
+        for receipt in receipts:
+            try:
+                parsed.append(parse_receipt(queue, receipt))
+            except ConveyorError as exc:
+                parsed.append(exc)
+        by_token: dict[str, list[int]] = {}
+        for p in parsed:
+            if isinstance(p, tuple):
+                by_token.setdefault(p[2], []).append(p[0])
+        gone: set[int] = set()
         with self._tx() as conn:
             qid, attrs = self._queue(conn, queue)
-            deleted = 0
-            for receipt in receipts:
-                try:
-                    mid, token = parse_receipt(queue, receipt)
-                except ConveyorError as exc:
-                    results.append(exc)
-                    continue
+            t = f"q{qid}"
+            for token, rowids in by_token.items():
+                where = f"token = ? AND rowid IN ({','.join('?' * len(rowids))})"
                 if attrs.archive:
                     conn.execute(
-                        f"{ARCHIVE_INSERT} WHERE queue_id = ? AND id = ? AND token = ?",
-                        (queue, now, "deleted", qid, mid, token),
+                        f"{archive_insert(t)} WHERE {where}",
+                        (queue, now, "deleted", token, *rowids),
                     )
-                n = conn.execute(
-                    "DELETE FROM messages WHERE queue_id = ? AND id = ? AND token = ?",
-                    (qid, mid, token),
-                ).rowcount
-                if n:
-                    deleted += 1
-                    results.append(None)
-                else:
-                    results.append(stale_receipt(mid))
-            if deleted:
-                conn.execute("UPDATE queues SET deleted = deleted + ? WHERE id = ?", (deleted, qid))
+                rows = conn.execute(
+                    f"DELETE FROM {t} WHERE {where} RETURNING rowid", (token, *rowids)
+                ).fetchall()
+                gone.update(r[0] for r in rows)
+            if gone:
+                self._count(qid, deleted=len(gone))
+        results: list[Exception | None] = []
+        for p in parsed:
+            if isinstance(p, ConveyorError):
+                results.append(p)
+            elif p[0] in gone:
+                gone.discard(p[0])
+                results.append(None)
+            else:
+                results.append(stale_receipt(p[1]))
         return results
 
     def change_visibility(
@@ -582,14 +728,14 @@ class SQLiteBackend(SQLiteAdmin, Backend):
             qid, _ = self._queue(conn, queue)
             for receipt, timeout in entries:
                 try:
-                    mid, token = parse_receipt(queue, receipt)
+                    rowid, mid, token = parse_receipt(queue, receipt)
                 except ConveyorError as exc:
                     results.append(exc)
                     continue
                 n = conn.execute(
-                    "UPDATE messages SET visible_at = ?, version = version + 1"
-                    " WHERE queue_id = ? AND id = ? AND token = ?",
-                    (now + timeout, qid, mid, token),
+                    f"UPDATE q{qid} SET visible_at = ?, version = version + 1"
+                    " WHERE rowid = ? AND token = ?",
+                    (now + timeout, rowid, token),
                 ).rowcount
                 results.append(None if n else stale_receipt(mid))
                 released = released or (n > 0 and timeout == 0)
@@ -602,49 +748,14 @@ class SQLiteBackend(SQLiteAdmin, Backend):
     def _message_row(
         self, conn: sqlite3.Connection, qid: int, queue: str, message_id: str
     ) -> tuple[Any, ...]:
-        row = conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE queue_id = ? AND id = ?",
-            (qid, message_id),
-        ).fetchone()
+        rowid = self._find(conn, f"q{qid}", message_id)
+        row = (
+            None
+            if rowid is None
+            else conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM q{qid} WHERE rowid = ?", (rowid,)
+            ).fetchone()
+        )
         if row is None:
             raise MessageNotFound(f"no message {message_id!r} in queue {queue!r}")
         return tuple(row)
-
-    def _state_filter(self, state: MessageState | None) -> str:
-        return {
-            None: "1",
-            MessageState.READY: "visible_at <= :now",
-            MessageState.DELAYED: "visible_at > :now AND receive_count = 0",
-            MessageState.IN_FLIGHT: "visible_at > :now AND receive_count > 0",
-        }[state]
-
-    def _check_redrivable(self, row: tuple[Any, ...], now: float) -> None:
-        if row[9] > now and row[10] > 0:
-            raise InvalidState(
-                f"message {row[1]!r} is in flight: wait for its visibility timeout or delete it"
-            )
-
-    def _update(
-        self, conn: sqlite3.Connection, qid: int, queue: str, message_id: str, update: MessageUpdate
-    ) -> None:
-        sets: list[str] = []
-        params: list[Any] = []
-        if update.body is not None:
-            sets += ["body = ?", "compressed = ?"]
-            params += [update.body, int(bool(update.compressed))]
-        if update.attributes is not None:
-            sets.append("attributes = ?")
-            params.append(encode_attributes(update.attributes))
-        if update.priority is not None:
-            sets.append("priority = ?")
-            params.append(update.priority)
-        if update.visible_at is not None:
-            sets.append("visible_at = ?")
-            params.append(update.visible_at)
-        sets.append("version = version + 1")
-        n = conn.execute(
-            f"UPDATE messages SET {', '.join(sets)} WHERE queue_id = ? AND id = ?",
-            (*params, qid, message_id),
-        ).rowcount
-        if not n:
-            raise MessageNotFound(f"no message {message_id!r} in queue {queue!r}")

@@ -25,7 +25,14 @@ from ..models import (
     QueueAttributes,
     SendResult,
 )
-from .sqlite_schema import ARCHIVE_INSERT, MESSAGE_COLUMNS, row_to_archived, row_to_message
+from .sqlite_schema import (
+    MESSAGE_COLUMNS,
+    archive_insert,
+    encode_attributes,
+    last_rowid,
+    row_to_archived,
+    row_to_message,
+)
 
 
 class SQLiteAdmin:
@@ -41,23 +48,24 @@ class SQLiteAdmin:
         def _message_row(
             self, conn: sqlite3.Connection, qid: int, queue: str, message_id: str
         ) -> tuple[Any, ...]: ...
-        def _state_filter(self, state: MessageState | None) -> str: ...
-        def _check_redrivable(self, row: tuple[Any, ...], now: float) -> None: ...
-        def _update(
+        def _move(
             self,
             conn: sqlite3.Connection,
-            qid: int,
-            queue: str,
-            message_id: str,
-            update: MessageUpdate,
-        ) -> None: ...
+            src: int,
+            dest: int,
+            rowid: int,
+            *,
+            sent_at: str,
+            source_queue: str | None,
+            error: str | None,
+        ) -> int: ...
         def _to_dlq(
             self,
             conn: sqlite3.Connection,
             qid: int,
             queue: str,
             dlq_id: int,
-            seq: int,
+            rowid: int,
             now: float,
             error: str | None,
         ) -> int: ...
@@ -69,6 +77,7 @@ class SQLiteAdmin:
             messages: Sequence[NewMessage],
             now: float,
         ) -> list[SendResult]: ...
+        def _count(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> None: ...
         def notify(self, queue: str) -> None: ...
 
     # -- inspection and editing -----------------------------------------------------------
@@ -82,12 +91,18 @@ class SQLiteAdmin:
         after: int = 0,
     ) -> list[Message]:
         now = self.clock.now()
+        where = {
+            None: "1",
+            MessageState.READY: "visible_at <= :now",
+            MessageState.DELAYED: "visible_at > :now AND receive_count = 0",
+            MessageState.IN_FLIGHT: "visible_at > :now AND receive_count > 0",
+        }[state]
         with self._tx() as conn:
             qid, _ = self._queue(conn, queue)
             rows = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE queue_id = :q AND seq > :after"
-                f" AND {self._state_filter(state)} ORDER BY seq LIMIT :limit",
-                {"q": qid, "after": after, "now": now, "limit": limit},
+                f"SELECT {MESSAGE_COLUMNS} FROM q{qid} WHERE rowid > :after AND {where}"
+                " ORDER BY rowid LIMIT :limit",
+                {"after": after, "now": now, "limit": limit},
             ).fetchall()
         return [row_to_message(queue, r) for r in rows]
 
@@ -99,14 +114,29 @@ class SQLiteAdmin:
     def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
         with self._tx() as conn:
             qid, attrs = self._queue(conn, queue)
-            if attrs.fifo and update.priority is not None:
-                update = MessageUpdate(
-                    body=update.body,
-                    attributes=update.attributes,
-                    visible_at=update.visible_at,
-                    compressed=update.compressed,
+            t = f"q{qid}"
+            row = self._message_row(conn, qid, queue, message_id)
+            sets: list[str] = ["version = version + 1"]
+            params: list[Any] = []
+            if update.body is not None:
+                sets += ["body = ?", "compressed = ?"]
+                params += [update.body, int(bool(update.compressed))]
+            if update.attributes is not None:
+                sets.append("attributes = ?")
+                params.append(encode_attributes(update.attributes))
+            if update.visible_at is not None:
+                sets.append("visible_at = ?")
+                params.append(update.visible_at)
+            rowid = row[0]
+            if update.priority is not None and not attrs.fifo and update.priority != row[6]:
+                # a new priority is a new place in the table: move the row into its band
+                new = last_rowid(conn, t, update.priority) + 1
+                conn.execute(
+                    f"UPDATE {t} SET rowid = ?, priority = ?, indexed = 1 WHERE rowid = ?",
+                    (new, update.priority, rowid),
                 )
-            self._update(conn, qid, queue, message_id, update)
+                rowid = new
+            conn.execute(f"UPDATE {t} SET {', '.join(sets)} WHERE rowid = ?", (*params, rowid))
             row = self._message_row(conn, qid, queue, message_id)
         self.notify(queue)
         return row_to_message(queue, row)
@@ -115,13 +145,11 @@ class SQLiteAdmin:
         now = self.clock.now()
         with self._tx() as conn:
             qid, attrs = self._queue(conn, queue)
-            self._message_row(conn, qid, queue, message_id)
+            t = f"q{qid}"
+            rowid = self._message_row(conn, qid, queue, message_id)[0]
             if attrs.archive:
-                conn.execute(
-                    f"{ARCHIVE_INSERT} WHERE queue_id = ? AND id = ?",
-                    (queue, now, "removed", qid, message_id),
-                )
-            conn.execute("DELETE FROM messages WHERE queue_id = ? AND id = ?", (qid, message_id))
+                conn.execute(f"{archive_insert(t)} WHERE rowid = ?", (queue, now, "removed", rowid))
+            conn.execute(f"DELETE FROM {t} WHERE rowid = ?", (rowid,))
 
     def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
         now = self.clock.now()
@@ -139,9 +167,9 @@ class SQLiteAdmin:
                 raise QueueDoesNotExist(
                     f"dead-letter queue {policy.queue!r} of {queue!r} does not exist: create it"
                 ) from None
-            seq = self._to_dlq(conn, qid, queue, dlq_id, row[0], now, error)
+            rowid = self._to_dlq(conn, qid, queue, dlq_id, row[0], now, error)
             moved = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE seq = ?", (seq,)
+                f"SELECT {MESSAGE_COLUMNS} FROM q{dlq_id} WHERE rowid = ?", (rowid,)
             ).fetchone()
         self.notify(policy.queue)
         return row_to_message(policy.queue, moved)
@@ -162,12 +190,16 @@ class SQLiteAdmin:
             if ids is not None:
                 rows = [self._message_row(conn, qid, queue, mid) for mid in ids]
                 for row in rows:
-                    self._check_redrivable(row, now)
+                    if row[9] > now and row[10] > 0:
+                        raise InvalidState(
+                            f"message {row[1]!r} is in flight: wait for its visibility timeout"
+                            " or delete it"
+                        )
             else:
                 rows = conn.execute(
-                    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE queue_id = ?"
-                    " AND visible_at <= ? ORDER BY seq LIMIT ?",
-                    (qid, now, limit),
+                    f"SELECT {MESSAGE_COLUMNS} FROM q{qid} WHERE visible_at <= ?"
+                    " ORDER BY rowid LIMIT ?",
+                    (now, limit),
                 ).fetchall()
             dests: dict[str, int] = {}
             for row in rows:
@@ -180,19 +212,11 @@ class SQLiteAdmin:
                     dests[dest] = self._queue(conn, dest)[0]
             for row in rows:
                 dest = to or row[13]
-                dest_id = dests[dest]
-                conn.execute(
-                    "DELETE FROM messages WHERE queue_id = ? AND id = ?", (dest_id, row[1])
+                new = self._move(
+                    conn, qid, dests[dest], row[0], sent_at="?2", source_queue=None, error=None
                 )
-                conn.execute(
-                    "INSERT INTO messages (queue_id, id, body, attributes, group_id, dedup_id,"
-                    " priority, deadline, sent_at, visible_at, compressed)"
-                    " SELECT ?, id, body, attributes, group_id, dedup_id, priority, deadline, ?, ?,"
-                    " compressed FROM messages WHERE seq = ?",
-                    (dest_id, now, now, row[0]),
-                )
-                conn.execute("DELETE FROM messages WHERE seq = ?", (row[0],))
-                conn.execute("UPDATE queues SET sent = sent + 1 WHERE id = ?", (dest_id,))
+                conn.execute(f"UPDATE q{dests[dest]} SET error = NULL WHERE rowid = ?", (new,))
+                self._count(dests[dest], sent=1)
                 touched.add(dest)
                 moved.append(row[1])
         for name in touched:
@@ -200,28 +224,22 @@ class SQLiteAdmin:
         return moved
 
     def reset_message(self, queue: str, message_id: str) -> Message:
-        now = self.clock.now()
-        with self._tx() as conn:
-            qid, _ = self._queue(conn, queue)
-            self._message_row(conn, qid, queue, message_id)
-            conn.execute(
-                "UPDATE messages SET receive_count = 0, first_received_at = NULL, visible_at = ?,"
-                " token = NULL, version = version + 1 WHERE queue_id = ? AND id = ?",
-                (now, qid, message_id),
-            )
-            row = self._message_row(conn, qid, queue, message_id)
-        self.notify(queue)
-        return row_to_message(queue, row)
+        return self._release(
+            queue, message_id, 0.0, "receive_count = 0, first_received_at = NULL, "
+        )
 
     def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
+        return self._release(queue, message_id, delay, "")
+
+    def _release(self, queue: str, message_id: str, delay: float, extra: str) -> Message:
         now = self.clock.now()
         with self._tx() as conn:
             qid, _ = self._queue(conn, queue)
-            self._message_row(conn, qid, queue, message_id)
+            rowid = self._message_row(conn, qid, queue, message_id)[0]
             conn.execute(
-                "UPDATE messages SET visible_at = ?, token = NULL, version = version + 1"
-                " WHERE queue_id = ? AND id = ?",
-                (now + delay, qid, message_id),
+                f"UPDATE q{qid} SET {extra}visible_at = ?, token = NULL, version = version + 1"
+                " WHERE rowid = ?",
+                (now + delay, rowid),
             )
             row = self._message_row(conn, qid, queue, message_id)
         if delay == 0:

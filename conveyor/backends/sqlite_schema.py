@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..models import ArchivedMessage, AttributeValue, Message
+from ..models import ArchivedMessage, AttributeValue, Message, message_from
 
 # Each entry upgrades the schema by one version; PRAGMA user_version records where a file is.
 MIGRATIONS: list[str] = [
@@ -27,30 +27,6 @@ MIGRATIONS: list[str] = [
         tokens REAL NOT NULL DEFAULT 0,
         tokens_at REAL NOT NULL DEFAULT 0
     );
-    CREATE TABLE messages (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        queue_id INTEGER NOT NULL,
-        id TEXT NOT NULL,
-        body BLOB NOT NULL,
-        attributes TEXT,
-        group_id TEXT,
-        dedup_id TEXT,
-        priority INTEGER NOT NULL DEFAULT 0,
-        deadline REAL,
-        sent_at REAL NOT NULL,
-        visible_at REAL NOT NULL,
-        receive_count INTEGER NOT NULL DEFAULT 0,
-        first_received_at REAL,
-        version INTEGER NOT NULL DEFAULT 1,
-        token TEXT,
-        source_queue TEXT,
-        error TEXT,
-        compressed INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE UNIQUE INDEX messages_by_id ON messages (queue_id, id);
-    CREATE INDEX messages_ready ON messages (queue_id, priority DESC, seq, visible_at);
-    CREATE INDEX messages_by_sent ON messages (queue_id, sent_at);
-    CREATE INDEX messages_by_deadline ON messages (queue_id, deadline) WHERE deadline IS NOT NULL;
     CREATE TABLE dedup (
         queue_id INTEGER NOT NULL,
         key TEXT NOT NULL,
@@ -93,17 +69,80 @@ MIGRATIONS: list[str] = [
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
+# Each queue's messages live in a table of its own, "q<queue id>", whose rowid is the
+# delivery order: (32767 - priority) << 47 | sequence. Walking the table by rowid is walking
+# the queue from its head, so no secondary index is needed to receive. Ids the store makes
+# up carry their rowid (`conveyor.ids.row_id`), so finding one is a primary-key lookup; only
+# ids chosen by senders, and messages that changed rows (moved, re-prioritised), are in the
+# partial unique index `by_id` ("indexed" = 1). A send, receive or delete of a message with
+# a generated id so writes a single table page.
+SEQ_BITS = 47
+BAND = 1 << SEQ_BITS
+MAX_PRIORITY = 32767
+
+
+def band(priority: int) -> int:
+    """The first rowid of a priority's band (higher priorities get lower rowids)."""
+    return (MAX_PRIORITY - priority) << SEQ_BITS
+
+
+def queue_ddl(qid: int) -> list[str]:
+    t = f"q{int(qid)}"
+    return [
+        f"""CREATE TABLE {t} (
+            id TEXT NOT NULL,
+            body BLOB NOT NULL,
+            attributes TEXT,
+            group_id TEXT,
+            dedup_id TEXT,
+            priority INTEGER NOT NULL DEFAULT 0,
+            deadline REAL,
+            sent_at REAL NOT NULL,
+            visible_at REAL NOT NULL,
+            receive_count INTEGER NOT NULL DEFAULT 0,
+            first_received_at REAL,
+            version INTEGER NOT NULL DEFAULT 1,
+            token TEXT,
+            source_queue TEXT,
+            error TEXT,
+            compressed INTEGER NOT NULL DEFAULT 0,
+            indexed INTEGER NOT NULL DEFAULT 0
+        )""",
+        f"CREATE UNIQUE INDEX {t}_by_id ON {t} (id) WHERE indexed",
+        f"CREATE INDEX {t}_by_deadline ON {t} (deadline) WHERE deadline IS NOT NULL",
+    ]
+
+
+def last_rowid(conn: sqlite3.Connection, t: str, priority: int) -> int:
+    """The highest rowid in a priority's band (or the band's base when it is empty)."""
+    base = band(priority)
+    row = conn.execute(
+        f"SELECT max(rowid) FROM {t} WHERE rowid BETWEEN ? AND ?", (base, base + BAND - 1)
+    ).fetchone()
+    return int(row[0]) if row[0] is not None else base
+
+
 MESSAGE_COLUMNS = (
-    "seq, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
+    "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
     " receive_count, first_received_at, version, source_queue, error, compressed"
 )
 
-ARCHIVE_INSERT = (
-    "INSERT INTO archive (queue, id, body, attributes, group_id, priority, sent_at,"
-    " first_received_at, removed_at, receive_count, outcome, compressed)"
-    " SELECT ?, id, body, attributes, group_id, priority, sent_at, first_received_at, ?,"
-    " receive_count, ?, compressed FROM messages"
+# copy columns (all but rowid and the receive state) for moving a message between tables
+COPY_COLUMNS = "id, body, attributes, group_id, dedup_id, priority, deadline, compressed"
+
+INSERT_COLUMNS = (
+    "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
+    " compressed, indexed"
 )
+
+
+def archive_insert(t: str) -> str:
+    return (
+        "INSERT INTO archive (queue, id, body, attributes, group_id, priority, sent_at,"
+        " first_received_at, removed_at, receive_count, outcome, compressed)"
+        " SELECT ?, id, body, attributes, group_id, priority, sent_at, first_received_at, ?,"
+        f" receive_count, ?, compressed FROM {t}"
+    )
 
 
 def migrate(conn: sqlite3.Connection) -> int:
@@ -150,25 +189,27 @@ def decode_attributes(text: str | None) -> dict[str, AttributeValue]:
 
 
 def row_to_message(queue: str, row: tuple[Any, ...], receipt: str | None = None) -> Message:
-    return Message(
-        sequence=row[0],
-        id=row[1],
-        queue=queue,
-        body=row[2],
-        attributes=decode_attributes(row[3]),
-        group_id=row[4],
-        dedup_id=row[5],
-        priority=row[6],
-        deadline=row[7],
-        sent_at=row[8],
-        visible_at=row[9],
-        receive_count=row[10],
-        first_received_at=row[11],
-        version=row[12],
-        source_queue=row[13],
-        error=row[14],
-        compressed=bool(row[15]),
-        receipt=receipt,
+    return message_from(
+        {
+            "sequence": row[0],
+            "id": row[1],
+            "queue": queue,
+            "body": row[2],
+            "attributes": decode_attributes(row[3]),
+            "group_id": row[4],
+            "dedup_id": row[5],
+            "priority": row[6],
+            "deadline": row[7],
+            "sent_at": row[8],
+            "visible_at": row[9],
+            "receive_count": row[10],
+            "first_received_at": row[11],
+            "version": row[12],
+            "source_queue": row[13],
+            "error": row[14],
+            "compressed": bool(row[15]),
+            "receipt": receipt,
+        }
     )
 
 

@@ -1,0 +1,298 @@
+"""Conveyor benchmark: ``python -m bench [--quick] [--stores a,b] [--depth N]``.
+
+Prints, per store and baseline: send, receive+delete and end-to-end msgs/s with p50/p99
+latency (ms per call; end to end per message), for single messages and batches of 10,
+100-byte and 1 KiB bodies, in one process and with 1 producer + 4 consumer processes.
+Then receive throughput at two queue depths, long-poll wake-up latency, and the target
+ratios. See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import platform
+import struct
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from conveyor import Client
+from conveyor.models import NewMessage
+
+from .drivers import Driver, drivers
+
+STAMP = struct.Struct("d")
+
+
+def body(size: int) -> bytes:
+    return STAMP.pack(time.time()) + b"x" * (size - STAMP.size)
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p / 100 * len(values)))] * 1000
+
+
+@dataclass
+class Phase:
+    msgs: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.msgs / self.seconds if self.seconds else 0.0
+
+    def cell(self) -> str:
+        return f"{self.rate:9,.0f} {pct(self.latencies, 50):7.2f} {pct(self.latencies, 99):7.2f}"
+
+
+def drain_once(d: Driver, batch: int, lat: list[float]) -> int:
+    t0 = time.perf_counter()
+    got = d.receive(batch)
+    if got:
+        d.delete([h for h, _ in got])
+        lat.append(time.perf_counter() - t0)
+    return len(got)
+
+
+def run_single(d: Driver, n: int, batch: int, size: int) -> tuple[Phase, Phase, Phase]:
+    d.setup()
+    send, recv, e2e = Phase(), Phase(), Phase()
+    start = time.perf_counter()
+    for _ in range(n // batch):
+        t0 = time.perf_counter()
+        d.send([body(size) for _ in range(batch)])
+        send.latencies.append(time.perf_counter() - t0)
+    send.seconds, send.msgs = time.perf_counter() - start, n // batch * batch
+    start = time.perf_counter()
+    while recv.msgs < send.msgs:
+        got = drain_once(d, batch, recv.latencies)
+        if not got:
+            raise RuntimeError(f"{d.name}: queue empty after {recv.msgs} of {send.msgs}")
+        recv.msgs += got
+    recv.seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(n // batch):
+        d.send([body(size) for _ in range(batch)])
+        got = d.receive(batch)
+        now = time.time()
+        e2e.latencies += [now - STAMP.unpack_from(b)[0] for _, b in got]
+        d.delete([h for h, _ in got])
+        e2e.msgs += len(got)
+    e2e.seconds = time.perf_counter() - start
+    d.close()
+    return send, recv, e2e
+
+
+def _producer(d: Driver, n: int, batch: int, size: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    lat = []
+    start = time.perf_counter()
+    for _ in range(n // batch):
+        t0 = time.perf_counter()
+        d.send([body(size) for _ in range(batch)])
+        lat.append(time.perf_counter() - t0)
+    out.put(("send", n // batch * batch, time.perf_counter() - start, lat))
+    d.close()
+
+
+def _consumer(d: Driver, total: int, batch: int, done, out: mp.Queue) -> None:  # type: ignore[no-untyped-def, type-arg]
+    lat: list[float] = []
+    e2e: list[float] = []
+    count = 0
+    start = time.perf_counter()
+    last = start
+    while done.value < total:
+        t0 = time.perf_counter()
+        got = d.receive(batch)
+        if not got:
+            time.sleep(0.001)
+            continue
+        now = time.time()
+        e2e += [now - STAMP.unpack_from(b)[0] for _, b in got]
+        d.delete([h for h, _ in got])
+        last = time.perf_counter()
+        lat.append(last - t0)
+        count += len(got)
+        with done.get_lock():
+            done.value += len(got)
+    out.put(("recv", count, last - start, lat, e2e))
+    d.close()
+
+
+def run_multi(d: Driver, n: int, batch: int, size: int) -> tuple[Phase, Phase, Phase]:
+    d.setup()
+    d.close()
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    done = ctx.Value("i", 0)
+    start = time.perf_counter()
+    procs = [
+        ctx.Process(target=_consumer, args=(d, n // batch * batch, batch, done, out))
+        for _ in range(4)
+    ]
+    procs.append(ctx.Process(target=_producer, args=(d, n, batch, size, out)))
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=600) for _ in procs]
+    elapsed = time.perf_counter() - start
+    for p in procs:
+        p.join()
+    send, recv, e2e = Phase(), Phase(), Phase()
+    for r in results:
+        if r[0] == "send":
+            send = Phase(r[1], r[2], r[3])
+        else:
+            recv.msgs += r[1]
+            recv.seconds = max(recv.seconds, r[2])
+            recv.latencies += r[3]
+            e2e.latencies += r[4]
+    e2e.msgs, e2e.seconds = recv.msgs, elapsed
+    return send, recv, e2e
+
+
+def depth_test(workdir: str, depths: list[int], k: int) -> list[tuple[int, float]]:
+    """Receive+delete throughput (single messages) with `depth` messages queued."""
+    out = []
+    for depth in depths:
+        url = f"sqlite:///{workdir}/depth-{depth}.db?durability=normal"
+        client = Client(url)
+        client.create_queue("deep", visibility_timeout=300)
+        chunk = 10_000
+        filled = 0
+        t0 = time.perf_counter()
+        while filled < depth:
+            m = min(chunk, depth - filled)
+            client.backend.send(
+                "deep", [NewMessage(id=f"{filled + i}", body=b"x" * 100) for i in range(m)]
+            )
+            filled += m
+            print(f"\r  filling {depth:,}: {filled:,}", end="", file=sys.stderr, flush=True)
+        print(f" ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+        q = client.queue("deep")
+        for _ in range(50):  # warm the page cache
+            [m] = q.receive(1)
+            q.delete(m.receipt or "")
+        t0 = time.perf_counter()
+        for _ in range(k):
+            [m] = q.receive(1)
+            q.delete(m.receipt or "")
+        out.append((depth, k / (time.perf_counter() - t0)))
+        client.close()
+    return out
+
+
+def wake_test(url: str, rounds: int) -> list[float]:
+    """Same-process long poll: time from send to the waiting receiver holding the message."""
+    client = Client(url)
+    if "wake" not in client.list_queues():
+        client.create_queue("wake")
+    q = client.queue("wake")
+    lat = []
+    for _ in range(rounds):
+        ready = threading.Event()
+        got: list[float] = []
+
+        def waiter(into: list[float] = got, flag: threading.Event = ready) -> None:
+            flag.set()
+            [m] = q.receive(wait=5)
+            into.append(time.perf_counter())
+            q.delete(m.receipt or "")
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        ready.wait()
+        time.sleep(0.005)
+        t0 = time.perf_counter()
+        q.send("ping")
+        t.join()
+        lat.append(got[0] - t0)
+    client.close()
+    return lat
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer messages (a smoke run)")
+    ap.add_argument("--stores", help="comma-separated driver names to run")
+    ap.add_argument("--depth", type=int, default=1_000_000, help="deep queue size")
+    ap.add_argument("--skip-depth", action="store_true")
+    args = ap.parse_args()
+    scale = 0.2 if args.quick else 1.0
+    workdir = tempfile.mkdtemp(prefix="conveyor-bench-")
+    only = set(args.stores.split(",")) if args.stores else None
+    print(
+        f"# Conveyor benchmark — {platform.platform()}, Python {platform.python_version()},"
+        f" {os.cpu_count()} CPUs, files in {workdir}"
+    )
+    print("# columns: msgs/s, p50 ms, p99 ms (send and recv+del per call; e2e per message)")
+    header = (
+        f"{'store':<24} {'mode':<8} {'batch':>5} {'body':>5} | {'send':^25} |"
+        f" {'receive+delete':^25} | {'end to end':^25}"
+    )
+    print(header)
+    print("-" * len(header))
+    e2e_rates: dict[tuple[str, str, int, int], float] = {}
+    for mode in ("1 proc", "1P+4C"):
+        for batch in (1, 10):
+            for size in (100, 1024):
+                for d in drivers(workdir, only):
+                    if mode == "1P+4C" and d.name == "memory":
+                        continue
+                    full = "full" in d.name
+                    n = int((1500 if full else 6000) * (batch if batch > 1 else 1) ** 0.5 * scale)
+                    n = max(n // batch * batch, batch * 4)
+                    runner = run_single if mode == "1 proc" else run_multi
+                    send, recv, e2e = runner(d, n, batch, size)
+                    e2e_rates[(d.name, mode, batch, size)] = e2e.rate
+                    print(
+                        f"{d.name:<24} {mode:<8} {batch:>5} {size:>5} | {send.cell()} |"
+                        f" {recv.cell()} | {e2e.cell()}",
+                        flush=True,
+                    )
+    print()
+    print("## SQLite store end to end, as a share of the plain-sqlite3 baseline (target >= 60%)")
+    for dur in ("full", "normal"):
+        for mode in ("1 proc", "1P+4C"):
+            for batch in (1, 10):
+                for size in (100, 1024):
+                    a = e2e_rates.get((f"sqlite {dur}", mode, batch, size))
+                    b = e2e_rates.get((f"sqlite3 baseline {dur}", mode, batch, size))
+                    if a and b:
+                        verdict = "ok" if a / b >= 0.6 else "BELOW TARGET"
+                        print(
+                            f"  {dur:<6} {mode:<6} batch {batch:>2} body {size:>4}:"
+                            f" {a / b:6.1%}  {verdict}"
+                        )
+    if not args.skip_depth:
+        print()
+        print("## Receive+delete throughput by queue depth (sqlite normal, single messages)")
+        k = int(3000 * scale)
+        res = depth_test(workdir, [1000 + k + 100, args.depth], k)
+        for depth, rate in res:
+            print(f"  {depth:>9,} queued: {rate:8,.0f} msgs/s")
+        ratio = res[1][1] / res[0][1]
+        print(
+            f"  deep / shallow: {ratio:.1%}  {'ok' if ratio >= 0.8 else 'BELOW TARGET'}"
+            " (target >= 80%)"
+        )
+    print()
+    print("## Long-poll wake-up in one process (send -> waiting receiver has it)")
+    for name, url in (("memory", "memory://wake"), ("sqlite full", f"sqlite:///{workdir}/wake.db")):
+        lat = wake_test(url, int(300 * scale) or 20)
+        p99 = pct(lat, 99)
+        print(
+            f"  {name:<12} p50 {pct(lat, 50):6.2f} ms  p99 {p99:6.2f} ms"
+            f"  max {max(lat) * 1000:6.2f} ms  {'ok' if p99 <= 5 else 'ABOVE TARGET'}"
+            " (target p99 <= 5 ms)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Message ids: UUID version 7 (RFC 9562), time-ordered, so new rows append to indexes."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+_lock = threading.Lock()
+_last_ms = 0
+_counter = 0
+
+
+def new_id() -> str:
+    """A UUIDv7 string: 48-bit Unix milliseconds, a 12-bit counter within the millisecond
+    (monotonic within this process), and 62 random bits."""
+    global _last_ms, _counter
+    ms = time.time_ns() // 1_000_000
+    with _lock:
+        if ms <= _last_ms:
+            ms = _last_ms
+            _counter += 1
+            if _counter > 0xFFF:
+                ms += 1
+                _counter = 0
+        else:
+            _counter = 0
+        _last_ms = ms
+        counter = _counter
+    rand = random.getrandbits(62)
+    value = (ms << 80) | (0x7 << 76) | (counter << 64) | (0b10 << 62) | rand
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def row_id(rowid: int, rand: int) -> str:
+    """A UUIDv8 (RFC 9562, custom layout) carrying a store row number and 59 random bits.
+
+    A store that makes up ids this way finds a message by id with a primary-key lookup and
+    needs no index over ids it generated; the random bits keep an id unique even where a row
+    number is used again after its message was deleted.
+    """
+    value = (
+        ((rowid >> 15) << 80)
+        | (0x8 << 76)
+        | (((rowid >> 3) & 0xFFF) << 64)
+        | (0b10 << 62)
+        | ((rowid & 0x7) << 59)
+        | (rand & ((1 << 59) - 1))
+    )
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def rowid_of(message_id: str) -> int | None:
+    """The row number inside an id made by `row_id`, or None for any other id."""
+    if len(message_id) != 36 or message_id[14] != "8" or message_id[19] not in "89ab":
+        return None
+    try:
+        value = int(message_id.replace("-", ""), 16)
+    except ValueError:
+        return None
+    if message_id[8] != "-" or message_id[13] != "-" or message_id[18] != "-":
+        return None
+    return ((value >> 80) << 15) | (((value >> 64) & 0xFFF) << 3) | ((value >> 59) & 0x7)
