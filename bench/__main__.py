@@ -223,6 +223,7 @@ def main() -> None:
     ap.add_argument("--stores", help="comma-separated driver names to run")
     ap.add_argument("--depth", type=int, default=1_000_000, help="deep queue size")
     ap.add_argument("--skip-depth", action="store_true")
+    ap.add_argument("--modes", default="1 proc,1P+4C", help="comma-separated: '1 proc', '1P+4C'")
     args = ap.parse_args()
     scale = 0.2 if args.quick else 1.0
     workdir = tempfile.mkdtemp(prefix="conveyor-bench-")
@@ -239,7 +240,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     e2e_rates: dict[tuple[str, str, int, int], float] = {}
-    for mode in ("1 proc", "1P+4C"):
+    for mode in args.modes.split(","):
         for batch in (1, 10):
             for size in (100, 1024):
                 for d in drivers(workdir, only):
