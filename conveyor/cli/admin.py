@@ -1,0 +1,317 @@
+"""Admin commands: look into a queue and repair it by hand, on any store."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections import Counter
+from typing import Any
+
+import click
+from click.shell_completion import get_completion_class
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from ..client import Queue
+from ..exceptions import InvalidInput, MessageNotFound
+from ..models import Message, MessageState
+from . import render
+from .app import State, _done, cli, pass_state, queue_option
+
+TEST_IDS = ("A-101", "A-202", "A-303", "A-404")
+
+
+def _id_option(f: Any) -> Any:
+    return click.option("--id", "message_id", required=True, help="Message id.")(f)
+
+
+def show_message(state: State, m: Message) -> None:
+    data = render.message_dict(m)
+    if state.json:
+        render.emit_json(data)
+    else:
+        render.pairs(f"message {m.id}", data.items())
+
+
+def all_messages(q: Queue, state_filter: MessageState | None = None) -> list[Message]:
+    out: list[Message] = []
+    after = 0
+    while True:
+        page = q.peek(1000, state=state_filter, after=after)
+        out += page
+        if len(page) < 1000:
+            return out
+        after = page[-1].sequence
+
+
+@cli.command()
+@queue_option
+@click.option("--state", "state_filter", type=click.Choice([s.value for s in MessageState]))
+@click.option("--limit", type=click.IntRange(1, 10000), default=10, show_default=True)
+@click.option("--after", type=int, default=0, help="Sequence to start after (paging).")
+@click.option("--all", "everything", is_flag=True, help="Every page.")
+@pass_state
+def ls(
+    state: State,
+    queue_name: str | None,
+    state_filter: str | None,
+    limit: int,
+    after: int,
+    everything: bool,
+) -> None:
+    """Messages with their state, receive count and age, without receiving them."""
+    q = state.queue(queue_name)
+    st = MessageState(state_filter) if state_filter else None
+    if everything:
+        found = all_messages(q, st)
+        more = None
+    else:
+        found = q.peek(limit + 1, state=st, after=after)
+        more = found[limit - 1].sequence if len(found) > limit else None
+        found = found[:limit]
+    now = time.time()
+    if state.json:
+        render.emit_json(
+            {
+                "messages": [render.message_dict(m, now, with_body=False) for m in found],
+                "next_after": more,
+            }
+        )
+        return
+    render.table(
+        None,
+        ["id", "state", "receives", "priority", "age", "sequence"],
+        [
+            (
+                m.id,
+                m.state(now).value,
+                m.receive_count,
+                m.priority,
+                render.age(now - m.sent_at),
+                m.sequence,
+            )
+            for m in found
+        ],
+    )
+    if more is not None:
+        render.console.print(f"more: conveyor ls --after {more}")
+
+
+@cli.command()
+@queue_option
+@_id_option
+@pass_state
+def get(state: State, queue_name: str | None, message_id: str) -> None:
+    """One message, whole."""
+    show_message(state, state.queue(queue_name).get(message_id))
+
+
+def qstat_data(q: Queue) -> dict[str, Any]:
+    s = q.stats()
+    data = render.stats_dict(s)
+    data["first_ids"] = [m.id for m in q.peek(100, state=MessageState.READY)]
+    data["first_ids_in_flight"] = [m.id for m in q.peek(100, state=MessageState.IN_FLIGHT)]
+    return data
+
+
+def qstat_table(data: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    t = Table(title=f"queue {data['queue']}", title_justify="left", show_header=False)
+    t.add_column("field", style="bold")
+    t.add_column("value", overflow="fold")
+    for key in ("ready", "delayed", "in_flight", "dead", "expired", "sent", "received", "deleted"):
+        t.add_row(key, str(data[key]))
+    t.add_row("oldest", render.age(data["oldest_age"]))
+    t.add_row("first ids", " ".join(data["first_ids"][:10]) or "-")
+    t.add_row("first in flight", " ".join(data["first_ids_in_flight"][:10]) or "-")
+    return t
+
+
+@cli.command()
+@queue_option
+@click.option("--watch", type=float, default=None, help="Refresh every N seconds until Ctrl-C.")
+@pass_state
+def qstat(state: State, queue_name: str | None, watch: float | None) -> None:
+    """Counts by state, oldest age, totals and the first ids."""
+    q = state.queue(queue_name)
+    if watch is None or state.json:
+        data = qstat_data(q)
+        if state.json:
+            render.emit_json(data)
+        else:
+            render.console.print(qstat_table(data))
+        return
+    if watch <= 0:
+        raise InvalidInput("--watch takes a positive number of seconds")
+    try:
+        with Live(qstat_table(qstat_data(q)), console=render.console, auto_refresh=False) as live:
+            while True:
+                time.sleep(watch)
+                live.update(qstat_table(qstat_data(q)), refresh=True)
+    except KeyboardInterrupt:
+        pass
+
+
+@cli.command()
+@queue_option
+@pass_state
+def dlq(state: State, queue_name: str | None) -> None:
+    """Dead-letter stats, by source queue (of the queue's DLQ, or of the DLQ named)."""
+    q = state.queue(queue_name)
+    policy = q.attributes.dead_letter
+    dead = state.client.queue(policy.queue) if policy else q
+    messages = all_messages(dead)
+    by_source = Counter(m.source_queue or "-" for m in messages)
+    by_error = Counter((m.error or "-").split(":")[0] for m in messages)
+    data = {
+        "dead_letter_queue": dead.name,
+        "total": len(messages),
+        "by_source": dict(by_source),
+        "by_error": dict(by_error),
+        "first_ids": [m.id for m in messages[:100]],
+    }
+    if state.json:
+        render.emit_json(data)
+        return
+    render.pairs(f"dead-letter queue {dead.name}", [("total", len(messages))])
+    render.table(None, ["source queue", "messages"], by_source.most_common())
+    render.table(None, ["error", "messages"], by_error.most_common())
+
+
+@cli.command("fail")
+@queue_option
+@_id_option
+@click.option("--delay", type=float, default=0, show_default=True, help="Seconds until redelivery.")
+@pass_state
+def fail_cmd(state: State, queue_name: str | None, message_id: str, delay: float) -> None:
+    """Release a message for redelivery now (or after --delay)."""
+    show_message(state, state.queue(queue_name).fail(message_id, delay))
+
+
+@cli.command()
+@queue_option
+@_id_option
+@click.option("--error", help="Why (kept with the message).")
+@pass_state
+def invalid(state: State, queue_name: str | None, message_id: str, error: str | None) -> None:
+    """Move a message to the dead-letter queue now."""
+    show_message(state, state.queue(queue_name).move_to_dlq(message_id, error or "marked invalid"))
+
+
+@cli.command()
+@queue_option
+@click.option("--id", "ids", multiple=True, help="Message id (repeat); or use --all.")
+@click.option("--all", "everything", is_flag=True, help="Every ready message of the DLQ.")
+@click.option("--rate", type=float, help="Most messages per second (with --all).")
+@click.option("--to", "to", help="Destination queue (default: each message's source queue).")
+@pass_state
+def redrive(
+    state: State,
+    queue_name: str | None,
+    ids: tuple[str, ...],
+    everything: bool,
+    rate: float | None,
+    to: str | None,
+) -> None:
+    """Move messages from a dead-letter queue back (the DLQ, or the queue whose DLQ it is)."""
+    q = state.queue(queue_name)
+    policy = q.attributes.dead_letter
+    dead = state.client.queue(policy.queue) if policy else q
+    if bool(ids) == everything:
+        raise click.UsageError("give --id ID (one or more) or --all")
+    if ids:
+        moved = dead.redrive(list(ids), to=to)
+    else:
+        total = dead.stats().ready
+        with Progress(
+            TextColumn("redriving"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=render.errors,
+            disable=state.json or total == 0,
+        ) as progress:
+            task = progress.add_task("redrive", total=total)
+            count = dead.redrive_all(rate=rate, to=to, progress=lambda n: progress.advance(task, n))
+        moved = [str(count)]
+        _done(state, {"redriven": count, "from": dead.name}, f"redrove {count} from {dead.name}")
+        return
+    _done(state, {"redriven": moved, "from": dead.name}, f"redrove {', '.join(moved)}")
+
+
+@cli.command()
+@queue_option
+@_id_option
+@pass_state
+def reset(state: State, queue_name: str | None, message_id: str) -> None:
+    """Receive count 0, visible now."""
+    show_message(state, state.queue(queue_name).reset(message_id))
+
+
+@cli.command()
+@queue_option
+@_id_option
+@pass_state
+def delete(state: State, queue_name: str | None, message_id: str) -> None:
+    """Delete a message by id, whatever its state."""
+    state.queue(queue_name).remove(message_id)
+    _done(state, {"deleted": message_id}, f"deleted {message_id}")
+
+
+@cli.command()
+@queue_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
+@pass_state
+def purge(state: State, queue_name: str | None, yes: bool) -> None:
+    """Delete every message of the queue."""
+    q = state.queue(queue_name)
+    count = q.stats().total
+    if not yes and not click.confirm(f"delete all {count} messages of {q.name}?"):
+        raise click.Abort()
+    removed = q.purge()
+    _done(state, {"purged": removed, "queue": q.name}, f"purged {removed} from {q.name}")
+
+
+def test_payload(message_id: str) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "items": [
+            {"SKU": "Apple", "is_packed": False},
+            {"SKU": "Banana", "is_packed": False},
+        ],
+        "data_element_1": "Foo",
+        "data_element_2": "Bar",
+        "data_element_3": "Baz",
+    }
+
+
+@cli.command("enqueue-test")
+@queue_option
+@pass_state
+def enqueue_test(state: State, queue_name: str | None) -> None:
+    """Send the four test messages A-101, A-202, A-303 and A-404 (replacing old copies)."""
+    q = state.queue(queue_name)
+    fifo = q.info.attributes.fifo
+    successes = []
+    for message_id in TEST_IDS:
+        with contextlib.suppress(MessageNotFound):
+            q.remove(message_id)
+        q.send(
+            json.dumps(test_payload(message_id)),
+            id=message_id,
+            group_id="test" if fifo else None,
+            dedup_id=message_id if fifo else None,
+        )
+        successes.append(message_id)
+    _done(state, {"successes": successes}, f"sent {', '.join(successes)}")
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(conveyor completion bash)"."""
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(cli, {}, "conveyor", "_CONVEYOR_COMPLETE").source())

@@ -1,0 +1,524 @@
+"""The `conveyor` command: queues, topics, messages and consumers on any store.
+
+Global options come before the sub-command: ``conveyor --store URL --output json qstat``.
+With no sub-command, the interactive shell opens.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from ..client import Client, Queue
+from ..exceptions import ConveyorError, InvalidInput, StoreUnavailable
+from ..models import DeadLetterPolicy, Delivery, QueueAttributes
+from ..urls import DEFAULT_URL, redact
+from . import render
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class State:
+    """What the global options set; the client opens on first use."""
+
+    def __init__(self, store: str, output: str, queue: str | None) -> None:
+        self.store = store
+        self.output = output
+        self.queue_name = queue
+        self._client: Client | None = None
+
+    @property
+    def json(self) -> bool:
+        return self.output == "json"
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            try:
+                self._client = Client(self.store)
+                self._client.list_queues()
+            except StoreUnavailable as exc:
+                raise StoreUnavailable(
+                    f"cannot reach store {redact(self.store)}: {exc.message}"
+                ) from exc
+        return self._client
+
+    def queue(self, name: str | None = None) -> Queue:
+        name = name or self.queue_name
+        if not name:
+            raise click.UsageError("name a queue with --queue NAME (or `use NAME` in the shell)")
+        return self.client.queue(name)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def fail(message: str) -> NoReturn:
+    render.errors.print(f"[red]error:[/red] {message}", markup=True)
+    sys.exit(1)
+
+
+class ConveyorGroup(click.Group):
+    """Turns Conveyor errors into `error: ...` and exit code 1 (usage errors exit 2)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ConveyorError as exc:
+            fail(exc.message)
+        except json.JSONDecodeError as exc:
+            fail(f"not valid JSON: {exc}")
+        except OSError as exc:
+            fail(str(exc))
+
+
+def queue_option(f: F) -> F:
+    return click.option("--queue", "-q", "queue_name", help="Queue to act on.")(f)
+
+
+@click.group(
+    cls=ConveyorGroup,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--store",
+    envvar="CONVEYOR_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    help="Store URL (env CONVEYOR_URL): sqlite:///file.db, memory://, postgresql://...",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Tables for people, JSON for scripts.",
+)
+@click.option("--queue", "-q", "queue_name", help="Queue the message commands act on.")
+@click.version_option(package_name="conveyor-mq", prog_name="conveyor")
+@click.pass_context
+def cli(ctx: click.Context, store: str, output: str, queue_name: str | None) -> None:
+    """Conveyor: message queues with SQS semantics on the storage you already run.
+
+    Run without a command for the interactive shell.
+    """
+    state = State(store, output, queue_name)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+    if ctx.invoked_subcommand is None:
+        from .shell import run_shell
+
+        run_shell(state)
+
+
+# -- queues -------------------------------------------------------------------------------
+
+
+@cli.group()
+def queue() -> None:
+    """Create, inspect, change and delete queues."""
+
+
+def attribute_options(f: F) -> F:
+    options = [
+        click.option(
+            "--visibility-timeout", type=float, help="Seconds a received message stays hidden (30)."
+        ),
+        click.option("--delay", type=float, help="Seconds before a new message is visible (0)."),
+        click.option(
+            "--retention", type=float, help="Seconds messages are kept (345600 = 4 days)."
+        ),
+        click.option("--max-message-bytes", type=int, help="Largest body + attributes (262144)."),
+        click.option("--receive-wait", type=float, help="Default long-poll wait in seconds (0)."),
+        click.option("--dead-letter-queue", help="Queue that takes messages received too often."),
+        click.option(
+            "--max-receive-count",
+            type=int,
+            help="Receives before dead-lettering (with --dead-letter-queue).",
+        ),
+        click.option(
+            "--content-based-dedup/--no-content-based-dedup",
+            default=None,
+            help="FIFO: de-duplicate by body hash.",
+        ),
+        click.option(
+            "--delivery", type=click.Choice([d.value for d in Delivery]), help="Delivery guarantee."
+        ),
+        click.option(
+            "--archive/--no-archive", default=None, help="Keep deleted messages for analytics."
+        ),
+        click.option("--rate-limit", type=float, help="Most deliveries per second."),
+        click.option(
+            "--compress-over", type=int, help="zlib-compress bodies larger than this many bytes."
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _changes(current: QueueAttributes | None, **opts: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in (
+        "visibility_timeout",
+        "delay",
+        "retention",
+        "max_message_bytes",
+        "receive_wait",
+        "content_based_dedup",
+        "archive",
+        "rate_limit",
+        "compress_over",
+    ):
+        if opts.get(key) is not None:
+            out[key] = opts[key]
+    if opts.get("delivery"):
+        out["delivery"] = Delivery(opts["delivery"])
+    dlq, count = opts.get("dead_letter_queue"), opts.get("max_receive_count")
+    if dlq is not None or count is not None:
+        old = current.dead_letter if current else None
+        queue_name = dlq or (old.queue if old else None)
+        if queue_name is None:
+            raise InvalidInput("--max-receive-count needs --dead-letter-queue")
+        out["dead_letter"] = DeadLetterPolicy(
+            queue=queue_name, max_receive_count=count or (old.max_receive_count if old else 5)
+        )
+    return out
+
+
+def show_attributes(state: State, name: str) -> None:
+    info = state.client.queue_info(name, fresh=True)
+    data = render.attributes_dict(info.attributes)
+    if state.json:
+        render.emit_json(
+            {"name": name, "created_at": render.when(info.created_at), "attributes": data}
+        )
+    else:
+        render.pairs(f"queue {name}", [("created_at", render.when(info.created_at)), *data.items()])
+
+
+@queue.command("create")
+@click.argument("name")
+@click.option("--fifo", is_flag=True, help="FIFO queue (the name must end in .fifo).")
+@attribute_options
+@pass_state
+def queue_create(state: State, /, name: str, fifo: bool, **opts: Any) -> None:
+    """Create a queue (idempotent when the attributes are equal)."""
+    changes = _changes(None, **opts)
+    state.client.create_queue(name, fifo=fifo or name.endswith(".fifo"), **changes)
+    show_attributes(state, name)
+
+
+@queue.command("set")
+@click.argument("name")
+@attribute_options
+@pass_state
+def queue_set(state: State, /, name: str, **opts: Any) -> None:
+    """Change a queue's attributes."""
+    current = state.client.queue_info(name, fresh=True).attributes
+    changes = _changes(current, **opts)
+    if not changes:
+        raise click.UsageError("nothing to change: pass at least one attribute option")
+    state.client.set_attributes(name, **changes)
+    show_attributes(state, name)
+
+
+@queue.command("show")
+@click.argument("name")
+@pass_state
+def queue_show(state: State, name: str) -> None:
+    """A queue's attributes."""
+    show_attributes(state, name)
+
+
+@queue.command("list")
+@click.option("--prefix", default="", help="Only names starting with this.")
+@pass_state
+def queue_list(state: State, prefix: str) -> None:
+    """Queues with their message counts."""
+    names = state.client.list_queues(prefix)
+    stats = [state.client.queue(n).stats() for n in names]
+    if state.json:
+        render.emit_json({"queues": [render.stats_dict(s) for s in stats]})
+        return
+    render.table(
+        None,
+        ["queue", "ready", "delayed", "in flight", "oldest"],
+        [(s.queue, s.ready, s.delayed, s.in_flight, render.age(s.oldest_age)) for s in stats],
+    )
+
+
+@queue.command("delete")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
+@pass_state
+def queue_delete(state: State, name: str, yes: bool) -> None:
+    """Delete a queue and all its messages."""
+    state.client.queue_info(name, fresh=True)
+    if not yes and not click.confirm(f"delete queue {name} and all its messages?"):
+        raise click.Abort()
+    state.client.delete_queue(name)
+    _done(state, {"deleted": name}, f"deleted queue {name}")
+
+
+def _done(state: State, data: dict[str, Any], text: str) -> None:
+    if state.json:
+        render.emit_json(data)
+    else:
+        render.console.print(text)
+
+
+# -- topics -------------------------------------------------------------------------------
+
+
+@cli.group()
+def topic() -> None:
+    """Topics fan a message out to every subscribed queue."""
+
+
+@topic.command("create")
+@click.argument("name")
+@pass_state
+def topic_create(state: State, name: str) -> None:
+    created = state.client.create_topic(name)
+    _done(
+        state,
+        {"topic": name, "created": created},
+        f"created topic {name}" if created else f"topic {name} exists",
+    )
+
+
+@topic.command("delete")
+@click.argument("name")
+@pass_state
+def topic_delete(state: State, name: str) -> None:
+    state.client.delete_topic(name)
+    _done(state, {"deleted": name}, f"deleted topic {name}")
+
+
+@topic.command("list")
+@pass_state
+def topic_list(state: State) -> None:
+    topics = {t: state.client.topic_queues(t) for t in state.client.list_topics()}
+    if state.json:
+        render.emit_json({"topics": [{"topic": t, "queues": q} for t, q in topics.items()]})
+    else:
+        render.table(None, ["topic", "queues"], [(t, ", ".join(q)) for t, q in topics.items()])
+
+
+@topic.command("subscribe")
+@click.argument("topic_name")
+@click.argument("queue_name")
+@pass_state
+def topic_subscribe(state: State, topic_name: str, queue_name: str) -> None:
+    state.client.subscribe(topic_name, queue_name)
+    _done(
+        state,
+        {"topic": topic_name, "queues": state.client.topic_queues(topic_name)},
+        f"{queue_name} subscribed to {topic_name}",
+    )
+
+
+@topic.command("unsubscribe")
+@click.argument("topic_name")
+@click.argument("queue_name")
+@pass_state
+def topic_unsubscribe(state: State, topic_name: str, queue_name: str) -> None:
+    state.client.unsubscribe(topic_name, queue_name)
+    _done(
+        state,
+        {"topic": topic_name, "queues": state.client.topic_queues(topic_name)},
+        f"{queue_name} unsubscribed from {topic_name}",
+    )
+
+
+@topic.command("publish")
+@click.argument("topic_name")
+@click.argument("body", required=False)
+@click.option("--file", "file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--attr", "attrs", multiple=True, metavar="K=V", help="Message attribute (repeat).")
+@pass_state
+def topic_publish(
+    state: State, topic_name: str, body: str | None, file: Path | None, attrs: tuple[str, ...]
+) -> None:
+    """Send one message to every queue subscribed to TOPIC."""
+    data = read_body(body, file)
+    out = state.client.publish(topic_name, data, attributes=parse_attrs(attrs))
+    ids = {q: r.id for q, r in out.items()}
+    if state.json:
+        render.emit_json(ids)
+    else:
+        render.table(f"published to {topic_name}", ["queue", "message id"], ids.items())
+
+
+# -- consumers ----------------------------------------------------------------------------
+
+
+@cli.command()
+@queue_option
+@pass_state
+def consumers(state: State, queue_name: str | None) -> None:
+    """Live consumers (workers) with their last heartbeat."""
+    now = time.time()
+    found = state.client.list_consumers(queue_name or state.queue_name)
+    if state.json:
+        render.emit_json({"consumers": [render.consumer_dict(c, now) for c in found]})
+    else:
+        render.table(
+            None,
+            ["id", "queue", "last heartbeat", "age", "timeout"],
+            [
+                (
+                    c.id,
+                    c.queue,
+                    render.when(c.heartbeat_at),
+                    render.age(now - c.heartbeat_at),
+                    c.timeout,
+                )
+                for c in found
+            ],
+        )
+
+
+# -- messages -----------------------------------------------------------------------------
+
+
+def read_body(body: str | None, file: Path | None) -> bytes:
+    if body is not None and file is not None:
+        raise click.UsageError("give the body as an argument or with --file, not both")
+    if file is not None:
+        return file.read_bytes()
+    if body is not None:
+        return body.encode()
+    if sys.stdin.isatty():
+        raise click.UsageError("give a body: as an argument, with --file, or on standard input")
+    return sys.stdin.buffer.read()
+
+
+def parse_attrs(attrs: tuple[str, ...]) -> dict[str, str | int | float]:
+    out: dict[str, str | int | float] = {}
+    for item in attrs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--attr takes KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+@cli.command()
+@click.argument("body", required=False)
+@queue_option
+@click.option("--file", "file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="The body must be JSON (sent compact).")
+@click.option("--delay", type=float, help="Seconds before the message is visible.")
+@click.option("--group", "group_id", help="FIFO message group.")
+@click.option("--dedup-id", help="FIFO de-duplication id.")
+@click.option("--priority", type=int, default=0, show_default=True, help="Higher first.")
+@click.option("--attr", "attrs", multiple=True, metavar="K=V", help="Message attribute (repeat).")
+@click.option("--id", "message_id", help="Message id (a second send with it is a duplicate).")
+@pass_state
+def send(
+    state: State,
+    body: str | None,
+    queue_name: str | None,
+    file: Path | None,
+    as_json: bool,
+    delay: float | None,
+    group_id: str | None,
+    dedup_id: str | None,
+    priority: int,
+    attrs: tuple[str, ...],
+    message_id: str | None,
+) -> None:
+    """Send a message (BODY, --file, or standard input)."""
+    data = read_body(body, file)
+    if as_json:
+        data = json.dumps(json.loads(data), separators=(",", ":")).encode()
+    result = state.queue(queue_name).send(
+        data,
+        id=message_id,
+        delay=delay,
+        group_id=group_id,
+        dedup_id=dedup_id,
+        priority=priority,
+        attributes=parse_attrs(attrs),
+    )
+    out = {"id": result.id, "duplicate": result.duplicate}
+    if result.sequence is not None:
+        out["sequence"] = result.sequence
+    _done(state, out, f"{'duplicate of' if result.duplicate else 'sent'} {result.id}")
+
+
+@cli.command()
+@queue_option
+@click.option("--max", "max_messages", type=int, default=1, show_default=True, help="1 to 10.")
+@click.option("--wait", type=float, default=0, show_default=True, help="Long-poll seconds (0-20).")
+@click.option("--visibility", type=float, help="Visibility timeout for these messages.")
+@click.option("--ack", is_flag=True, help="Delete what was received.")
+@pass_state
+def receive(
+    state: State,
+    queue_name: str | None,
+    max_messages: int,
+    wait: float,
+    visibility: float | None,
+    ack: bool,
+) -> None:
+    """Receive messages (they stay hidden for the visibility timeout unless --ack)."""
+    q = state.queue(queue_name)
+    got = q.receive(max_messages, wait=wait, visibility_timeout=visibility)
+    if ack and got:
+        q.delete_batch([m.receipt or "" for m in got])
+    now = time.time()
+    if state.json:
+        render.emit_json({"messages": [render.message_dict(m, now) for m in got], "acked": ack})
+        return
+    if not got:
+        render.console.print("no messages")
+        return
+    render.table(
+        None,
+        ["id", "receives", "body", "receipt" if not ack else "acked"],
+        [
+            (
+                m.id,
+                m.receive_count,
+                render.body_text(m.body) or "<binary>",
+                m.receipt if not ack else "yes",
+            )
+            for m in got
+        ],
+    )
+
+
+@cli.command()
+@click.argument("receipts", nargs=-1, required=True)
+@queue_option
+@pass_state
+def ack(state: State, receipts: tuple[str, ...], queue_name: str | None) -> None:
+    """Delete received messages by receipt."""
+    q = state.queue(queue_name)
+    failed = []
+    for start in range(0, len(receipts), 10):
+        for r in q.delete_batch(list(receipts[start : start + 10])):
+            if r.error is not None:
+                failed.append(str(r.error))
+    if failed:
+        fail("; ".join(failed))
+    _done(state, {"acked": len(receipts)}, f"acked {len(receipts)}")
+
+
+from . import admin  # noqa: E402,F401  (registers the admin commands)

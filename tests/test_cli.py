@@ -1,0 +1,142 @@
+"""The `conveyor` command, run as a real subprocess against a SQLite store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+class Conveyor:
+    def __init__(self, tmp: Path) -> None:
+        self.env = {**os.environ, "CONVEYOR_URL": f"sqlite:///{tmp}/cli.db", "COLUMNS": "200"}
+
+    def run(self, *args: str, stdin: str | None = None, code: int = 0) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "conveyor", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+        )
+        assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+        return proc.stdout + proc.stderr
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run("--output", "json", *args))
+
+
+@pytest.fixture
+def cv(tmp_path: Path) -> Conveyor:
+    return Conveyor(tmp_path)
+
+
+def test_queue_lifecycle_and_messages(cv: Conveyor) -> None:
+    cv.run("queue", "create", "orders-dlq")
+    created = cv.json(
+        "queue",
+        "create",
+        "orders",
+        "--visibility-timeout",
+        "5",
+        "--dead-letter-queue",
+        "orders-dlq",
+        "--max-receive-count",
+        "2",
+        "--archive",
+    )
+    assert created["attributes"]["dead_letter"] == {"queue": "orders-dlq", "max_receive_count": 2}
+    assert created["attributes"]["archive"] is True
+    assert (
+        cv.json("queue", "set", "orders", "--delay", "0", "--rate-limit", "100")["attributes"][
+            "rate_limit"
+        ]
+        == 100
+    )
+    sent = cv.json("-q", "orders", "send", "hello", "--priority", "5", "--attr", "k=v")
+    assert sent["duplicate"] is False
+    assert cv.json("-q", "orders", "send", "again", "--id", "fixed")["id"] == "fixed"
+    assert cv.json("-q", "orders", "send", "x", "--id", "fixed")["duplicate"] is True
+    cv.run("-q", "orders", "send", "--json", stdin='{"a": 1}')
+    got = cv.json("-q", "orders", "receive", "--max", "10", "--wait", "1")["messages"]
+    assert [m["body"] for m in got] == ["hello", "again", '{"a":1}']
+    assert got[0]["attributes"] == {"k": "v"}
+    cv.run("-q", "orders", "ack", got[0]["receipt"])
+    stats = cv.json("-q", "orders", "qstat")
+    assert (stats["in_flight"], stats["deleted"]) == (2, 1)
+    assert [q["queue"] for q in cv.json("queue", "list")["queues"]] == ["orders", "orders-dlq"]
+    table = cv.run("queue", "list")
+    assert "orders-dlq" in table and "in flight" in table
+
+
+def test_admin_repair_flow(cv: Conveyor) -> None:
+    cv.run("queue", "create", "jobs-dlq")
+    cv.run("queue", "create", "jobs", "--dead-letter-queue", "jobs-dlq", "--max-receive-count", "3")
+    assert cv.json("-q", "jobs", "enqueue-test") == {
+        "successes": ["A-101", "A-202", "A-303", "A-404"]
+    }
+    assert cv.json("-q", "jobs", "enqueue-test")["successes"][0] == "A-101"  # replaces, no error
+    listing = cv.json("-q", "jobs", "ls", "--limit", "2")
+    assert [m["id"] for m in listing["messages"]] == ["A-101", "A-202"]
+    page2 = cv.json("-q", "jobs", "ls", "--limit", "2", "--after", str(listing["next_after"]))
+    assert [m["id"] for m in page2["messages"]] == ["A-303", "A-404"] and page2[
+        "next_after"
+    ] is None
+    assert json.loads(cv.json("-q", "jobs", "get", "--id", "A-303")["body"])["id"] == "A-303"
+    cv.json("-q", "jobs", "receive")
+    assert cv.json("-q", "jobs", "get", "--id", "A-101")["state"] == "in_flight"
+    assert cv.json("-q", "jobs", "fail", "--id", "A-101")["state"] == "ready"
+    assert cv.json("-q", "jobs", "reset", "--id", "A-101")["receive_count"] == 0
+    dead = cv.json("-q", "jobs", "invalid", "--id", "A-202", "--error", "bad sku")
+    assert dead["queue"] == "jobs-dlq" and dead["error"] == "bad sku"
+    dlq = cv.json("-q", "jobs", "dlq")
+    assert dlq["total"] == 1 and dlq["by_source"] == {"jobs": 1}
+    assert cv.json("-q", "jobs", "redrive", "--id", "A-202")["redriven"] == ["A-202"]
+    cv.run("-q", "jobs", "invalid", "--id", "A-303")
+    cv.run("-q", "jobs", "invalid", "--id", "A-404")
+    out = cv.run("-q", "jobs", "redrive", "--all", "--rate", "100")
+    assert "redrove 2" in out
+    cv.run("-q", "jobs", "delete", "--id", "A-202")
+    assert cv.json("-q", "jobs", "qstat")["ready"] == 3
+    cv.run("-q", "jobs", "purge", code=1, stdin="n\n")  # asked, declined: Abort
+    assert cv.json("-q", "jobs", "purge", "--yes")["purged"] == 3
+
+
+def test_topics_and_consumers(cv: Conveyor) -> None:
+    cv.run("queue", "create", "a")
+    cv.run("queue", "create", "b")
+    cv.run("topic", "create", "events")
+    cv.run("topic", "subscribe", "events", "a")
+    assert cv.json("topic", "subscribe", "events", "b")["queues"] == ["a", "b"]
+    ids = cv.json("topic", "publish", "events", "hi")
+    assert set(ids) == {"a", "b"}
+    assert cv.json("topic", "list")["topics"] == [{"topic": "events", "queues": ["a", "b"]}]
+    assert cv.json("consumers")["consumers"] == []
+
+
+def test_errors_say_what_to_do(cv: Conveyor) -> None:
+    out = cv.run("-q", "missing", "send", "x", code=1)
+    assert "error: queue 'missing' does not exist: create it first" in out
+    out = cv.run("queue", "create", "bad name", code=1)
+    assert "error: invalid queue name" in out
+    out = cv.run("--store", "sqlite:////nonexistent/dir/x.db", "queue", "list", code=1)
+    assert "cannot reach store sqlite:////nonexistent/dir/x.db" in out
+    out = cv.run("--store", "redis://user:hunter2@127.0.0.1:1/0", "queue", "list", code=1)
+    assert "hunter2" not in out
+    cv.run("get", code=2)
+    cv.run("frobnicate", code=2)
+    out = cv.run("send", "x", code=2)
+    assert "--queue" in out
+
+
+def test_completion_scripts(cv: Conveyor) -> None:
+    for shell in ("bash", "zsh", "fish"):
+        assert "_CONVEYOR_COMPLETE" in cv.run("completion", shell)

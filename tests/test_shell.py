@@ -1,0 +1,91 @@
+"""The interactive shell, driven through a pseudo-terminal."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_shell_session_with_completion_and_message_mode(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "CONVEYOR_URL": f"sqlite:///{tmp_path}/shell.db",
+        "TERM": "xterm",
+        "PROMPT_TOOLKIT_NO_CPR": "1",
+        "HOME": str(tmp_path),
+        "COLUMNS": "160",
+    }
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "conveyor"],
+        cwd=str(ROOT),
+        env=env,
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(50, 160),
+    )
+    prompt = ">> Enter command:"
+    child.expect("type help")
+    child.expect_exact(prompt)
+
+    def do(line: str, *texts: str) -> None:
+        """Send a line and wait for each text of its output in turn, then the prompt."""
+        child.sendline(line)
+        for text in texts:
+            child.expect_exact(text)
+        child.expect_exact(prompt)
+
+    do("help", "use QUEUE", "message mode")
+    do("queue create orders-dlq", "max_message_bytes")
+    do("queue create orders --dead-letter-queue orders-dlq --max-receive-count 2", "orders-dlq")
+    # completion of a command, then of a queue name
+    child.send("us\t")
+    child.expect_exact("use")
+    child.send(" orders-d\t")
+    child.expect_exact("orders-dlq")
+    child.sendline("")
+    child.expect_exact("orders-dlq >> Enter command:")
+    child.sendline("use orders")
+    child.expect_exact("orders >> Enter command:")
+    do("send hello --id m1", "sent m1")
+    do("qstats", "ready", "1")
+    do("et", "sent A-101, A-202, A-303, A-404")
+    do("ls --limit 10", "m1", "A-404")
+    # completion of a message id after `id`
+    child.send("id m\t")
+    child.expect_exact("m1")
+    child.sendline("")
+    child.expect_exact("orders ID m1 >> Enter command:")
+    child.sendline("sys")
+    child.expect_exact("receive_count")
+    child.expect_exact(prompt)
+    child.sendline("data")
+    child.expect_exact("hello")
+    child.expect_exact(prompt)
+    child.sendline("fail")
+    child.expect_exact("state")
+    child.expect_exact(prompt)
+    child.sendline("invalid")
+    child.expect_exact("orders-dlq")
+    child.expect_exact("orders >> Enter command:")  # leaves message mode: it moved
+    child.sendline("sys")
+    child.expect_exact("select it first with id ID")
+    child.expect_exact(prompt)
+    do("frobnicate", "unknown command")
+    do("send x --queue nope", "does not exist")  # an error does not end the shell
+    child.sendline("use orders-dlq")
+    child.expect_exact("orders-dlq >> Enter command:")
+    child.sendline("redrive --id m1")
+    child.expect_exact("redrove m1")
+    child.expect_exact(prompt)
+    child.sendline("quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
