@@ -54,9 +54,14 @@ def open_backend(url: str | None = None, *, clock: Clock = SYSTEM_CLOCK) -> Back
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("conveyor"):
-            raise InvalidInput(f"the {scheme} store is not available in this version") from exc
+            raise InvalidInput(
+                f"cannot use store {redact(url)}: the {scheme} store is not available in this"
+                " version"
+            ) from exc
         hint = f": pip install 'conveyor-mq[{extra}]'" if extra else ""
-        raise InvalidInput(f"the {scheme} store needs {exc.name}{hint}") from exc
+        raise InvalidInput(
+            f"cannot use store {redact(url)}: the {scheme} store needs {exc.name}{hint}"
+        ) from exc
     cls: type[Backend] = getattr(module, class_name)
     path, _, query = rest.partition("?")
     params = dict(parse_qsl(query))

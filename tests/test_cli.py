@@ -140,3 +140,49 @@ def test_errors_say_what_to_do(cv: Conveyor) -> None:
 def test_completion_scripts(cv: Conveyor) -> None:
     for shell in ("bash", "zsh", "fish"):
         assert "_CONVEYOR_COMPLETE" in cv.run("completion", shell)
+
+
+def test_remaining_commands(cv: Conveyor, tmp_path: Path) -> None:
+    cv.run("queue", "create", "q", "--fifo", code=1)  # FIFO names end in .fifo
+    cv.run("queue", "create", "q.fifo", "--content-based-dedup")
+    shown = cv.json("queue", "show", "q.fifo")["attributes"]
+    assert shown["fifo"] is True and shown["content_based_dedup"] is True
+    body = tmp_path / "body.bin"
+    body.write_bytes(b"from a file")
+    sent = cv.json("-q", "q.fifo", "send", "--file", str(body), "--group", "g")
+    assert cv.json("-q", "q.fifo", "send", "--file", str(body), "--group", "g") == {
+        **sent,
+        "duplicate": True,
+    }
+    got = cv.json("-q", "q.fifo", "receive", "--ack")
+    assert got["acked"] and got["messages"][0]["body"] == "from a file"
+    assert cv.json("-q", "q.fifo", "qstat")["deleted"] == 1
+    cv.run("-q", "q.fifo", "send", "not json", "--json", "--group", "g", code=1)
+    cv.run("topic", "create", "t")
+    cv.run("topic", "subscribe", "t", "q.fifo")
+    assert cv.json("topic", "unsubscribe", "t", "q.fifo")["queues"] == []
+    cv.run("topic", "delete", "t")
+    assert cv.json("topic", "list")["topics"] == []
+    assert cv.json("queue", "delete", "q.fifo", "--yes") == {"deleted": "q.fifo"}
+    assert cv.json("queue", "list")["queues"] == []
+    assert "Usage" in cv.run("--help") and "redrive" in cv.run("--help")
+
+
+def test_qstat_watch_refreshes_until_interrupted(cv: Conveyor) -> None:
+    import signal
+    import time
+
+    cv.run("queue", "create", "w")
+    cv.run("-q", "w", "send", "x")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "conveyor", "-q", "w", "qstat", "--watch", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cv.env,
+    )
+    time.sleep(1.5)  # real time is what --watch is about
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert "queue w" in out and "ready" in out

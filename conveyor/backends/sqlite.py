@@ -23,7 +23,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -86,27 +86,6 @@ def _write_counts(path: str, pending: dict[int, list[int]], lock: threading.Lock
         pass
 
 
-def _checkpoints(path: str, closing: threading.Event) -> None:
-    """Copy the WAL back into the database from a thread of its own.
-
-    With SQLite's automatic checkpoints, the commit that crosses the threshold pays for the
-    copy (and, at durability=full, its fsync): tens of milliseconds added to one unlucky send
-    or receive. Here a passive checkpoint runs every 200 ms instead, never blocking readers
-    or writers.
-    """
-    try:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 0")
-    except sqlite3.Error:
-        return
-    try:
-        while not closing.wait(0.2):
-            with suppress(sqlite3.Error):
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-    finally:
-        conn.close()
-
-
 class SQLiteBackend(SQLiteAdmin, Backend):
     scheme = "sqlite"
 
@@ -133,8 +112,6 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         self._qids: dict[str, int] = {}
         self._pending: dict[int, list[int]] = {}
         self._flush_at = 0.0
-        self._closing = threading.Event()
-        self._checkpointer: threading.Thread | None = None
         weakref.finalize(self, _write_counts, self.path, self._pending, self._lock)
 
     @classmethod
@@ -174,7 +151,6 @@ class SQLiteBackend(SQLiteAdmin, Backend):
             )
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA wal_autocheckpoint = 0")  # see _checkpoints
             sync = "FULL" if self.durability == "full" else "NORMAL"
             conn.execute(f"PRAGMA synchronous = {sync}")
             conn.execute("PRAGMA cache_size = -32000")
@@ -188,14 +164,6 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         self._local.conn = conn
         with self._lock:
             self._connections.append(conn)
-            if self._checkpointer is None:
-                self._checkpointer = threading.Thread(
-                    target=_checkpoints,
-                    args=(self.path, self._closing),
-                    name="conveyor-sqlite-checkpoint",
-                    daemon=True,
-                )
-                self._checkpointer.start()
         return conn
 
     def _begin(self, conn: sqlite3.Connection) -> None:
@@ -290,11 +258,6 @@ class SQLiteBackend(SQLiteAdmin, Backend):
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
-            checkpointer, self._checkpointer = self._checkpointer, None
-        self._closing.set()
-        if checkpointer is not None:
-            checkpointer.join()
-        self._closing.clear()
         self._local = threading.local()
 
     def wait_for_messages(self, queue: str, since: int, timeout: float) -> None:
