@@ -12,30 +12,22 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import secrets
-import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import (
-    InvalidState,
     MessageNotFound,
-    NotFound,
     QueueDoesNotExist,
     QueueExists,
-    TopicDoesNotExist,
 )
 from ..ids import new_id
 from ..models import (
     FAR_FUTURE,
     ArchivedMessage,
     Capability,
-    Consumer,
     Delivery,
     Message,
     MessageState,
-    MessageUpdate,
     NewMessage,
     QueueAttributes,
     QueueInfo,
@@ -51,78 +43,24 @@ from .base import (
     refill_tokens,
     stale_receipt,
 )
-
-_NAMED: dict[str, _State] = {}
-_NAMED_LOCK = threading.Lock()
-
-
-@dataclass(slots=True)
-class _Rec:
-    id: str
-    seq: int
-    body: bytes
-    attributes: dict[str, Any]
-    group_id: str | None
-    dedup_id: str | None
-    priority: int
-    deadline: float | None
-    sent_at: float
-    visible_at: float
-    compressed: bool
-    receive_count: int = 0
-    first_received_at: float | None = None
-    version: int = 1
-    token: str | None = None
-    source_queue: str | None = None
-    error: str | None = None
+from .memory_admin import MemoryAdmin
+from .memory_state import NAMED, NAMED_LOCK, QueueState, Rec, State
 
 
-@dataclass(slots=True)
-class _Queue:
-    info: QueueInfo
-    messages: dict[str, _Rec] = field(default_factory=dict)
-    ready: list[tuple[int, int, str, int]] = field(default_factory=list)
-    later: list[tuple[float, int, str, int]] = field(default_factory=list)
-    dedup: dict[str, tuple[str, float]] = field(default_factory=dict)
-    archive: list[ArchivedMessage] = field(default_factory=list)
-    sent: int = 0
-    received: int = 0
-    deleted: int = 0
-    dead: int = 0
-    expired: int = 0
-    tokens: float = 0.0
-    tokens_at: float = 0.0
-    swept_at: float = 0.0
-
-    @property
-    def attrs(self) -> QueueAttributes:
-        return self.info.attributes
-
-
-@dataclass
-class _State:
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    queues: dict[str, _Queue] = field(default_factory=dict)
-    topics: dict[str, list[str]] = field(default_factory=dict)
-    consumers: dict[str, Consumer] = field(default_factory=dict)
-    seq: int = 0
-    key: str = field(default_factory=lambda: f"memory:{secrets.token_hex(6)}")
-
-
-class MemoryBackend(Backend):
+class MemoryBackend(MemoryAdmin, Backend):
     scheme = "memory"
     capabilities = frozenset(Capability) - {Capability.CROSS_PROCESS}
 
     def __init__(self, *, name: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__(clock=clock)
         if name:
-            with _NAMED_LOCK:
-                state = _NAMED.get(name)
+            with NAMED_LOCK:
+                state = NAMED.get(name)
                 if state is None:
-                    state = _NAMED[name] = _State(key=f"memory:{name}")
+                    state = NAMED[name] = State(key=f"memory:{name}")
             self._s = state
         else:
-            self._s = _State()
+            self._s = State()
 
     @classmethod
     def from_url(cls, rest: str, params: dict[str, str], *, clock: Clock) -> MemoryBackend:
@@ -134,7 +72,7 @@ class MemoryBackend(Backend):
 
     # -- internals ------------------------------------------------------------------------
 
-    def _q(self, name: str) -> _Queue:
+    def _q(self, name: str) -> QueueState:
         q = self._s.queues.get(name)
         if q is None:
             raise QueueDoesNotExist(f"queue {name!r} does not exist: create it first")
@@ -144,7 +82,7 @@ class MemoryBackend(Backend):
         self._s.seq += 1
         return self._s.seq
 
-    def _schedule(self, q: _Queue, rec: _Rec, now: float) -> None:
+    def _schedule(self, q: QueueState, rec: Rec, now: float) -> None:
         if q.attrs.fifo:
             return
         if rec.visible_at <= now:
@@ -152,11 +90,11 @@ class MemoryBackend(Backend):
         else:
             heapq.heappush(q.later, (rec.visible_at, rec.seq, rec.id, rec.version))
 
-    def _insert(self, q: _Queue, rec: _Rec, now: float) -> None:
+    def _insert(self, q: QueueState, rec: Rec, now: float) -> None:
         q.messages[rec.id] = rec
         self._schedule(q, rec, now)
 
-    def _view(self, q: _Queue, rec: _Rec, receipt: str | None = None) -> Message:
+    def _view(self, q: QueueState, rec: Rec, receipt: str | None = None) -> Message:
         return Message(
             id=rec.id,
             queue=q.info.name,
@@ -178,7 +116,7 @@ class MemoryBackend(Backend):
             receipt=receipt,
         )
 
-    def _archive(self, q: _Queue, rec: _Rec, outcome: str, now: float) -> None:
+    def _archive(self, q: QueueState, rec: Rec, outcome: str, now: float) -> None:
         if q.attrs.archive:
             q.archive.append(
                 ArchivedMessage(
@@ -197,7 +135,7 @@ class MemoryBackend(Backend):
                 )
             )
 
-    def _drop(self, q: _Queue, rec: _Rec, outcome: str, now: float) -> None:
+    def _drop(self, q: QueueState, rec: Rec, outcome: str, now: float) -> None:
         del q.messages[rec.id]
         self._archive(q, rec, outcome, now)
         if outcome == "expired":
@@ -205,7 +143,7 @@ class MemoryBackend(Backend):
         elif outcome == "deleted":
             q.deleted += 1
 
-    def _sweep(self, q: _Queue, now: float, force: bool = False) -> None:
+    def _sweep(self, q: QueueState, now: float, force: bool = False) -> None:
         if not force and now - q.swept_at < 1.0:
             return
         q.swept_at = now
@@ -219,7 +157,7 @@ class MemoryBackend(Backend):
         for key in [k for k, (_, exp) in q.dedup.items() if exp <= now]:
             del q.dedup[key]
 
-    def _to_dlq(self, q: _Queue, rec: _Rec, now: float, error: str | None) -> _Rec | None:
+    def _to_dlq(self, q: QueueState, rec: Rec, now: float, error: str | None) -> Rec | None:
         policy = q.attrs.dead_letter
         dlq = self._s.queues.get(policy.queue) if policy else None
         if dlq is None:
@@ -229,7 +167,7 @@ class MemoryBackend(Backend):
         old = dlq.messages.pop(rec.id, None)
         if old is not None:
             self._archive(dlq, old, "replaced", now)
-        moved = _Rec(
+        moved = Rec(
             id=rec.id,
             seq=self._next_seq(),
             body=rec.body,
@@ -248,7 +186,7 @@ class MemoryBackend(Backend):
         self.notify(dlq.info.name)
         return moved
 
-    def _claim(self, q: _Queue, rec: _Rec, now: float, vt: float, token: str) -> Message:
+    def _claim(self, q: QueueState, rec: Rec, now: float, vt: float, token: str) -> Message:
         rec.receive_count += 1
         if rec.first_received_at is None:
             rec.first_received_at = now
@@ -259,7 +197,7 @@ class MemoryBackend(Backend):
         self._schedule(q, rec, now)
         return self._view(q, rec, make_receipt(q.info.name, rec.seq, rec.id, token))
 
-    def _standard_candidates(self, q: _Queue, now: float) -> Iterable[_Rec]:
+    def _standard_candidates(self, q: QueueState, now: float) -> Iterable[Rec]:
         while q.later and q.later[0][0] <= now:
             _, seq, mid, version = heapq.heappop(q.later)
             rec = q.messages.get(mid)
@@ -272,7 +210,7 @@ class MemoryBackend(Backend):
                 continue
             yield rec
 
-    def _fifo_candidates(self, q: _Queue, now: float) -> Iterable[_Rec]:
+    def _fifo_candidates(self, q: QueueState, now: float) -> Iterable[Rec]:
         blocked: set[str | None] = set()
         for rec in list(q.messages.values()):
             if rec.group_id in blocked or rec.id not in q.messages:
@@ -282,13 +220,13 @@ class MemoryBackend(Backend):
                 continue
             yield rec
 
-    def _get(self, q: _Queue, message_id: str) -> _Rec:
+    def _get(self, q: QueueState, message_id: str) -> Rec:
         rec = q.messages.get(message_id)
         if rec is None:
             raise MessageNotFound(f"no message {message_id!r} in queue {q.info.name!r}")
         return rec
 
-    def _touch(self, q: _Queue, rec: _Rec, now: float) -> None:
+    def _touch(self, q: QueueState, rec: Rec, now: float) -> None:
         rec.version += 1
         rec.token = None
         self._schedule(q, rec, now)
@@ -307,7 +245,7 @@ class MemoryBackend(Backend):
                     )
                 return q.info, False
             info = QueueInfo(name=name, attributes=attributes, created_at=now, updated_at=now)
-            self._s.queues[name] = _Queue(
+            self._s.queues[name] = QueueState(
                 info=info, tokens=attributes.rate_limit or 0, tokens_at=now
             )
             return info, True
@@ -378,7 +316,7 @@ class MemoryBackend(Backend):
     # -- messages -------------------------------------------------------------------------
 
     def _send_locked(
-        self, q: _Queue, messages: Sequence[NewMessage], now: float
+        self, q: QueueState, messages: Sequence[NewMessage], now: float
     ) -> list[SendResult]:
         results: list[SendResult] = []
         fifo = q.attrs.fifo
@@ -396,7 +334,7 @@ class MemoryBackend(Backend):
                     continue
                 q.dedup[key] = (m.id, now + DEDUP_WINDOW)
             seq = self._next_seq()
-            rec = _Rec(
+            rec = Rec(
                 id=m.id,
                 seq=seq,
                 body=m.body,
@@ -501,266 +439,3 @@ class MemoryBackend(Backend):
         if released:
             self.notify(queue)
         return results
-
-    # -- inspection and editing -----------------------------------------------------------
-
-    def list_messages(
-        self,
-        queue: str,
-        *,
-        state: MessageState | None = None,
-        limit: int = 100,
-        after: int = 0,
-    ) -> list[Message]:
-        now = self.clock.now()
-        with self._s.lock:
-            q = self._q(queue)
-            out = []
-            for rec in sorted(q.messages.values(), key=lambda r: r.seq):
-                if rec.seq <= after:
-                    continue
-                view = self._view(q, rec)
-                if state is None or view.state(now) is state:
-                    out.append(view)
-                    if len(out) >= limit:
-                        break
-            return out
-
-    def get_message(self, queue: str, message_id: str) -> Message:
-        with self._s.lock:
-            q = self._q(queue)
-            return self._view(q, self._get(q, message_id))
-
-    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
-        now = self.clock.now()
-        with self._s.lock:
-            q = self._q(queue)
-            rec = self._get(q, message_id)
-            if update.body is not None:
-                rec.body = update.body
-                rec.compressed = bool(update.compressed)
-            if update.attributes is not None:
-                rec.attributes = dict(update.attributes)
-            if update.priority is not None and not q.attrs.fifo:
-                rec.priority = update.priority
-            if update.visible_at is not None:
-                rec.visible_at = update.visible_at
-            rec.version += 1
-            self._schedule(q, rec, now)
-            view = self._view(q, rec)
-        self.notify(queue)
-        return view
-
-    def remove_message(self, queue: str, message_id: str) -> None:
-        now = self.clock.now()
-        with self._s.lock:
-            q = self._q(queue)
-            self._drop(q, self._get(q, message_id), "removed", now)
-
-    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
-        now = self.clock.now()
-        with self._s.lock:
-            q = self._q(queue)
-            rec = self._get(q, message_id)
-            policy = q.attrs.dead_letter
-            if policy is None:
-                raise InvalidState(
-                    f"queue {queue!r} has no dead-letter queue: set its dead_letter policy first"
-                )
-            moved = self._to_dlq(q, rec, now, error)
-            if moved is None:
-                raise QueueDoesNotExist(
-                    f"dead-letter queue {policy.queue!r} of {queue!r} does not exist: create it"
-                )
-            return self._view(self._q(policy.queue), moved)
-
-    def redrive(
-        self,
-        queue: str,
-        *,
-        ids: Sequence[str] | None = None,
-        limit: int = 100,
-        to: str | None = None,
-    ) -> list[str]:
-        now = self.clock.now()
-        touched: set[str] = set()
-        with self._s.lock:
-            q = self._q(queue)
-            if ids is not None:
-                recs = [self._get(q, mid) for mid in ids]
-                for rec in recs:
-                    if rec.visible_at > now and rec.receive_count:
-                        raise InvalidState(
-                            f"message {rec.id!r} is in flight: wait for its visibility timeout"
-                            " or delete it"
-                        )
-            else:
-                recs = sorted(
-                    (r for r in q.messages.values() if r.visible_at <= now), key=lambda r: r.seq
-                )[:limit]
-            for rec in recs:
-                dest = to or rec.source_queue
-                if dest is None:
-                    raise InvalidState(
-                        f"message {rec.id!r} has no source queue: name a destination with `to`"
-                    )
-                self._q(dest)
-            moved = []
-            for rec in recs:
-                dest_q = self._q(to or rec.source_queue or "")
-                del q.messages[rec.id]
-                dest_q.messages.pop(rec.id, None)
-                new = _Rec(
-                    id=rec.id,
-                    seq=self._next_seq(),
-                    body=rec.body,
-                    attributes=rec.attributes,
-                    group_id=rec.group_id,
-                    dedup_id=rec.dedup_id,
-                    priority=rec.priority,
-                    deadline=rec.deadline,
-                    sent_at=now,
-                    visible_at=now,
-                    compressed=rec.compressed,
-                )
-                self._insert(dest_q, new, now)
-                dest_q.sent += 1
-                touched.add(dest_q.info.name)
-                moved.append(rec.id)
-        for name in touched:
-            self.notify(name)
-        return moved
-
-    def reset_message(self, queue: str, message_id: str) -> Message:
-        now = self.clock.now()
-        with self._s.lock:
-            q = self._q(queue)
-            rec = self._get(q, message_id)
-            rec.receive_count = 0
-            rec.first_received_at = None
-            rec.visible_at = now
-            self._touch(q, rec, now)
-            view = self._view(q, rec)
-        self.notify(queue)
-        return view
-
-    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
-        now = self.clock.now()
-        with self._s.lock:
-            q = self._q(queue)
-            rec = self._get(q, message_id)
-            rec.visible_at = now + delay
-            self._touch(q, rec, now)
-            view = self._view(q, rec)
-        if delay == 0:
-            self.notify(queue)
-        return view
-
-    def list_archive(
-        self, queue: str, *, limit: int = 1000, after: int = 0
-    ) -> list[ArchivedMessage]:
-        with self._s.lock:
-            return list(self._q(queue).archive[after : after + limit])
-
-    # -- topics ---------------------------------------------------------------------------
-
-    def _topic(self, name: str) -> list[str]:
-        subs = self._s.topics.get(name)
-        if subs is None:
-            raise TopicDoesNotExist(f"topic {name!r} does not exist: create it first")
-        return subs
-
-    def create_topic(self, name: str) -> bool:
-        with self._s.lock:
-            if name in self._s.topics:
-                return False
-            self._s.topics[name] = []
-            return True
-
-    def delete_topic(self, name: str) -> None:
-        with self._s.lock:
-            self._topic(name)
-            del self._s.topics[name]
-
-    def list_topics(self, prefix: str = "") -> list[str]:
-        with self._s.lock:
-            return sorted(t for t in self._s.topics if t.startswith(prefix))
-
-    def subscribe(self, topic: str, queue: str) -> None:
-        with self._s.lock:
-            subs = self._topic(topic)
-            self._q(queue)
-            if queue not in subs:
-                subs.append(queue)
-
-    def unsubscribe(self, topic: str, queue: str) -> None:
-        with self._s.lock:
-            subs = self._topic(topic)
-            if queue in subs:
-                subs.remove(queue)
-
-    def topic_queues(self, topic: str) -> list[str]:
-        with self._s.lock:
-            return sorted(self._topic(topic))
-
-    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
-        now = self.clock.now()
-        with self._s.lock:
-            queues = sorted(self._topic(topic))
-            out = {name: self._send_locked(self._q(name), [message], now)[0] for name in queues}
-        for name in queues:
-            self.notify(name)
-        return out
-
-    # -- consumers ------------------------------------------------------------------------
-
-    def register_consumer(self, consumer: Consumer) -> Consumer:
-        now = self.clock.now()
-        with self._s.lock:
-            old = self._s.consumers.get(consumer.id)
-            registered = consumer.registered_at or (old.registered_at if old else now)
-            c = Consumer(
-                id=consumer.id,
-                queue=consumer.queue,
-                info=dict(consumer.info),
-                timeout=consumer.timeout,
-                registered_at=registered,
-                heartbeat_at=now,
-            )
-            self._s.consumers[c.id] = c
-            return c
-
-    def heartbeat(self, consumer_id: str) -> Consumer:
-        now = self.clock.now()
-        with self._s.lock:
-            self._prune(now)
-            c = self._s.consumers.get(consumer_id)
-            if c is None:
-                raise NotFound(f"consumer {consumer_id!r} is not registered (it was pruned?)")
-            c = Consumer(
-                id=c.id,
-                queue=c.queue,
-                info=c.info,
-                timeout=c.timeout,
-                registered_at=c.registered_at,
-                heartbeat_at=now,
-            )
-            self._s.consumers[c.id] = c
-            return c
-
-    def unregister_consumer(self, consumer_id: str) -> None:
-        with self._s.lock:
-            self._s.consumers.pop(consumer_id, None)
-
-    def _prune(self, now: float) -> None:
-        for cid in [c.id for c in self._s.consumers.values() if not c.alive(now)]:
-            del self._s.consumers[cid]
-
-    def list_consumers(self, queue: str | None = None) -> list[Consumer]:
-        now = self.clock.now()
-        with self._s.lock:
-            self._prune(now)
-            return sorted(
-                (c for c in self._s.consumers.values() if queue is None or c.queue == queue),
-                key=lambda c: (c.registered_at, c.id),
-            )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
@@ -25,6 +24,7 @@ from ..models import (
     QueueAttributes,
     SendResult,
 )
+from .sqlite_conn import SQLiteConnections
 from .sqlite_schema import (
     MESSAGE_COLUMNS,
     archive_insert,
@@ -35,15 +35,13 @@ from .sqlite_schema import (
 )
 
 
-class SQLiteAdmin:
+class SQLiteAdmin(SQLiteConnections):
     """Mixed into `SQLiteBackend`; uses its transactions and queue lookups."""
 
     clock: Clock
 
     if TYPE_CHECKING:
 
-        def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...
-        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
         def _queue(self, conn: sqlite3.Connection, name: str) -> tuple[int, QueueAttributes]: ...
         def _message_row(
             self, conn: sqlite3.Connection, qid: int, queue: str, message_id: str
@@ -77,7 +75,6 @@ class SQLiteAdmin:
             messages: Sequence[NewMessage],
             now: float,
         ) -> list[SendResult]: ...
-        def _count(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> None: ...
         def notify(self, queue: str) -> None: ...
 
     # -- inspection and editing -----------------------------------------------------------
