@@ -162,11 +162,33 @@ class MemoryBackend(MemoryAdmin, Backend):
         dlq = self._s.queues.get(policy.queue) if policy else None
         if dlq is None:
             return None
-        del q.messages[rec.id]
         q.dead += 1
-        old = dlq.messages.pop(rec.id, None)
+        old = dlq.messages.get(rec.id)
         if old is not None:
             self._archive(dlq, old, "replaced", now)
+        moved = self._move(q, rec, dlq, now, dead_from=q.info.name, error=error)
+        self.notify(dlq.info.name)
+        return moved
+
+    def _move(
+        self,
+        q: QueueState,
+        rec: Rec,
+        dest: QueueState,
+        now: float,
+        *,
+        dead_from: str | None,
+        error: str | None = None,
+    ) -> Rec:
+        """Move a message to the back of another queue.
+
+        Into a dead-letter queue (`dead_from` names the source): keeps sent_at, records the
+        source and `error` (or the error it had). Out of one (`dead_from` None, a redrive):
+        sent now, source and error cleared. A message of the same id already in the
+        destination is replaced; receive count and receipts start afresh.
+        """
+        del q.messages[rec.id]
+        dest.messages.pop(rec.id, None)
         moved = Rec(
             id=rec.id,
             seq=self._next_seq(),
@@ -176,14 +198,13 @@ class MemoryBackend(MemoryAdmin, Backend):
             dedup_id=rec.dedup_id,
             priority=rec.priority,
             deadline=rec.deadline,
-            sent_at=rec.sent_at,
+            sent_at=now if dead_from is None else rec.sent_at,
             visible_at=now,
             compressed=rec.compressed,
-            source_queue=q.info.name,
-            error=error if error is not None else rec.error,
+            source_queue=dead_from,
+            error=None if dead_from is None else (error if error is not None else rec.error),
         )
-        self._insert(dlq, moved, now)
-        self.notify(dlq.info.name)
+        self._insert(dest, moved, now)
         return moved
 
     def _claim(self, q: QueueState, rec: Rec, now: float, vt: float, token: str) -> Message:

@@ -37,8 +37,16 @@ class MemoryAdmin:
         def _view(self, q: QueueState, rec: Rec, receipt: str | None = None) -> Message: ...
         def _drop(self, q: QueueState, rec: Rec, outcome: str, now: float) -> None: ...
         def _to_dlq(self, q: QueueState, rec: Rec, now: float, error: str | None) -> Rec | None: ...
-        def _insert(self, q: QueueState, rec: Rec, now: float) -> None: ...
-        def _next_seq(self) -> int: ...
+        def _move(
+            self,
+            q: QueueState,
+            rec: Rec,
+            dest: QueueState,
+            now: float,
+            *,
+            dead_from: str | None,
+            error: str | None = None,
+        ) -> Rec: ...
         def _touch(self, q: QueueState, rec: Rec, now: float) -> None: ...
         def _schedule(self, q: QueueState, rec: Rec, now: float) -> None: ...
         def _send_locked(
@@ -152,22 +160,7 @@ class MemoryAdmin:
             moved = []
             for rec in recs:
                 dest_q = self._q(to or rec.source_queue or "")
-                del q.messages[rec.id]
-                dest_q.messages.pop(rec.id, None)
-                new = Rec(
-                    id=rec.id,
-                    seq=self._next_seq(),
-                    body=rec.body,
-                    attributes=rec.attributes,
-                    group_id=rec.group_id,
-                    dedup_id=rec.dedup_id,
-                    priority=rec.priority,
-                    deadline=rec.deadline,
-                    sent_at=now,
-                    visible_at=now,
-                    compressed=rec.compressed,
-                )
-                self._insert(dest_q, new, now)
+                self._move(q, rec, dest_q, now, dead_from=None)
                 dest_q.sent += 1
                 touched.add(dest_q.info.name)
                 moved.append(rec.id)

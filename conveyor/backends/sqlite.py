@@ -486,14 +486,15 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         dest: int,
         rowid: int,
         *,
-        sent_at: str,
-        source_queue: str | None,
-        error: str | None,
+        dead_from: str | None,
+        error: str | None = None,
     ) -> int:
         """Move a message to the back of another queue's table; returns its new rowid.
 
-        `sent_at` is an SQL expression ("sent_at" keeps it). A message of the same id
-        already in the destination is replaced.
+        Into a dead-letter queue (`dead_from` names the source): keeps sent_at, records the
+        source and `error` (or the error it had). Out of one (`dead_from` None, a redrive):
+        sent now, source and error cleared. A message of the same id already in the
+        destination is replaced; receive count and receipts start afresh.
         """
         s, d = f"q{src}", f"q{dest}"
         message_id, priority = conn.execute(
@@ -505,9 +506,10 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         new = last_rowid(conn, d, priority) + 1
         conn.execute(
             f"INSERT INTO {d} (rowid, {COPY_COLUMNS}, sent_at, visible_at, source_queue, error,"
-            f" indexed) SELECT ?, {COPY_COLUMNS}, {sent_at}, ?2, ?3, coalesce(?4, error), 1"
+            f" indexed) SELECT ?1, {COPY_COLUMNS}, CASE WHEN ?3 IS NULL THEN ?2 ELSE sent_at END,"
+            " ?2, ?3, CASE WHEN ?3 IS NULL THEN NULL ELSE coalesce(?4, error) END, 1"
             f" FROM {s} WHERE rowid = ?5",
-            (new, self.clock.now(), source_queue, error, rowid),
+            (new, self.clock.now(), dead_from, error, rowid),
         )
         conn.execute(f"DELETE FROM {s} WHERE rowid = ?", (rowid,))
         return new
@@ -522,9 +524,7 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         now: float,
         error: str | None,
     ) -> int:
-        moved = self._move(
-            conn, qid, dlq_id, rowid, sent_at="sent_at", source_queue=queue, error=error
-        )
+        moved = self._move(conn, qid, dlq_id, rowid, dead_from=queue, error=error)
         conn.execute("UPDATE queues SET dead = dead + 1 WHERE id = ?", (qid,))
         return moved
 

@@ -53,9 +53,8 @@ class SQLiteAdmin(SQLiteConnections):
             dest: int,
             rowid: int,
             *,
-            sent_at: str,
-            source_queue: str | None,
-            error: str | None,
+            dead_from: str | None,
+            error: str | None = None,
         ) -> int: ...
         def _to_dlq(
             self,
@@ -209,10 +208,7 @@ class SQLiteAdmin(SQLiteConnections):
                     dests[dest] = self._queue(conn, dest)[0]
             for row in rows:
                 dest = to or row[13]
-                new = self._move(
-                    conn, qid, dests[dest], row[0], sent_at="?2", source_queue=None, error=None
-                )
-                conn.execute(f"UPDATE q{dests[dest]} SET error = NULL WHERE rowid = ?", (new,))
+                self._move(conn, qid, dests[dest], row[0], dead_from=None)
                 self._count(dests[dest], sent=1)
                 touched.add(dest)
                 moved.append(row[1])

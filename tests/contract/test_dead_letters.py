@@ -86,7 +86,9 @@ def test_redrive_to_named_queue_and_in_flight_refused(client: Client) -> None:
         dlq.redrive(held.id)
     dlq.change_visibility(held.receipt or "", 0)
     assert dlq.redrive(held.id, to="other") == [held.id]
-    assert other.receive()[0].id == held.id
+    [back] = other.receive()
+    assert back.id == held.id
+    assert (back.error, back.source_queue, back.receive_count) == (None, None, 1)
 
 
 def test_move_to_dlq_needs_a_policy(client: Client) -> None:
