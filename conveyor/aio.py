@@ -108,25 +108,30 @@ class AsyncQueue:
         *,
         visibility_timeout: float | None = None,
         wait: float | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> list[Message]:
-        """As `Queue.receive`; the wait happens in the event loop, not in a thread."""
+        """As `Queue.receive`; the wait happens in the event loop, not in a thread.
+
+        `stop` is asked after every wake-up: when it answers True (a server shutting down,
+        which wakes every waiter through `HUB.wake_all`) the receive returns what it has.
+        """
         vt, waiting = await _call(
             self.sync._receive_options, max_messages, visibility_timeout, wait
         )
         backend, name = self.sync.client.backend, self.name
         clock = backend.clock
         end = clock.now() + waiting
-        interval = 0.01
         while True:
             token = backend.change_token(name)
             messages = await _call(backend.receive, name, max_messages, vt)
             if messages:
+                if waiting and len(messages) == max_messages:
+                    backend.notify(name)  # there may be more: wake the next waiter
                 return [decode_message(m) for m in messages]
             remaining = end - clock.now()
-            if remaining <= 0:
+            if remaining <= 0 or (stop is not None and stop()):
                 return []
-            await backend.wait_for_messages_async(name, token, min(remaining, interval))
-            interval = min(interval * 2, backend.poll_interval)
+            await backend.wait_for_messages_async(name, token, remaining)
 
     async def delete(self, receipt: str) -> None:
         await _call(self.sync.delete, receipt)

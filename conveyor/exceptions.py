@@ -17,6 +17,8 @@ errors are translated at the store boundary with ``raise ... from exc``.
     │       ├── TooManyEntries
     │       ├── BatchEntryIdsNotDistinct
     │       └── BatchRequestTooLong
+    │   (and the request errors of the ways in: InvalidAttributeName, MissingParameter,
+    │    MalformedRequest, UnknownAction, RequestTooLarge)
     ├── ReceiptHandleInvalid          (404 in REST, 400 in the SQS API)
     ├── MessageNotInflight
     ├── NotFound
@@ -27,6 +29,7 @@ errors are translated at the store boundary with ``raise ... from exc``.
     ├── TopicExists
     ├── InvalidState                  (an edit that the message's state forbids)
     ├── Unsupported                   (a store lacks a capability)
+    ├── AccessDenied                  (403: unsigned, unknown key, bad signature; 401 REST)
     └── StoreUnavailable              (the store cannot be reached; retry later)
 """
 
@@ -154,6 +157,52 @@ class Unsupported(ConveyorError):
     code = "UnsupportedOperation"
     status = 400
     sender_fault = True
+
+
+class InvalidAttributeName(InvalidInput):
+    code = "InvalidAttributeName"
+
+
+class MissingParameter(InvalidInput):
+    code = "MissingParameter"
+
+
+class MalformedRequest(InvalidInput):
+    """The request body or query string cannot be parsed."""
+
+    code = "MalformedQueryString"
+
+
+class UnknownAction(InvalidInput):
+    code = "InvalidAction"
+
+
+class RequestTooLarge(InvalidInput):
+    code = "RequestEntityTooLarge"
+    status = 413
+
+
+class AccessDenied(ConveyorError):
+    """The request is not signed or authorised as this server requires."""
+
+    code = "AccessDenied"
+    status = 403
+    sender_fault = True
+
+
+class InvalidClientTokenId(AccessDenied):
+    code = "InvalidClientTokenId"
+
+
+class SignatureDoesNotMatch(AccessDenied):
+    code = "SignatureDoesNotMatch"
+
+
+class Unauthorized(AccessDenied):
+    """A REST request without the bearer token the server requires."""
+
+    code = "Unauthorized"
+    status = 401
 
 
 class StoreUnavailable(ConveyorError):

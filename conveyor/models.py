@@ -9,8 +9,25 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-AttributeValue = str | int | float | bytes
-"""A message attribute: a string, a number or bytes (SQS's String, Number, Binary)."""
+
+@dataclass(frozen=True, slots=True)
+class TypedValue:
+    """An attribute value that keeps its SQS data type and text verbatim.
+
+    Plain `str`, `bytes` and numbers map to SQS's String, Binary and Number; a TypedValue
+    carries what they cannot: a Number's exact text ("1.50") and custom types
+    ("String.uuid", "Binary.gzip").
+    """
+
+    data_type: str
+    value: str | bytes
+
+    def __str__(self) -> str:
+        return self.value if isinstance(self.value, str) else self.value.hex()
+
+
+AttributeValue = str | int | float | bytes | TypedValue
+"""A message attribute: a string, a number, bytes, or a value with an SQS data type."""
 
 Attributes = Mapping[str, AttributeValue]
 
@@ -67,6 +84,8 @@ class QueueAttributes:
     rate_limit: float | None = None
     compress_over: int | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    settings: Mapping[str, str] = field(default_factory=dict)
+    """Settings kept verbatim for other APIs (SQS's Policy, RedriveAllowPolicy, ...)."""
 
     def replace(self, **changes: Any) -> QueueAttributes:
         return dataclasses.replace(self, **changes)
@@ -79,7 +98,7 @@ class QueueAttributes:
                 value = value.to_dict()
             elif isinstance(value, Delivery):
                 value = value.value
-            elif f.name == "tags":
+            elif f.name in ("tags", "settings"):
                 value = dict(value)
             out[f.name] = value
         return out

@@ -1,40 +1,68 @@
 """In-process wake-ups for long polls: a send wakes the receivers waiting in the same process.
 
-Waiters are keyed by (store key, queue). Threads wait on a per-key condition; asyncio tasks
-wait on a future resolved through their loop, so a waiting coroutine holds no thread.
+Waiters are keyed by (store key, queue). Threads wait on a per-key condition and are all
+woken by a send (they are few: one per worker thread). Asyncio tasks (a server may hold
+thousands of long polls) wait on futures in arrival order and are woken one per notification:
+a woken receiver that fills its batch passes the wake-up on, so a send of one message costs
+one receive, not one per waiter. While tasks wait on a queue, one ticker per queue wakes the
+longest waiter every `interval` seconds, which finds messages that became ready without a
+send in this process (delays and visibility timeouts ending, other processes' sends).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
+
+Key = tuple[str, str]
 
 
 class WaitHub:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._versions: dict[tuple[str, str], int] = defaultdict(int)
-        self._conditions: dict[tuple[str, str], threading.Condition] = {}
-        self._futures: dict[tuple[str, str], list[asyncio.Future[None]]] = defaultdict(list)
+        self._versions: dict[Key, int] = defaultdict(int)
+        self._conditions: dict[Key, threading.Condition] = {}
+        self._futures: dict[Key, deque[asyncio.Future[None]]] = defaultdict(deque)
+        self._tickers: dict[Key, asyncio.Task[None]] = {}
 
     def version(self, store: str, queue: str) -> int:
         with self._lock:
             return self._versions[(store, queue)]
 
-    def notify(self, store: str, queue: str) -> None:
+    def waiting(self, store: str, queue: str) -> int:
+        """How many asyncio tasks wait on `queue` (for metrics and tests)."""
+        with self._lock:
+            return len(self._futures.get((store, queue), ()))
+
+    def notify(self, store: str, queue: str, count: int = 1) -> None:
+        """Something changed on `queue`: wake every waiting thread and `count` waiting tasks."""
         key = (store, queue)
         with self._lock:
             self._versions[key] += 1
             cond = self._conditions.get(key)
-            futures = self._futures.pop(key, [])
+            woken = self._pop(key, count)
         if cond is not None:
             with cond:
                 cond.notify_all()
-        for fut in futures:
-            loop = fut.get_loop()
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(_resolve, fut)
+        _resolve_all(woken)
+
+    def wake_all(self) -> None:
+        """Wake every waiting task (a server shutting down ends its long polls)."""
+        with self._lock:
+            woken = [f for waiting in self._futures.values() for f in waiting if not f.done()]
+            self._futures.clear()
+        _resolve_all(woken)
+
+    def _pop(self, key: Key, count: int) -> list[asyncio.Future[None]]:
+        waiting = self._futures.get(key)
+        woken: list[asyncio.Future[None]] = []
+        while waiting and len(woken) < count:
+            fut = waiting.popleft()
+            if not fut.done():
+                woken.append(fut)
+        return woken
 
     def wait(self, store: str, queue: str, since: int, timeout: float) -> bool:
         """Block until `notify` moves the key past `since`, or `timeout`. True if notified."""
@@ -46,23 +74,59 @@ class WaitHub:
         with cond:
             return cond.wait_for(lambda: self.version(store, queue) != since, timeout)
 
-    async def wait_async(self, store: str, queue: str, since: int, timeout: float) -> bool:
+    async def wait_async(
+        self, store: str, queue: str, since: int, timeout: float, interval: float | None = None
+    ) -> bool:
+        """Wait in the event loop until woken or `timeout`; True if woken.
+
+        With `interval`, a ticker wakes the longest waiter of the queue that often.
+        """
         key = (store, queue)
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
         with self._lock:
             if self._versions[key] != since:
                 return True
             self._futures[key].append(fut)
+            if interval is not None and key not in self._tickers:
+                self._tickers[key] = loop.create_task(self._tick(key, interval))
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout)
+            async with asyncio.timeout(timeout):
+                await fut
             return True
         except TimeoutError:
             return False
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self._wake(key)  # the wake-up was meant for someone: pass it on
+            raise
         finally:
+            if not fut.done():
+                fut.cancel()
+            with self._lock, contextlib.suppress(ValueError):
+                self._futures[key].remove(fut)
+
+    def _wake(self, key: Key) -> None:
+        with self._lock:
+            woken = self._pop(key, 1)
+        _resolve_all(woken)
+
+    async def _tick(self, key: Key, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
             with self._lock:
-                waiting = self._futures.get(key)
-                if waiting and fut in waiting:
-                    waiting.remove(fut)
+                if not self._futures.get(key):
+                    del self._tickers[key]
+                    return
+                woken = self._pop(key, 1)
+            _resolve_all(woken)
+
+
+def _resolve_all(futures: list[asyncio.Future[None]]) -> None:
+    for fut in futures:
+        loop = fut.get_loop()
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(_resolve, fut)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from .exceptions import (
@@ -16,7 +17,7 @@ from .exceptions import (
     MessageTooLong,
     TooManyEntries,
 )
-from .models import AttributeValue, QueueAttributes
+from .models import AttributeValue, QueueAttributes, TypedValue
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 FIFO_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
@@ -24,6 +25,8 @@ ENTRY_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 ATTRIBUTE_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 MESSAGE_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
 GROUP_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
+NAMESPACE_RE = re.compile(r"[a-z0-9-]{1,32}:[0-9]{12}:")
+"""A queue of another region and account of the SQS API: ``eu-west-1:123456789012:orders``."""
 
 MAX_BATCH = 10
 MAX_MESSAGE_ATTRIBUTES = 10
@@ -38,6 +41,9 @@ def check_queue_name(name: str) -> str:
     if not isinstance(name, str):
         raise InvalidName(f"queue name must be a string, got {type(name).__name__}")
     if NAME_RE.fullmatch(name) or FIFO_NAME_RE.fullmatch(name):
+        return name
+    ns = NAMESPACE_RE.match(name)
+    if ns and (NAME_RE.fullmatch(name, ns.end()) or FIFO_NAME_RE.fullmatch(name, ns.end())):
         return name
     raise InvalidName(
         f"invalid queue name {name!r}: use 1-80 characters from A-Z, a-z, 0-9, '-' and '_'"
@@ -160,7 +166,11 @@ def attribute_size(attributes: Mapping[str, AttributeValue]) -> int:
     size = 0
     for key, value in attributes.items():
         size += len(key.encode())
-        if isinstance(value, bytes):
+        if isinstance(value, TypedValue):
+            size += len(value.data_type) + len(
+                value.value if isinstance(value.value, bytes) else value.value.encode()
+            )
+        elif isinstance(value, bytes):
             size += len(value)
         else:
             size += len(str(value).encode())
@@ -182,9 +192,33 @@ def check_message_attributes(attributes: Mapping[str, AttributeValue]) -> None:
             raise InvalidInput(
                 f"attribute name {key!r}: the prefixes AWS. and Amazon. are reserved"
             )
-        if isinstance(value, bool) or not isinstance(value, str | int | float | bytes):
+        if isinstance(value, TypedValue):
+            check_typed_value(key, value)
+        elif isinstance(value, bool) or not isinstance(value, str | int | float | bytes):
             raise InvalidInput(
                 f"attribute {key!r} must be a string, a number or bytes, got {type(value).__name__}"
+            )
+
+
+def check_typed_value(key: str, value: TypedValue) -> None:
+    base, _, _ = value.data_type.partition(".")
+    if base not in ("String", "Number", "Binary") or len(value.data_type) > 256:
+        raise InvalidInput(
+            f"attribute {key!r}: data type {value.data_type!r} must be String, Number or Binary,"
+            " optionally followed by '.' and a custom label"
+        )
+    if isinstance(value.value, bytes) != (base == "Binary"):
+        kind = "bytes" if base == "Binary" else "text"
+        raise InvalidInput(f"attribute {key!r}: a {base} value must be {kind}")
+    if base == "Number":
+        try:
+            number = Decimal(str(value.value))
+        except InvalidOperation:
+            number = Decimal("NaN")
+        if not number.is_finite() or len(number.as_tuple().digits) > 38:
+            raise InvalidInput(
+                f"attribute {key!r}: {value.value!r} is not a number"
+                " (up to 38 digits of precision, between 10^-128 and 10^+126)"
             )
 
 

@@ -75,11 +75,16 @@ class Backend(ABC):
         HUB.wait(self.key, queue, since, timeout)
 
     async def wait_for_messages_async(self, queue: str, since: int, timeout: float) -> None:
-        """`wait_for_messages` for the event loop: holds no thread while it waits."""
+        """`wait_for_messages` for the event loop: holds no thread while it waits.
+
+        Waiting tasks are woken one per send; one ticker per queue retries the longest
+        waiter every `poll_interval` (delays ending, other processes' sends), so an idle
+        queue costs a few receives a second however many tasks wait on it.
+        """
         if self.clock.manual:
-            self.clock.sleep(timeout)
+            self.clock.sleep(min(timeout, self.poll_interval))
             return
-        await HUB.wait_async(self.key, queue, since, timeout)
+        await HUB.wait_async(self.key, queue, since, timeout, self.poll_interval)
 
     def require(self, capability: Capability, operation: str) -> None:
         if capability not in self.capabilities:

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..models import ArchivedMessage, AttributeValue, Message, message_from
+from ..models import ArchivedMessage, AttributeValue, Message, TypedValue, message_from
 
 # Each entry upgrades the schema by one version; PRAGMA user_version records where a file is.
 MIGRATIONS: list[str] = [
@@ -174,6 +174,13 @@ def encode_attributes(attributes: Mapping[str, AttributeValue]) -> str | None:
     for key, value in attributes.items():
         if isinstance(value, bytes):
             out[key] = {"b": base64.b64encode(value).decode()}
+        elif isinstance(value, TypedValue):
+            v = value.value
+            out[key] = (
+                {"t": value.data_type, "v": v}
+                if isinstance(v, str)
+                else {"t": value.data_type, "b": base64.b64encode(v).decode()}
+            )
         else:
             out[key] = value
     return json.dumps(out, separators=(",", ":"))
@@ -184,7 +191,13 @@ def decode_attributes(text: str | None) -> dict[str, AttributeValue]:
         return {}
     out: dict[str, AttributeValue] = {}
     for key, value in json.loads(text).items():
-        out[key] = base64.b64decode(value["b"]) if isinstance(value, dict) else value
+        if not isinstance(value, dict):
+            out[key] = value
+        elif "t" not in value:
+            out[key] = base64.b64decode(value["b"])
+        else:
+            v = value["v"] if "v" in value else base64.b64decode(value["b"])
+            out[key] = TypedValue(value["t"], v)
     return out
 
 

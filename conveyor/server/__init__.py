@@ -1,0 +1,112 @@
+"""`conveyor serve`: the HTTP server (SQS wire API, REST API, metrics) on uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from types import FrameType
+
+import uvicorn
+
+from ..client import Client
+from ..exceptions import InvalidInput
+from ..urls import redact
+from .app import ConveyorServer, ServerConfig
+
+__all__ = ["ConveyorServer", "ServerConfig", "check_exposure", "serve"]
+
+log = logging.getLogger("conveyor.server")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, config: ServerConfig, insecure: bool) -> None:
+    """Beyond loopback both APIs need auth, unless the operator says --insecure."""
+    if is_loopback(host) or insecure:
+        return
+    missing = []
+    if config.auth_token is None:
+        missing.append("--auth-token TOKEN (REST and /metrics)")
+    if not config.aws_keys:
+        missing.append("--aws-credentials FILE (SQS API)")
+    if missing:
+        raise InvalidInput(
+            f"binding to {host} exposes the server beyond this machine: give "
+            + " and ".join(missing)
+            + ", or --insecure to serve without authentication"
+        )
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: ConveyorServer) -> None:
+        super().__init__(config)
+        self.conveyor = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.conveyor.draining:
+            log.info("shutting down: finishing requests in flight, ending long polls")
+        self.conveyor.drain()
+        super().handle_exit(sig, frame)
+
+
+def serve(
+    store: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 9324,
+    config: ServerConfig | None = None,
+    insecure: bool = False,
+    access_log: bool = False,
+    log_level: str = "info",
+) -> None:
+    """Run the server until SIGTERM/SIGINT; returns once requests in flight are done."""
+    config = config or ServerConfig()
+    check_exposure(host, config, insecure)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    client = Client(store)
+    client.list_queues()  # fail now, with the store's message, if it cannot be reached
+    server = ConveyorServer(client, config)
+    uv_config = uvicorn.Config(
+        server.app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        timeout_graceful_shutdown=30,
+        lifespan="off",
+    )
+    uv = _Server(uv_config, server)
+    log.info(
+        "conveyor serving http://%s:%d (SQS API, REST API, /metrics) on store %s;"
+        " SQS region %s, account %s%s",
+        host,
+        port,
+        redact(store),
+        config.region,
+        config.account,
+        "; auth on" if config.auth_token or config.aws_keys else "",
+    )
+
+    async def main() -> None:
+        flusher = None
+        if config.statsd:
+            flusher = asyncio.create_task(server.metrics.run_flusher(config.statsd_interval))
+        try:
+            await uv.serve()
+        finally:
+            if flusher is not None:
+                flusher.cancel()
+
+    try:
+        asyncio.run(main())
+    finally:
+        client.close()
+        log.info("conveyor stopped")

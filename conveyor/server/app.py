@@ -1,0 +1,312 @@
+"""The ASGI application: SQS wire API, REST API, metrics and health on one port.
+
+FastAPI (on Starlette) serves the REST API and writes its OpenAPI document; the SQS
+endpoint is a plain Starlette route (it has its own two protocols and no schema to
+validate against). A pure ASGI middleware enforces the body limit before a body is read
+and times every request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.responses import Response
+
+from .. import __version__
+from ..aio import AsyncClient
+from ..client import Client
+from ..exceptions import (
+    ConveyorError,
+    InvalidInput,
+    MissingParameter,
+    RequestTooLarge,
+    UnknownAction,
+)
+from ..notify import HUB
+from .auth import Auth, Key
+from .metrics import Metrics
+from .rest import build_router, error_body, json_response
+from .sqs_api import SqsApi
+from .sqs_names import Namespaces
+from .sqs_wire import (
+    JSON_CONTENT_TYPE,
+    json_error,
+    parse_json,
+    parse_query,
+    query_error,
+    query_response,
+)
+
+log = logging.getLogger("conveyor.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass
+class ServerConfig:
+    max_body: int = 4 * 1024 * 1024
+    region: str = "us-east-1"
+    account: str = "000000000000"
+    auth_token: str | None = None
+    aws_keys: dict[str, Key] = field(default_factory=dict)
+    statsd: str | None = None
+    statsd_prefix: str = ""
+    statsd_interval: float = 10.0
+
+
+class ConveyorServer:
+    """The state behind one server process: the client, the APIs and shutdown."""
+
+    def __init__(self, client: Client, config: ServerConfig | None = None) -> None:
+        self.client = client
+        self.config = config or ServerConfig()
+        self.namespaces = Namespaces(self.config.region, self.config.account)
+        self.auth = Auth(self.namespaces, self.config.auth_token, self.config.aws_keys)
+        self.metrics = Metrics(client, statsd=self.config.statsd, prefix=self.config.statsd_prefix)
+        self.draining = False
+        self.sqs = SqsApi(
+            client, namespaces=self.namespaces, metrics=self.metrics, draining=self.is_draining
+        )
+        self.aio = AsyncClient(client=client)
+        self.app = BodyLimit(self._build(), self)
+
+    def is_draining(self) -> bool:
+        return self.draining
+
+    def drain(self) -> None:
+        """Stop holding long polls: every waiting receive returns what it has now."""
+        self.draining = True
+        HUB.wake_all()
+
+    # -- the application ------------------------------------------------------------------
+
+    def _build(self) -> FastAPI:
+        app = FastAPI(
+            title="Conveyor",
+            version=__version__,
+            description=(
+                "Conveyor's REST API. The SQS wire API (AWS JSON 1.0 and Query) is served on"
+                " POST / and on queue URLs; point any SQS client's endpoint URL here."
+            ),
+            docs_url=None,
+            redoc_url=None,
+        )
+
+        async def check_token(request: Request) -> None:
+            self.auth.check_bearer(request.headers.get("authorization"))
+
+        app.include_router(
+            build_router(self.client, self.aio, self.metrics, self.is_draining),
+            dependencies=[Depends(check_token)],
+        )
+
+        @app.get("/healthz", tags=["operations"], summary="Liveness and store reachability")
+        def healthz() -> dict[str, Any]:
+            self.client.list_queues("\x7f")  # a cheap round trip to the store
+            return {"status": "ok", "draining": self.draining}
+
+        @app.get("/metrics", tags=["operations"], summary="Prometheus metrics")
+        async def metrics(request: Request) -> Response:
+            self.auth.check_bearer(request.headers.get("authorization"))
+            import asyncio
+
+            body = await asyncio.to_thread(self.metrics.exposition)
+            return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+        @app.exception_handler(ConveyorError)
+        async def on_error(request: Request, exc: ConveyorError) -> Response:
+            return json_response(exc)
+
+        @app.exception_handler(RequestValidationError)
+        async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            return JSONResponse(
+                {"error": f"invalid request: {problems}", "code": InvalidInput.code},
+                status_code=400,
+            )
+
+        @app.exception_handler(Exception)
+        async def on_crash(request: Request, exc: Exception) -> Response:
+            log.exception("%s %s failed", request.method, request.url.path)
+            return JSONResponse(
+                {
+                    "error": "internal error (the server log has the details)",
+                    "code": "InternalError",
+                },
+                status_code=500,
+            )
+
+        app.add_route("/", self.sqs_endpoint, methods=["POST", "GET"], include_in_schema=False)
+        app.add_route(
+            "/{account}/{queue}",
+            self.sqs_endpoint,
+            methods=["POST", "GET"],
+            include_in_schema=False,
+        )
+        return app
+
+    # -- the SQS endpoint -----------------------------------------------------------------
+
+    async def sqs_endpoint(self, request: Request) -> Response:
+        started = time.perf_counter()
+        request_id = str(uuid.uuid4())
+        target = request.headers.get("x-amz-target")
+        protocol = "json" if target is not None else "query"
+        action = "unknown"
+        status = 200
+        try:
+            if request.method == "GET" and not request.url.query and request.url.path == "/":
+                return JSONResponse({"service": "conveyor", "version": __version__})
+            body = await request.body()
+            if target is not None:
+                service, _, name = target.partition(".")
+                if service != "AmazonSQS" or not name:
+                    raise UnknownAction(f"X-Amz-Target {target!r} is not an SQS action")
+                params = parse_json(body)
+            else:
+                params = parse_query(body, request.url.query)
+                name = params.pop("Action", "")
+                if not name:
+                    raise MissingParameter(
+                        "The request must contain the parameter Action (Query protocol), or an"
+                        " X-Amz-Target header (JSON protocol)."
+                    )
+                for key in [k for k in params if k.startswith("X-Amz-")]:
+                    params.pop(key)
+                params.pop("Version", None)
+            if name in self.sqs.actions:
+                action = name
+            account, queue = request.path_params.get("account"), request.path_params.get("queue")
+            if account is not None and not params.get("QueueUrl"):
+                params["QueueUrl"] = f"/{account}/{queue}"
+            host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
+            caller = self.auth.caller(
+                method=request.method,
+                raw_path=request.scope.get("raw_path", b"/").decode("latin-1") or "/",
+                query=request.url.query,
+                headers=request.headers,
+                body=body,
+                base_url=f"{request.url.scheme}://{host}",
+                now=time.time(),
+            )
+            result = await self.sqs.call(name, params, caller)
+            if protocol == "json":
+                return Response(
+                    json.dumps(result, separators=(",", ":")),
+                    media_type=JSON_CONTENT_TYPE,
+                    headers={"x-amzn-RequestId": request_id},
+                )
+            return Response(
+                query_response(name, result, request_id),
+                media_type="text/xml",
+                headers={"x-amzn-RequestId": request_id},
+            )
+        except ConveyorError as exc:
+            status = exc.status
+            return sqs_error(exc, protocol, request_id)
+        except Exception:
+            log.exception("SQS %s failed", action)
+            status = 500
+            return sqs_error(
+                ConveyorError("internal error (the server log has the details)"),
+                protocol,
+                request_id,
+            )
+        finally:
+            self.metrics.observe("sqs", action, status, time.perf_counter() - started)
+
+
+def sqs_error(error: ConveyorError, protocol: str, request_id: str) -> Response:
+    if protocol == "json":
+        body, headers = json_error(error)
+        headers["x-amzn-RequestId"] = request_id
+        return Response(
+            body, status_code=error.status, media_type=JSON_CONTENT_TYPE, headers=headers
+        )
+    return Response(
+        query_error(error, request_id),
+        status_code=error.status,
+        media_type="text/xml",
+        headers={"x-amzn-RequestId": request_id},
+    )
+
+
+class BodyLimit:
+    """Refuses bodies over the limit before reading them (Content-Length), or as soon as a
+    streamed body passes it; the error has the shape of the API the request was for."""
+
+    def __init__(self, app: ASGIApp, server: ConveyorServer) -> None:
+        self.inner = app
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+        limit = self.server.config.max_body
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        length = headers.get("content-length")
+        too_large = RequestTooLarge(
+            f"the request body is over this server's limit of {limit} bytes (--max-body)"
+        )
+        if length is not None and length.isdigit() and int(length) > limit:
+            await self._reject(scope, headers, too_large, receive, send)
+            return
+        seen = 0
+        started = False
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise too_large
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.inner(scope, limited, tracking_send)
+        except RequestTooLarge:
+            if not started:
+                await self._reject(scope, headers, too_large, receive, send)
+
+    async def _reject(
+        self,
+        scope: Scope,
+        headers: dict[str, str],
+        error: ConveyorError,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        path = scope.get("path", "/")
+        is_sqs = scope.get("method") in ("POST", "GET") and (
+            path == "/" or (path.count("/") == 2 and path.split("/")[1].isdigit())
+        )
+        if is_sqs:
+            protocol = "json" if "x-amz-target" in headers else "query"
+            response = sqs_error(error, protocol, str(uuid.uuid4()))
+        else:
+            response = JSONResponse(error_body(error), status_code=error.status)
+        response.headers["connection"] = "close"
+        await response(scope, receive, send)

@@ -1,0 +1,695 @@
+"""The actions of the SQS API over a `Client`, on JSON-shaped parameters and results.
+
+Each action validates its parameters and answers SQS's error codes; store calls run in the
+thread pool and long polls wait in the event loop (`AsyncQueue.receive`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from ..aio import AsyncClient
+from ..client import Client, SendEntry
+from ..exceptions import (
+    BatchRequestTooLong,
+    ConveyorError,
+    InvalidInput,
+    InvalidMessageContents,
+    MissingParameter,
+    QueueDoesNotExist,
+    QueueExists,
+    UnknownAction,
+)
+from ..models import AttributeValue, Message, QueueAttributes, TypedValue
+from ..validation import check_batch, check_message_attributes
+from . import sqs_attributes
+from .metrics import Metrics
+from .sqs_move import MoveTasks
+from .sqs_names import Caller, Namespaces
+from .sqs_wire import md5_hex, md5_of_attributes, sqs_code
+
+Params = dict[str, Any]
+Result = dict[str, Any]
+
+BODY_RE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+SYSTEM_ATTRIBUTES = (
+    "SenderId",
+    "SentTimestamp",
+    "ApproximateReceiveCount",
+    "ApproximateFirstReceiveTimestamp",
+    "SequenceNumber",
+    "MessageDeduplicationId",
+    "MessageGroupId",
+    "AWSTraceHeader",
+    "DeadLetterQueueSourceArn",
+)
+TRACE_TYPE = "String.AWSTraceHeader"  # how a message's AWSTraceHeader is stored
+ATTEMPT_WINDOW = 300.0
+MAX_ATTEMPTS_KEPT = 10000
+
+
+def _require(params: Params, key: str) -> Any:
+    value = params.get(key)
+    if value is None or value == "":
+        raise MissingParameter(f"The request must contain the parameter {key}.")
+    return value
+
+
+def _int(params: Params, key: str, low: int, high: int, default: int | None = None) -> int | None:
+    value = params.get(key)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = low - 1
+    if not low <= number <= high:
+        raise InvalidInput(
+            f"Value {value} for parameter {key} is invalid. Reason: must be between {low} and"
+            f" {high}."
+        )
+    return number
+
+
+def _list(params: Params, key: str) -> list[str]:
+    value = params.get(key) or []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInput(f"{key} must be a list of strings")
+    return value
+
+
+def _entries(params: Params) -> list[Params]:
+    entries = params.get("Entries")
+    if entries is None:
+        raise MissingParameter("The request must contain the parameter Entries.")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise InvalidInput("Entries must be a list of objects")
+    return entries
+
+
+def _failure(entry_id: str, error: Exception) -> Result:
+    if isinstance(error, ConveyorError):
+        code, message, sender = sqs_code(error), error.message, error.sender_fault
+    else:
+        code, message, sender = "InternalError", "internal error", False
+    return {"Id": entry_id, "SenderFault": sender, "Code": code, "Message": message}
+
+
+def _millis(seconds: float) -> str:
+    return str(int(seconds * 1000))
+
+
+class SqsApi:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        namespaces: Namespaces | None = None,
+        metrics: Metrics | None = None,
+        draining: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.client = client
+        self.aio = AsyncClient(client=client)
+        self.ns = namespaces or Namespaces()
+        self.metrics = metrics or Metrics(client)
+        self.draining = draining
+        self.moves = MoveTasks(client, self.ns)
+        self._attempts: OrderedDict[tuple[str, str], tuple[float, Result]] = OrderedDict()
+        self._actions: dict[str, Callable[[Params, Caller], Awaitable[Result]]] = {
+            "ReceiveMessage": self.receive_message,
+            "StartMessageMoveTask": self._start_move,
+            "CancelMessageMoveTask": self._cancel_move,
+            "ListMessageMoveTasks": self._list_moves,
+        }
+        for name, fn in {
+            "CreateQueue": self.create_queue,
+            "DeleteQueue": self.delete_queue,
+            "ListQueues": self.list_queues,
+            "GetQueueUrl": self.get_queue_url,
+            "GetQueueAttributes": self.get_queue_attributes,
+            "SetQueueAttributes": self.set_queue_attributes,
+            "PurgeQueue": self.purge_queue,
+            "TagQueue": self.tag_queue,
+            "UntagQueue": self.untag_queue,
+            "ListQueueTags": self.list_queue_tags,
+            "ListDeadLetterSourceQueues": self.list_dead_letter_source_queues,
+            "AddPermission": self.add_permission,
+            "RemovePermission": self.remove_permission,
+            "SendMessage": self.send_message,
+            "SendMessageBatch": self.send_message_batch,
+            "DeleteMessage": self.delete_message,
+            "DeleteMessageBatch": self.delete_message_batch,
+            "ChangeMessageVisibility": self.change_message_visibility,
+            "ChangeMessageVisibilityBatch": self.change_message_visibility_batch,
+        }.items():
+            self._actions[name] = self._threaded(fn)
+
+    @staticmethod
+    def _threaded(
+        fn: Callable[[Params, Caller], Result],
+    ) -> Callable[[Params, Caller], Awaitable[Result]]:
+        async def run(params: Params, caller: Caller) -> Result:
+            return await asyncio.to_thread(fn, params, caller)
+
+        return run
+
+    @property
+    def actions(self) -> list[str]:
+        return sorted(self._actions)
+
+    async def call(self, action: str, params: Params, caller: Caller) -> Result:
+        fn = self._actions.get(action)
+        if fn is None:
+            raise UnknownAction(f"The action {action} is not valid for this endpoint.")
+        return await fn(params, caller)
+
+    def _queue(self, params: Params, caller: Caller) -> str:
+        return self.ns.from_url(caller, _require(params, "QueueUrl"))
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def create_queue(self, params: Params, caller: Caller) -> Result:
+        name = self.ns.from_name(caller, _require(params, "QueueName"))
+        _, _, plain = self.ns.split(name)
+        changes = sqs_attributes.attribute_changes(
+            params.get("Attributes") or {},
+            name=plain,
+            current=None,
+            ns=self.ns,
+            lookup=self.client.queue_info,
+        )
+        tags = params.get("Tags") or {}
+        if tags:
+            changes["tags"] = _tags(tags)
+        try:
+            existing = self.client.queue_info(name, fresh=True)
+        except QueueDoesNotExist:
+            existing = None
+        if existing is not None:
+            if not sqs_attributes.matches(existing.attributes, changes):
+                raise QueueExists(
+                    f"A queue already exists with the same name and a different value for"
+                    f" attribute(s) {', '.join(sorted(changes))}"
+                )
+        else:
+            self.client.create_queue(name, QueueAttributes(fifo=plain.endswith(".fifo")), **changes)
+        return {"QueueUrl": self.ns.url(caller, name)}
+
+    def delete_queue(self, params: Params, caller: Caller) -> Result:
+        self.client.delete_queue(self._queue(params, caller))
+        return {}
+
+    def list_queues(self, params: Params, caller: Caller) -> Result:
+        prefix = params.get("QueueNamePrefix") or ""
+        if not isinstance(prefix, str):
+            raise InvalidInput("QueueNamePrefix must be a string")
+        limit = _int(params, "MaxResults", 1, 1000)
+        names = [
+            n
+            for n in self.client.list_queues(self.ns.prefix(caller) + prefix)
+            if self.ns.in_namespace(n, caller)
+        ]
+        return self._page(names, params, limit, "QueueUrls", caller)
+
+    def _page(
+        self, names: list[str], params: Params, limit: int | None, key: str, caller: Caller
+    ) -> Result:
+        names.sort()
+        token = params.get("NextToken")
+        if token:
+            try:
+                after = base64.urlsafe_b64decode(str(token)).decode()
+            except (binascii.Error, UnicodeDecodeError, ValueError):
+                raise InvalidInput("Invalid NextToken value.") from None
+            names = [n for n in names if n > after]
+        out: Result = {}
+        page = names[: limit or 1000]
+        out[key] = [self.ns.url(caller, n) for n in page]
+        if limit is not None and len(names) > limit:
+            out["NextToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode()
+        return out
+
+    def get_queue_url(self, params: Params, caller: Caller) -> Result:
+        name = self.ns.from_name(
+            caller, _require(params, "QueueName"), params.get("QueueOwnerAWSAccountId")
+        )
+        self.client.queue_info(name, fresh=True)
+        return {"QueueUrl": self.ns.url(caller, name)}
+
+    def get_queue_attributes(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        names = _list(params, "AttributeNames")
+        info = self.client.queue_info(name, fresh=True)
+        stats = self.client.queue(name).stats() if sqs_attributes.needs_stats(names) else None
+        attributes = sqs_attributes.render(info, stats, names, self.ns)
+        return {"Attributes": attributes} if attributes else {}
+
+    def set_queue_attributes(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        info = self.client.queue_info(name, fresh=True)
+        _, _, plain = self.ns.split(name)
+        changes = sqs_attributes.attribute_changes(
+            _require(params, "Attributes"),
+            name=plain,
+            current=info.attributes,
+            ns=self.ns,
+            lookup=self.client.queue_info,
+        )
+        changes.pop("fifo", None)
+        if changes:
+            self.client.set_attributes(name, **changes)
+        return {}
+
+    def purge_queue(self, params: Params, caller: Caller) -> Result:
+        self.client.queue(self._queue(params, caller)).purge()
+        return {}
+
+    def tag_queue(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        tags = dict(self.client.queue_info(name, fresh=True).attributes.tags)
+        tags.update(_tags(_require(params, "Tags")))
+        if len(tags) > 50:
+            raise InvalidInput("Too many tags: a queue has at most 50")
+        self.client.set_attributes(name, tags=tags)
+        return {}
+
+    def untag_queue(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        keys = _list(params, "TagKeys")
+        if not keys:
+            raise MissingParameter("The request must contain the parameter TagKeys.")
+        tags = dict(self.client.queue_info(name, fresh=True).attributes.tags)
+        for key in keys:
+            tags.pop(key, None)
+        self.client.set_attributes(name, tags=tags)
+        return {}
+
+    def list_queue_tags(self, params: Params, caller: Caller) -> Result:
+        tags = dict(self.client.queue_info(self._queue(params, caller), fresh=True).attributes.tags)
+        return {"Tags": tags} if tags else {}
+
+    def list_dead_letter_source_queues(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        self.client.queue_info(name, fresh=True)
+        limit = _int(params, "MaxResults", 1, 1000)
+        sources = []
+        for other in self.client.list_queues(self.ns.prefix(caller)):
+            if not self.ns.in_namespace(other, caller):
+                continue
+            try:
+                dl = self.client.queue_info(other, fresh=True).attributes.dead_letter
+            except QueueDoesNotExist:
+                continue
+            if dl is not None and dl.queue == name:
+                sources.append(other)
+        return self._page(sources, params, limit, "queueUrls", caller)
+
+    def add_permission(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        label = _require(params, "Label")
+        accounts = _list(params, "AWSAccountIds")
+        actions = _list(params, "Actions")
+        if not accounts or not actions:
+            raise MissingParameter("AddPermission needs AWSAccountIds and Actions")
+        info = self.client.queue_info(name, fresh=True)
+        policy = _policy(info.attributes.settings.get("Policy"), self.ns.arn(name))
+        if any(s.get("Sid") == label for s in policy["Statement"]):
+            raise InvalidInput(
+                f"Value {label} for parameter Label is invalid. Reason: Already exists."
+            )
+        policy["Statement"].append(
+            {
+                "Sid": label,
+                "Effect": "Allow",
+                "Principal": {"AWS": [f"arn:aws:iam::{a}:root" for a in accounts]},
+                "Action": [f"SQS:{a}" for a in actions],
+                "Resource": self.ns.arn(name),
+            }
+        )
+        self._set_policy(name, info.attributes, policy)
+        return {}
+
+    def remove_permission(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        label = _require(params, "Label")
+        info = self.client.queue_info(name, fresh=True)
+        policy = _policy(info.attributes.settings.get("Policy"), self.ns.arn(name))
+        kept = [s for s in policy["Statement"] if s.get("Sid") != label]
+        if len(kept) == len(policy["Statement"]):
+            raise InvalidInput(
+                f"Value {label} for parameter Label is invalid. Reason: can't find label."
+            )
+        policy["Statement"] = kept
+        self._set_policy(name, info.attributes, policy if kept else None)
+        return {}
+
+    def _set_policy(self, name: str, attrs: QueueAttributes, policy: dict[str, Any] | None) -> None:
+        settings = dict(attrs.settings)
+        if policy is None:
+            settings.pop("Policy", None)
+        else:
+            settings["Policy"] = json.dumps(policy, separators=(",", ":"))
+        self.client.set_attributes(name, settings=settings)
+
+    # -- send -----------------------------------------------------------------------------
+
+    def _entry(self, params: Params, entry_id: str) -> tuple[SendEntry, Result]:
+        body = _require(params, "MessageBody")
+        if not isinstance(body, str):
+            raise InvalidInput("MessageBody must be a string")
+        bad = BODY_RE.search(body)
+        if bad:
+            raise InvalidMessageContents(
+                f"Invalid characters found in MessageBody: {bad.group(0)!r} at {bad.start()}"
+                " (SQS bodies are XML text: #x9, #xA, #xD, #x20 and above, no surrogates)"
+            )
+        attributes, digest = _message_attributes(params.get("MessageAttributes") or {})
+        extra: Result = {"MD5OfMessageBody": md5_hex(body.encode())}
+        if attributes:
+            extra["MD5OfMessageAttributes"] = digest
+        system = params.get("MessageSystemAttributes") or {}
+        if system:
+            trace, system_digest = _system_attributes(system)
+            attributes["AWSTraceHeader"] = TypedValue(TRACE_TYPE, trace)
+            extra["MD5OfMessageSystemAttributes"] = system_digest
+        delay = _int(params, "DelaySeconds", 0, 900)
+        entry = SendEntry(
+            entry_id=entry_id,
+            body=body,
+            delay=float(delay) if delay is not None else None,
+            group_id=params.get("MessageGroupId"),
+            dedup_id=params.get("MessageDeduplicationId"),
+            attributes=attributes,
+        )
+        return entry, extra
+
+    def send_message(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        entry, out = self._entry(params, "0")
+        queue = self.client.queue(name)
+        sent = queue.send(
+            entry.body,
+            delay=entry.delay,
+            group_id=entry.group_id,
+            dedup_id=entry.dedup_id,
+            attributes=entry.attributes,
+        )
+        self.metrics.sent(name, 1)
+        out["MessageId"] = sent.id
+        if sent.sequence is not None and queue.info.attributes.fifo:
+            out["SequenceNumber"] = str(sent.sequence)
+        return out
+
+    def send_message_batch(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        raw = _entries(params)
+        entries: list[SendEntry] = []
+        extras: dict[str, Result] = {}
+        failed: list[Result] = []
+        ids = [str(e.get("Id", "")) for e in raw]
+        _check_ids(ids)
+        total = sum(len(str(e.get("MessageBody", "")).encode()) for e in raw)
+        if total > 1048576:
+            raise BatchRequestTooLong(
+                f"Batch requests cannot be longer than 1048576 bytes; this one is {total}"
+            )
+        for entry_id, e in zip(ids, raw, strict=True):
+            try:
+                entry, extra = self._entry(e, entry_id)
+            except ConveyorError as exc:
+                failed.append(_failure(entry_id, exc))
+                continue
+            entries.append(entry)
+            extras[entry_id] = extra
+        queue = self.client.queue(name)
+        successful: list[Result] = []
+        if entries:
+            fifo = queue.info.attributes.fifo
+            for r in queue.send_batch(entries):
+                if r.error is not None:
+                    failed.append(_failure(r.entry_id, r.error))
+                    continue
+                item: Result = {"Id": r.entry_id, "MessageId": r.result.id, **extras[r.entry_id]}
+                if fifo and r.result.sequence is not None:
+                    item["SequenceNumber"] = str(r.result.sequence)
+                successful.append(item)
+            self.metrics.sent(name, len(successful))
+        return {"Successful": successful, "Failed": failed}
+
+    # -- receive --------------------------------------------------------------------------
+
+    async def receive_message(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        count = _int(params, "MaxNumberOfMessages", 1, 10, 1) or 1
+        visibility = _int(params, "VisibilityTimeout", 0, 43200)
+        wait = _int(params, "WaitTimeSeconds", 0, 20)
+        system = set(_list(params, "AttributeNames")) | set(
+            _list(params, "MessageSystemAttributeNames")
+        )
+        wanted = _list(params, "MessageAttributeNames")
+        attempt = params.get("ReceiveRequestAttemptId")
+        if attempt is not None:
+            key = (name, str(attempt))
+            cached = self._attempts.get(key)
+            if cached is not None and cached[0] > time.monotonic():
+                return cached[1]
+        queue = self.aio.queue(name)
+        messages = await queue.receive(
+            count,
+            visibility_timeout=None if visibility is None else float(visibility),
+            wait=None if wait is None else float(wait),
+            stop=self.draining,
+        )
+        self.metrics.received(name, len(messages), count)
+        result: Result = {}
+        if messages:
+            result["Messages"] = [self._render(m, system, wanted, caller) for m in messages]
+        if attempt is not None and messages:
+            self._remember_attempt((name, str(attempt)), result)
+        return result
+
+    def _remember_attempt(self, key: tuple[str, str], result: Result) -> None:
+        self._attempts[key] = (time.monotonic() + ATTEMPT_WINDOW, result)
+        while len(self._attempts) > MAX_ATTEMPTS_KEPT:
+            self._attempts.popitem(last=False)
+
+    def _render(self, m: Message, system: set[str], wanted: list[str], caller: Caller) -> Result:
+        body = m.body.decode("utf-8", errors="replace")
+        out: Result = {
+            "MessageId": m.id,
+            "ReceiptHandle": m.receipt,
+            "MD5OfBody": md5_hex(body.encode()),
+            "Body": body,
+        }
+        trace = m.attributes.get("AWSTraceHeader")
+        is_trace = isinstance(trace, TypedValue) and trace.data_type == TRACE_TYPE
+        if system:
+            every = "All" in system
+            values: dict[str, str] = {
+                "SenderId": caller.account,
+                "SentTimestamp": _millis(m.sent_at),
+                "ApproximateReceiveCount": str(m.receive_count),
+                "ApproximateFirstReceiveTimestamp": _millis(m.first_received_at or m.sent_at),
+            }
+            if m.group_id is not None:
+                values["MessageGroupId"] = m.group_id
+                values["SequenceNumber"] = str(m.sequence)
+            if m.dedup_id is not None:
+                values["MessageDeduplicationId"] = m.dedup_id
+            if is_trace and isinstance(trace, TypedValue):
+                values["AWSTraceHeader"] = str(trace.value)
+            if m.source_queue is not None:
+                values["DeadLetterQueueSourceArn"] = self.ns.arn(m.source_queue)
+            attrs = {k: v for k, v in values.items() if every or k in system}
+            if attrs:
+                out["Attributes"] = attrs
+        if wanted:
+            selected = {
+                k: v
+                for k, v in m.attributes.items()
+                if not (is_trace and k == "AWSTraceHeader") and _wanted(k, wanted)
+            }
+            if selected:
+                rendered = {k: _render_attribute(v) for k, v in selected.items()}
+                out["MD5OfMessageAttributes"] = md5_of_attributes(
+                    (k, v["DataType"], _raw_value(selected[k])) for k, v in rendered.items()
+                )
+                out["MessageAttributes"] = rendered
+        return out
+
+    # -- delete and visibility ------------------------------------------------------------
+
+    def delete_message(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        self.client.queue(name).delete(str(_require(params, "ReceiptHandle")))
+        self.metrics.deleted(name, 1)
+        return {}
+
+    def delete_message_batch(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        raw = _entries(params)
+        ids = [str(e.get("Id", "")) for e in raw]
+        _check_ids(ids)
+        receipts = {i: str(e.get("ReceiptHandle") or "") for i, e in zip(ids, raw, strict=True)}
+        results = self.client.queue(name).delete_batch(receipts)
+        ok = [{"Id": r.entry_id} for r in results if r.error is None]
+        self.metrics.deleted(name, len(ok))
+        failed = [_failure(r.entry_id, r.error) for r in results if r.error is not None]
+        return {"Successful": ok, "Failed": failed}
+
+    def change_message_visibility(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        receipt = str(_require(params, "ReceiptHandle"))
+        if params.get("VisibilityTimeout") in (None, ""):
+            raise MissingParameter("The request must contain the parameter VisibilityTimeout.")
+        timeout = _int(params, "VisibilityTimeout", 0, 43200) or 0
+        self.client.queue(name).change_visibility(receipt, float(timeout))
+        return {}
+
+    def change_message_visibility_batch(self, params: Params, caller: Caller) -> Result:
+        name = self._queue(params, caller)
+        raw = _entries(params)
+        ids = [str(e.get("Id", "")) for e in raw]
+        _check_ids(ids)
+        entries: dict[str, tuple[str, float]] = {}
+        failed: list[Result] = []
+        for entry_id, e in zip(ids, raw, strict=True):
+            try:
+                timeout = _int(e, "VisibilityTimeout", 0, 43200, 0) or 0
+            except ConveyorError as exc:
+                failed.append(_failure(entry_id, exc))
+                continue
+            entries[entry_id] = (str(e.get("ReceiptHandle") or ""), float(timeout))
+        results = self.client.queue(name).change_visibility_batch(entries) if entries else []
+        ok = [{"Id": r.entry_id} for r in results if r.error is None]
+        failed += [_failure(r.entry_id, r.error) for r in results if r.error is not None]
+        return {"Successful": ok, "Failed": failed}
+
+    # -- message move tasks ---------------------------------------------------------------
+
+    async def _start_move(self, params: Params, caller: Caller) -> Result:
+        return await self.moves.start(params)
+
+    async def _cancel_move(self, params: Params, caller: Caller) -> Result:
+        return self.moves.cancel(params)
+
+    async def _list_moves(self, params: Params, caller: Caller) -> Result:
+        return self.moves.list_tasks(params)
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _check_ids(ids: list[str]) -> None:
+    check_batch(ids)
+
+
+def _tags(tags: Any) -> dict[str, str]:
+    if not isinstance(tags, Mapping):
+        raise InvalidInput("Tags must be a map of keys to values")
+    out = {}
+    for key, value in tags.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= 128:
+            raise InvalidInput(f"Tag key {key!r} must be 1 to 128 characters")
+        if not isinstance(value, str) or len(value) > 256:
+            raise InvalidInput(f"Tag value for {key!r} must be at most 256 characters")
+        out[key] = value
+    return out
+
+
+def _policy(text: str | None, arn: str) -> dict[str, Any]:
+    if text:
+        policy = json.loads(text)
+        if isinstance(policy, dict) and isinstance(policy.get("Statement"), list):
+            return policy
+    return {"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": []}
+
+
+def _message_attributes(raw: Any) -> tuple[dict[str, AttributeValue], str]:
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("MessageAttributes must be a map of names to values")
+    out: dict[str, AttributeValue] = {}
+    digest: list[tuple[str, str, str | bytes]] = []
+    for name, spec in raw.items():
+        if not isinstance(spec, Mapping):
+            raise InvalidInput(f"Message attribute {name!r} must have a DataType and a value")
+        data_type = spec.get("DataType")
+        if not isinstance(data_type, str) or not data_type:
+            raise InvalidInput(f"The message attribute '{name}' must contain a non-empty DataType.")
+        value: str | bytes
+        if data_type.startswith("Binary"):
+            encoded = spec.get("BinaryValue")
+            if not isinstance(encoded, str | bytes) or not encoded:
+                raise InvalidInput(
+                    f"The message attribute '{name}' with type 'Binary' must use field 'Binary'."
+                )
+            try:
+                value = base64.b64decode(encoded, validate=True)
+            except (binascii.Error, ValueError):
+                raise InvalidInput(
+                    f"Message attribute {name!r}: BinaryValue is not base64"
+                ) from None
+        else:
+            text = spec.get("StringValue")
+            if not isinstance(text, str) or text == "":
+                raise InvalidInput(
+                    f"The message attribute '{name}' must contain a non-empty message attribute"
+                    " value for message attribute type 'String'."
+                )
+            value = text
+        out[name] = value if data_type in ("String", "Binary") else TypedValue(data_type, value)
+        digest.append((name, data_type, value))
+    check_message_attributes(out)
+    return out, md5_of_attributes(digest) if digest else ""
+
+
+def _system_attributes(raw: Any) -> tuple[str, str]:
+    if not isinstance(raw, Mapping) or set(raw) != {"AWSTraceHeader"}:
+        raise InvalidInput("MessageSystemAttributes supports only AWSTraceHeader")
+    spec = raw["AWSTraceHeader"]
+    if not isinstance(spec, Mapping) or spec.get("DataType") != "String":
+        raise InvalidInput("AWSTraceHeader must have DataType String")
+    value = spec.get("StringValue")
+    if not isinstance(value, str) or not value:
+        raise InvalidInput("AWSTraceHeader needs a StringValue")
+    return value, md5_of_attributes([("AWSTraceHeader", "String", value)])
+
+
+def _wanted(name: str, wanted: list[str]) -> bool:
+    for w in wanted:
+        if w in ("All", ".*") or w == name or (w.endswith(".*") and name.startswith(w[:-1])):
+            return True
+    return False
+
+
+def _render_attribute(value: AttributeValue) -> Result:
+    if isinstance(value, TypedValue):
+        if isinstance(value.value, bytes):
+            return {
+                "DataType": value.data_type,
+                "BinaryValue": base64.b64encode(value.value).decode(),
+            }
+        return {"DataType": value.data_type, "StringValue": value.value}
+    if isinstance(value, bytes):
+        return {"DataType": "Binary", "BinaryValue": base64.b64encode(value).decode()}
+    if isinstance(value, str):
+        return {"DataType": "String", "StringValue": value}
+    return {"DataType": "Number", "StringValue": str(value)}
+
+
+def _raw_value(value: AttributeValue) -> str | bytes:
+    if isinstance(value, TypedValue):
+        return value.value
+    if isinstance(value, bytes):
+        return value
+    return str(value)

@@ -1,0 +1,244 @@
+"""SQS queue attributes to and from Conveyor's `QueueAttributes`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..exceptions import InvalidAttribute, InvalidAttributeName, QueueDoesNotExist
+from ..models import DeadLetterPolicy, QueueAttributes, QueueInfo, QueueStats
+from .sqs_names import Namespaces
+
+INT_ATTRIBUTES = {
+    "VisibilityTimeout": ("visibility_timeout", 0, 43200),
+    "DelaySeconds": ("delay", 0, 900),
+    "MaximumMessageSize": ("max_message_bytes", 1024, 1048576),
+    "MessageRetentionPeriod": ("retention", 60, 1209600),
+    "ReceiveMessageWaitTimeSeconds": ("receive_wait", 0, 20),
+}
+# Kept verbatim in QueueAttributes.settings (validated here).
+SETTINGS = (
+    "Policy",
+    "RedriveAllowPolicy",
+    "DeduplicationScope",
+    "FifoThroughputLimit",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+    "SqsManagedSseEnabled",
+)
+COUNTS = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+READ_ONLY = (*COUNTS, "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn")
+WRITABLE = (
+    *INT_ATTRIBUTES,
+    "RedrivePolicy",
+    "FifoQueue",
+    "ContentBasedDeduplication",
+    *SETTINGS,
+)
+ALL_NAMES = frozenset((*READ_ONLY, *WRITABLE))
+FIFO_ONLY = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+
+
+def _bool(name: str, value: Any) -> bool:
+    text = str(value).lower()
+    if text not in ("true", "false"):
+        raise InvalidAttribute(f"Invalid value for the parameter {name}: use true or false")
+    return text == "true"
+
+
+def _int(name: str, value: Any, low: int, high: int) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = low - 1
+    if not low <= number <= high:
+        raise InvalidAttribute(
+            f"Invalid value for the parameter {name}: {value!r} (use an integer from {low}"
+            f" to {high})"
+        )
+    return number
+
+
+def _json(name: str, value: Any) -> Any:
+    try:
+        return json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def attribute_changes(
+    values: Mapping[str, Any],
+    *,
+    name: str,
+    current: QueueAttributes | None,
+    ns: Namespaces,
+    lookup: Callable[[str], QueueInfo],
+) -> dict[str, Any]:
+    """QueueAttributes fields for SQS attribute values (CreateQueue when `current` is None)."""
+    if not isinstance(values, Mapping):
+        raise InvalidAttribute("Attributes must be a map of attribute names to values")
+    base = current or QueueAttributes()
+    changes: dict[str, Any] = {}
+    settings = dict(base.settings)
+    fifo = base.fifo if current is not None else name.endswith(".fifo")
+    if "FifoQueue" in values:
+        wanted = _bool("FifoQueue", values["FifoQueue"])
+        if current is not None and wanted != base.fifo:
+            raise InvalidAttribute("FifoQueue cannot be changed after a queue is created")
+        if wanted != name.endswith(".fifo"):
+            raise InvalidAttribute(
+                "The name of a FIFO queue must end with the .fifo suffix, and only FIFO"
+                " queues' names may"
+            )
+        changes["fifo"] = fifo = wanted
+    elif current is None and fifo:
+        raise InvalidAttribute(
+            f"queue {name!r} ends in .fifo: set the FifoQueue attribute to true to create it"
+        )
+    for key, value in values.items():
+        if key in READ_ONLY or key not in ALL_NAMES:
+            raise InvalidAttributeName(f"Unknown or read-only attribute {key}.")
+        if key in FIFO_ONLY and not fifo:
+            raise InvalidAttributeName(f"Attribute {key} is only for FIFO queues.")
+        if key in INT_ATTRIBUTES:
+            field, low, high = INT_ATTRIBUTES[key]
+            changes[field] = float(_int(key, value, low, high))
+            if field == "max_message_bytes":
+                changes[field] = int(changes[field])
+        elif key == "ContentBasedDeduplication":
+            changes["content_based_dedup"] = _bool(key, value)
+        elif key == "RedrivePolicy":
+            changes["dead_letter"] = _redrive_policy(value, name, ns, lookup)
+        elif key in SETTINGS:
+            text = _setting(key, value)
+            if text:
+                settings[key] = text
+            else:
+                settings.pop(key, None)
+    if settings.get("FifoThroughputLimit") == "perMessageGroupId" and (
+        settings.get("DeduplicationScope") != "messageGroup"
+    ):
+        raise InvalidAttribute(
+            "FifoThroughputLimit perMessageGroupId needs DeduplicationScope messageGroup"
+        )
+    if settings != dict(base.settings):
+        changes["settings"] = settings
+    return changes
+
+
+def _setting(key: str, value: Any) -> str:
+    text = str(value)
+    if key == "DeduplicationScope" and text not in ("messageGroup", "queue"):
+        raise InvalidAttribute("DeduplicationScope must be messageGroup or queue")
+    if key == "FifoThroughputLimit" and text not in ("perQueue", "perMessageGroupId"):
+        raise InvalidAttribute("FifoThroughputLimit must be perQueue or perMessageGroupId")
+    if key == "KmsDataKeyReusePeriodSeconds":
+        return str(_int(key, text, 60, 86400))
+    if key == "SqsManagedSseEnabled":
+        return "true" if _bool(key, text) else "false"
+    if key == "Policy" and text and not isinstance(_json(key, text), dict):
+        raise InvalidAttribute("Policy must be a JSON policy document")
+    if key == "RedriveAllowPolicy" and text:
+        policy = _json(key, text)
+        permission = policy.get("redrivePermission") if isinstance(policy, dict) else None
+        if permission not in ("allowAll", "denyAll", "byQueue"):
+            raise InvalidAttribute(
+                "RedriveAllowPolicy needs redrivePermission allowAll, denyAll or byQueue"
+            )
+        sources = policy.get("sourceQueueArns")
+        if permission == "byQueue" and not (isinstance(sources, list) and 1 <= len(sources) <= 10):
+            raise InvalidAttribute("RedriveAllowPolicy byQueue needs 1 to 10 sourceQueueArns")
+        if permission != "byQueue" and sources:
+            raise InvalidAttribute("sourceQueueArns are only for redrivePermission byQueue")
+    return text
+
+
+def _redrive_policy(
+    value: Any, name: str, ns: Namespaces, lookup: Callable[[str], QueueInfo]
+) -> DeadLetterPolicy | None:
+    if value in ("", None):
+        return None
+    policy = _json("RedrivePolicy", value)
+    if not isinstance(policy, dict) or "deadLetterTargetArn" not in policy:
+        raise InvalidAttribute(
+            "RedrivePolicy must be JSON with deadLetterTargetArn and maxReceiveCount"
+        )
+    target = ns.from_arn(policy["deadLetterTargetArn"], "deadLetterTargetArn")
+    count = _int("maxReceiveCount", policy.get("maxReceiveCount"), 1, 1000)
+    try:
+        dlq = lookup(target)
+    except QueueDoesNotExist:
+        raise InvalidAttribute(
+            f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead letter target"
+            " does not exist."
+        ) from None
+    allow = _json("RedriveAllowPolicy", dlq.attributes.settings.get("RedriveAllowPolicy"))
+    if isinstance(allow, dict):
+        permission = allow.get("redrivePermission")
+        sources = allow.get("sourceQueueArns") or []
+        if permission == "denyAll" or (permission == "byQueue" and ns.arn(name) not in sources):
+            raise InvalidAttribute(
+                f"Value {value} for parameter RedrivePolicy is invalid. Reason: the dead-letter"
+                " queue's RedriveAllowPolicy does not allow this source queue."
+            )
+    return DeadLetterPolicy(queue=target, max_receive_count=count)
+
+
+def matches(current: QueueAttributes, changes: Mapping[str, Any]) -> bool:
+    """Whether a CreateQueue for an existing queue asks for the attributes it has."""
+    return all(getattr(current, key) == value for key, value in changes.items())
+
+
+def render(
+    info: QueueInfo, stats: QueueStats | None, names: list[str], ns: Namespaces
+) -> dict[str, str]:
+    """The SQS attributes `names` asks for ("All" for every one)."""
+    wanted = set(names)
+    every = "All" in wanted
+    unknown = wanted - ALL_NAMES - {"All"}
+    if unknown:
+        raise InvalidAttributeName(f"Unknown Attribute {sorted(unknown)[0]}.")
+    a = info.attributes
+    out: dict[str, str] = {}
+    values: dict[str, Any] = {
+        "VisibilityTimeout": int(a.visibility_timeout),
+        "DelaySeconds": int(a.delay),
+        "MaximumMessageSize": a.max_message_bytes,
+        "MessageRetentionPeriod": int(a.retention),
+        "ReceiveMessageWaitTimeSeconds": int(a.receive_wait),
+        "CreatedTimestamp": int(info.created_at),
+        "LastModifiedTimestamp": int(info.updated_at),
+        "QueueArn": ns.arn(info.name),
+        "SqsManagedSseEnabled": "true",
+    }
+    if stats is not None:
+        values["ApproximateNumberOfMessages"] = stats.ready
+        values["ApproximateNumberOfMessagesNotVisible"] = stats.in_flight
+        values["ApproximateNumberOfMessagesDelayed"] = stats.delayed
+    if a.dead_letter is not None:
+        values["RedrivePolicy"] = json.dumps(
+            {
+                "deadLetterTargetArn": ns.arn(a.dead_letter.queue),
+                "maxReceiveCount": a.dead_letter.max_receive_count,
+            },
+            separators=(",", ":"),
+        )
+    if a.fifo:
+        values["FifoQueue"] = True
+        values["ContentBasedDeduplication"] = a.content_based_dedup
+        values["DeduplicationScope"] = "queue"
+        values["FifoThroughputLimit"] = "perQueue"
+    values.update(a.settings)
+    for key, value in values.items():
+        if every or key in wanted:
+            out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
+def needs_stats(names: list[str]) -> bool:
+    return "All" in names or any(n in COUNTS for n in names)

@@ -1,0 +1,179 @@
+"""SQS message move tasks: redrive a dead-letter queue at a rate, in the background.
+
+Tasks live in the server process that started them (their progress is in memory; the
+messages they move are in the store, so a task cut short by a restart can be started again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..client import Client
+from ..exceptions import (
+    ConveyorError,
+    InvalidInput,
+    MissingParameter,
+    NotFound,
+    Unsupported,
+)
+from .sqs_names import Namespaces
+
+log = logging.getLogger("conveyor.server")
+
+MAX_RATE = 500
+
+
+@dataclass
+class MoveTask:
+    handle: str
+    source: str
+    destination: str | None
+    rate: int | None
+    to_move: int
+    started: float
+    status: str = "RUNNING"
+    moved: int = 0
+    failure: str | None = None
+    cancel: bool = False
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class MoveTasks:
+    def __init__(self, client: Client, ns: Namespaces) -> None:
+        self.client = client
+        self.ns = ns
+        self._tasks: dict[str, MoveTask] = {}
+
+    async def start(self, params: dict[str, Any]) -> dict[str, Any]:
+        source_arn = params.get("SourceArn")
+        if not source_arn:
+            raise MissingParameter("The request must contain the parameter SourceArn.")
+        source = self.ns.from_arn(source_arn, "SourceArn")
+        destination = None
+        if params.get("DestinationArn"):
+            destination = self.ns.from_arn(params["DestinationArn"], "DestinationArn")
+        rate = params.get("MaxNumberOfMessagesPerSecond")
+        if rate is not None:
+            try:
+                rate = int(str(rate))
+            except ValueError:
+                rate = 0
+            if not 1 <= rate <= MAX_RATE:
+                raise InvalidInput(f"MaxNumberOfMessagesPerSecond must be from 1 to {MAX_RATE}")
+        stats = await asyncio.to_thread(self._check, source, destination)
+        for t in self._tasks.values():
+            if t.source == source and t.status in ("RUNNING", "CANCELLING"):
+                raise Unsupported(f"A message move task is already running on {source_arn}")
+        handle = base64.b64encode(
+            json.dumps({"taskId": str(uuid.uuid4()), "sourceArn": source_arn}).encode()
+        ).decode()
+        task = MoveTask(
+            handle=handle,
+            source=source,
+            destination=destination,
+            rate=rate,
+            to_move=stats,
+            started=time.time(),
+        )
+        self._tasks[handle] = task
+        task.task = asyncio.get_running_loop().create_task(self._run(task))
+        return {"TaskHandle": handle}
+
+    def _check(self, source: str, destination: str | None) -> int:
+        self.client.queue_info(source, fresh=True)
+        if destination is not None:
+            self.client.queue_info(destination, fresh=True)
+        elif not any(
+            (dl := self._dead_letter(q)) is not None and dl == source
+            for q in self.client.list_queues()
+        ):
+            raise InvalidInput(
+                "Source queue must be configured as a Dead Letter Queue (no queue's"
+                " RedrivePolicy names it); give a DestinationArn to move its messages elsewhere"
+            )
+        stats = self.client.queue(source).stats()
+        return stats.ready + stats.in_flight + stats.delayed
+
+    def _dead_letter(self, name: str) -> str | None:
+        try:
+            dl = self.client.queue_info(name, fresh=True).attributes.dead_letter
+        except NotFound:
+            return None
+        return dl.queue if dl else None
+
+    async def _run(self, task: MoveTask) -> None:
+        queue = self.client.queue(task.source)
+        chunk = min(task.rate or 100, 100)
+        started = time.monotonic()
+        try:
+            while not task.cancel:
+                moved = await asyncio.to_thread(queue.redrive, limit=chunk, to=task.destination)
+                task.moved += len(moved)
+                if len(moved) < chunk:
+                    break
+                if task.rate:
+                    ahead = task.moved / task.rate - (time.monotonic() - started)
+                    if ahead > 0:
+                        await asyncio.sleep(ahead)
+            task.status = "CANCELLED" if task.cancel else "COMPLETED"
+        except ConveyorError as exc:
+            task.status, task.failure = "FAILED", exc.message
+        except Exception as exc:  # a task must end in a state, whatever broke
+            log.exception("message move task on %s failed", task.source)
+            task.status, task.failure = "FAILED", f"internal error: {type(exc).__name__}"
+
+    def cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        handle = params.get("TaskHandle")
+        if not handle:
+            raise MissingParameter("The request must contain the parameter TaskHandle.")
+        task = self._tasks.get(str(handle))
+        if task is None:
+            raise NotFound(f"No message move task with handle {handle}")
+        if task.status != "RUNNING":
+            raise Unsupported(f"The task is {task.status}; only a RUNNING task can be cancelled")
+        task.cancel = True
+        task.status = "CANCELLING"
+        return {"ApproximateNumberOfMessagesMoved": task.moved}
+
+    def list_tasks(self, params: dict[str, Any]) -> dict[str, Any]:
+        source_arn = params.get("SourceArn")
+        if not source_arn:
+            raise MissingParameter("The request must contain the parameter SourceArn.")
+        source = self.ns.from_arn(source_arn, "SourceArn")
+        try:
+            limit = int(str(params.get("MaxResults") or 1))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 10:
+            raise InvalidInput("MaxResults must be from 1 to 10")
+        tasks = sorted(
+            (t for t in self._tasks.values() if t.source == source),
+            key=lambda t: t.started,
+            reverse=True,
+        )[:limit]
+        return {"Results": [self._render(t) for t in tasks]}
+
+    def _render(self, t: MoveTask) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "Status": t.status,
+            "SourceArn": self.ns.arn(t.source),
+            "ApproximateNumberOfMessagesMoved": t.moved,
+            "ApproximateNumberOfMessagesToMove": t.to_move,
+            "StartedTimestamp": int(t.started * 1000),
+        }
+        if t.status == "RUNNING":
+            out["TaskHandle"] = t.handle
+        if t.destination is not None:
+            out["DestinationArn"] = self.ns.arn(t.destination)
+        if t.rate is not None:
+            out["MaxNumberOfMessagesPerSecond"] = t.rate
+        if t.failure is not None:
+            out["FailureReason"] = t.failure
+        return out

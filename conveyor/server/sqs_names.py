@@ -1,0 +1,100 @@
+"""Queue URLs, ARNs and the region/account namespaces of the SQS API.
+
+Queues of the server's default region and account are stored under their plain name, so
+the SDK, the CLI and the REST API see the queues SQS clients make. Queues of any other
+region or account are stored as ``region:account:name`` and are kept apart.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ..exceptions import InvalidInput, QueueDoesNotExist
+from ..validation import NAMESPACE_RE, check_queue_name
+
+ACCOUNT_RE = re.compile(r"[0-9]{12}")
+REGION_RE = re.compile(r"[a-z0-9-]{1,32}")
+ARN_RE = re.compile(r"arn:aws[a-z-]*:sqs:([a-z0-9-]{1,32}):([0-9]{12}):([A-Za-z0-9_.-]{1,80})")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling and where: the signature's region and account, the URL they used."""
+
+    region: str
+    account: str
+    base_url: str  # scheme://host:port the client addressed
+
+
+@dataclass(frozen=True, slots=True)
+class Namespaces:
+    region: str = "us-east-1"
+    account: str = "000000000000"
+
+    def store_name(self, region: str, account: str, name: str) -> str:
+        if (region, account) == (self.region, self.account):
+            return name
+        return f"{region}:{account}:{name}"
+
+    def split(self, store_name: str) -> tuple[str, str, str]:
+        """(region, account, name) of a stored queue name."""
+        ns = NAMESPACE_RE.match(store_name)
+        if ns is None:
+            return self.region, self.account, store_name
+        region, account, _ = ns.group(0).split(":")
+        return region, account, store_name[ns.end() :]
+
+    def prefix(self, caller: Caller) -> str:
+        return self.store_name(caller.region, caller.account, "")
+
+    def in_namespace(self, store_name: str, caller: Caller) -> bool:
+        region, account, _ = self.split(store_name)
+        return (region, account) == (caller.region, caller.account)
+
+    # -- URLs and ARNs --------------------------------------------------------------------
+
+    def url(self, caller: Caller, store_name: str) -> str:
+        _, account, name = self.split(store_name)
+        return f"{caller.base_url}/{account}/{name}"
+
+    def arn(self, store_name: str) -> str:
+        region, account, name = self.split(store_name)
+        return f"arn:aws:sqs:{region}:{account}:{name}"
+
+    def from_url(self, caller: Caller, url: object) -> str:
+        """The stored name of the queue a QueueUrl names (its account, the caller's region)."""
+        if not isinstance(url, str) or not url:
+            raise InvalidInput("QueueUrl must be the URL of a queue, as CreateQueue returns it")
+        path = urlsplit(url).path if "://" in url else url
+        parts = [p for p in path.split("/") if p]
+        if len(parts) != 2 or not ACCOUNT_RE.fullmatch(parts[0]):
+            raise QueueDoesNotExist(
+                f"The specified queue does not exist: {url!r} is not a queue URL"
+                " (http://HOST:PORT/ACCOUNT/NAME)"
+            )
+        try:
+            check_queue_name(parts[1])
+        except InvalidInput:
+            raise QueueDoesNotExist(f"The specified queue does not exist: {url}") from None
+        return self.store_name(caller.region, parts[0], parts[1])
+
+    def from_arn(self, arn: object, what: str = "ARN") -> str:
+        match = ARN_RE.fullmatch(arn) if isinstance(arn, str) else None
+        if match is None:
+            raise InvalidInput(
+                f"{what} {arn!r} is not a queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME)"
+            )
+        return self.store_name(match.group(1), match.group(2), match.group(3))
+
+    def from_name(self, caller: Caller, name: object, account: object = None) -> str:
+        if not isinstance(name, str):
+            raise InvalidInput("QueueName must be a string")
+        check_queue_name(name)
+        if NAMESPACE_RE.match(name):
+            raise InvalidInput(f"invalid queue name {name!r}: ':' is not allowed")
+        owner = caller.account if account is None else account
+        if not isinstance(owner, str) or not ACCOUNT_RE.fullmatch(owner):
+            raise InvalidInput(f"QueueOwnerAWSAccountId {owner!r} must be 12 digits")
+        return self.store_name(caller.region, owner, name)

@@ -1,0 +1,248 @@
+"""The two wire protocols of the SQS API: AWS JSON 1.0 and Query (form in, XML out).
+
+Actions work on JSON-shaped parameters and results (the shapes of botocore's model); this
+module turns a Query request into that shape and a result into Query's XML, and renders
+errors the way each protocol does (with the ``x-amzn-query-error`` header JSON clients use
+to recover the Query error code).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl
+from xml.etree import ElementTree as ET
+
+from ..exceptions import ConveyorError, MalformedRequest
+
+XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
+JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
+XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
+
+# Query names of list members and map entries, and the JSON names they stand for.
+QUERY_LISTS = {
+    "AttributeName": "AttributeNames",
+    "MessageAttributeName": "MessageAttributeNames",
+    "MessageSystemAttributeName": "MessageSystemAttributeNames",
+    "TagKey": "TagKeys",
+    "AWSAccountId": "AWSAccountIds",
+    "ActionName": "Actions",
+    "SendMessageBatchRequestEntry": "Entries",
+    "DeleteMessageBatchRequestEntry": "Entries",
+    "ChangeMessageVisibilityBatchRequestEntry": "Entries",
+    "StringListValue": "StringListValues",
+    "BinaryListValue": "BinaryListValues",
+}
+QUERY_MAPS = {
+    "Attribute": ("Attributes", "Name", "Value"),
+    "Tag": ("Tags", "Key", "Value"),
+    "MessageAttribute": ("MessageAttributes", "Name", "Value"),
+    "MessageSystemAttribute": ("MessageSystemAttributes", "Name", "Value"),
+}
+
+# JSON names of results and the element each member of them gets in Query's XML.
+XML_LISTS = {
+    "QueueUrls": "QueueUrl",
+    "queueUrls": "QueueUrl",
+    "Messages": "Message",
+    "Failed": "BatchResultErrorEntry",
+    "Results": "Result",
+}
+XML_MAPS = {
+    "Attributes": ("Attribute", "Name", "Value"),
+    "Tags": ("Tag", "Key", "Value"),
+    "MessageAttributes": ("MessageAttribute", "Name", "Value"),
+}
+
+# Query error codes whose JSON protocol error type has another name (botocore's model).
+JSON_ERROR_TYPES = {
+    "AWS.SimpleQueueService.NonExistentQueue": "QueueDoesNotExist",
+    "QueueAlreadyExists": "QueueNameExists",
+    "AWS.SimpleQueueService.MessageNotInflight": "MessageNotInflight",
+    "AWS.SimpleQueueService.EmptyBatchRequest": "EmptyBatchRequest",
+    "AWS.SimpleQueueService.TooManyEntriesInBatchRequest": "TooManyEntriesInBatchRequest",
+    "AWS.SimpleQueueService.BatchEntryIdsNotDistinct": "BatchEntryIdsNotDistinct",
+    "AWS.SimpleQueueService.InvalidBatchEntryId": "InvalidBatchEntryId",
+    "AWS.SimpleQueueService.BatchRequestTooLong": "BatchRequestTooLong",
+    "AWS.SimpleQueueService.UnsupportedOperation": "UnsupportedOperation",
+    "AWS.SimpleQueueService.PurgeQueueInProgress": "PurgeQueueInProgress",
+    "InvalidParameterValue": "InvalidParameterValueException",
+    "MissingParameter": "MissingRequiredParameterException",
+    "InvalidAction": "UnknownOperationException",
+    "MalformedQueryString": "SerializationException",
+}
+# Our codes that SQS spells differently.
+SQS_CODES = {"UnsupportedOperation": "AWS.SimpleQueueService.UnsupportedOperation"}
+
+
+def sqs_code(error: ConveyorError) -> str:
+    return SQS_CODES.get(error.code, error.code)
+
+
+# -- Query requests -----------------------------------------------------------------------
+
+
+def parse_query(body: bytes, query_string: str) -> dict[str, Any]:
+    """Form body and query string of a Query request as JSON-shaped parameters."""
+    try:
+        pairs = parse_qsl(query_string, keep_blank_values=True, strict_parsing=False)
+        pairs += parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise MalformedRequest(f"the form body cannot be parsed: {exc}") from None
+    tree: dict[str, Any] = {}
+    for key, value in pairs:
+        node = tree
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise MalformedRequest(f"parameter {key!r} conflicts with another of that name")
+            node = child
+        node[parts[-1]] = value
+    return _convert(tree, "")
+
+
+def _convert(node: dict[str, Any], path: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in QUERY_LISTS:
+            out[QUERY_LISTS[key]] = [_member(v, f"{path}{key}") for v in _numbered(key, value)]
+        elif key in QUERY_MAPS:
+            name, k_name, v_name = QUERY_MAPS[key]
+            entries: dict[str, Any] = {}
+            for item in _numbered(key, value):
+                if not isinstance(item, dict) or k_name not in item:
+                    raise MalformedRequest(f"{path}{key}.N needs a .{k_name} and a .{v_name}")
+                entries[str(item[k_name])] = _member(item.get(v_name, ""), f"{path}{key}")
+            out[name] = entries
+        elif isinstance(value, dict):
+            out[key] = _convert(value, f"{path}{key}.")
+        else:
+            out[key] = value
+    return out
+
+
+def _member(value: Any, path: str) -> Any:
+    return _convert(value, f"{path}.N.") if isinstance(value, dict) else value
+
+
+def _numbered(key: str, value: Any) -> list[Any]:
+    if not isinstance(value, dict):
+        return [value]
+    try:
+        items = sorted((int(index), v) for index, v in value.items())
+    except ValueError:
+        raise MalformedRequest(f"{key}.N: N must be a number from 1") from None
+    if items and items[0][0] < 1:
+        raise MalformedRequest(f"{key}.N: N must be a number from 1")
+    return [v for _, v in items]
+
+
+# -- Query responses ----------------------------------------------------------------------
+
+
+def query_response(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
+    root = ET.Element(f"{action}Response", xmlns=XMLNS)
+    body = ET.SubElement(root, f"{action}Result")
+    for key, value in result.items():
+        _xml(body, key, value, action)
+    meta = ET.SubElement(root, "ResponseMetadata")
+    ET.SubElement(meta, "RequestId").text = request_id
+    return XML_DECLARATION + ET.tostring(root)
+
+
+def _xml(parent: ET.Element, key: str, value: Any, action: str) -> None:
+    if key == "Successful":
+        for item in value:
+            _xml_struct(ET.SubElement(parent, f"{action}ResultEntry"), item, action)
+    elif key in XML_LISTS and isinstance(value, list):
+        for item in value:
+            _xml_value(ET.SubElement(parent, XML_LISTS[key]), item, action)
+    elif key in XML_MAPS and isinstance(value, Mapping):
+        tag, k_name, v_name = XML_MAPS[key]
+        for name, item in value.items():
+            entry = ET.SubElement(parent, tag)
+            ET.SubElement(entry, k_name).text = name
+            _xml_value(ET.SubElement(entry, v_name), item, action)
+    elif isinstance(value, list):
+        for item in value:
+            _xml_value(ET.SubElement(parent, key), item, action)
+    else:
+        _xml_value(ET.SubElement(parent, key), value, action)
+
+
+def _xml_value(el: ET.Element, value: Any, action: str) -> None:
+    if isinstance(value, Mapping):
+        _xml_struct(el, value, action)
+    elif isinstance(value, bool):
+        el.text = "true" if value else "false"
+    else:
+        el.text = str(value)
+
+
+def _xml_struct(el: ET.Element, value: Mapping[str, Any], action: str) -> None:
+    for key, item in value.items():
+        _xml(el, key, item, action)
+
+
+def query_error(error: ConveyorError, request_id: str) -> bytes:
+    root = ET.Element("ErrorResponse", xmlns=XMLNS)
+    err = ET.SubElement(root, "Error")
+    ET.SubElement(err, "Type").text = "Sender" if error.sender_fault else "Receiver"
+    ET.SubElement(err, "Code").text = sqs_code(error)
+    ET.SubElement(err, "Message").text = error.message
+    ET.SubElement(err, "Detail")
+    ET.SubElement(root, "RequestId").text = request_id
+    return XML_DECLARATION + ET.tostring(root)
+
+
+# -- JSON ---------------------------------------------------------------------------------
+
+
+def parse_json(body: bytes) -> dict[str, Any]:
+    if not body.strip():
+        return {}
+    try:
+        params = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise MalformedRequest(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(params, dict):
+        raise MalformedRequest("the request body must be a JSON object")
+    return params
+
+
+def json_error(error: ConveyorError) -> tuple[bytes, dict[str, str]]:
+    code = sqs_code(error)
+    body = json.dumps(
+        {
+            "__type": f"com.amazonaws.sqs#{JSON_ERROR_TYPES.get(code, code)}",
+            "message": error.message,
+        }
+    ).encode()
+    fault = "Sender" if error.sender_fault else "Receiver"
+    return body, {"x-amzn-query-error": f"{code};{fault}"}
+
+
+# -- digests ------------------------------------------------------------------------------
+
+
+def md5_hex(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def md5_of_attributes(attributes: Iterable[tuple[str, str, str | bytes]]) -> str:
+    """The digest SQS computes over (name, data type, value) attributes, sorted by name."""
+    parts: list[bytes] = []
+    for name, data_type, value in sorted(attributes, key=lambda a: a[0]):
+        for text in (name, data_type):
+            raw = text.encode()
+            parts.append(struct.pack(">I", len(raw)) + raw)
+        if isinstance(value, bytes):
+            parts.append(b"\x02" + struct.pack(">I", len(value)) + value)
+        else:
+            raw = value.encode()
+            parts.append(b"\x01" + struct.pack(">I", len(raw)) + raw)
+    return md5_hex(b"".join(parts))
