@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import signal
 from types import FrameType
 
 import uvicorn
@@ -54,7 +55,11 @@ class _Server(uvicorn.Server):
         if not self.conveyor.draining:
             log.info("shutting down: finishing requests in flight, ending long polls")
         self.conveyor.drain()
-        super().handle_exit(sig, frame)
+        # uvicorn would re-raise the signal after shutting down; a drained server exits 0
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
 
 
 def serve(

@@ -269,6 +269,8 @@ class BodyLimit:
             return
         seen = 0
         started = False
+        status = 500
+        began = time.perf_counter()
 
         async def limited() -> Message:
             nonlocal seen
@@ -280,9 +282,9 @@ class BodyLimit:
             return message
 
         async def tracking_send(message: Message) -> None:
-            nonlocal started
+            nonlocal started, status
             if message["type"] == "http.response.start":
-                started = True
+                started, status = True, message["status"]
             await send(message)
 
         try:
@@ -290,6 +292,13 @@ class BodyLimit:
         except RequestTooLarge:
             if not started:
                 await self._reject(scope, headers, too_large, receive, send)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None)
+            if path is not None and getattr(route, "endpoint", None) != self.server.sqs_endpoint:
+                self.server.metrics.observe(
+                    "rest", f"{scope['method']} {path}", status, time.perf_counter() - began
+                )
 
     async def _reject(
         self,

@@ -188,7 +188,7 @@ class SqsApi:
             ns=self.ns,
             lookup=self.client.queue_info,
         )
-        tags = params.get("Tags") or {}
+        tags = params.get("tags") or params.get("Tags") or {}
         if tags:
             changes["tags"] = _tags(tags)
         try:

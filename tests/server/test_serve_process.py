@@ -1,0 +1,125 @@
+"""`conveyor serve` as a real process: startup log, idle long polls, SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import free_port
+
+pytestmark = pytest.mark.slow
+
+HEADERS = {"X-Amz-Target": "AmazonSQS.ReceiveMessage", "Content-Type": "application/x-amz-json-1.0"}
+
+
+class ServeProcess:
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp / "serve.log"
+        conveyor = Path(sys.executable).parent / "conveyor"
+        self.proc = subprocess.Popen(
+            [str(conveyor), "serve", "--store", f"sqlite:///{tmp}/c.db", "--port", str(self.port)],
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(self.url + "/healthz").raise_for_status()
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise AssertionError(
+                        "conveyor serve did not start:\n" + self.log.read_text()
+                    ) from None
+                time.sleep(0.05)
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[ServeProcess]:
+    p = ServeProcess(tmp_path)
+    yield p
+    p.stop()
+
+
+def create(url: str, name: str) -> str:
+    r = httpx.post(
+        url + "/",
+        json={"QueueName": name},
+        headers={**HEADERS, "X-Amz-Target": "AmazonSQS.CreateQueue"},
+    )
+    return str(r.json()["QueueUrl"])
+
+
+async def long_polls(queue_url: str, n: int, wait: int) -> list[httpx.Response]:
+    limits = httpx.Limits(max_connections=n + 10)
+    async with httpx.AsyncClient(limits=limits, timeout=wait + 30) as http:
+        body = {"QueueUrl": queue_url, "WaitTimeSeconds": wait}
+        return await asyncio.gather(
+            *(
+                http.post(queue_url.rsplit("/", 2)[0] + "/", json=body, headers=HEADERS)
+                for _ in range(n)
+            )
+        )
+
+
+def test_startup_log_and_sigterm_ends_long_polls(serve: ServeProcess) -> None:
+    text = serve.log.read_text()
+    assert f"http://127.0.0.1:{serve.port}" in text and "sqlite:///" in text
+    queue_url = create(serve.url, "drain")
+
+    async def scenario() -> tuple[list[httpx.Response], float]:
+        polls = asyncio.create_task(long_polls(queue_url, 5, 20))
+        await asyncio.sleep(1.0)
+        started = time.monotonic()
+        serve.proc.send_signal(signal.SIGTERM)
+        return await polls, time.monotonic() - started
+
+    responses, took = asyncio.run(scenario())
+    assert serve.proc.wait(15) == 0
+    assert all(r.status_code == 200 and r.json() == {} for r in responses)
+    assert took < 5  # the long polls ended early instead of holding shutdown for 20 s
+    assert "shutting down" in serve.log.read_text()
+
+
+def test_500_idle_long_polls_cost_no_cpu_and_a_send_wakes_one(serve: ServeProcess) -> None:
+    queue_url = create(serve.url, "idle")
+
+    async def scenario() -> tuple[float, list[httpx.Response]]:
+        polls = asyncio.create_task(long_polls(queue_url, 500, 8))
+        await asyncio.sleep(2.0)  # all connected and waiting
+        before = serve.cpu_seconds()
+        await asyncio.sleep(3.0)
+        idle_cpu = (serve.cpu_seconds() - before) / 3.0
+        async with httpx.AsyncClient() as http:
+            await http.post(
+                serve.url + "/",
+                json={"QueueUrl": queue_url, "MessageBody": "one"},
+                headers={**HEADERS, "X-Amz-Target": "AmazonSQS.SendMessage"},
+            )
+        return idle_cpu, await polls
+
+    idle_cpu, responses = asyncio.run(scenario())
+    assert idle_cpu < 0.05, f"500 idle long polls used {idle_cpu:.1%} of a core"
+    got = [r.json()["Messages"][0]["Body"] for r in responses if r.json().get("Messages")]
+    assert got == ["one"]
+    assert all(r.status_code == 200 for r in responses)

@@ -1,0 +1,130 @@
+"""The Query protocol: form requests in, the XML AWS documents out."""
+
+from __future__ import annotations
+
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import httpx
+
+from .conftest import LiveServer
+
+NS = {"sqs": "http://queue.amazonaws.com/doc/2012-11-05/"}
+
+
+def query(
+    server: LiveServer, path: str = "/", **params: Any
+) -> tuple[int, ET.Element, httpx.Response]:
+    data = {"Version": "2012-11-05", **{k.replace("__", "."): str(v) for k, v in params.items()}}
+    r = httpx.post(server.url + path, data=data)
+    return r.status_code, ET.fromstring(r.content), r
+
+
+def text(root: ET.Element, path: str) -> str | None:
+    el = root.find(path, NS)
+    return None if el is None else el.text
+
+
+def test_create_send_receive_delete_in_documented_xml(server: LiveServer, name: str) -> None:
+    status, root, r = query(
+        server,
+        Action="CreateQueue",
+        QueueName=name,
+        Attribute__1__Name="VisibilityTimeout",
+        Attribute__1__Value="40",
+        Tag__1__Key="team",
+        Tag__1__Value="a",
+    )
+    assert status == 200 and r.headers["content-type"].startswith("text/xml")
+    assert root.tag == f"{{{NS['sqs']}}}CreateQueueResponse"
+    url = text(root, "sqs:CreateQueueResult/sqs:QueueUrl")
+    assert url == f"{server.url}/000000000000/{name}"
+    assert text(root, "sqs:ResponseMetadata/sqs:RequestId")
+
+    path = f"/000000000000/{name}"  # Query clients post to the queue URL
+    status, root, _ = query(
+        server,
+        path,
+        Action="SendMessage",
+        MessageBody="hello",
+        MessageAttribute__1__Name="k",
+        MessageAttribute__1__Value__DataType="String",
+        MessageAttribute__1__Value__StringValue="v",
+    )
+    result = root.find("sqs:SendMessageResult", NS)
+    assert result is not None
+    assert [c.tag.split("}")[1] for c in result] == [
+        "MD5OfMessageBody",
+        "MD5OfMessageAttributes",
+        "MessageId",
+    ]
+    assert text(result, "sqs:MD5OfMessageBody") == "5d41402abc4b2a76b9719d911017c592"
+
+    status, root, _ = query(
+        server,
+        path,
+        Action="ReceiveMessage",
+        AttributeName__1="All",
+        MessageAttributeName__1="All",
+    )
+    message = root.find("sqs:ReceiveMessageResult/sqs:Message", NS)
+    assert message is not None
+    assert text(message, "sqs:Body") == "hello"
+    names = {
+        text(a, "sqs:Name"): text(a, "sqs:Value") for a in message.findall("sqs:Attribute", NS)
+    }
+    assert names["ApproximateReceiveCount"] == "1"
+    attr = message.find("sqs:MessageAttribute", NS)
+    assert attr is not None and text(attr, "sqs:Name") == "k"
+    assert text(attr, "sqs:Value/sqs:StringValue") == "v"
+    assert text(attr, "sqs:Value/sqs:DataType") == "String"
+    receipt = text(message, "sqs:ReceiptHandle")
+
+    status, root, _ = query(
+        server,
+        path,
+        Action="DeleteMessageBatch",
+        DeleteMessageBatchRequestEntry__1__Id="a",
+        DeleteMessageBatchRequestEntry__1__ReceiptHandle=receipt,
+        DeleteMessageBatchRequestEntry__2__Id="b",
+        DeleteMessageBatchRequestEntry__2__ReceiptHandle="forged",
+    )
+    result = root.find("sqs:DeleteMessageBatchResult", NS)
+    assert result is not None
+    assert text(result, "sqs:DeleteMessageBatchResultEntry/sqs:Id") == "a"
+    failed = result.find("sqs:BatchResultErrorEntry", NS)
+    assert failed is not None
+    assert text(failed, "sqs:Id") == "b"
+    assert text(failed, "sqs:Code") == "ReceiptHandleIsInvalid"
+    assert text(failed, "sqs:SenderFault") == "true"
+
+    status, root, _ = query(server, path, Action="GetQueueAttributes", AttributeName__1="All")
+    attrs = {
+        text(a, "sqs:Name"): text(a, "sqs:Value")
+        for a in root.findall("sqs:GetQueueAttributesResult/sqs:Attribute", NS)
+    }
+    assert attrs["VisibilityTimeout"] == "40"
+    status, root, _ = query(server, path, Action="ListQueueTags")
+    tag = root.find("sqs:ListQueueTagsResult/sqs:Tag", NS)
+    assert tag is not None and (text(tag, "sqs:Key"), text(tag, "sqs:Value")) == ("team", "a")
+    status, root, _ = query(server, Action="ListQueues", QueueNamePrefix=name)
+    assert [e.text for e in root.findall("sqs:ListQueuesResult/sqs:QueueUrl", NS)] == [url]
+
+
+def test_errors_in_documented_xml(server: LiveServer) -> None:
+    status, root, r = query(server, "/000000000000/missing-queue", Action="GetQueueAttributes")
+    assert status == 400
+    assert root.tag == f"{{{NS['sqs']}}}ErrorResponse"
+    assert text(root, "sqs:Error/sqs:Type") == "Sender"
+    assert text(root, "sqs:Error/sqs:Code") == "AWS.SimpleQueueService.NonExistentQueue"
+    assert text(root, "sqs:Error/sqs:Message")
+    assert text(root, "sqs:RequestId")
+    status, root, _ = query(server, Action="Frobnicate")
+    assert status == 400 and text(root, "sqs:Error/sqs:Code") == "InvalidAction"
+    status, root, _ = query(server)
+    assert status == 400 and text(root, "sqs:Error/sqs:Code") == "MissingParameter"
+    status, root, _ = query(server, Action="CreateQueue", QueueName="q", Attribute__x__Name="a")
+    assert status == 400 and text(root, "sqs:Error/sqs:Code") == "MalformedQueryString"
+    r = httpx.post(server.url + "/", content=b"Action=ListQueues&" + b"x" * (5 * 1024 * 1024))
+    assert r.status_code == 413
+    assert text(ET.fromstring(r.content), "sqs:Error/sqs:Code") == "RequestEntityTooLarge"
