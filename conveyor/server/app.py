@@ -151,13 +151,6 @@ class ConveyorServer:
                 status_code=500,
             )
 
-        app.add_route("/", self.sqs_endpoint, methods=["POST", "GET"], include_in_schema=False)
-        app.add_route(
-            "/{account}/{queue}",
-            self.sqs_endpoint,
-            methods=["POST", "GET"],
-            include_in_schema=False,
-        )
         return app
 
     # -- the SQS endpoint -----------------------------------------------------------------
@@ -246,6 +239,19 @@ def sqs_error(error: ConveyorError, protocol: str, request_id: str) -> Response:
     )
 
 
+def sqs_path(scope: Scope) -> dict[str, str] | None:
+    """Path parameters if the request is for the SQS endpoint (`/` or a queue URL)."""
+    if scope.get("method") not in ("POST", "GET"):
+        return None
+    path: str = scope.get("path", "/")
+    if path == "/":
+        return {}
+    parts = path.split("/")
+    if len(parts) == 3 and len(parts[1]) == 12 and parts[1].isdigit() and parts[2]:
+        return {"account": parts[1], "queue": parts[2]}
+    return None
+
+
 class BodyLimit:
     """Refuses bodies over the limit before reading them (Content-Length), or as soon as a
     streamed body passes it; the error has the shape of the API the request was for."""
@@ -288,7 +294,14 @@ class BodyLimit:
             await send(message)
 
         try:
-            await self.inner(scope, limited, tracking_send)
+            path_params = sqs_path(scope)
+            if path_params is not None:
+                # the SQS endpoint needs no routing, validation or OpenAPI: call it directly
+                scope["path_params"] = path_params
+                response = await self.server.sqs_endpoint(Request(scope, limited))
+                await response(scope, receive, tracking_send)
+            else:
+                await self.inner(scope, limited, tracking_send)
         except RequestTooLarge:
             if not started:
                 await self._reject(scope, headers, too_large, receive, send)
@@ -308,11 +321,7 @@ class BodyLimit:
         receive: Receive,
         send: Send,
     ) -> None:
-        path = scope.get("path", "/")
-        is_sqs = scope.get("method") in ("POST", "GET") and (
-            path == "/" or (path.count("/") == 2 and path.split("/")[1].isdigit())
-        )
-        if is_sqs:
+        if sqs_path(scope) is not None:
             protocol = "json" if "x-amz-target" in headers else "query"
             response = sqs_error(error, protocol, str(uuid.uuid4()))
         else:
