@@ -56,6 +56,11 @@ class Capability(StrEnum):
     AT_MOST_ONCE = "at_most_once"
     RATE_LIMIT = "rate_limit"
     CROSS_PROCESS = "cross_process"  # several processes may share the store
+    SENDER_IDS = "sender_ids"  # senders may choose message ids
+    DUPLICATE_REPORT = "duplicate_report"  # a de-duplicated send says so (SendResult.duplicate)
+    TOTALS = "totals"  # stats count sent/received/deleted/expired/dead and the oldest age
+    BINARY_BODIES = "binary_bodies"  # bodies may be any bytes, not only UTF-8 text
+    COMPRESSION = "compression"  # compress_over
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

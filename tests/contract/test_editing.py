@@ -5,9 +5,13 @@ from __future__ import annotations
 import pytest
 
 from conveyor import Client, ManualClock, MessageNotFound, MessageState, ReceiptHandleInvalid
+from conveyor.models import Capability as Capability
+
+from .conftest import needs
 
 
 def test_peek_by_state_and_paging(client: Client, clock: ManualClock) -> None:
+    needs(client, Capability.EDIT_IN_PLACE)
     q = client.create_queue("q", visibility_timeout=30)
     for i in range(5):
         q.send(f"m{i}")
@@ -24,6 +28,7 @@ def test_peek_by_state_and_paging(client: Client, clock: ManualClock) -> None:
 
 
 def test_get_update_remove(client: Client, clock: ManualClock) -> None:
+    needs(client, Capability.EDIT_IN_PLACE)
     q = client.create_queue("q")
     a = q.send("a", id="a")
     q.send("b", id="b")
@@ -41,6 +46,7 @@ def test_get_update_remove(client: Client, clock: ManualClock) -> None:
 
 
 def test_reset_and_fail(client: Client, clock: ManualClock) -> None:
+    needs(client, Capability.EDIT_IN_PLACE)
     q = client.create_queue("q", visibility_timeout=300)
     q.send("x", id="x")
     [m] = q.receive()

@@ -5,9 +5,13 @@ from __future__ import annotations
 import zlib
 
 from conveyor import Client, ManualClock
+from conveyor.models import Capability as Capability
+
+from .conftest import needs
 
 
 def test_rate_limit_token_bucket(client: Client, clock: ManualClock) -> None:
+    needs(client, Capability.RATE_LIMIT)
     q = client.create_queue("rl", rate_limit=5)
     for i in range(20):
         q.send(f"m{i}")
@@ -20,6 +24,7 @@ def test_rate_limit_token_bucket(client: Client, clock: ManualClock) -> None:
 
 
 def test_compression_is_transparent(client: Client) -> None:
+    needs(client, Capability.COMPRESSION)
     q = client.create_queue("z", compress_over=100)
     big = "abc" * 1000
     q.send(big)

@@ -12,6 +12,9 @@ from conveyor import (
     QueueDoesNotExist,
     QueueExists,
 )
+from conveyor.models import Capability as Capability
+
+from .conftest import needs
 
 
 def test_create_is_idempotent_with_equal_attributes(client: Client) -> None:
@@ -44,6 +47,7 @@ def test_deleted_queue_leaves_no_messages_behind(client: Client) -> None:
 
 
 def test_attributes_roundtrip_and_set(client: Client) -> None:
+    needs(client, Capability.ARCHIVE)
     client.create_queue("dlq")
     q = client.create_queue(
         "work",
@@ -77,6 +81,7 @@ def test_purge_removes_everything(client: Client) -> None:
 
 
 def test_stats_count_by_state(client: Client, clock: ManualClock) -> None:
+    needs(client, Capability.TOTALS)
     q = client.create_queue("s", visibility_timeout=30)
     for i in range(5):
         q.send(f"m{i}")

@@ -5,9 +5,13 @@ from __future__ import annotations
 import pytest
 
 from conveyor import Client, ManualClock, NotFound, QueueDoesNotExist, TopicDoesNotExist
+from conveyor.models import Capability as Capability
+
+from .conftest import needs
 
 
 def test_rule10_publish_reaches_every_subscriber(client: Client) -> None:
+    needs(client, Capability.TOPICS)
     client.create_queue("q1")
     client.create_queue("q2")
     client.create_queue("q3")
@@ -28,6 +32,7 @@ def test_rule10_publish_reaches_every_subscriber(client: Client) -> None:
 
 
 def test_rule10_all_or_nothing(client: Client) -> None:
+    needs(client, Capability.TOPICS)
     client.create_queue("big", max_message_bytes=4096)
     client.create_queue("small", max_message_bytes=1024)
     client.create_topic("t")
@@ -39,6 +44,7 @@ def test_rule10_all_or_nothing(client: Client) -> None:
 
 
 def test_topic_errors_and_deletion(client: Client) -> None:
+    needs(client, Capability.TOPICS)
     with pytest.raises(TopicDoesNotExist):
         client.publish("missing", "x")
     client.create_topic("t")
@@ -53,6 +59,7 @@ def test_topic_errors_and_deletion(client: Client) -> None:
 
 
 def test_consumers_register_heartbeat_and_expire(client: Client, clock: ManualClock) -> None:
+    needs(client, Capability.CONSUMERS)
     a = client.register_consumer("a", queue="jobs", timeout=10, info={"host": "h1"})
     client.register_consumer("b", queue="jobs", timeout=10)
     client.register_consumer("c", queue="other", timeout=10)

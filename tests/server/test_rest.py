@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from .conftest import LiveServer
+from ..live import LiveServer
 
 
 def test_legacy_queue_routes(server: LiveServer, name: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import free_port
+from ..live import free_port
 
 pytestmark = pytest.mark.slow
 

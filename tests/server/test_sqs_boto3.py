@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from conveyor import Client
 from conveyor.notify import HUB
 
-from .conftest import LiveServer
+from ..live import LiveServer
 
 
 def code(exc: pytest.ExceptionInfo[ClientError]) -> str:

@@ -7,7 +7,7 @@ from xml.etree import ElementTree as ET
 
 import httpx
 
-from .conftest import LiveServer
+from ..live import LiveServer
 
 NS = {"sqs": "http://queue.amazonaws.com/doc/2012-11-05/"}
 

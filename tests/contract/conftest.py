@@ -1,0 +1,58 @@
+"""The contract runs on every store, and through the SQS API of `conveyor serve` as a client.
+
+``sqs-http``: the `sqs://` store (boto3) talking to a live server over loopback, the server
+running on a memory store that shares the test's ManualClock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conveyor import Client, ManualClock
+from conveyor.backends.memory import MemoryBackend
+from conveyor.models import Capability
+
+from ..conftest import STORES
+from ..live import LiveServer
+
+CONTRACT_STORES = [*sorted(STORES), "sqs-http"]
+
+
+@pytest.fixture(params=CONTRACT_STORES)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqs-http":
+        return "sqs-http"
+    return STORES[request.param](tmp_path)
+
+
+@pytest.fixture
+def client(store_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
+    if store_url != "sqs-http":
+        c = Client(store_url, clock=clock)
+        yield c
+        c.close()
+        return
+    for key, value in (
+        ("AWS_ACCESS_KEY_ID", "contract"),
+        ("AWS_SECRET_ACCESS_KEY", "contract"),
+        ("AWS_CONFIG_FILE", "/dev/null"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null"),
+    ):
+        monkeypatch.setenv(key, value)
+    with (
+        Client(backend=MemoryBackend(clock=clock), clock=clock) as served,
+        LiveServer(served) as live,
+    ):
+        c = Client(f"sqs://?region=us-east-1&endpoint_url={live.url}", clock=clock)
+        yield c
+        c.close()
+
+
+def needs(client: Client, *capabilities: Capability) -> None:
+    """Skip a contract test on stores that declare they cannot do this."""
+    missing = [c.value for c in capabilities if c not in client.capabilities]
+    if missing:
+        pytest.skip(f"the store lacks {', '.join(missing)}")

@@ -1,0 +1,56 @@
+"""A live `conveyor serve` application on 127.0.0.1 (uvicorn in a thread)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+import boto3
+import uvicorn
+
+from conveyor import Client
+from conveyor.server import ConveyorServer, ServerConfig
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class LiveServer:
+    def __init__(self, client: Client, config: ServerConfig | None = None) -> None:
+        self.conveyor = ConveyorServer(client, config)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cfg = uvicorn.Config(
+            self.conveyor.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+        )
+        self.uv = uvicorn.Server(cfg)
+        self.thread = threading.Thread(target=self.uv.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.uv.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conveyor.drain()
+        self.uv.should_exit = True
+        self.thread.join(10)
+
+    def sqs(self, region: str = "us-east-1", key: str = "AKIDTEST", secret: str = "x") -> Any:
+        return boto3.client(
+            "sqs",
+            endpoint_url=self.url,
+            region_name=region,
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
+        )
