@@ -37,6 +37,7 @@ from .models import (
     QueueInfo,
     QueueStats,
     SendResult,
+    TypedValue,
 )
 from .producer import Producer
 from .urls import open_backend
@@ -82,6 +83,7 @@ __all__ = [
     "StoreUnavailable",
     "SystemClock",
     "TopicDoesNotExist",
+    "TypedValue",
     "Unsupported",
     "Worker",
     "__version__",
