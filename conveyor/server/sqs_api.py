@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..aio import AsyncClient
@@ -28,10 +28,18 @@ from ..exceptions import (
     QueueExists,
     UnknownAction,
 )
-from ..models import AttributeValue, Message, QueueAttributes, TypedValue
-from ..validation import check_batch, check_message_attributes
+from ..models import Message, QueueAttributes, TypedValue
+from ..validation import check_batch
 from . import sqs_attributes
 from .metrics import Metrics
+from .sqs_message_attributes import (
+    TRACE_TYPE,
+    parse_message_attributes,
+    parse_system_attributes,
+    raw_value,
+    render_attribute,
+)
+from .sqs_message_attributes import wanted as wanted_attribute
 from .sqs_move import MoveTasks
 from .sqs_names import Caller, Namespaces
 from .sqs_wire import md5_hex, md5_of_attributes, sqs_code
@@ -51,7 +59,6 @@ SYSTEM_ATTRIBUTES = (
     "AWSTraceHeader",
     "DeadLetterQueueSourceArn",
 )
-TRACE_TYPE = "String.AWSTraceHeader"  # how a message's AWSTraceHeader is stored
 ATTEMPT_WINDOW = 300.0
 MAX_ATTEMPTS_KEPT = 10000
 
@@ -190,7 +197,7 @@ class SqsApi:
         )
         tags = params.get("tags") or params.get("Tags") or {}
         if tags:
-            changes["tags"] = _tags(tags)
+            changes["tags"] = sqs_attributes.tags(tags)
         try:
             existing = self.client.queue_info(name, fresh=True)
         except QueueDoesNotExist:
@@ -277,7 +284,7 @@ class SqsApi:
     def tag_queue(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
         tags = dict(self.client.queue_info(name, fresh=True).attributes.tags)
-        tags.update(_tags(_require(params, "Tags")))
+        tags.update(sqs_attributes.tags(_require(params, "Tags")))
         if len(tags) > 50:
             raise InvalidInput("Too many tags: a queue has at most 50")
         self.client.set_attributes(name, tags=tags)
@@ -322,7 +329,7 @@ class SqsApi:
         if not accounts or not actions:
             raise MissingParameter("AddPermission needs AWSAccountIds and Actions")
         info = self.client.queue_info(name, fresh=True)
-        policy = _policy(info.attributes.settings.get("Policy"), self.ns.arn(name))
+        policy = sqs_attributes.policy(info.attributes.settings.get("Policy"), self.ns.arn(name))
         if any(s.get("Sid") == label for s in policy["Statement"]):
             raise InvalidInput(
                 f"Value {label} for parameter Label is invalid. Reason: Already exists."
@@ -343,7 +350,7 @@ class SqsApi:
         name = self._queue(params, caller)
         label = _require(params, "Label")
         info = self.client.queue_info(name, fresh=True)
-        policy = _policy(info.attributes.settings.get("Policy"), self.ns.arn(name))
+        policy = sqs_attributes.policy(info.attributes.settings.get("Policy"), self.ns.arn(name))
         kept = [s for s in policy["Statement"] if s.get("Sid") != label]
         if len(kept) == len(policy["Statement"]):
             raise InvalidInput(
@@ -373,13 +380,13 @@ class SqsApi:
                 f"Invalid characters found in MessageBody: {bad.group(0)!r} at {bad.start()}"
                 " (SQS bodies are XML text: #x9, #xA, #xD, #x20 and above, no surrogates)"
             )
-        attributes, digest = _message_attributes(params.get("MessageAttributes") or {})
+        attributes, digest = parse_message_attributes(params.get("MessageAttributes") or {})
         extra: Result = {"MD5OfMessageBody": md5_hex(body.encode())}
         if attributes:
             extra["MD5OfMessageAttributes"] = digest
         system = params.get("MessageSystemAttributes") or {}
         if system:
-            trace, system_digest = _system_attributes(system)
+            trace, system_digest = parse_system_attributes(system)
             attributes["AWSTraceHeader"] = TypedValue(TRACE_TYPE, trace)
             extra["MD5OfMessageSystemAttributes"] = system_digest
         delay = _int(params, "DelaySeconds", 0, 900)
@@ -517,12 +524,12 @@ class SqsApi:
             selected = {
                 k: v
                 for k, v in m.attributes.items()
-                if not (is_trace and k == "AWSTraceHeader") and _wanted(k, wanted)
+                if not (is_trace and k == "AWSTraceHeader") and wanted_attribute(k, wanted)
             }
             if selected:
-                rendered = {k: _render_attribute(v) for k, v in selected.items()}
+                rendered = {k: render_attribute(v) for k, v in selected.items()}
                 out["MD5OfMessageAttributes"] = md5_of_attributes(
-                    (k, v["DataType"], _raw_value(selected[k])) for k, v in rendered.items()
+                    (k, v["DataType"], raw_value(selected[k])) for k, v in rendered.items()
                 )
                 out["MessageAttributes"] = rendered
         return out
@@ -592,104 +599,3 @@ class SqsApi:
 
 def _check_ids(ids: list[str]) -> None:
     check_batch(ids)
-
-
-def _tags(tags: Any) -> dict[str, str]:
-    if not isinstance(tags, Mapping):
-        raise InvalidInput("Tags must be a map of keys to values")
-    out = {}
-    for key, value in tags.items():
-        if not isinstance(key, str) or not 1 <= len(key) <= 128:
-            raise InvalidInput(f"Tag key {key!r} must be 1 to 128 characters")
-        if not isinstance(value, str) or len(value) > 256:
-            raise InvalidInput(f"Tag value for {key!r} must be at most 256 characters")
-        out[key] = value
-    return out
-
-
-def _policy(text: str | None, arn: str) -> dict[str, Any]:
-    if text:
-        policy = json.loads(text)
-        if isinstance(policy, dict) and isinstance(policy.get("Statement"), list):
-            return policy
-    return {"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": []}
-
-
-def _message_attributes(raw: Any) -> tuple[dict[str, AttributeValue], str]:
-    if not isinstance(raw, Mapping):
-        raise InvalidInput("MessageAttributes must be a map of names to values")
-    out: dict[str, AttributeValue] = {}
-    digest: list[tuple[str, str, str | bytes]] = []
-    for name, spec in raw.items():
-        if not isinstance(spec, Mapping):
-            raise InvalidInput(f"Message attribute {name!r} must have a DataType and a value")
-        data_type = spec.get("DataType")
-        if not isinstance(data_type, str) or not data_type:
-            raise InvalidInput(f"The message attribute '{name}' must contain a non-empty DataType.")
-        value: str | bytes
-        if data_type.startswith("Binary"):
-            encoded = spec.get("BinaryValue")
-            if not isinstance(encoded, str | bytes) or not encoded:
-                raise InvalidInput(
-                    f"The message attribute '{name}' with type 'Binary' must use field 'Binary'."
-                )
-            try:
-                value = base64.b64decode(encoded, validate=True)
-            except (binascii.Error, ValueError):
-                raise InvalidInput(
-                    f"Message attribute {name!r}: BinaryValue is not base64"
-                ) from None
-        else:
-            text = spec.get("StringValue")
-            if not isinstance(text, str) or text == "":
-                raise InvalidInput(
-                    f"The message attribute '{name}' must contain a non-empty message attribute"
-                    " value for message attribute type 'String'."
-                )
-            value = text
-        out[name] = value if data_type in ("String", "Binary") else TypedValue(data_type, value)
-        digest.append((name, data_type, value))
-    check_message_attributes(out)
-    return out, md5_of_attributes(digest) if digest else ""
-
-
-def _system_attributes(raw: Any) -> tuple[str, str]:
-    if not isinstance(raw, Mapping) or set(raw) != {"AWSTraceHeader"}:
-        raise InvalidInput("MessageSystemAttributes supports only AWSTraceHeader")
-    spec = raw["AWSTraceHeader"]
-    if not isinstance(spec, Mapping) or spec.get("DataType") != "String":
-        raise InvalidInput("AWSTraceHeader must have DataType String")
-    value = spec.get("StringValue")
-    if not isinstance(value, str) or not value:
-        raise InvalidInput("AWSTraceHeader needs a StringValue")
-    return value, md5_of_attributes([("AWSTraceHeader", "String", value)])
-
-
-def _wanted(name: str, wanted: list[str]) -> bool:
-    for w in wanted:
-        if w in ("All", ".*") or w == name or (w.endswith(".*") and name.startswith(w[:-1])):
-            return True
-    return False
-
-
-def _render_attribute(value: AttributeValue) -> Result:
-    if isinstance(value, TypedValue):
-        if isinstance(value.value, bytes):
-            return {
-                "DataType": value.data_type,
-                "BinaryValue": base64.b64encode(value.value).decode(),
-            }
-        return {"DataType": value.data_type, "StringValue": value.value}
-    if isinstance(value, bytes):
-        return {"DataType": "Binary", "BinaryValue": base64.b64encode(value).decode()}
-    if isinstance(value, str):
-        return {"DataType": "String", "StringValue": value}
-    return {"DataType": "Number", "StringValue": str(value)}
-
-
-def _raw_value(value: AttributeValue) -> str | bytes:
-    if isinstance(value, TypedValue):
-        return value.value
-    if isinstance(value, bytes):
-        return value
-    return str(value)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..exceptions import InvalidAttribute, InvalidAttributeName, QueueDoesNotExist
+from ..exceptions import InvalidAttribute, InvalidAttributeName, InvalidInput, QueueDoesNotExist
 from ..models import DeadLetterPolicy, QueueAttributes, QueueInfo, QueueStats
 from .sqs_names import Namespaces
 
@@ -242,3 +242,24 @@ def render(
 
 def needs_stats(names: list[str]) -> bool:
     return "All" in names or any(n in COUNTS for n in names)
+
+
+def tags(tags: Any) -> dict[str, str]:
+    if not isinstance(tags, Mapping):
+        raise InvalidInput("Tags must be a map of keys to values")
+    out = {}
+    for key, value in tags.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= 128:
+            raise InvalidInput(f"Tag key {key!r} must be 1 to 128 characters")
+        if not isinstance(value, str) or len(value) > 256:
+            raise InvalidInput(f"Tag value for {key!r} must be at most 256 characters")
+        out[key] = value
+    return out
+
+
+def policy(text: str | None, arn: str) -> dict[str, Any]:
+    if text:
+        policy = json.loads(text)
+        if isinstance(policy, dict) and isinstance(policy.get("Statement"), list):
+            return policy
+    return {"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": []}
