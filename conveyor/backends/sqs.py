@@ -199,11 +199,12 @@ class SQSBackend(Backend):
         )
         return dict(got.get("Attributes", {}))
 
+    def _tags(self, name: str) -> dict[str, str]:
+        return dict(self._call(self._sqs.list_queue_tags, QueueUrl=self._url(name)).get("Tags", {}))
+
     def get_queue(self, name: str) -> QueueInfo:
-        if name not in self._urls and name not in self.list_queues(name):
-            raise QueueDoesNotExist(f"queue {name!r} does not exist: create it first")
-        a = self._attributes(name)
-        tags = self._call(self._sqs.list_queue_tags, QueueUrl=self._url(name)).get("Tags", {})
+        a = self._attributes(name)  # QueueDoesNotExist if there is no such queue
+        tags = self._tags(name)
         dead_letter = None
         if a.get("RedrivePolicy"):
             policy = json.loads(a["RedrivePolicy"])
@@ -221,7 +222,7 @@ class SQSBackend(Backend):
             dead_letter=dead_letter,
             fifo=a.get("FifoQueue") == "true",
             content_based_dedup=a.get("ContentBasedDeduplication") == "true",
-            tags=dict(tags),
+            tags=tags,
             settings={k: v for k, v in a.items() if k in known},
         )
         return QueueInfo(
@@ -238,7 +239,7 @@ class SQSBackend(Backend):
             QueueUrl=url,
             Attributes=self._to_sqs(attributes, creating=False),
         )
-        current = self.get_queue(name).attributes.tags
+        current = self._tags(name)
         if dict(current) != dict(attributes.tags):
             if set(current) - set(attributes.tags):
                 self._call(

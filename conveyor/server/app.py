@@ -8,6 +8,7 @@ and times every request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -121,8 +122,6 @@ class ConveyorServer:
         @app.get("/metrics", tags=["operations"], summary="Prometheus metrics")
         async def metrics(request: Request) -> Response:
             self.auth.check_bearer(request.headers.get("authorization"))
-            import asyncio
-
             body = await asyncio.to_thread(self.metrics.exposition)
             return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -265,13 +264,15 @@ class BodyLimit:
             await self.inner(scope, receive, send)
             return
         limit = self.server.config.max_body
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        length = headers.get("content-length")
+        length = next(
+            (v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"content-length"),
+            None,
+        )
         too_large = RequestTooLarge(
             f"the request body is over this server's limit of {limit} bytes (--max-body)"
         )
         if length is not None and length.isdigit() and int(length) > limit:
-            await self._reject(scope, headers, too_large, receive, send)
+            await self._reject(scope, too_large, receive, send)
             return
         seen = 0
         started = False
@@ -304,7 +305,7 @@ class BodyLimit:
                 await self.inner(scope, limited, tracking_send)
         except RequestTooLarge:
             if not started:
-                await self._reject(scope, headers, too_large, receive, send)
+                await self._reject(scope, too_large, receive, send)
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None)
@@ -316,13 +317,13 @@ class BodyLimit:
     async def _reject(
         self,
         scope: Scope,
-        headers: dict[str, str],
         error: ConveyorError,
         receive: Receive,
         send: Send,
     ) -> None:
         if sqs_path(scope) is not None:
-            protocol = "json" if "x-amz-target" in headers else "query"
+            json_protocol = any(k.lower() == b"x-amz-target" for k, _ in scope["headers"])
+            protocol = "json" if json_protocol else "query"
             response = sqs_error(error, protocol, str(uuid.uuid4()))
         else:
             response = JSONResponse(error_body(error), status_code=error.status)

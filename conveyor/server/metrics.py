@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from ..client import Client
 from ..exceptions import ConveyorError
+from ..models import QueueStats
 
 log = logging.getLogger("conveyor.server")
 
@@ -41,6 +42,14 @@ LATENCY_BUCKETS = (
 )
 
 
+def every_queue_stats(client: Client) -> Iterator[QueueStats]:
+    for name in client.list_queues():
+        try:
+            yield client.queue(name).stats()
+        except ConveyorError:
+            continue  # deleted while we looked
+
+
 class QueueCollector(Collector):
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -60,11 +69,8 @@ class QueueCollector(Collector):
                 ("oldest_age_seconds", "Age of the oldest message"),
             )
         }
-        for name in self.client.list_queues():
-            try:
-                s = self.client.queue(name).stats()
-            except ConveyorError:
-                continue  # deleted while we looked
+        for s in every_queue_stats(self.client):
+            name = s.queue
             counters["sent"].add_metric([name], s.sent)
             counters["received"].add_metric([name], s.received)
             counters["deleted"].add_metric([name], s.deleted)
@@ -124,13 +130,9 @@ class Metrics:
         """Depth gauges for every queue (run every few seconds while StatsD is on)."""
         if self.statsd is None:
             return
-        for name in self.client.list_queues():
-            try:
-                s = self.client.queue(name).stats()
-            except ConveyorError:
-                continue
-            self.statsd.gauge(f"{name}.depth.count", s.ready + s.in_flight + s.delayed)
-            self.statsd.gauge(f"{name}.approximate_depth.count", s.ready)
+        for s in every_queue_stats(self.client):
+            self.statsd.gauge(f"{s.queue}.depth.count", s.total)
+            self.statsd.gauge(f"{s.queue}.approximate_depth.count", s.ready)
 
     async def run_flusher(self, interval: float) -> None:
         while True:

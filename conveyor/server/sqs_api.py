@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..aio import AsyncClient
-from ..client import Client, SendEntry
+from ..client import MAX_BATCH_BYTES, Client, SendEntry
 from ..exceptions import (
     BatchRequestTooLong,
     ConveyorError,
@@ -74,11 +74,8 @@ def _int(params: Params, key: str, low: int, high: int, default: int | None = No
     value = params.get(key)
     if value is None or value == "":
         return default
-    try:
-        number = int(str(value))
-    except ValueError:
-        number = low - 1
-    if not low <= number <= high:
+    number = sqs_attributes.int_in(value, low, high)
+    if number is None:
         raise InvalidInput(
             f"Value {value} for parameter {key} is invalid. Reason: must be between {low} and"
             f" {high}."
@@ -309,16 +306,12 @@ class SqsApi:
         name = self._queue(params, caller)
         self.client.queue_info(name, fresh=True)
         limit = _int(params, "MaxResults", 1, 1000)
-        sources = []
-        for other in self.client.list_queues(self.ns.prefix(caller)):
-            if not self.ns.in_namespace(other, caller):
-                continue
-            try:
-                dl = self.client.queue_info(other, fresh=True).attributes.dead_letter
-            except QueueDoesNotExist:
-                continue
-            if dl is not None and dl.queue == name:
-                sources.append(other)
+        candidates = [
+            other
+            for other in self.client.list_queues(self.ns.prefix(caller))
+            if self.ns.in_namespace(other, caller)
+        ]
+        sources = sqs_attributes.dead_letter_sources(self.client, name, candidates)
         return self._page(sources, params, limit, "queueUrls", caller)
 
     def add_permission(self, params: Params, caller: Caller) -> Result:
@@ -424,11 +417,11 @@ class SqsApi:
         extras: dict[str, Result] = {}
         failed: list[Result] = []
         ids = [str(e.get("Id", "")) for e in raw]
-        _check_ids(ids)
+        check_batch(ids)
         total = sum(len(str(e.get("MessageBody", "")).encode()) for e in raw)
-        if total > 1048576:
+        if total > MAX_BATCH_BYTES:
             raise BatchRequestTooLong(
-                f"Batch requests cannot be longer than 1048576 bytes; this one is {total}"
+                f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes; this one is {total}"
             )
         for entry_id, e in zip(ids, raw, strict=True):
             try:
@@ -546,7 +539,7 @@ class SqsApi:
         name = self._queue(params, caller)
         raw = _entries(params)
         ids = [str(e.get("Id", "")) for e in raw]
-        _check_ids(ids)
+        check_batch(ids)
         receipts = {i: str(e.get("ReceiptHandle") or "") for i, e in zip(ids, raw, strict=True)}
         results = self.client.queue(name).delete_batch(receipts)
         ok = [{"Id": r.entry_id} for r in results if r.error is None]
@@ -567,7 +560,7 @@ class SqsApi:
         name = self._queue(params, caller)
         raw = _entries(params)
         ids = [str(e.get("Id", "")) for e in raw]
-        _check_ids(ids)
+        check_batch(ids)
         entries: dict[str, tuple[str, float]] = {}
         failed: list[Result] = []
         for entry_id, e in zip(ids, raw, strict=True):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..client import Client
 from ..exceptions import InvalidAttribute, InvalidAttributeName, InvalidInput, QueueDoesNotExist
 from ..models import DeadLetterPolicy, QueueAttributes, QueueInfo, QueueStats
 from .sqs_names import Namespaces
@@ -51,12 +52,31 @@ def _bool(name: str, value: Any) -> bool:
     return text == "true"
 
 
-def _int(name: str, value: Any, low: int, high: int) -> int:
+def int_in(value: Any, low: int, high: int) -> int | None:
+    """`value` (an int or its text, as the two protocols send it) if within low..high."""
     try:
         number = int(str(value))
     except ValueError:
-        number = low - 1
-    if not low <= number <= high:
+        return None
+    return number if low <= number <= high else None
+
+
+def dead_letter_sources(client: Client, dlq: str, candidates: Iterable[str]) -> list[str]:
+    """The queues among `candidates` whose RedrivePolicy names `dlq`."""
+    sources = []
+    for name in candidates:
+        try:
+            dl = client.queue_info(name, fresh=True).attributes.dead_letter
+        except QueueDoesNotExist:
+            continue  # deleted while we looked
+        if dl is not None and dl.queue == dlq:
+            sources.append(name)
+    return sources
+
+
+def _int(name: str, value: Any, low: int, high: int) -> int:
+    number = int_in(value, low, high)
+    if number is None:
         raise InvalidAttribute(
             f"Invalid value for the parameter {name}: {value!r} (use an integer from {low}"
             f" to {high})"

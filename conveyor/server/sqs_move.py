@@ -23,6 +23,7 @@ from ..exceptions import (
     NotFound,
     Unsupported,
 )
+from .sqs_attributes import dead_letter_sources, int_in
 from .sqs_names import Namespaces
 
 log = logging.getLogger("conveyor.server")
@@ -61,11 +62,8 @@ class MoveTasks:
             destination = self.ns.from_arn(params["DestinationArn"], "DestinationArn")
         rate = params.get("MaxNumberOfMessagesPerSecond")
         if rate is not None:
-            try:
-                rate = int(str(rate))
-            except ValueError:
-                rate = 0
-            if not 1 <= rate <= MAX_RATE:
+            rate = int_in(rate, 1, MAX_RATE)
+            if rate is None:
                 raise InvalidInput(f"MaxNumberOfMessagesPerSecond must be from 1 to {MAX_RATE}")
         stats = await asyncio.to_thread(self._check, source, destination)
         for t in self._tasks.values():
@@ -90,23 +88,13 @@ class MoveTasks:
         self.client.queue_info(source, fresh=True)
         if destination is not None:
             self.client.queue_info(destination, fresh=True)
-        elif not any(
-            (dl := self._dead_letter(q)) is not None and dl == source
-            for q in self.client.list_queues()
-        ):
+        elif not dead_letter_sources(self.client, source, self.client.list_queues()):
             raise InvalidInput(
                 "Source queue must be configured as a Dead Letter Queue (no queue's"
                 " RedrivePolicy names it); give a DestinationArn to move its messages elsewhere"
             )
         stats = self.client.queue(source).stats()
         return stats.ready + stats.in_flight + stats.delayed
-
-    def _dead_letter(self, name: str) -> str | None:
-        try:
-            dl = self.client.queue_info(name, fresh=True).attributes.dead_letter
-        except NotFound:
-            return None
-        return dl.queue if dl else None
 
     async def _run(self, task: MoveTask) -> None:
         queue = self.client.queue(task.source)
@@ -147,11 +135,8 @@ class MoveTasks:
         if not source_arn:
             raise MissingParameter("The request must contain the parameter SourceArn.")
         source = self.ns.from_arn(source_arn, "SourceArn")
-        try:
-            limit = int(str(params.get("MaxResults") or 1))
-        except ValueError:
-            limit = 0
-        if not 1 <= limit <= 10:
+        limit = int_in(params.get("MaxResults") or 1, 1, 10)
+        if limit is None:
             raise InvalidInput("MaxResults must be from 1 to 10")
         tasks = sorted(
             (t for t in self._tasks.values() if t.source == source),
