@@ -13,6 +13,8 @@ import pytest
 
 from conveyor import Client, ManualClock
 
+from . import sqlstores
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -25,15 +27,32 @@ def unavailable(what: str) -> None:
 
 StoreFactory = Callable[[Path], str]
 
+
+def sql_store(kind: str) -> StoreFactory:
+    """A fresh table prefix on the local server; unavailable() if it does not answer."""
+
+    def make(tmp: Path) -> str:
+        why = sqlstores.reachable(kind)
+        if why is not None:
+            unavailable(why)
+        return sqlstores.fresh_url(kind)
+
+    return make
+
+
 STORES: dict[str, StoreFactory] = {
     "memory": lambda tmp: "memory://",
     "sqlite": lambda tmp: f"sqlite:///{tmp}/conveyor.db?durability=normal",
+    "postgres": sql_store("postgres"),
+    "mysql": sql_store("mysql"),
 }
 
 
 @pytest.fixture(params=sorted(STORES))
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return STORES[request.param](tmp_path)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    url = STORES[request.param](tmp_path)
+    yield url
+    sqlstores.drop(url)
 
 
 @pytest.fixture

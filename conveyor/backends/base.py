@@ -92,6 +92,11 @@ class Backend(ABC):
                 f"the {self.scheme or type(self).__name__} store does not support {operation}"
             )
 
+    def migrate(self) -> tuple[int, int] | None:
+        """Create or upgrade the store's schema now; (old, new) version, or None for stores
+        without one. Stores with a schema also do this on first use."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - stores without resources need nothing
         """Release connections and files."""
 
@@ -307,6 +312,41 @@ def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
             owner = "?"
         raise ReceiptHandleInvalid(f"this receipt handle belongs to queue {owner!r}, not {queue!r}")
     return row, parts[3], parts[1]
+
+
+Parsed = tuple[int, str, str] | ReceiptHandleInvalid
+
+
+def group_receipts(
+    queue: str, receipts: Sequence[str]
+) -> tuple[list[Parsed], dict[str, list[int]]]:
+    """Each receipt parsed (or its error), and the rows to delete grouped by receive token:
+    receipts of one receive share its token, so one statement per token deletes them."""
+    parsed: list[Parsed] = []
+    for receipt in receipts:
+        try:
+            parsed.append(parse_receipt(queue, receipt))
+        except ReceiptHandleInvalid as exc:
+            parsed.append(exc)
+    by_token: dict[str, list[int]] = {}
+    for item in parsed:
+        if isinstance(item, tuple):
+            by_token.setdefault(item[2], []).append(item[0])
+    return parsed, by_token
+
+
+def receipt_results(parsed: Sequence[Parsed], gone: set[int]) -> list[Exception | None]:
+    """Per receipt: None if its row was deleted, else why not."""
+    results: list[Exception | None] = []
+    for item in parsed:
+        if isinstance(item, ReceiptHandleInvalid):
+            results.append(item)
+        elif item[0] in gone:
+            gone.discard(item[0])
+            results.append(None)
+        else:
+            results.append(stale_receipt(item[1]))
+    return results
 
 
 def stale_receipt(message_id: str) -> ReceiptHandleInvalid:

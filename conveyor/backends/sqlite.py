@@ -44,7 +44,17 @@ from ..models import (
     SendResult,
 )
 from ..validation import DEDUP_WINDOW
-from .base import Backend, dedup_key, make_receipt, parse_receipt, refill_tokens, stale_receipt
+from .base import (
+    Backend,
+    dedup_key,
+    group_receipts,
+    make_receipt,
+    parse_receipt,
+    receipt_results,
+    refill_tokens,
+    stale_receipt,
+)
+from .rows import encode_attributes, row_to_message
 from .sqlite_admin import SQLiteAdmin
 from .sqlite_conn import _write_counts
 from .sqlite_schema import (
@@ -52,11 +62,10 @@ from .sqlite_schema import (
     INSERT_COLUMNS,
     MESSAGE_COLUMNS,
     archive_insert,
-    encode_attributes,
     last_rowid,
     queue_ddl,
-    row_to_message,
 )
+from .totals import RunningTotals
 
 
 class SQLiteBackend(SQLiteAdmin, Backend):
@@ -83,9 +92,8 @@ class SQLiteBackend(SQLiteAdmin, Backend):
         self._attrs: dict[str, QueueAttributes] = {}
         self._swept: dict[int, float] = {}
         self._qids: dict[str, int] = {}
-        self._pending: dict[int, list[int]] = {}
-        self._flush_at = 0.0
-        weakref.finalize(self, _write_counts, self.path, self._pending, self._lock)
+        self._totals = RunningTotals()
+        weakref.finalize(self, _write_counts, self.path, self._totals)
 
     @classmethod
     def from_url(cls, rest: str, params: dict[str, str], *, clock: Clock) -> SQLiteBackend:
@@ -152,8 +160,7 @@ class SQLiteBackend(SQLiteAdmin, Backend):
             conn.execute("DELETE FROM dedup WHERE queue_id = ?", (qid,))
             conn.execute("DELETE FROM subscriptions WHERE queue_id = ?", (qid,))
             conn.execute("DELETE FROM queues WHERE id = ?", (qid,))
-        with self._lock:
-            self._pending.pop(qid, None)
+        self._totals.forget(qid)
 
     def list_queues(self, prefix: str = "") -> list[str]:
         rows = self._read("SELECT name FROM queues ORDER BY name")
@@ -531,16 +538,7 @@ class SQLiteBackend(SQLiteAdmin, Backend):
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
         """Receipts of one receive share its token: one statement per token deletes them."""
         now = self.clock.now()
-        parsed: list[tuple[int, str, str] | ConveyorError] = []
-        for receipt in receipts:
-            try:
-                parsed.append(parse_receipt(queue, receipt))
-            except ConveyorError as exc:
-                parsed.append(exc)
-        by_token: dict[str, list[int]] = {}
-        for p in parsed:
-            if isinstance(p, tuple):
-                by_token.setdefault(p[2], []).append(p[0])
+        parsed, by_token = group_receipts(queue, receipts)
         gone: set[int] = set()
         with self._tx() as conn:
             qid, attrs = self._queue(conn, queue)
@@ -558,16 +556,7 @@ class SQLiteBackend(SQLiteAdmin, Backend):
                 gone.update(r[0] for r in rows)
             if gone:
                 self._count(qid, deleted=len(gone))
-        results: list[Exception | None] = []
-        for p in parsed:
-            if isinstance(p, ConveyorError):
-                results.append(p)
-            elif p[0] in gone:
-                gone.discard(p[0])
-                results.append(None)
-            else:
-                results.append(stale_receipt(p[1]))
-        return results
+        return receipt_results(parsed, gone)
 
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]

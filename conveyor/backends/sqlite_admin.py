@@ -24,14 +24,12 @@ from ..models import (
     QueueAttributes,
     SendResult,
 )
+from .rows import encode_attributes, row_to_archived, row_to_consumer, row_to_message
 from .sqlite_conn import SQLiteConnections
 from .sqlite_schema import (
     MESSAGE_COLUMNS,
     archive_insert,
-    encode_attributes,
     last_rowid,
-    row_to_archived,
-    row_to_message,
 )
 
 
@@ -317,17 +315,6 @@ class SQLiteAdmin(SQLiteConnections):
 
     # -- consumers ------------------------------------------------------------------------
 
-    @staticmethod
-    def _consumer(row: tuple[Any, ...]) -> Consumer:
-        return Consumer(
-            id=row[0],
-            queue=row[1],
-            info=json.loads(row[2]),
-            timeout=row[3],
-            registered_at=row[4],
-            heartbeat_at=row[5],
-        )
-
     def register_consumer(self, consumer: Consumer) -> Consumer:
         now = self.clock.now()
         with self._tx() as conn:
@@ -370,7 +357,7 @@ class SQLiteAdmin(SQLiteConnections):
                 " WHERE id = ?",
                 (consumer_id,),
             ).fetchone()
-        return self._consumer(row)
+        return row_to_consumer(row)
 
     def unregister_consumer(self, consumer_id: str) -> None:
         with self._tx() as conn:
@@ -385,4 +372,4 @@ class SQLiteAdmin(SQLiteConnections):
                 " WHERE ?1 IS NULL OR queue = ?1 ORDER BY registered_at, id",
                 (queue,),
             ).fetchall()
-        return [self._consumer(r) for r in rows]
+        return [row_to_consumer(r) for r in rows]

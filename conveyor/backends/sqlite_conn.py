@@ -14,18 +14,17 @@ from typing import TYPE_CHECKING, Any
 from ..clock import Clock
 from ..exceptions import ConveyorError, StoreUnavailable
 from ..notify import HUB
-from .sqlite_schema import migrate
+from .sqlite_schema import SCHEMA_VERSION, migrate
+from .totals import RunningTotals
 
 _COUNTS_SQL = (
     "UPDATE queues SET sent = sent + ?, received = received + ?, deleted = deleted + ? WHERE id = ?"
 )
 
 
-def _write_counts(path: str, pending: dict[int, list[int]], lock: threading.Lock) -> None:
+def _write_counts(path: str, totals: RunningTotals) -> None:
     """Write counts a store still holds when it is garbage collected or the process exits."""
-    with lock:
-        rows = [(s, r, d, qid) for qid, (s, r, d) in pending.items()]
-        pending.clear()
+    rows = totals.take()
     if not rows:
         return
     try:
@@ -51,8 +50,7 @@ class SQLiteConnections:
     _lock: threading.Lock
     _connections: list[sqlite3.Connection]
     _migrated: bool
-    _pending: dict[int, list[int]]
-    _flush_at: float
+    _totals: RunningTotals
 
     if TYPE_CHECKING:
 
@@ -95,6 +93,19 @@ class SQLiteConnections:
             self._connections.append(conn)
         return conn
 
+    def migrate(self) -> tuple[int, int] | None:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy_ms / 1000)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                old = migrate(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot migrate SQLite store {self.path}: {exc}") from exc
+        self._migrated = True
+        return old, SCHEMA_VERSION
+
     def _begin(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE, retrying a busy lock with short randomised sleeps.
 
@@ -133,7 +144,7 @@ class SQLiteConnections:
         self._begin(conn)
         try:
             yield conn
-            if self._pending and time.monotonic() >= self._flush_at:
+            if self._totals.due():
                 self._flush_counters(conn)
             conn.execute("COMMIT")
         except ConveyorError:
@@ -154,30 +165,16 @@ class SQLiteConnections:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
 
-    # -- running totals -------------------------------------------------------------------
-    # sent/received/deleted are counted in memory and written at most once a second (and
-    # before stats), so a send does not rewrite the queue's row: stats in other processes
-    # may lag by up to a second, and a crash may lose a second of counts, never a message.
+    # -- running totals (see totals.py) ---------------------------------------------------
 
     def _count(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> None:
-        with self._lock:
-            c = self._pending.get(qid)
-            if c is None:
-                self._pending[qid] = [sent, received, deleted]
-            else:
-                c[0] += sent
-                c[1] += received
-                c[2] += deleted
+        self._totals.add(qid, sent, received, deleted)
 
     def _flush_counters(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            rows = [(s, r, d, qid) for qid, (s, r, d) in self._pending.items()]
-            self._pending.clear()
-            self._flush_at = time.monotonic() + 1.0
-        conn.executemany(_COUNTS_SQL, rows)
+        conn.executemany(_COUNTS_SQL, self._totals.take())
 
     def close(self) -> None:
-        if self._pending:
+        if self._totals:
             try:
                 with self._tx() as conn:
                     self._flush_counters(conn)

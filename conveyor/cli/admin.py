@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..client import Queue
 from ..exceptions import InvalidInput, MessageNotFound
 from ..models import Message, MessageState
+from ..urls import open_backend, redact
 from . import render
 from .app import State, _done, cli, pass_state, queue_option
 
@@ -306,6 +307,26 @@ def enqueue_test(state: State, queue_name: str | None) -> None:
         )
         successes.append(message_id)
     _done(state, {"successes": successes}, f"sent {', '.join(successes)}")
+
+
+@cli.command()
+@pass_state
+def migrate(state: State) -> None:
+    """Create or upgrade the store's tables (stores also do it on first use)."""
+    backend = open_backend(state.store)
+    try:
+        result = backend.migrate()
+    finally:
+        backend.close()
+    where = redact(state.store)
+    if result is None:
+        text = f"{where}: this store has no schema to migrate"
+    elif result[0] == result[1]:
+        text = f"{where}: schema is up to date (version {result[1]})"
+    else:
+        text = f"{where}: schema upgraded from version {result[0]} to {result[1]}"
+    old, new = result if result is not None else (None, None)
+    _done(state, {"store": where, "from_version": old, "to_version": new}, text)
 
 
 @cli.command()

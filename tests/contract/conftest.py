@@ -15,6 +15,7 @@ from conveyor import Client, ManualClock
 from conveyor.backends.memory import MemoryBackend
 from conveyor.models import Capability
 
+from .. import sqlstores
 from ..conftest import STORES
 from ..live import LiveServer
 
@@ -22,10 +23,13 @@ CONTRACT_STORES = [*sorted(STORES), "sqs-http"]
 
 
 @pytest.fixture(params=CONTRACT_STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqs-http":
-        return "sqs-http"
-    return STORES[request.param](tmp_path)
+        yield "sqs-http"
+        return
+    url = STORES[request.param](tmp_path)
+    yield url
+    sqlstores.drop(url)
 
 
 @pytest.fixture

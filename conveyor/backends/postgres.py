@@ -1,0 +1,247 @@
+"""PostgreSQL store: ``postgresql://user[:password]@host[:port]/database``.
+
+Options (URL query): ``prefix`` (table name prefix, default ``conveyor_``), ``pool_size``
+(connections per process, default 10), ``reconnect_timeout`` (seconds an operation waits out
+a lost database before it fails, default 60); anything else goes to libpq (``sslmode``,
+``application_name``, ...).
+
+psycopg 3 with a connection pool. A send, a receive and a delete are one statement each, in
+autocommit: the receive is ``UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``.
+A send notifies the queue's channel in the same statement; every process with long polls
+LISTENs on one connection and wakes its waiters, so a send through one server wakes a long
+poll held by another at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+from urllib.parse import urlencode
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..exceptions import InvalidInput
+from ..notify import HUB
+from ..urls import redact
+from .sql import INSERT_VALUES, Row, SQLBackend
+from .sql_conn import Cursor, first_line
+from .sql_schema import INSERT_COLUMNS, MESSAGE_COLUMNS, POSTGRES, check_prefix
+
+log = logging.getLogger("conveyor.store")
+# the pool logs every failed reconnection attempt; the store logs the outage once, and its end
+if logging.getLogger("psycopg.pool").level == logging.NOTSET:
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+_CLAIM_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+
+
+class PostgresBackend(SQLBackend):
+    scheme = "postgresql"
+    dialect = POSTGRES
+    single_statement = True
+    driver_errors = (psycopg.Error, PoolTimeout)
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        prefix: str = "conveyor_",
+        pool_size: int = 10,
+        reconnect_timeout: float = 60.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__(clock=clock)
+        self.prefix = check_prefix(prefix)
+        if pool_size < 1:
+            raise InvalidInput(f"pool_size must be at least 1, got {pool_size}")
+        self.conninfo = conninfo
+        self.display = redact(conninfo)
+        self.reconnect_timeout = reconnect_timeout
+        self.channel = f"{self.prefix}messages"
+        self._init_connections()
+        self._pool = ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            timeout=5.0,
+            open=False,
+            name=f"conveyor-{self.prefix}",
+        )
+        self._pool.open(wait=False)
+        self._listener: threading.Thread | None = None
+        self._listening = threading.Event()
+        self._closed = threading.Event()
+
+    @classmethod
+    def from_url(cls, rest: str, params: dict[str, str], *, clock: Clock) -> PostgresBackend:
+        params = dict(params)
+        try:
+            prefix = params.pop("prefix", "conveyor_")
+            pool_size = int(params.pop("pool_size", 10))
+            reconnect_timeout = float(params.pop("reconnect_timeout", 60))
+        except ValueError as exc:
+            raise InvalidInput(f"bad postgresql store option: {exc}") from None
+        query = f"?{urlencode(params)}" if params else ""
+        return cls(
+            f"postgresql://{rest}{query}",
+            prefix=prefix,
+            pool_size=pool_size,
+            reconnect_timeout=reconnect_timeout,
+            clock=clock,
+        )
+
+    @property
+    def key(self) -> str:
+        return f"{self.display}#{self.prefix}"
+
+    @property
+    def poll_interval(self) -> float:
+        # sends arrive by NOTIFY; polling only finds delays and visibility timeouts ending
+        return 0.5
+
+    # -- connections ----------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self, tx: bool) -> Iterator[Cursor]:
+        with self._pool.connection() as conn:
+            if tx:
+                with conn.transaction(), conn.cursor() as cur:
+                    yield cur
+            else:
+                with conn.cursor() as cur:
+                    yield cur
+
+    def _retryable(self, exc: BaseException) -> str | None:
+        if isinstance(exc, psycopg.errors.TransactionRollback):
+            return "conflict"
+        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout):
+            return "disconnect"
+        return None
+
+    def _on_disconnect(self) -> None:
+        # drop every idle connection that died with the server, not one per retry
+        with suppress(psycopg.Error):
+            self._pool.check()
+
+    def _connect_once(self) -> None:
+        psycopg.connect(self.conninfo, connect_timeout=5).close()
+
+    def _lock_schema(self, cur: Cursor) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(self.prefix.encode()),))
+
+    def _close_pool(self) -> None:
+        self._closed.set()
+        self._pool.close()
+
+    # -- statements -----------------------------------------------------------------------
+
+    def _insert_many(
+        self, cur: Cursor, queue: str, rows: Sequence[Row], generated: bool
+    ) -> set[str]:
+        p = self.prefix
+        cur.execute(
+            f"WITH ins AS (INSERT INTO {p}messages ({INSERT_COLUMNS}) VALUES"
+            f" {', '.join([INSERT_VALUES] * len(rows))} ON CONFLICT (queue_id, id) DO NOTHING"
+            " RETURNING id) SELECT ins.id FROM ins, (SELECT pg_notify(%s, %s)) n",
+            [v for r in rows for v in r] + [self.channel, queue],
+        )
+        return {r[0] for r in cur.fetchall()}
+
+    def _insert_one(self, cur: Cursor, row: Row) -> int | None:
+        cur.execute(
+            f"INSERT INTO {self.prefix}messages ({INSERT_COLUMNS}) VALUES {INSERT_VALUES}"
+            " ON CONFLICT (queue_id, id) DO NOTHING RETURNING seq",
+            row,
+        )
+        found = cur.fetchone()
+        return None if found is None else int(found[0])
+
+    def _insert_select(self, cur: Cursor, sql: str, params: Sequence[Any]) -> int:
+        cur.execute(f"{sql} RETURNING seq", params)
+        return int(cur.fetchone()[0])
+
+    def _notify_waiters(self, cur: Cursor, queue: str) -> None:
+        cur.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+
+    def _claim_ready(
+        self, cur: Cursor, qid: int, limit: int, visible_at: float, now: float, horizon: float,
+        token: str,
+    ) -> list[Row]:  # fmt: skip
+        p = self.prefix
+        cur.execute(
+            f"UPDATE {p}messages m SET visible_at = %s, receive_count = m.receive_count + 1,"
+            " first_received_at = coalesce(m.first_received_at, %s), version = m.version + 1,"
+            f" token = %s FROM (SELECT seq FROM {p}messages WHERE queue_id = %s"
+            " AND visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
+            " ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED) c"
+            f" WHERE m.seq = c.seq RETURNING {_CLAIM_COLUMNS}",
+            (visible_at, now, token, qid, now, horizon, now, limit),
+        )
+        return list(cur.fetchall())
+
+    def _delete_by_token(self, cur: Cursor, qid: int, token: str, seqs: Sequence[int]) -> list[int]:
+        cur.execute(
+            f"DELETE FROM {self.prefix}messages WHERE queue_id = %s AND token = %s"
+            " AND seq = ANY(%s) RETURNING seq",
+            (qid, token, list(seqs)),
+        )
+        return [int(r[0]) for r in cur.fetchall()]
+
+    # -- long polls -----------------------------------------------------------------------
+
+    def wait_for_messages(self, queue: str, since: int, timeout: float) -> None:
+        if not self.clock.manual:
+            self._listen_once()
+        super().wait_for_messages(queue, since, timeout)
+
+    async def wait_for_messages_async(self, queue: str, since: int, timeout: float) -> None:
+        if not self.clock.manual:
+            self._listen_once()
+        await super().wait_for_messages_async(queue, since, timeout)
+
+    def _listen_once(self) -> None:
+        if self._listener is None:
+            with self._lock:
+                if self._listener is None:
+                    self._listener = threading.Thread(
+                        target=self._listen, name="conveyor-pg-listen", daemon=True
+                    )
+                    self._listener.start()
+            self._listening.wait(1.0)
+
+    def _listen(self) -> None:
+        """LISTEN on the store's channel and wake this process's waiters; reconnects."""
+        delay = 0.1
+        lost = False
+        while not self._closed.is_set():
+            try:
+                with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {self.channel}")
+                    self._listening.set()
+                    if lost:
+                        log.warning("listening for sends on %s again", self.display)
+                        HUB.wake_all()  # sends may have gone unheard while the link was down
+                    lost, delay = False, 0.1
+                    while not self._closed.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            HUB.notify(self.key, note.payload)
+            except psycopg.Error as exc:
+                if self._closed.is_set():
+                    return
+                if not lost:
+                    log.warning(
+                        "lost the LISTEN connection to %s (%s); long polls fall back to polling"
+                        " until it is back",
+                        self.display,
+                        first_line(exc),
+                    )
+                lost = True
+                self._closed.wait(delay)
+                delay = min(delay * 2, 2.0)

@@ -1,0 +1,607 @@
+"""The SQL queue: the store behind ``postgresql://`` and ``mysql://``.
+
+Any number of `conveyor serve` processes and workers on any number of hosts share one
+database. Receives claim with ``SELECT ... FOR UPDATE SKIP LOCKED``, so receivers never wait
+on each other's rows and never get the same message; FIFO queues and rate limits take the
+queue's row lock instead, which orders their receivers. Times are the clients' clocks (keep
+hosts in NTP sync). The drivers (`postgres.py`, `mysql.py`) supply connections, the
+statements their database can do in one round trip, and long-poll wake-ups.
+"""
+
+from __future__ import annotations
+
+import secrets
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from ..exceptions import ConveyorError, QueueExists
+from ..ids import new_id
+from ..models import (
+    FAR_FUTURE,
+    Delivery,
+    Message,
+    NewMessage,
+    QueueAttributes,
+    QueueInfo,
+    QueueStats,
+    SendResult,
+)
+from ..validation import DEDUP_WINDOW
+from .base import (
+    Backend,
+    dedup_key,
+    group_receipts,
+    make_receipt,
+    parse_receipt,
+    receipt_results,
+    refill_tokens,
+    stale_receipt,
+)
+from .rows import encode_attributes
+from .sql_admin import SQLAdmin
+from .sql_conn import Cursor, in_list
+from .sql_schema import (
+    COPY_COLUMNS,
+    MESSAGE_COLUMNS,
+    archive_insert,
+    claimed,
+    to_message,
+)
+
+Row = tuple[Any, ...]
+INSERT_VALUES = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+class SQLBackend(SQLAdmin, Backend):
+    # the driver's claim and delete hooks are single statements (no transaction needed)
+    single_statement = False
+
+    # -- what a driver provides besides connections ---------------------------------------
+
+    @abstractmethod
+    def _insert_many(
+        self, cur: Cursor, queue: str, rows: Sequence[Row], generated: bool
+    ) -> set[str]:
+        """Insert message rows, skipping ids the queue holds; the ids inserted. With
+        `generated`, every id was made up by this store (none can be a duplicate)."""
+
+    @abstractmethod
+    def _insert_one(self, cur: Cursor, row: Row) -> int | None:
+        """Insert one message row; its seq, or None if the queue holds its id."""
+
+    @abstractmethod
+    def _insert_select(self, cur: Cursor, sql: str, params: Sequence[Any]) -> int:
+        """Run an INSERT ... SELECT of one message row; the new row's seq."""
+
+    def _notify_waiters(self, cur: Cursor, queue: str) -> None:
+        """Wake other processes' long polls on `queue` when this transaction commits."""
+
+    def _claim_ready(
+        self, cur: Cursor, qid: int, limit: int, visible_at: float, now: float, horizon: float,
+        token: str,
+    ) -> list[Row]:  # fmt: skip
+        """Claim up to `limit` ready messages of a plain queue; the rows as claimed."""
+        p = self.prefix
+        cur.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM {p}messages WHERE queue_id = %s AND visible_at <= %s"
+            " AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
+            " ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED",
+            (qid, now, horizon, now, limit),
+        )
+        rows = cur.fetchall()
+        if rows:
+            self._claim(cur, [r[0] for r in rows], visible_at, now, token)
+        return [claimed(r, visible_at, now) for r in rows]
+
+    def _delete_by_token(self, cur: Cursor, qid: int, token: str, seqs: Sequence[int]) -> list[int]:
+        """Delete the rows of `seqs` that still carry `token`; the seqs deleted."""
+        p = self.prefix
+        cur.execute(
+            f"SELECT seq FROM {p}messages WHERE queue_id = %s AND token = %s"
+            f" AND seq IN ({in_list(seqs)}) FOR UPDATE",
+            (qid, token, *seqs),
+        )
+        found = [int(r[0]) for r in cur.fetchall()]
+        if found:
+            cur.execute(f"DELETE FROM {p}messages WHERE seq IN ({in_list(found)})", found)
+        return found
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def _info(self, row: Row) -> QueueInfo:
+        return QueueInfo(
+            name=row[0],
+            attributes=QueueAttributes.from_json(row[1]),
+            created_at=row[2],
+            updated_at=row[3],
+        )
+
+    def create_queue(self, name: str, attributes: QueueAttributes) -> tuple[QueueInfo, bool]:
+        now = self.clock.now()
+        p = self.prefix
+
+        def run(cur: Cursor) -> tuple[QueueInfo, bool]:
+            cur.execute(
+                self.dialect.ignore_sql(
+                    f"{p}queues",
+                    "name, attrs, created_at, updated_at, tokens, tokens_at",
+                    "name",
+                ),
+                (name, attributes.to_json(), now, now, attributes.rate_limit or 0, now),
+            )
+            created = cur.rowcount > 0
+            cur.execute(
+                f"SELECT name, attrs, created_at, updated_at FROM {p}queues WHERE name = %s",
+                (name,),
+            )
+            info = self._info(cur.fetchone())
+            if not created and info.attributes != attributes:
+                raise QueueExists(
+                    f"queue {name!r} exists with different attributes: use set_attributes"
+                    " to change them"
+                )
+            return info, created
+
+        self._forget(name)
+        return self._run(run)
+
+    def delete_queue(self, name: str) -> None:
+        p = self.prefix
+
+        def run(cur: Cursor) -> None:
+            qid, _ = self._queue(cur, name, lock=True)
+            cur.execute(f"DELETE FROM {p}queues WHERE id = %s", (qid,))
+            cur.execute(f"DELETE FROM {p}messages WHERE queue_id = %s", (qid,))
+            cur.execute(f"DELETE FROM {p}dedup WHERE queue_id = %s", (qid,))
+            cur.execute(f"DELETE FROM {p}subscriptions WHERE queue_id = %s", (qid,))
+
+        try:
+            self._run(run)
+        finally:
+            self._forget(name)
+
+    def list_queues(self, prefix: str = "") -> list[str]:
+        return self._names("queues", prefix)
+
+    def get_queue(self, name: str) -> QueueInfo:
+        def run(cur: Cursor) -> QueueInfo:
+            self._queue(cur, name)
+            cur.execute(
+                f"SELECT name, attrs, created_at, updated_at FROM {self.prefix}queues"
+                " WHERE name = %s",
+                (name,),
+            )
+            return self._info(cur.fetchone())
+
+        return self._run(run, tx=False)
+
+    def set_queue_attributes(self, name: str, attributes: QueueAttributes) -> QueueInfo:
+        now = self.clock.now()
+        p = self.prefix
+
+        def run(cur: Cursor) -> QueueInfo:
+            self._queue(cur, name, lock=True)
+            cur.execute(
+                f"UPDATE {p}queues SET attrs = %s, updated_at = %s WHERE name = %s",
+                (attributes.to_json(), now, name),
+            )
+            cur.execute(
+                f"SELECT name, attrs, created_at, updated_at FROM {p}queues WHERE name = %s",
+                (name,),
+            )
+            return self._info(cur.fetchone())
+
+        try:
+            return self._run(run)
+        finally:
+            self._forget(name)
+
+    def purge_queue(self, name: str) -> int:
+        def run(cur: Cursor) -> int:
+            qid, _ = self._queue(cur, name)
+            cur.execute(f"DELETE FROM {self.prefix}messages WHERE queue_id = %s", (qid,))
+            return int(cur.rowcount)
+
+        return self._run(run)
+
+    def _sweep(
+        self, qid: int, name: str, attrs: QueueAttributes, now: float, force: bool = False
+    ) -> None:
+        """Remove messages past retention or deadline; forget old dedup ids.
+
+        Receives never deliver such messages (they filter on both), so this only reclaims
+        space and counts them: once a minute per queue and process, and before stats.
+        """
+        if not force and now - self._swept.get(qid, -1e18) < 60.0:
+            return
+        self._swept[qid] = now
+        p = self.prefix
+        cond = "queue_id = %s AND (sent_at < %s OR deadline <= %s)"
+        params = (qid, now - attrs.retention, now)
+
+        def run(cur: Cursor) -> None:
+            if attrs.archive:
+                cur.execute(f"{archive_insert(p)} WHERE {cond}", (name, now, "expired", *params))
+            cur.execute(f"DELETE FROM {p}messages WHERE {cond}", params)
+            if cur.rowcount:
+                cur.execute(
+                    f"UPDATE {p}queues SET expired = expired + %s WHERE id = %s",
+                    (cur.rowcount, qid),
+                )
+            cur.execute(
+                f"DELETE FROM {p}dedup WHERE queue_id = %s AND expires_at <= %s", (qid, now)
+            )
+
+        self._run(run)
+
+    def queue_stats(self, name: str) -> QueueStats:
+        now = self.clock.now()
+        p = self.prefix
+        qid, attrs = self._lookup(name)
+        self._sweep(qid, name, attrs, now, force=True)
+        self._flush()
+
+        def run(cur: Cursor) -> QueueStats:
+            qid, _ = self._queue(cur, name)
+            cur.execute(
+                "SELECT coalesce(sum(CASE WHEN visible_at <= %s THEN 1 ELSE 0 END), 0),"
+                " coalesce(sum(CASE WHEN visible_at > %s AND receive_count = 0 THEN 1 ELSE 0"
+                " END), 0), coalesce(sum(CASE WHEN visible_at > %s AND receive_count > 0 THEN 1"
+                f" ELSE 0 END), 0), min(sent_at) FROM {p}messages WHERE queue_id = %s",
+                (now, now, now, qid),
+            )
+            ready, delayed, in_flight, oldest = cur.fetchone()
+            cur.execute(
+                f"SELECT sent, received, deleted, dead, expired FROM {p}queues WHERE id = %s",
+                (qid,),
+            )
+            sent, received, deleted, dead, expired = cur.fetchone()
+            return QueueStats(
+                queue=name,
+                ready=int(ready),
+                delayed=int(delayed),
+                in_flight=int(in_flight),
+                dead=int(dead),
+                expired=int(expired),
+                oldest_age=None if oldest is None else max(0.0, now - oldest),
+                sent=int(sent),
+                received=int(received),
+                deleted=int(deleted),
+            )
+
+        return self._run(run)
+
+    # -- messages -------------------------------------------------------------------------
+
+    @staticmethod
+    def _row(
+        qid: int, m: NewMessage, message_id: str, key: str | None, now: float, fifo: bool
+    ) -> Row:
+        return (
+            qid,
+            0 if fifo else -m.priority,
+            message_id,
+            m.body,
+            encode_attributes(m.attributes),
+            m.group_id,
+            key,
+            m.deadline,
+            now,
+            now + m.delay,
+            int(m.compressed),
+        )
+
+    def send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
+        now = self.clock.now()
+        qid, attrs = self._lookup(queue)
+        if attrs.fifo:
+            results = self._run(
+                lambda cur: self._send_locked(cur, queue, qid, attrs, messages, now)
+            )
+        else:
+            # ids are fixed before the first attempt, so a retried insert cannot duplicate
+            ids = [new_id() if m.generated_id or not m.id else m.id for m in messages]
+            rows = [
+                self._row(qid, m, i, None, now, False) for m, i in zip(messages, ids, strict=True)
+            ]
+            generated = all(m.generated_id or not m.id for m in messages)
+            inserted = self._run(
+                lambda cur: self._insert_many(cur, queue, rows, generated),
+                tx=not (self.single_statement or generated),
+            )
+            results = []
+            for i in ids:
+                results.append(SendResult(id=i, duplicate=i not in inserted))
+                inserted.discard(i)  # a second entry with the same id is its duplicate
+        sent = sum(1 for r in results if not r.duplicate)
+        if sent:
+            self._count(qid, sent=sent)
+            self.notify(queue)
+        return results
+
+    def _send_locked(
+        self,
+        cur: Cursor,
+        queue: str,
+        qid: int,
+        attrs: QueueAttributes,
+        messages: Sequence[NewMessage],
+        now: float,
+    ) -> list[SendResult]:
+        """Send one by one inside the caller's transaction (FIFO queues, topic fan-out).
+
+        FIFO sends hold the queue's row lock, so send order is commit order and a group is
+        never seen out of order.
+        """
+        p = self.prefix
+        fifo = attrs.fifo
+        if fifo:
+            qid, _ = self._queue(cur, queue, lock=True)
+        results: list[SendResult] = []
+        for m in messages:
+            key = dedup_key(m, attrs.content_based_dedup) if fifo else None
+            if key is not None:
+                cur.execute(
+                    f"SELECT message_id FROM {p}dedup WHERE queue_id = %s AND dkey = %s"
+                    " AND expires_at > %s",
+                    (qid, key, now),
+                )
+                seen = cur.fetchone()
+                if seen is not None:
+                    results.append(SendResult(id=seen[0], duplicate=True))
+                    continue
+            message_id = new_id() if m.generated_id or not m.id else m.id
+            seq = self._insert_one(cur, self._row(qid, m, message_id, key, now, fifo))
+            if seq is None:
+                results.append(SendResult(id=message_id, duplicate=True))
+                continue
+            if key is not None:
+                cur.execute(
+                    self.dialect.upsert_sql(
+                        f"{p}dedup", "queue_id, dkey, message_id, expires_at", "queue_id, dkey"
+                    ),
+                    (qid, key, message_id, now + DEDUP_WINDOW),
+                )
+            results.append(SendResult(id=message_id, sequence=seq if fifo else None))
+        if any(not r.duplicate for r in results):
+            self._notify_waiters(cur, queue)
+        return results
+
+    def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
+        now = self.clock.now()
+        token = secrets.token_hex(8)
+        qid, attrs = self._lookup(queue)
+        self._sweep(qid, queue, attrs, now)
+        if attrs.delivery is Delivery.AT_MOST_ONCE:
+            visible_at = FAR_FUTURE
+        else:
+            visible_at = now + visibility_timeout
+        horizon = now - attrs.retention
+        if attrs.fifo or attrs.dead_letter is not None or attrs.rate_limit:
+            rows = self._run(
+                lambda cur: self._claim_picked(
+                    cur, qid, queue, attrs, max_messages, visible_at, now, token
+                )
+            )
+        else:
+            rows = self._run(
+                lambda cur: self._claim_ready(
+                    cur, qid, max_messages, visible_at, now, horizon, token
+                ),
+                tx=not self.single_statement,
+            )
+        if rows:
+            self._count(qid, received=len(rows))
+        rows.sort(key=lambda r: (r[6], r[0]))
+        return [to_message(queue, r, make_receipt(queue, r[0], r[1], token)) for r in rows]
+
+    def _claim(
+        self, cur: Cursor, seqs: Sequence[int], visible_at: float, now: float, token: str
+    ) -> None:
+        cur.execute(
+            f"UPDATE {self.prefix}messages SET visible_at = %s, receive_count = receive_count + 1,"
+            " first_received_at = coalesce(first_received_at, %s), version = version + 1,"
+            f" token = %s WHERE seq IN ({in_list(seqs)})",
+            (visible_at, now, token, *seqs),
+        )
+
+    def _claim_picked(
+        self,
+        cur: Cursor,
+        qid: int,
+        queue: str,
+        attrs: QueueAttributes,
+        max_messages: int,
+        visible_at: float,
+        now: float,
+        token: str,
+    ) -> list[Row]:
+        """Receive from FIFO queues, rate-limited queues and queues with a dead-letter policy.
+
+        Walks the queue from its head: expires messages past their retention or deadline and
+        moves those at the max receive count to the dead-letter queue on the way. FIFO queues
+        skip every group whose earliest message is not visible; they and rate-limited queues
+        hold the queue's row lock, other queues skip rows other receivers hold.
+        """
+        p = self.prefix
+        limit = max_messages
+        tokens = 0.0
+        if attrs.fifo or attrs.rate_limit:
+            cur.execute(f"SELECT tokens, tokens_at FROM {p}queues WHERE id = %s FOR UPDATE", (qid,))
+            row = cur.fetchone()
+            if row is None:
+                return []
+            if attrs.rate_limit:
+                tokens = refill_tokens(row[0], row[1], attrs.rate_limit, now)
+                limit = min(limit, int(tokens))
+        policy = attrs.dead_letter
+        dlq_id: int | None = None
+        if policy is not None:
+            cur.execute(f"SELECT id FROM {p}queues WHERE name = %s", (policy.queue,))
+            found = cur.fetchone()
+            dlq_id = int(found[0]) if found else None
+        visible = "" if attrs.fifo else " AND visible_at <= %s"
+        lock = "" if attrs.fifo or attrs.rate_limit else " FOR UPDATE SKIP LOCKED"
+        sql = (
+            f"SELECT {MESSAGE_COLUMNS} FROM {p}messages WHERE queue_id = %s"
+            f" AND (nprio > %s OR (nprio = %s AND seq > %s)){visible}"
+            f" ORDER BY nprio, seq LIMIT %s{lock}"
+        )
+        chosen: list[Row] = []
+        blocked: set[str | None] = set()
+        after = (-(2**31) - 1, 0)
+        page = max(limit * 4, 64)
+        horizon = now - attrs.retention
+        while len(chosen) < limit:
+            params: tuple[Any, ...] = (qid, after[0], after[0], after[1])
+            cur.execute(sql, (*params, now, page) if visible else (*params, page))
+            rows = cur.fetchall()
+            for row in rows:
+                after = (row[6], row[0])
+                group = row[4]
+                if group in blocked:
+                    continue
+                if row[9] > now:
+                    blocked.add(group)
+                    continue
+                if (row[7] is not None and row[7] <= now) or row[8] < horizon:
+                    self._expire(cur, qid, queue, attrs, row[0], now)
+                    continue
+                if (
+                    policy is not None
+                    and dlq_id is not None
+                    and row[10] >= policy.max_receive_count
+                ):
+                    self._to_dlq(cur, qid, queue, dlq_id, row[0], None)
+                    continue
+                chosen.append(row)
+                if len(chosen) >= limit:
+                    break
+            if len(rows) < page:
+                break
+        if chosen:
+            self._claim(cur, [r[0] for r in chosen], visible_at, now, token)
+        if attrs.rate_limit:
+            cur.execute(
+                f"UPDATE {p}queues SET tokens = %s, tokens_at = %s WHERE id = %s",
+                (tokens - len(chosen), now, qid),
+            )
+        if policy is not None and dlq_id is not None:
+            self._notify_waiters(cur, policy.queue)
+        return [claimed(r, visible_at, now) for r in chosen]
+
+    def _expire(
+        self, cur: Cursor, qid: int, queue: str, attrs: QueueAttributes, seq: int, now: float
+    ) -> None:
+        p = self.prefix
+        if attrs.archive:
+            cur.execute(f"{archive_insert(p)} WHERE seq = %s", (queue, now, "expired", seq))
+        cur.execute(f"DELETE FROM {p}messages WHERE seq = %s", (seq,))
+        cur.execute(f"UPDATE {p}queues SET expired = expired + 1 WHERE id = %s", (qid,))
+
+    def _move(
+        self,
+        cur: Cursor,
+        dest: int,
+        seq: int,
+        *,
+        dead_from: str | None,
+        error: str | None = None,
+    ) -> int:
+        """Move a message to the back of another queue; returns its new seq.
+
+        Into a dead-letter queue (`dead_from` names the source): keeps sent_at, records the
+        source and `error` (or the error it had). Out of one (`dead_from` None, a redrive):
+        sent now, source and error cleared. A message of the same id already in the
+        destination is replaced; receive count and receipts start afresh.
+        """
+        p = self.prefix
+        now = self.clock.now()
+        cur.execute(f"SELECT id FROM {p}messages WHERE seq = %s", (seq,))
+        (message_id,) = cur.fetchone()
+        cur.execute(f"DELETE FROM {p}messages WHERE queue_id = %s AND id = %s", (dest, message_id))
+        if dead_from is not None:
+            sql = (
+                f"INSERT INTO {p}messages (queue_id, {COPY_COLUMNS}, sent_at, visible_at,"
+                f" source_queue, error) SELECT %s, {COPY_COLUMNS}, sent_at, %s, %s,"
+                f" coalesce(%s, error) FROM {p}messages WHERE seq = %s"
+            )
+            params: tuple[Any, ...] = (dest, now, dead_from, error, seq)
+        else:
+            sql = (
+                f"INSERT INTO {p}messages (queue_id, {COPY_COLUMNS}, sent_at, visible_at)"
+                f" SELECT %s, {COPY_COLUMNS}, %s, %s FROM {p}messages WHERE seq = %s"
+            )
+            params = (dest, now, now, seq)
+        new = self._insert_select(cur, sql, params)
+        cur.execute(f"DELETE FROM {p}messages WHERE seq = %s", (seq,))
+        return new
+
+    def _to_dlq(
+        self, cur: Cursor, qid: int, queue: str, dlq_id: int, seq: int, error: str | None
+    ) -> int:
+        moved = self._move(cur, dlq_id, seq, dead_from=queue, error=error)
+        cur.execute(f"UPDATE {self.prefix}queues SET dead = dead + 1 WHERE id = %s", (qid,))
+        return moved
+
+    def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        """Receipts of one receive share its token: one statement per token deletes them."""
+        now = self.clock.now()
+        parsed, by_token = group_receipts(queue, receipts)
+        qid, attrs = self._lookup(queue)
+        p = self.prefix
+
+        def run(cur: Cursor) -> set[int]:
+            gone: set[int] = set()
+            for token, seqs in by_token.items():
+                if attrs.archive:
+                    cur.execute(
+                        f"{archive_insert(p)} WHERE queue_id = %s AND token = %s"
+                        f" AND seq IN ({in_list(seqs)})",
+                        (queue, now, "deleted", qid, token, *seqs),
+                    )
+                gone.update(self._delete_by_token(cur, qid, token, seqs))
+            return gone
+
+        gone = (
+            self._run(
+                run,
+                tx=attrs.archive or len(by_token) > 1 or not self.single_statement,
+            )
+            if by_token
+            else set()
+        )
+        if gone:
+            self._count(qid, deleted=len(gone))
+        return receipt_results(parsed, gone)
+
+    def change_visibility(
+        self, queue: str, entries: Sequence[tuple[str, float]]
+    ) -> list[Exception | None]:
+        now = self.clock.now()
+        qid, _ = self._lookup(queue)
+        p = self.prefix
+
+        def run(cur: Cursor) -> list[Exception | None]:
+            results: list[Exception | None] = []
+            for receipt, timeout in entries:
+                try:
+                    seq, mid, token = parse_receipt(queue, receipt)
+                except ConveyorError as exc:
+                    results.append(exc)
+                    continue
+                cur.execute(
+                    f"UPDATE {p}messages SET visible_at = %s, version = version + 1"
+                    " WHERE seq = %s AND queue_id = %s AND token = %s",
+                    (now + timeout, seq, qid, token),
+                )
+                results.append(None if cur.rowcount else stale_receipt(mid))
+            if any(r is None for r, (_, t) in zip(results, entries, strict=True) if t == 0):
+                self._notify_waiters(cur, queue)
+            return results
+
+        results = self._run(run)
+        if any(r is None for r, (_, t) in zip(results, entries, strict=True) if t == 0):
+            self.notify(queue)
+        return results

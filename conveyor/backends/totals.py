@@ -1,0 +1,53 @@
+"""Running totals (sent, received, deleted) kept in memory between writes.
+
+Hot operations would otherwise all update one row per queue. A store adds to the totals as
+it goes and writes them to its queue rows at most once a second (and before stats and on
+close): stats in other processes may lag by up to a second, and a crash may lose a second
+of counts, never a message.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+# (sent, received, deleted, queue id): the parameters of one UPDATE per queue
+CountRow = tuple[int, int, int, int]
+
+
+class RunningTotals:
+    def __init__(self, interval: float = 1.0) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[int, list[int]] = {}
+        self._interval = interval
+        self._due_at = 0.0
+
+    def add(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> bool:
+        """Count; True when the totals are due to be written."""
+        with self._lock:
+            c = self._pending.get(qid)
+            if c is None:
+                self._pending[qid] = [sent, received, deleted]
+            else:
+                c[0] += sent
+                c[1] += received
+                c[2] += deleted
+        return self.due()
+
+    def due(self) -> bool:
+        return bool(self._pending) and time.monotonic() >= self._due_at
+
+    def take(self) -> list[CountRow]:
+        """The counts to write, one row per queue; starts counting afresh."""
+        with self._lock:
+            rows = [(s, r, d, qid) for qid, (s, r, d) in sorted(self._pending.items())]
+            self._pending.clear()
+            self._due_at = time.monotonic() + self._interval
+        return rows
+
+    def forget(self, qid: int) -> None:
+        with self._lock:
+            self._pending.pop(qid, None)
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)

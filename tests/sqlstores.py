@@ -1,0 +1,82 @@
+"""PostgreSQL and MariaDB stores for tests: one table prefix per test in the `test` database,
+dropped afterwards. The servers are the ones on this machine (see scripts/services)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from contextlib import suppress
+from typing import Any
+
+PG_URL = os.environ.get("CONVEYOR_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+MYSQL_URL = os.environ.get("CONVEYOR_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
+BASES = {"postgres": PG_URL, "mysql": MYSQL_URL}
+
+
+def reachable(kind: str) -> str | None:
+    """None if the server answers, else why not."""
+    try:
+        if kind == "postgres":
+            import psycopg
+
+            psycopg.connect(PG_URL, connect_timeout=3).close()
+        else:
+            _mysql_conn().close()
+    except Exception as exc:  # the reason goes into the skip or failure message
+        return f"{kind} at {BASES[kind]} ({str(exc).strip().splitlines()[0]})"
+    return None
+
+
+def fresh_url(kind: str, **options: str) -> str:
+    prefix = f"t{secrets.token_hex(4)}_"
+    query = "&".join(f"{k}={v}" for k, v in {"prefix": prefix, **options}.items())
+    return f"{BASES[kind]}?{query}"
+
+
+def _mysql_conn() -> Any:
+    from urllib.parse import urlsplit
+
+    import pymysql
+
+    parts = urlsplit(MYSQL_URL)
+    return pymysql.connect(
+        host=parts.hostname,
+        port=parts.port or 3306,
+        user=parts.username or "root",
+        password=parts.password or "",
+        database=parts.path.lstrip("/"),
+        autocommit=True,
+        connect_timeout=3,
+    )
+
+
+def drop(url: str) -> None:
+    """Drop the tables a test's store made (its URL's prefix)."""
+    if "prefix=" not in url:
+        return
+    prefix = url.split("prefix=", 1)[1].split("&", 1)[0]
+    with suppress(Exception):
+        if url.startswith("postgresql"):
+            import psycopg
+
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                names = [
+                    r[0]
+                    for r in conn.execute("SELECT tablename FROM pg_tables").fetchall()
+                    if r[0].startswith(prefix)
+                ]
+                if names:
+                    conn.execute(f"DROP TABLE {', '.join(names)} CASCADE")
+        elif url.startswith("mysql"):
+            conn = _mysql_conn()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        "SELECT table_name FROM information_schema.tables"
+                        " WHERE table_schema = database()"
+                    )
+                    names = [r[0] for r in cur.fetchall() if r[0].startswith(prefix)]
+                    if names:
+                        cur.execute(f"DROP TABLE {', '.join(names)}")
+            finally:
+                conn.close()
