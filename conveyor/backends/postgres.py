@@ -15,7 +15,11 @@ poll held by another at once.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
 import threading
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -38,6 +42,20 @@ log = logging.getLogger("conveyor.store")
 if logging.getLogger("psycopg.pool").level == logging.NOTSET:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
+# A queue's statistics are always stale (it empties and fills faster than ANALYZE runs),
+# and on a fresh table the planner guesses a handful of rows: it would then claim by a
+# bitmap scan of the whole queue and a sort, whose cost grows with depth. Without bitmap
+# scans and sorts, the only plan left walks the order index from the queue's head.
+PLANNER_OPTIONS = "-c enable_bitmapscan=off -c enable_sort=off"
+
+# a listening process refreshes its row this often; a row older than the TTL is ignored
+LISTENER_BEAT = 5.0
+LISTENER_TTL = 15.0
+
+_ARRAYS = (
+    "%s::bigint[], %s::int[], %s::text[], %s::bytea[], %s::text[], %s::text[], %s::text[],"
+    " %s::float8[], %s::float8[], %s::float8[], %s::smallint[]"
+)
 _CLAIM_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
 
 
@@ -69,7 +87,7 @@ class PostgresBackend(SQLBackend):
             conninfo,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "options": PLANNER_OPTIONS},
             timeout=5.0,
             open=False,
             name=f"conveyor-{self.prefix}",
@@ -78,6 +96,9 @@ class PostgresBackend(SQLBackend):
         self._listener: threading.Thread | None = None
         self._listening = threading.Event()
         self._closed = threading.Event()
+        self._listener_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._listened_at = -1e18  # when the listeners table was last read
+        self._anyone_listens = True
 
     @classmethod
     def from_url(cls, rest: str, params: dict[str, str], *, clock: Clock) -> PostgresBackend:
@@ -146,12 +167,20 @@ class PostgresBackend(SQLBackend):
         self, cur: Cursor, queue: str, rows: Sequence[Row], generated: bool
     ) -> set[str]:
         p = self.prefix
-        cur.execute(
-            f"WITH ins AS (INSERT INTO {p}messages ({INSERT_COLUMNS}) VALUES"
-            f" {', '.join([INSERT_VALUES] * len(rows))} ON CONFLICT (queue_id, id) DO NOTHING"
-            " RETURNING id) SELECT ins.id FROM ins, (SELECT pg_notify(%s, %s)) n",
-            [v for r in rows for v in r] + [self.channel, queue],
-        )
+        # one array per column: the same statement (prepared once) for any batch size
+        insert = f"INSERT INTO {p}messages ({INSERT_COLUMNS}) SELECT * FROM unnest({_ARRAYS})"
+        params: list[Any] = [list(column) for column in zip(*rows, strict=True)]
+        if not generated:
+            # a speculative insert costs more: only where a sender chose the ids
+            insert += " ON CONFLICT (queue_id, id) DO NOTHING RETURNING id"
+        if self._listened(cur):
+            if generated:
+                insert += " RETURNING id"
+            insert = f"WITH ins AS ({insert}) SELECT ins.id FROM ins, (SELECT pg_notify(%s, %s)) n"
+            params += [self.channel, queue]
+        cur.execute(insert, params)
+        if generated:
+            return {r[2] for r in rows}
         return {r[0] for r in cur.fetchall()}
 
     def _insert_one(self, cur: Cursor, row: Row) -> int | None:
@@ -168,7 +197,25 @@ class PostgresBackend(SQLBackend):
         return int(cur.fetchone()[0])
 
     def _notify_waiters(self, cur: Cursor, queue: str) -> None:
-        cur.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+        if self._listened(cur):
+            cur.execute("SELECT pg_notify(%s, %s)", (self.channel, queue))
+
+    def _listened(self, cur: Cursor) -> bool:
+        """Whether any process holds long polls on this store (read at most once a second).
+
+        NOTIFY serialises committing transactions on a lock, so sends skip it while nobody
+        listens; a process that starts listening is heard within a second, and its first
+        long polls poll meanwhile.
+        """
+        now = time.monotonic()
+        if now - self._listened_at >= 1.0:
+            self._listened_at = now
+            cur.execute(
+                f"SELECT 1 FROM {self.prefix}listeners WHERE seen_at > %s LIMIT 1",
+                (time.time() - LISTENER_TTL,),
+            )
+            self._anyone_listens = cur.fetchone() is not None
+        return self._anyone_listens
 
     def _claim_ready(
         self, cur: Cursor, qid: int, limit: int, visible_at: float, now: float, horizon: float,
@@ -229,9 +276,21 @@ class PostgresBackend(SQLBackend):
                         log.warning("listening for sends on %s again", self.display)
                         HUB.wake_all()  # sends may have gone unheard while the link was down
                     lost, delay = False, 0.1
+                    beat = 0.0
                     while not self._closed.is_set():
+                        if time.monotonic() - beat >= LISTENER_BEAT:
+                            beat = time.monotonic()
+                            conn.execute(
+                                self.dialect.upsert_sql(
+                                    f"{self.prefix}listeners", "id, seen_at", "id"
+                                ),
+                                (self._listener_id, time.time()),
+                            )
                         for note in conn.notifies(timeout=1.0):
                             HUB.notify(self.key, note.payload)
+                    conn.execute(
+                        f"DELETE FROM {self.prefix}listeners WHERE id = %s", (self._listener_id,)
+                    )
             except psycopg.Error as exc:
                 if self._closed.is_set():
                     return

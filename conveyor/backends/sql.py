@@ -306,13 +306,19 @@ class SQLBackend(SQLAdmin, Backend):
                 self._row(qid, m, i, None, now, False) for m, i in zip(messages, ids, strict=True)
             ]
             generated = all(m.generated_id or not m.id for m in messages)
-            inserted = self._run(
-                lambda cur: self._insert_many(cur, queue, rows, generated),
-                tx=not (self.single_statement or generated),
-            )
+            attempts = 0
+
+            def insert(cur: Cursor) -> set[str]:
+                # a retry may follow a commit that was never confirmed: it skips ids stored
+                nonlocal attempts
+                attempts += 1
+                return self._insert_many(cur, queue, rows, generated and attempts == 1)
+
+            inserted = self._run(insert, tx=not (self.single_statement or generated))
             results = []
-            for i in ids:
-                results.append(SendResult(id=i, duplicate=i not in inserted))
+            for m, i in zip(messages, ids, strict=True):
+                mine = m.generated_id or not m.id
+                results.append(SendResult(id=i, duplicate=not mine and i not in inserted))
                 inserted.discard(i)  # a second entry with the same id is its duplicate
         sent = sum(1 for r in results if not r.duplicate)
         if sent:

@@ -1,0 +1,240 @@
+"""What the PostgreSQL and MySQL/MariaDB stores do beyond the contract: schema versions and
+table prefixes, hostile values kept as data, options checked up front, and long polls woken
+across processes (LISTEN/NOTIFY on PostgreSQL, a bounded poll on MySQL)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from conveyor import Client, InvalidInput, StoreUnavailable
+from conveyor.backends.sql import SQLBackend
+from conveyor.backends.sql_schema import SCHEMA_VERSION
+from conveyor.urls import open_backend
+
+from . import sqlstores
+from .conftest import unavailable
+
+KINDS = ["postgres", "mysql"]
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    why = sqlstores.reachable(request.param)
+    if why is not None:
+        unavailable(why)
+    return str(request.param)
+
+
+@pytest.fixture
+def urls(kind: str) -> Iterator[list[str]]:
+    made: list[str] = []
+
+    def cleanup() -> None:
+        for url in made:
+            sqlstores.drop(url)
+
+    yield made
+    cleanup()
+
+
+def fresh(kind: str, urls: list[str], **options: str) -> str:
+    url = sqlstores.fresh_url(kind, **options)
+    urls.append(url)
+    return url
+
+
+def sql_backend(url: str) -> SQLBackend:
+    backend = open_backend(url)
+    assert isinstance(backend, SQLBackend)
+    return backend
+
+
+def test_migrations_are_versioned_and_applied_once(kind: str, urls: list[str]) -> None:
+    url = fresh(kind, urls)
+    backend = sql_backend(url)
+    try:
+        assert backend.migrate() == (0, SCHEMA_VERSION)
+        assert backend.migrate() == (SCHEMA_VERSION, SCHEMA_VERSION)
+
+        def version(cur: object) -> int:
+            cur.execute(f"SELECT version FROM {backend.prefix}schema")  # type: ignore[attr-defined]
+            return int(cur.fetchone()[0])  # type: ignore[attr-defined]
+
+        assert backend._run(version) == SCHEMA_VERSION
+    finally:
+        backend.close()
+
+
+def test_upgrade_from_an_older_schema(kind: str, urls: list[str]) -> None:
+    """A database at version 1 is brought to the current version, keeping its queues."""
+    url = fresh(kind, urls)
+    old = sql_backend(url)
+    with Client(backend=old) as client:
+        client.create_queue("kept").send("still here")
+
+    def downgrade(cur: object) -> None:
+        cur.execute(f"DROP TABLE {old.prefix}listeners")  # type: ignore[attr-defined]
+        cur.execute(f"UPDATE {old.prefix}schema SET version = 1")  # type: ignore[attr-defined]
+
+    again = sql_backend(url)
+    again._run(downgrade)
+    again.close()
+    upgraded = sql_backend(url)
+    try:
+        assert upgraded.migrate() == (1, SCHEMA_VERSION)
+        with Client(backend=upgraded) as client:
+            [m] = client.queue("kept").receive()
+            assert m.body == b"still here"
+    finally:
+        upgraded.close()
+
+
+def test_a_newer_schema_is_refused(kind: str, urls: list[str]) -> None:
+    url = fresh(kind, urls)
+    backend = sql_backend(url)
+    backend.migrate()
+
+    def bump(cur: object) -> None:
+        cur.execute(f"UPDATE {backend.prefix}schema SET version = 999")  # type: ignore[attr-defined]
+
+    backend._run(bump)
+    backend.close()
+    with pytest.raises(StoreUnavailable, match="upgrade Conveyor"):
+        Client(url).list_queues()
+
+
+def test_prefixes_keep_deployments_apart(kind: str, urls: list[str]) -> None:
+    a, b = fresh(kind, urls), fresh(kind, urls)
+    with Client(a) as ca, Client(b) as cb:
+        ca.create_queue("orders").send("for a")
+        cb.create_queue("orders", visibility_timeout=5)
+        assert ca.list_queues() == cb.list_queues() == ["orders"]
+        assert [m.body for m in cb.queue("orders").receive()] == []
+        assert [m.body for m in ca.queue("orders").receive()] == [b"for a"]
+
+
+def test_hostile_values_are_stored_as_data(kind: str, urls: list[str]) -> None:
+    hostile = "x');DROP_TABLE--\\\"%s%%"
+    with Client(fresh(kind, urls)) as client:
+        q = client.create_queue("hostile.fifo", fifo=True)
+        q.send(
+            hostile.encode() + b"\x00\xff",
+            id=hostile,
+            group_id=hostile,
+            dedup_id=hostile,
+            attributes={"k": hostile},
+        )
+        [m] = q.receive()
+        assert (m.id, m.group_id, m.dedup_id) == (hostile, hostile, hostile)
+        assert m.body == hostile.encode() + b"\x00\xff"
+        assert m.attributes == {"k": hostile}
+        assert q.get(hostile).id == hostile
+        assert client.list_queues() == ["hostile.fifo"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"prefix": "Bad-Prefix"}, "table prefix"),
+        ({"pool_size": "0"}, "pool_size"),
+        ({"pool_size": "many"}, "option"),
+    ],
+)
+def test_bad_options_are_refused_before_connecting(
+    kind: str, options: dict[str, str], message: str
+) -> None:
+    query = "&".join(f"{k}={v}" for k, v in options.items())
+    with pytest.raises(InvalidInput, match=message):
+        open_backend(f"{sqlstores.BASES[kind]}?{query}")
+
+
+def test_an_unreachable_server_fails_at_once(kind: str) -> None:
+    url = {
+        "postgres": "postgresql://postgres@127.0.0.1:1/test",
+        "mysql": "mysql://root@127.0.0.1:1/test",
+    }[kind]
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="cannot connect"):
+        Client(url).list_queues()
+    assert time.monotonic() - started < 10
+
+
+def test_notify_wakes_a_waiter_in_another_process(urls: list[str]) -> None:
+    """Two stores with different keys share nothing in this process: only the database's
+    NOTIFY can wake the waiter, whose own polling is set to once a minute."""
+    why = sqlstores.reachable("postgres")
+    if why is not None:
+        unavailable(why)
+    url = fresh("postgres", urls)
+    sender = Client(url)
+    waiter = Client(f"{url}&application_name=waiter")
+    try:
+        sender.create_queue("wake")
+        assert sender.backend.key != waiter.backend.key
+        token = waiter.backend.change_token("wake")
+        woke: list[float] = []
+        started = threading.Event()
+
+        def wait() -> None:
+            started.set()
+            waiter.backend.wait_for_messages("wake", token, 60.0)
+            woke.append(time.monotonic())
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        started.wait()
+        waiter.backend._listening.wait(5)  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 5
+        sent_at = 0.0
+        while not woke and time.monotonic() < deadline:
+            # the sender reads the listener registry at most once a second
+            sender.backend._listened_at = -1e18  # type: ignore[attr-defined]
+            sent_at = time.monotonic()
+            sender.queue("wake").send("hello")
+            thread.join(0.5)
+        thread.join(5)
+        assert woke, "the waiter was not woken by the send"
+        assert woke[0] - sent_at < 0.5
+    finally:
+        sender.close()
+        waiter.close()
+
+
+def test_mysql_long_poll_finds_another_process_send(urls: list[str]) -> None:
+    """MySQL has no LISTEN: a waiter polls with a back-off bounded by poll_interval."""
+    why = sqlstores.reachable("mysql")
+    if why is not None:
+        unavailable(why)
+    url = fresh("mysql", urls)
+    with Client(url) as client:
+        client.create_queue("poll")
+        got: list[float] = []
+
+        def receive() -> None:
+            client.queue("poll").receive(wait=20)
+            got.append(time.time())
+
+        thread = threading.Thread(target=receive)
+        thread.start()
+        time.sleep(1.0)  # long enough for the waiter's back-off to reach its bound
+        sender = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys, time; from conveyor import Client;"
+                " Client(sys.argv[1]).queue('poll').send('hi'); print(time.time())",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        thread.join(20)
+        assert got, "the long poll did not return"
+        assert got[0] - float(sender.stdout) < client.backend.poll_interval + 0.3
