@@ -37,8 +37,22 @@ def work(url: str, queue: str, out: str, seconds: str) -> None:
     Worker(q, handler, concurrency=2, batch_size=4, grace=float(seconds) * 3).run()
 
 
+def record(url: str, queue: str, out: str) -> None:
+    """A Worker that writes `body receive_count time` per delivery, until SIGTERM."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
+    q = Client(url).queue(queue)
+    log = open(out, "a", buffering=1)  # noqa: SIM115 - open for the process's lifetime
+
+    def handler(m: Message) -> None:
+        log.write(f"{m.body.decode()} {m.receive_count} {time.time():.3f}\n")
+
+    Worker(q, handler, concurrency=2, batch_size=10, wait=5, grace=10).run()
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "drain":
         drain(*sys.argv[2:5])
+    elif sys.argv[1] == "record":
+        record(*sys.argv[2:5])
     else:
         work(*sys.argv[2:6])

@@ -2,7 +2,9 @@
 
 Options (URL query): ``prefix`` (table name prefix, default ``conveyor_``), ``pool_size``
 (connections per process, default 10), ``reconnect_timeout`` (seconds an operation waits out
-a lost database before it fails, default 60); anything else goes to libpq (``sslmode``,
+a lost database before it fails, default 60), ``poll_interval`` (how often a long poll looks
+for messages that became ready without a send: delays and visibility timeouts ending; default
+0.5 s); anything else goes to libpq (``sslmode``,
 ``application_name``, ...).
 
 psycopg 3 with a connection pool. A send, a receive and a delete are one statement each, in
@@ -72,9 +74,13 @@ class PostgresBackend(SQLBackend):
         prefix: str = "conveyor_",
         pool_size: int = 10,
         reconnect_timeout: float = 60.0,
+        poll_interval: float = 0.5,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(clock=clock)
+        if not 0 < poll_interval <= 600:
+            raise InvalidInput(f"poll_interval must be from 0 to 600 seconds, got {poll_interval}")
+        self._poll_interval = poll_interval
         self.prefix = check_prefix(prefix)
         if pool_size < 1:
             raise InvalidInput(f"pool_size must be at least 1, got {pool_size}")
@@ -107,6 +113,7 @@ class PostgresBackend(SQLBackend):
             prefix = params.pop("prefix", "conveyor_")
             pool_size = int(params.pop("pool_size", 10))
             reconnect_timeout = float(params.pop("reconnect_timeout", 60))
+            poll_interval = float(params.pop("poll_interval", 0.5))
         except ValueError as exc:
             raise InvalidInput(f"bad postgresql store option: {exc}") from None
         query = f"?{urlencode(params)}" if params else ""
@@ -115,6 +122,7 @@ class PostgresBackend(SQLBackend):
             prefix=prefix,
             pool_size=pool_size,
             reconnect_timeout=reconnect_timeout,
+            poll_interval=poll_interval,
             clock=clock,
         )
 
@@ -125,7 +133,7 @@ class PostgresBackend(SQLBackend):
     @property
     def poll_interval(self) -> float:
         # sends arrive by NOTIFY; polling only finds delays and visibility timeouts ending
-        return 0.5
+        return self._poll_interval
 
     # -- connections ----------------------------------------------------------------------
 
