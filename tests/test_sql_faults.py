@@ -1,0 +1,108 @@
+"""The PostgreSQL server restarts while a server and workers run: no acknowledged message is
+lost, both reconnect by themselves and say so in their logs, and clients never see a
+traceback (at worst a typed 503 while the database is down)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conveyor import Client
+
+from .conftest import unavailable
+from .test_sql_cluster import VISIBILITY, Cluster, cluster_for  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.slow
+
+TARGET = {
+    "X-Amz-Target": "AmazonSQS.SendMessageBatch",
+    "Content-Type": "application/x-amz-json-1.0",
+}
+
+
+def restart_postgres() -> None:
+    versions = sorted(os.listdir("/etc/postgresql")) if os.path.isdir("/etc/postgresql") else []
+    if not versions or shutil.which("pg_ctlcluster") is None:
+        unavailable("pg_ctlcluster (to restart PostgreSQL)")
+    subprocess.run(
+        [
+            "pg_ctlcluster",
+            "--skip-systemctl-redirect",
+            versions[-1],
+            "main",
+            "restart",
+            "-m",
+            "fast",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def test_database_restart_loses_nothing(cluster_for: Any, tmp_path: Path) -> None:  # noqa: F811
+    cluster: Cluster = cluster_for("postgres")
+    with Client(cluster.url) as client:
+        client.create_queue("jobs", visibility_timeout=VISIBILITY)
+    cluster.serve(1)
+    cluster.work(2, "jobs")
+    base = cluster.servers[0][1]
+    queue_url = f"{base}/000000000000/jobs"
+
+    acked: list[str] = []
+    answers: list[tuple[int, str]] = []
+    stop = threading.Event()
+
+    def send() -> None:
+        n = 0
+        with httpx.Client(timeout=120) as http:
+            while not stop.is_set():
+                bodies = [f"m{n + j}" for j in range(10)]
+                r = http.post(
+                    base + "/",
+                    json={
+                        "QueueUrl": queue_url,
+                        "Entries": [{"Id": str(j), "MessageBody": b} for j, b in enumerate(bodies)],
+                    },
+                    headers=TARGET,
+                )
+                if r.status_code == 200 and not r.json().get("Failed"):
+                    acked.extend(bodies)
+                else:
+                    answers.append((r.status_code, r.text))
+                n += 10
+                time.sleep(0.01)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    time.sleep(2)
+    before = len(acked)
+    restart_postgres()
+    time.sleep(3)
+    stop.set()
+    sender.join(120)
+    assert before > 0 and len(acked) > before, "sends did not resume after the restart"
+
+    deadline = time.monotonic() + 120
+    while not set(acked) <= set(cluster.deliveries()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    missing = set(acked) - set(cluster.deliveries())
+    assert not missing, f"{len(missing)} acknowledged messages were lost"
+    assert cluster.stop_workers() == [0, 0]
+
+    for status, text in answers:  # what a client saw while the database was away
+        assert status == 503 and "Traceback" not in text, (status, text)
+    server_log = cluster.servers[0][2].read_text()
+    assert "lost the connection" in server_log and "reconnected" in server_log, server_log
+    assert "Traceback" not in server_log, server_log
+    worker_logs = "".join(log.read_text() for _, _, log in cluster.workers)
+    assert "lost the connection" in worker_logs and "reconnected" in worker_logs, worker_logs
+    assert "Traceback" not in worker_logs, worker_logs
