@@ -24,7 +24,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import InvalidInput
 from ..urls import redact
 from .sql import INSERT_VALUES, Row, SQLBackend
-from .sql_conn import Cursor
+from .sql_conn import Cursor, in_list
 from .sql_schema import INSERT_COLUMNS, MYSQL, check_prefix
 
 # lost or refused connections, server shutting down, connection killed
@@ -177,7 +177,22 @@ class MySQLBackend(SQLBackend):
             _discard(conn)
 
     def _connect_once(self) -> None:
-        self._put(self._get())
+        conn = self._get()
+        with conn.cursor() as cur:
+            cur.execute("SELECT VERSION()")
+            # MariaDB deletes and says what it deleted in one statement; MySQL 8 cannot
+            self.single_statement_delete = "mariadb" in str(cur.fetchone()[0]).lower()
+        self._put(conn)
+
+    def _delete_by_token(self, cur: Cursor, qid: int, token: str, seqs: Sequence[int]) -> list[int]:
+        if not self.single_statement_delete:
+            return super()._delete_by_token(cur, qid, token, seqs)
+        cur.execute(
+            f"DELETE FROM {self.prefix}messages WHERE queue_id = %s AND token = %s"
+            f" AND seq IN ({in_list(seqs)}) RETURNING seq",
+            (qid, token, *seqs),
+        )
+        return [int(r[0]) for r in cur.fetchall()]
 
     def _lock_schema(self, cur: Cursor) -> None:
         cur.execute("SELECT GET_LOCK(%s, 60)", (f"conveyor-schema-{self.prefix}",))

@@ -54,9 +54,10 @@ PLANNER_OPTIONS = "-c enable_bitmapscan=off -c enable_sort=off"
 LISTENER_BEAT = 5.0
 LISTENER_TTL = 15.0
 
+# binary parameters (%b): arrays cross without text quoting and escaping
 _ARRAYS = (
-    "%s::bigint[], %s::int[], %s::text[], %s::bytea[], %s::text[], %s::text[], %s::text[],"
-    " %s::float8[], %s::float8[], %s::float8[], %s::smallint[]"
+    "%b::bigint[], %b::int[], %b::text[], %b::bytea[], %b::text[], %b::text[], %b::text[],"
+    " %b::float8[], %b::float8[], %b::float8[], %b::smallint[]"
 )
 _CLAIM_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
 
@@ -65,6 +66,7 @@ class PostgresBackend(SQLBackend):
     scheme = "postgresql"
     dialect = POSTGRES
     single_statement = True
+    single_statement_delete = True
     driver_errors = (psycopg.Error, PoolTimeout)
 
     def __init__(

@@ -54,8 +54,9 @@ INSERT_VALUES = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 class SQLBackend(SQLAdmin, Backend):
-    # the driver's claim and delete hooks are single statements (no transaction needed)
+    # the driver's claim, delete and insert hooks are single statements (no transaction)
     single_statement = False
+    single_statement_delete = False
 
     # -- what a driver provides besides connections ---------------------------------------
 
@@ -573,7 +574,7 @@ class SQLBackend(SQLAdmin, Backend):
         gone = (
             self._run(
                 run,
-                tx=attrs.archive or len(by_token) > 1 or not self.single_statement,
+                tx=attrs.archive or len(by_token) > 1 or not self.single_statement_delete,
             )
             if by_token
             else set()
