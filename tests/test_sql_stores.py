@@ -9,10 +9,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from conveyor import Client, InvalidInput, StoreUnavailable
+from conveyor import Client, InvalidInput, Message, Producer, StoreUnavailable, Worker
 from conveyor.backends.sql import SQLBackend
 from conveyor.backends.sql_schema import SCHEMA_VERSION
 from conveyor.urls import open_backend
@@ -238,3 +239,41 @@ def test_mysql_long_poll_finds_another_process_send(urls: list[str]) -> None:
         thread.join(20)
         assert got, "the long poll did not return"
         assert got[0] - float(sender.stdout) < client.backend.poll_interval + 0.3
+
+
+def test_producer_batches_are_one_insert_and_workers_pop_batches(
+    kind: str, urls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = fresh(kind, urls)
+    with Client(url) as client:
+        q = client.create_queue("push")
+        backend = client.backend
+        assert isinstance(backend, SQLBackend)
+        inserts: list[int] = []
+        original = backend._insert_many
+
+        def counting(cur: object, queue: str, rows: list[Any], generated: bool) -> set[str]:
+            inserts.append(len(rows))
+            return original(cur, queue, rows, generated)
+
+        monkeypatch.setattr(backend, "_insert_many", counting)
+        with Producer(q, batch_size=10, linger=5) as producer:
+            futures = [producer.send(f"m{i}") for i in range(100)]
+            producer.flush()
+        assert len({f.result().id for f in futures}) == 100
+        assert inserts == [10] * 10  # ten multi-row inserts, not a hundred
+
+        popped: list[int] = []
+        seen: list[str] = []
+        worker = Worker(q, lambda m: seen.append(m.text), concurrency=10, batch_size=10)
+        real_receive = backend.receive
+
+        def counting_receive(queue: str, n: int, vt: float) -> list[Message]:
+            got = real_receive(queue, n, vt)
+            popped.append(len(got))
+            return got
+
+        monkeypatch.setattr(backend, "receive", counting_receive)
+        assert worker.run(until_empty=True, handle_signals=False) == 100
+        assert sorted(seen) == sorted(f"m{i}" for i in range(100))
+        assert max(popped) == 10
