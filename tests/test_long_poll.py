@@ -10,7 +10,11 @@ from conveyor import Client
 
 
 def test_send_wakes_waiter_in_same_process(store_url: str) -> None:
-    client = Client(store_url)
+    with Client(store_url) as client:
+        wake_waiters(client)
+
+
+def wake_waiters(client: Client) -> None:
     q = client.create_queue("lp")
     latencies = []
     for _ in range(20):
@@ -34,7 +38,11 @@ def test_send_wakes_waiter_in_same_process(store_url: str) -> None:
 
 
 def test_idle_waiter_uses_no_measurable_cpu(store_url: str) -> None:
-    client = Client(store_url)
+    with Client(store_url) as client:
+        idle_wait(client)
+
+
+def idle_wait(client: Client) -> None:
     q = client.create_queue("idle")
     before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()

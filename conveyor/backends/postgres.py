@@ -301,6 +301,13 @@ class PostgresBackend(SQLBackend):
                     conn.execute(
                         f"DELETE FROM {self.prefix}listeners WHERE id = %s", (self._listener_id,)
                     )
+            except psycopg.errors.UndefinedTable:
+                log.warning(
+                    "the tables with prefix %r are gone from %s: no longer listening for sends",
+                    self.prefix,
+                    self.display,
+                )
+                return
             except psycopg.Error as exc:
                 if self._closed.is_set():
                     return
