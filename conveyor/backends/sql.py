@@ -42,7 +42,6 @@ from .rows import encode_attributes
 from .sql_admin import SQLAdmin
 from .sql_conn import Cursor, in_list
 from .sql_schema import (
-    COPY_COLUMNS,
     MESSAGE_COLUMNS,
     archive_insert,
     claimed,
@@ -497,60 +496,6 @@ class SQLBackend(SQLAdmin, Backend):
         if policy is not None and dlq_id is not None:
             self._notify_waiters(cur, policy.queue)
         return [claimed(r, visible_at, now) for r in chosen]
-
-    def _expire(
-        self, cur: Cursor, qid: int, queue: str, attrs: QueueAttributes, seq: int, now: float
-    ) -> None:
-        p = self.prefix
-        if attrs.archive:
-            cur.execute(f"{archive_insert(p)} WHERE seq = %s", (queue, now, "expired", seq))
-        cur.execute(f"DELETE FROM {p}messages WHERE seq = %s", (seq,))
-        cur.execute(f"UPDATE {p}queues SET expired = expired + 1 WHERE id = %s", (qid,))
-
-    def _move(
-        self,
-        cur: Cursor,
-        dest: int,
-        seq: int,
-        *,
-        dead_from: str | None,
-        error: str | None = None,
-    ) -> int:
-        """Move a message to the back of another queue; returns its new seq.
-
-        Into a dead-letter queue (`dead_from` names the source): keeps sent_at, records the
-        source and `error` (or the error it had). Out of one (`dead_from` None, a redrive):
-        sent now, source and error cleared. A message of the same id already in the
-        destination is replaced; receive count and receipts start afresh.
-        """
-        p = self.prefix
-        now = self.clock.now()
-        cur.execute(f"SELECT id FROM {p}messages WHERE seq = %s", (seq,))
-        (message_id,) = cur.fetchone()
-        cur.execute(f"DELETE FROM {p}messages WHERE queue_id = %s AND id = %s", (dest, message_id))
-        if dead_from is not None:
-            sql = (
-                f"INSERT INTO {p}messages (queue_id, {COPY_COLUMNS}, sent_at, visible_at,"
-                f" source_queue, error) SELECT %s, {COPY_COLUMNS}, sent_at, %s, %s,"
-                f" coalesce(%s, error) FROM {p}messages WHERE seq = %s"
-            )
-            params: tuple[Any, ...] = (dest, now, dead_from, error, seq)
-        else:
-            sql = (
-                f"INSERT INTO {p}messages (queue_id, {COPY_COLUMNS}, sent_at, visible_at)"
-                f" SELECT %s, {COPY_COLUMNS}, %s, %s FROM {p}messages WHERE seq = %s"
-            )
-            params = (dest, now, now, seq)
-        new = self._insert_select(cur, sql, params)
-        cur.execute(f"DELETE FROM {p}messages WHERE seq = %s", (seq,))
-        return new
-
-    def _to_dlq(
-        self, cur: Cursor, qid: int, queue: str, dlq_id: int, seq: int, error: str | None
-    ) -> int:
-        moved = self._move(cur, dlq_id, seq, dead_from=queue, error=error)
-        cur.execute(f"UPDATE {self.prefix}queues SET dead = dead + 1 WHERE id = %s", (qid,))
-        return moved
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
         """Receipts of one receive share its token: one statement per token deletes them."""

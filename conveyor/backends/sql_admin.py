@@ -27,7 +27,14 @@ from ..models import (
 )
 from .rows import encode_attributes, row_to_archived, row_to_consumer
 from .sql_conn import Cursor, SQLConnections
-from .sql_schema import ARCHIVE_COLUMNS, MESSAGE_COLUMNS, after_key, archive_insert, to_message
+from .sql_schema import (
+    ARCHIVE_COLUMNS,
+    COPY_COLUMNS,
+    MESSAGE_COLUMNS,
+    after_key,
+    archive_insert,
+    to_message,
+)
 
 CONSUMER_COLUMNS = "id, queue_name, info, timeout, registered_at, heartbeat_at"
 
@@ -37,18 +44,6 @@ class SQLAdmin(SQLConnections):
 
     if TYPE_CHECKING:
 
-        def _move(
-            self,
-            cur: Cursor,
-            dest: int,
-            seq: int,
-            *,
-            dead_from: str | None,
-            error: str | None = None,
-        ) -> int: ...
-        def _to_dlq(
-            self, cur: Cursor, qid: int, queue: str, dlq_id: int, seq: int, error: str | None
-        ) -> int: ...
         def _send_locked(
             self,
             cur: Cursor,
@@ -59,7 +54,64 @@ class SQLAdmin(SQLConnections):
             now: float,
         ) -> list[SendResult]: ...
         def _notify_waiters(self, cur: Cursor, queue: str) -> None: ...
+        def _insert_select(self, cur: Cursor, sql: str, params: Sequence[Any]) -> int: ...
         def notify(self, queue: str) -> None: ...
+
+    # -- moving messages between queues --------------------------------------------------
+
+    def _expire(
+        self, cur: Cursor, qid: int, queue: str, attrs: QueueAttributes, seq: int, now: float
+    ) -> None:
+        p = self.prefix
+        if attrs.archive:
+            cur.execute(f"{archive_insert(p)} WHERE seq = %s", (queue, now, "expired", seq))
+        cur.execute(f"DELETE FROM {p}messages WHERE seq = %s", (seq,))
+        cur.execute(f"UPDATE {p}queues SET expired = expired + 1 WHERE id = %s", (qid,))
+
+    def _move(
+        self,
+        cur: Cursor,
+        dest: int,
+        seq: int,
+        *,
+        dead_from: str | None,
+        error: str | None = None,
+    ) -> int:
+        """Move a message to the back of another queue; returns its new seq.
+
+        Into a dead-letter queue (`dead_from` names the source): keeps sent_at, records the
+        source and `error` (or the error it had). Out of one (`dead_from` None, a redrive):
+        sent now, source and error cleared. A message of the same id already in the
+        destination is replaced; receive count and receipts start afresh.
+        """
+        p = self.prefix
+        now = self.clock.now()
+        cur.execute(f"SELECT id FROM {p}messages WHERE seq = %s", (seq,))
+        (message_id,) = cur.fetchone()
+        cur.execute(f"DELETE FROM {p}messages WHERE queue_id = %s AND id = %s", (dest, message_id))
+        if dead_from is not None:
+            sql = (
+                f"INSERT INTO {p}messages (queue_id, {COPY_COLUMNS}, sent_at, visible_at,"
+                f" source_queue, error) SELECT %s, {COPY_COLUMNS}, sent_at, %s, %s,"
+                f" coalesce(%s, error) FROM {p}messages WHERE seq = %s"
+            )
+            params: tuple[Any, ...] = (dest, now, dead_from, error, seq)
+        else:
+            sql = (
+                f"INSERT INTO {p}messages (queue_id, {COPY_COLUMNS}, sent_at, visible_at)"
+                f" SELECT %s, {COPY_COLUMNS}, %s, %s FROM {p}messages WHERE seq = %s"
+            )
+            params = (dest, now, now, seq)
+        new = self._insert_select(cur, sql, params)
+        cur.execute(f"DELETE FROM {p}messages WHERE seq = %s", (seq,))
+        return new
+
+    def _to_dlq(
+        self, cur: Cursor, qid: int, queue: str, dlq_id: int, seq: int, error: str | None
+    ) -> int:
+        moved = self._move(cur, dlq_id, seq, dead_from=queue, error=error)
+        cur.execute(f"UPDATE {self.prefix}queues SET dead = dead + 1 WHERE id = %s", (qid,))
+        return moved
 
     # -- inspection and editing -----------------------------------------------------------
 
