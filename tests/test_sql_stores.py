@@ -106,8 +106,8 @@ def test_a_newer_schema_is_refused(kind: str, urls: list[str]) -> None:
 
     backend._run(bump)
     backend.close()
-    with pytest.raises(StoreUnavailable, match="upgrade Conveyor"):
-        Client(url).list_queues()
+    with Client(url) as client, pytest.raises(StoreUnavailable, match="upgrade Conveyor"):
+        client.list_queues()
 
 
 def test_prefixes_keep_deployments_apart(kind: str, urls: list[str]) -> None:
@@ -161,8 +161,8 @@ def test_an_unreachable_server_fails_at_once(kind: str) -> None:
         "mysql": "mysql://root@127.0.0.1:1/test",
     }[kind]
     started = time.monotonic()
-    with pytest.raises(StoreUnavailable, match="cannot connect"):
-        Client(url).list_queues()
+    with Client(url) as client, pytest.raises(StoreUnavailable, match="cannot connect"):
+        client.list_queues()
     assert time.monotonic() - started < 10
 
 
