@@ -9,9 +9,9 @@ for messages that became ready without a send: delays and visibility timeouts en
 
 psycopg 3 with a connection pool. A send, a receive and a delete are one statement each, in
 autocommit: the receive is ``UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``.
-A send notifies the queue's channel in the same statement; every process with long polls
-LISTENs on one connection and wakes its waiters, so a send through one server wakes a long
-poll held by another at once.
+Every process with long polls LISTENs on one connection, registers in the listeners table
+and wakes its waiters; while any listener is registered, a send notifies the queue's channel
+in the same statement, so a send through one server wakes a long poll held by another at once.
 """
 
 from __future__ import annotations

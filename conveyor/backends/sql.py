@@ -15,7 +15,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from ..exceptions import ConveyorError, QueueExists
+from ..exceptions import ConveyorError, QueueDoesNotExist, QueueExists
 from ..ids import new_id
 from ..models import (
     FAR_FUTURE,
@@ -109,7 +109,14 @@ class SQLBackend(SQLAdmin, Backend):
 
     # -- queues ---------------------------------------------------------------------------
 
-    def _info(self, row: Row) -> QueueInfo:
+    def _info(self, cur: Cursor, name: str) -> QueueInfo:
+        cur.execute(
+            f"SELECT name, attrs, created_at, updated_at FROM {self.prefix}queues WHERE name = %s",
+            (name,),
+        )
+        row = cur.fetchone()
+        if row is None:
+            raise QueueDoesNotExist(f"queue {name!r} does not exist: create it first")
         return QueueInfo(
             name=row[0],
             attributes=QueueAttributes.from_json(row[1]),
@@ -131,11 +138,7 @@ class SQLBackend(SQLAdmin, Backend):
                 (name, attributes.to_json(), now, now, attributes.rate_limit or 0, now),
             )
             created = cur.rowcount > 0
-            cur.execute(
-                f"SELECT name, attrs, created_at, updated_at FROM {p}queues WHERE name = %s",
-                (name,),
-            )
-            info = self._info(cur.fetchone())
+            info = self._info(cur, name)
             if not created and info.attributes != attributes:
                 raise QueueExists(
                     f"queue {name!r} exists with different attributes: use set_attributes"
@@ -165,32 +168,18 @@ class SQLBackend(SQLAdmin, Backend):
         return self._names("queues", prefix)
 
     def get_queue(self, name: str) -> QueueInfo:
-        def run(cur: Cursor) -> QueueInfo:
-            self._queue(cur, name)
-            cur.execute(
-                f"SELECT name, attrs, created_at, updated_at FROM {self.prefix}queues"
-                " WHERE name = %s",
-                (name,),
-            )
-            return self._info(cur.fetchone())
-
-        return self._run(run, tx=False)
+        return self._run(lambda cur: self._info(cur, name), tx=False)
 
     def set_queue_attributes(self, name: str, attributes: QueueAttributes) -> QueueInfo:
         now = self.clock.now()
         p = self.prefix
 
         def run(cur: Cursor) -> QueueInfo:
-            self._queue(cur, name, lock=True)
             cur.execute(
                 f"UPDATE {p}queues SET attrs = %s, updated_at = %s WHERE name = %s",
                 (attributes.to_json(), now, name),
             )
-            cur.execute(
-                f"SELECT name, attrs, created_at, updated_at FROM {p}queues WHERE name = %s",
-                (name,),
-            )
-            return self._info(cur.fetchone())
+            return self._info(cur, name)
 
         try:
             return self._run(run)
@@ -301,11 +290,12 @@ class SQLBackend(SQLAdmin, Backend):
             )
         else:
             # ids are fixed before the first attempt, so a retried insert cannot duplicate
-            ids = [new_id() if m.generated_id or not m.id else m.id for m in messages]
+            mine = [m.generated_id or not m.id for m in messages]
+            ids = [new_id() if made else m.id for m, made in zip(messages, mine, strict=True)]
             rows = [
                 self._row(qid, m, i, None, now, False) for m, i in zip(messages, ids, strict=True)
             ]
-            generated = all(m.generated_id or not m.id for m in messages)
+            generated = all(mine)
             attempts = 0
 
             def insert(cur: Cursor) -> set[str]:
@@ -316,9 +306,8 @@ class SQLBackend(SQLAdmin, Backend):
 
             inserted = self._run(insert, tx=not (self.single_statement or generated))
             results = []
-            for m, i in zip(messages, ids, strict=True):
-                mine = m.generated_id or not m.id
-                results.append(SendResult(id=i, duplicate=not mine and i not in inserted))
+            for made, i in zip(mine, ids, strict=True):
+                results.append(SendResult(id=i, duplicate=not made and i not in inserted))
                 inserted.discard(i)  # a second entry with the same id is its duplicate
         sent = sum(1 for r in results if not r.duplicate)
         if sent:
@@ -535,8 +524,9 @@ class SQLBackend(SQLAdmin, Backend):
         qid, _ = self._lookup(queue)
         p = self.prefix
 
-        def run(cur: Cursor) -> list[Exception | None]:
+        def run(cur: Cursor) -> tuple[list[Exception | None], bool]:
             results: list[Exception | None] = []
+            released = False
             for receipt, timeout in entries:
                 try:
                     seq, mid, token = parse_receipt(queue, receipt)
@@ -549,11 +539,12 @@ class SQLBackend(SQLAdmin, Backend):
                     (now + timeout, seq, qid, token),
                 )
                 results.append(None if cur.rowcount else stale_receipt(mid))
-            if any(r is None for r, (_, t) in zip(results, entries, strict=True) if t == 0):
+                released = released or (cur.rowcount > 0 and timeout == 0)
+            if released:
                 self._notify_waiters(cur, queue)
-            return results
+            return results, released
 
-        results = self._run(run)
-        if any(r is None for r, (_, t) in zip(results, entries, strict=True) if t == 0):
+        results, released = self._run(run)
+        if released:
             self.notify(queue)
         return results

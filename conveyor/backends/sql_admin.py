@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -240,7 +241,7 @@ class SQLAdmin(SQLConnections):
         now = self.clock.now()
         p = self.prefix
 
-        def run(cur: Cursor) -> tuple[list[str], set[str]]:
+        def run(cur: Cursor) -> tuple[list[str], Counter[str], dict[str, int]]:
             qid, _ = self._queue(cur, queue)
             if ids is not None:
                 rows = [self._message_row(cur, qid, queue, mid) for mid in ids]
@@ -267,19 +268,20 @@ class SQLAdmin(SQLConnections):
                 if dest not in dests:
                     dests[dest] = self._queue(cur, dest)[0]
             moved: list[str] = []
+            arrived: Counter[str] = Counter()
             for row in rows:
                 dest = to or row[13]
                 self._move(cur, dests[dest], row[0], dead_from=None)
                 moved.append(row[1])
+                arrived[dest] += 1
             for name in dests:
                 self._notify_waiters(cur, name)
-            counts = {name: sum(1 for r in rows if (to or r[13]) == name) for name in dests}
-            for name, n in counts.items():
-                self._count(dests[name], sent=n)
-            return moved, set(dests)
+            return moved, arrived, dests
 
-        moved, touched = self._run(run)
-        for name in touched:
+        # counted once the transaction has committed, not once per attempt
+        moved, arrived, dests = self._run(run)
+        for name, n in arrived.items():
+            self._count(dests[name], sent=n)
             self.notify(name)
         return moved
 

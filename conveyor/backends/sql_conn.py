@@ -184,8 +184,7 @@ class SQLConnections:
         now = time.monotonic()
         if hit is not None and now - hit[0] < QUEUE_CACHE_SECONDS:
             return hit[1], hit[2]
-        qid, attrs = self._run(lambda cur: self._queue(cur, name), tx=False)
-        return qid, attrs
+        return self._run(lambda cur: self._queue(cur, name), tx=False)
 
     def _queue(self, cur: Cursor, name: str, *, lock: bool = False) -> tuple[int, QueueAttributes]:
         cur.execute(
