@@ -311,6 +311,10 @@ class Queue:
 
     # -- send -----------------------------------------------------------------------------
 
+    def prepare(self, entry: SendEntry) -> NewMessage:
+        """Validate and encode an entry as `send` would, without sending it."""
+        return self._prepare(self.info.attributes, entry)
+
     def _prepare(self, attrs: QueueAttributes, entry: SendEntry) -> NewMessage:
         body = entry.body if type(entry.body) is bytes else encode_body(entry.body)
         attributes: dict[str, Any] = {}

@@ -61,6 +61,7 @@ class Capability(StrEnum):
     TOTALS = "totals"  # stats count sent/received/deleted/expired/dead and the oldest age
     BINARY_BODIES = "binary_bodies"  # bodies may be any bytes, not only UTF-8 text
     COMPRESSION = "compression"  # compress_over
+    PIPELINE = "pipeline"  # snapshots, leases and staged writes for parallel jobs (Spark)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -49,7 +49,7 @@ from .memory_state import NAMED, NAMED_LOCK, QueueState, Rec, State
 
 class MemoryBackend(MemoryAdmin, Backend):
     scheme = "memory"
-    capabilities = frozenset(Capability) - {Capability.CROSS_PROCESS}
+    capabilities = frozenset(Capability) - {Capability.CROSS_PROCESS, Capability.PIPELINE}
 
     def __init__(self, *, name: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__(clock=clock)

@@ -41,6 +41,7 @@ from .base import (
 from .rows import encode_attributes
 from .sql_admin import SQLAdmin
 from .sql_conn import Cursor, in_list
+from .sql_pipeline import SQLPipeline, _Exec
 from .sql_schema import (
     MESSAGE_COLUMNS,
     archive_insert,
@@ -52,7 +53,7 @@ Row = tuple[Any, ...]
 INSERT_VALUES = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
-class SQLBackend(SQLAdmin, Backend):
+class SQLBackend(SQLPipeline, SQLAdmin, Backend):
     # the driver's claim, delete and insert hooks are single statements (no transaction)
     single_statement = False
     single_statement_delete = False
@@ -158,6 +159,7 @@ class SQLBackend(SQLAdmin, Backend):
             cur.execute(f"DELETE FROM {p}messages WHERE queue_id = %s", (qid,))
             cur.execute(f"DELETE FROM {p}dedup WHERE queue_id = %s", (qid,))
             cur.execute(f"DELETE FROM {p}subscriptions WHERE queue_id = %s", (qid,))
+            self._pl_forget(_Exec(cur), qid)
 
         try:
             self._run(run)

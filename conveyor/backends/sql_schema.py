@@ -19,6 +19,7 @@ from typing import Any
 
 from ..exceptions import InvalidInput
 from ..models import Message
+from .pipeline import pipeline_ddl
 from .rows import row_to_message
 
 PREFIX_RE = re.compile(r"[a-z][a-z0-9_]{0,29}")
@@ -184,6 +185,8 @@ def migrations(d: Dialect, p: str) -> list[list[str]]:
                 seen_at {f} NOT NULL
             ){o}""",
         ],
+        # leases, stream positions, staged writes and sink commits (pipeline.py)
+        pipeline_ddl(p, i, k, f, o),
     ]
 
 

@@ -57,6 +57,7 @@ from .base import (
 from .rows import encode_attributes, row_to_message
 from .sqlite_admin import SQLiteAdmin
 from .sqlite_conn import _write_counts
+from .sqlite_pipeline import SQLitePipeline, _Exec
 from .sqlite_schema import (
     COPY_COLUMNS,
     INSERT_COLUMNS,
@@ -68,7 +69,7 @@ from .sqlite_schema import (
 from .totals import RunningTotals
 
 
-class SQLiteBackend(SQLiteAdmin, Backend):
+class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
     scheme = "sqlite"
 
     def __init__(
@@ -160,6 +161,7 @@ class SQLiteBackend(SQLiteAdmin, Backend):
             conn.execute("DELETE FROM dedup WHERE queue_id = ?", (qid,))
             conn.execute("DELETE FROM subscriptions WHERE queue_id = ?", (qid,))
             conn.execute("DELETE FROM queues WHERE id = ?", (qid,))
+            self._pl_forget(_Exec(conn), qid)
         self._totals.forget(qid)
 
     def list_queues(self, prefix: str = "") -> list[str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from .pipeline import pipeline_ddl
+
 # Each entry upgrades the schema by one version; PRAGMA user_version records where a file is.
 MIGRATIONS: list[str] = [
     """
@@ -59,6 +61,8 @@ MIGRATIONS: list[str] = [
         heartbeat_at REAL NOT NULL
     );
     """,
+    # leases, stream positions, staged writes and sink commits (pipeline.py)
+    ";\n".join(pipeline_ddl("", "", "TEXT", "REAL", " WITHOUT ROWID")),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

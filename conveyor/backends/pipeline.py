@@ -1,0 +1,489 @@
+"""Bulk access for data pipelines, shared by the SQLite and the SQL stores.
+
+Three things a parallel job needs and single-message operations cannot give it:
+
+- snapshots: a queue's rows (or its archive's) read by row-key range without receiving them,
+  so any number of tasks can each read a disjoint slice;
+- leases: messages claimed in bulk under (stream, lease number) with a long visibility
+  timeout, readable again by lease and row range (a replayed batch sees the same messages)
+  and acknowledged by lease number. A lease row keeps the claim's token, so a message whose
+  lease ran out and which someone else received since is neither read nor deleted;
+- staged writes: messages inserted hidden and tagged with (sink, batch, partition, attempt),
+  published in one transaction that also records (sink, batch), so a retried task or a
+  replayed batch never duplicates, and discarded when a job aborts.
+
+A store provides a handful of hooks (below); statements here are written with ``%s``
+parameters and the store's runner adapts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from ..exceptions import InvalidInput
+from ..models import ArchivedMessage, Message, NewMessage, QueueAttributes
+from .base import make_receipt, parse_receipt
+
+T = TypeVar("T")
+
+HIDDEN = 1e15  # visible_at of a staged message: after any real time
+PAGE = 2000  # rows per statement when scanning or reading a lease
+JOB_SINK_DAYS = 7  # how long a one-off job's commit record is kept
+
+
+class Exec(Protocol):
+    def __call__(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How many rows a source holds and its lowest and highest row keys."""
+
+    count: int
+    low: int
+    high: int
+
+    def split(self, parts: int) -> list[tuple[int, int]]:
+        """Up to `parts` contiguous (low, high] key ranges covering every row."""
+        if self.count == 0:
+            return []
+        parts = max(1, min(parts, self.count))
+        span = self.high - self.low + 1
+        edges = [self.low - 1 + span * i // parts for i in range(parts + 1)]
+        return [(edges[i], edges[i + 1]) for i in range(parts) if edges[i + 1] > edges[i]]
+
+
+def pipeline_ddl(p: str, key: str, text: str, double: str, options: str = "") -> list[str]:
+    """Tables of the pipeline features; `key` is the type of a message's row key."""
+    return [
+        f"""CREATE TABLE {p}leases (
+            queue_id BIGINT NOT NULL,
+            stream {text} NOT NULL,
+            lease BIGINT NOT NULL,
+            row_key BIGINT NOT NULL,
+            message_id {text} NOT NULL,
+            token CHAR(16) NOT NULL,
+            PRIMARY KEY (queue_id, stream, lease, row_key)
+        ){options}""",
+        f"""CREATE TABLE {p}streams (
+            queue_id BIGINT NOT NULL,
+            stream {text} NOT NULL,
+            acked BIGINT NOT NULL,
+            updated_at {double} NOT NULL,
+            PRIMARY KEY (queue_id, stream)
+        ){options}""",
+        f"""CREATE TABLE {p}staged (
+            queue_id BIGINT NOT NULL,
+            sink {text} NOT NULL,
+            batch BIGINT NOT NULL,
+            part INTEGER NOT NULL,
+            attempt INTEGER NOT NULL,
+            mkey {key} NOT NULL,
+            PRIMARY KEY (queue_id, sink, batch, mkey)
+        ){options}""",
+        f"""CREATE TABLE {p}sinks (
+            queue_id BIGINT NOT NULL,
+            sink {text} NOT NULL,
+            batch BIGINT NOT NULL,
+            committed_at {double} NOT NULL,
+            PRIMARY KEY (queue_id, sink)
+        ){options}""",
+    ]
+
+
+class PipelineStore:
+    """The pipeline operations over a store's tables; see the module doc."""
+
+    clock: Any
+    _pl_prefix: str = ""
+
+    # -- what a store provides ------------------------------------------------------------
+
+    def _pl_run(self, fn: Callable[[Exec], T], *, tx: bool = True) -> T:
+        raise NotImplementedError
+
+    def _pl_queue(self, ex: Exec, queue: str) -> tuple[int, QueueAttributes]:
+        raise NotImplementedError
+
+    def _pl_messages(self, qid: int) -> tuple[str, str, str]:
+        """(messages table, row-key column, condition selecting the queue's rows)."""
+        raise NotImplementedError
+
+    _pl_columns: str  # message columns, row key first, as `_pl_message` reads them
+    _pl_mkey: str  # the column staged rows refer to messages by
+
+    def _pl_message(self, queue: str, row: tuple[Any, ...]) -> Message:
+        raise NotImplementedError
+
+    def _pl_archive(self) -> tuple[str, str, str]:
+        """(archive table, its queue-name column, its columns as `row_to_archived` reads)."""
+        raise NotImplementedError
+
+    def _pl_archived(self, row: tuple[Any, ...]) -> ArchivedMessage:
+        raise NotImplementedError
+
+    def _pl_insert_hidden(
+        self, ex: Exec, queue: str, qid: int, attrs: QueueAttributes,
+        messages: Sequence[NewMessage], now: float,
+    ) -> tuple[list[Any], list[str]]:  # fmt: skip
+        """Insert messages invisible; (staged keys of the new rows, ids already present)."""
+        raise NotImplementedError
+
+    def _pl_keys_of(self, ex: Exec, qid: int, ids: Sequence[str]) -> list[Any]:
+        """Staged keys of existing messages by id."""
+        raise NotImplementedError
+
+    def _pl_upsert(self, table: str, columns: str, key: str) -> str:
+        raise NotImplementedError
+
+    def _pl_deleted(self, queue: str, receipts: Sequence[str]) -> int:
+        """Delete by receipts (archiving where the queue archives); how many went."""
+        results: list[Exception | None] = self.delete(queue, receipts)  # type: ignore[attr-defined]
+        return sum(1 for r in results if r is None)
+
+    def _pl_forget(self, ex: Exec, qid: int) -> None:
+        """Drop a deleted queue's pipeline rows."""
+        p = self._pl_prefix
+        for table in ("leases", "streams", "staged", "sinks"):
+            ex(f"DELETE FROM {p}{table} WHERE queue_id = %s", (qid,))
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def row_bounds(self, queue: str, *, archive: bool = False) -> Bounds:
+        def run(ex: Exec) -> Bounds:
+            if archive:
+                table, name_col, _ = self._pl_archive()
+                row = ex(
+                    f"SELECT count(*), min(seq), max(seq) FROM {table} WHERE {name_col} = %s",
+                    (queue,),
+                )[0]
+            else:
+                qid, _ = self._pl_queue(ex, queue)
+                table, key, where = self._pl_messages(qid)
+                row = ex(
+                    f"SELECT count(*), min({key}), max({key}) FROM {table} WHERE {where}"
+                    f" AND visible_at < %s",
+                    (HIDDEN,),
+                )[0]
+            return Bounds(int(row[0]), int(row[1] or 0), int(row[2] or 0))
+
+        return self._pl_run(run, tx=False)
+
+    def scan_messages(self, queue: str, low: int, high: int) -> Iterator[Message]:
+        """Every message with low < row key <= high, in row-key order, none received."""
+        after = low
+        while True:
+
+            def page(ex: Exec, after: int = after) -> list[tuple[Any, ...]]:
+                qid, _ = self._pl_queue(ex, queue)
+                table, key, where = self._pl_messages(qid)
+                return ex(
+                    f"SELECT {self._pl_columns} FROM {table} WHERE {where} AND {key} > %s"
+                    f" AND {key} <= %s AND visible_at < %s ORDER BY {key} LIMIT %s",
+                    (after, high, HIDDEN, PAGE),
+                )
+
+            rows = self._pl_run(page, tx=False)
+            for r in rows:
+                yield self._pl_message(queue, r)
+            if len(rows) < PAGE:
+                return
+            after = int(rows[-1][0])
+
+    def scan_archive(self, queue: str, low: int, high: int) -> Iterator[ArchivedMessage]:
+        table, name_col, columns = self._pl_archive()
+        after = low
+        while True:
+            sql = (
+                f"SELECT seq, {columns} FROM {table} WHERE {name_col} = %s AND seq > %s"
+                " AND seq <= %s ORDER BY seq LIMIT %s"
+            )
+            params: tuple[Any, ...] = (queue, after, high, PAGE)
+
+            def page(ex: Exec, q: str = sql, a: tuple[Any, ...] = params) -> list[tuple[Any, ...]]:
+                return ex(q, a)
+
+            rows = self._pl_run(page, tx=False)
+            for r in rows:
+                yield self._pl_archived(r[1:])
+            if len(rows) < PAGE:
+                return
+            after = int(rows[-1][0])
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def stream_position(self, queue: str, stream: str) -> int:
+        """The highest lease number acknowledged for `stream` on `queue` (0 at first)."""
+
+        def run(ex: Exec) -> int:
+            qid, _ = self._pl_queue(ex, queue)
+            rows = ex(
+                f"SELECT acked FROM {self._pl_prefix}streams WHERE queue_id = %s AND stream = %s",
+                (qid, stream),
+            )
+            return int(rows[0][0]) if rows else 0
+
+        return self._pl_run(run, tx=False)
+
+    def lease_messages(
+        self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
+    ) -> int:
+        """Top lease `lease` up to `max_messages` held messages; how many it holds.
+
+        Messages are received (every rule of a receive applies: dead-lettering, deadlines,
+        FIFO groups) with `visibility_timeout`, and each claim is recorded with its token.
+        Leasing a number again adds to it, so a planner that died after leasing re-plans the
+        same batch.
+        """
+        p = self._pl_prefix
+        held = self._lease_rows(queue, stream, lease, lease)
+        count = len(held)
+        while count < max_messages:
+            got = self.receive(  # type: ignore[attr-defined]
+                queue, min(1000, max_messages - count), visibility_timeout
+            )
+            if not got:
+                break
+            rows = [parse_receipt(queue, m.receipt) for m in got]
+
+            def record(ex: Exec, rows: list[tuple[int, str, str]] = rows) -> None:
+                qid, _ = self._pl_queue(ex, queue)
+                for row, message_id, token in rows:
+                    ex(
+                        self._pl_upsert(
+                            f"{p}leases",
+                            "queue_id, stream, lease, row_key, message_id, token",
+                            "queue_id, stream, lease, row_key",
+                        ),
+                        (qid, stream, lease, row, message_id, token),
+                    )
+
+            self._pl_run(record)
+            count += len(got)
+        return count
+
+    def _lease_rows(
+        self, queue: str, stream: str, first: int, last: int
+    ) -> list[tuple[int, str, str]]:
+        def run(ex: Exec) -> list[tuple[int, str, str]]:
+            qid, _ = self._pl_queue(ex, queue)
+            rows = ex(
+                f"SELECT row_key, message_id, token FROM {self._pl_prefix}leases"
+                " WHERE queue_id = %s AND stream = %s AND lease >= %s AND lease <= %s",
+                (qid, stream, first, last),
+            )
+            return [(int(r[0]), str(r[1]), str(r[2]).strip()) for r in rows]
+
+        return self._pl_run(run, tx=False)
+
+    def lease_bounds(self, queue: str, stream: str, first: int, last: int) -> Bounds:
+        def run(ex: Exec) -> Bounds:
+            qid, _ = self._pl_queue(ex, queue)
+            row = ex(
+                f"SELECT count(*), min(row_key), max(row_key) FROM {self._pl_prefix}leases"
+                " WHERE queue_id = %s AND stream = %s AND lease >= %s AND lease <= %s",
+                (qid, stream, first, last),
+            )[0]
+            return Bounds(int(row[0]), int(row[1] or 0), int(row[2] or 0))
+
+        return self._pl_run(run, tx=False)
+
+    def read_leased(
+        self, queue: str, stream: str, first: int, last: int, low: int, high: int
+    ) -> Iterator[Message]:
+        """Messages still held under leases first..last with low < row key <= high."""
+        p = self._pl_prefix
+        after = low
+        while True:
+
+            def page(ex: Exec, after: int = after) -> list[tuple[Any, ...]]:
+                qid, _ = self._pl_queue(ex, queue)
+                table, key, where = self._pl_messages(qid)
+                cols = ", ".join(f"m.{c.strip()}" for c in self._pl_columns.split(","))
+                return ex(
+                    f"SELECT {cols} FROM {p}leases l JOIN {table} m ON m.{key} = l.row_key"
+                    " AND m.token = l.token"
+                    f" WHERE {where.replace('queue_id', 'm.queue_id')} AND l.queue_id = %s"
+                    " AND l.stream = %s AND l.lease >= %s AND l.lease <= %s"
+                    f" AND l.row_key > %s AND l.row_key <= %s ORDER BY l.row_key LIMIT %s",
+                    (qid, stream, first, last, after, high, PAGE),
+                )
+
+            rows = self._pl_run(page, tx=False)
+            for r in rows:
+                yield self._pl_message(queue, r)
+            if len(rows) < PAGE:
+                return
+            after = int(rows[-1][0])
+
+    def acknowledge_leases(self, queue: str, stream: str, upto: int) -> int:
+        """Delete (archive, where the queue archives) what leases <= `upto` still hold, and
+        record `upto` as the stream's position. Idempotent; returns how many were deleted."""
+        p = self._pl_prefix
+        held = self._lease_rows(queue, stream, 0, upto)
+        deleted = 0
+        for i in range(0, len(held), 1000):
+            receipts = [make_receipt(queue, r, m, t) for r, m, t in held[i : i + 1000]]
+            deleted += self._pl_deleted(queue, receipts)
+
+        def run(ex: Exec) -> None:
+            qid, _ = self._pl_queue(ex, queue)
+            ex(
+                f"DELETE FROM {p}leases WHERE queue_id = %s AND stream = %s AND lease <= %s",
+                (qid, stream, upto),
+            )
+            rows = ex(
+                f"SELECT acked FROM {p}streams WHERE queue_id = %s AND stream = %s",
+                (qid, stream),
+            )
+            ex(
+                self._pl_upsert(
+                    f"{p}streams", "queue_id, stream, acked, updated_at", "queue_id, stream"
+                ),
+                (qid, stream, max(upto, int(rows[0][0]) if rows else 0), self.clock.now()),
+            )
+
+        self._pl_run(run)
+        return deleted
+
+    # -- staged writes --------------------------------------------------------------------
+
+    def stage_messages(
+        self, queue: str, sink: str, batch: int, part: int, attempt: int,
+        messages: Sequence[NewMessage],
+    ) -> int:  # fmt: skip
+        """Insert messages hidden under (sink, batch, part, attempt); how many were staged.
+
+        A message whose id the queue holds already is skipped, unless an earlier attempt of
+        this sink's batch staged it: then this attempt takes it over.
+        """
+        p = self._pl_prefix
+        now = self.clock.now()
+
+        def run(ex: Exec) -> int:
+            qid, attrs = self._pl_queue(ex, queue)
+            if attrs.fifo:
+                raise InvalidInput(
+                    f"queue {queue!r} is FIFO: parallel writers cannot keep group order;"
+                    " write to a standard queue"
+                )
+            keys, present = self._pl_insert_hidden(ex, queue, qid, attrs, messages, now)
+            for k in keys:
+                ex(
+                    f"INSERT INTO {p}staged (queue_id, sink, batch, part, attempt, mkey)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)",
+                    (qid, sink, batch, part, attempt, k),
+                )
+            taken: list[Any] = []
+            if present:
+                mine = self._pl_keys_of(ex, qid, present)
+                marks = ", ".join(["%s"] * len(mine))
+                taken = (
+                    [
+                        r[0]
+                        for r in ex(
+                            f"SELECT mkey FROM {p}staged WHERE queue_id = %s AND sink = %s"
+                            f" AND batch = %s AND mkey IN ({marks})",
+                            (qid, sink, batch, *mine),
+                        )
+                    ]
+                    if mine
+                    else []
+                )
+                for k in taken:
+                    ex(
+                        f"UPDATE {p}staged SET part = %s, attempt = %s WHERE queue_id = %s"
+                        " AND sink = %s AND batch = %s AND mkey = %s",
+                        (part, attempt, qid, sink, batch, k),
+                    )
+            return len(keys) + len(taken)
+
+        return self._pl_run(run)
+
+    def publish_staged(
+        self, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]]
+    ) -> int | None:
+        """Make visible what (part, attempt) in `tags` staged for (sink, batch), drop what
+        other attempts staged, and record the batch, in one transaction. None if the batch
+        was published before (nothing changes but the other attempts' rows going)."""
+        p = self._pl_prefix
+        now = self.clock.now()
+
+        def run(ex: Exec) -> tuple[int, int | None]:
+            qid, _ = self._pl_queue(ex, queue)
+            table, _, where = self._pl_messages(qid)
+            done = ex(f"SELECT batch FROM {p}sinks WHERE queue_id = %s AND sink = %s", (qid, sink))
+            published: int | None = None
+            if not done or int(done[0][0]) < batch:
+                published = 0
+                for part, attempt in sorted(set(tags)):
+                    rows = ex(
+                        f"SELECT mkey FROM {p}staged WHERE queue_id = %s AND sink = %s"
+                        " AND batch = %s AND part = %s AND attempt = %s",
+                        (qid, sink, batch, part, attempt),
+                    )
+                    keys = [r[0] for r in rows]
+                    for i in range(0, len(keys), 1000):
+                        chunk = keys[i : i + 1000]
+                        marks = ", ".join(["%s"] * len(chunk))
+                        ex(
+                            f"UPDATE {table} SET visible_at = %s, sent_at = %s WHERE {where}"
+                            f" AND {self._pl_mkey} IN ({marks})",
+                            (now, now, *chunk),
+                        )
+                    ex(
+                        f"DELETE FROM {p}staged WHERE queue_id = %s AND sink = %s AND batch = %s"
+                        " AND part = %s AND attempt = %s",
+                        (qid, sink, batch, part, attempt),
+                    )
+                    published += len(keys)
+                ex(
+                    self._pl_upsert(
+                        f"{p}sinks", "queue_id, sink, batch, committed_at", "queue_id, sink"
+                    ),
+                    (qid, sink, batch, now),
+                )
+                ex(
+                    f"DELETE FROM {p}sinks WHERE sink LIKE %s AND committed_at < %s",
+                    ("job:%", now - JOB_SINK_DAYS * 86400),
+                )
+            self._pl_drop_staged(ex, qid, sink, batch)
+            return qid, published
+
+        qid, published = self._pl_run(run)
+        if published:
+            self._count(qid, sent=published)  # type: ignore[attr-defined]
+            self.notify(queue)  # type: ignore[attr-defined]
+        return published
+
+    def discard_staged(self, queue: str, sink: str, batch: int) -> int:
+        """Remove everything staged for (sink, batch); how many messages went."""
+        return self._pl_run(
+            lambda ex: self._pl_drop_staged(ex, self._pl_queue(ex, queue)[0], sink, batch)
+        )
+
+    def _pl_drop_staged(self, ex: Exec, qid: int, sink: str, batch: int) -> int:
+        p = self._pl_prefix
+        table, _, where = self._pl_messages(qid)
+        keys = [
+            r[0]
+            for r in ex(
+                f"SELECT mkey FROM {p}staged WHERE queue_id = %s AND sink = %s AND batch = %s",
+                (qid, sink, batch),
+            )
+        ]
+        for i in range(0, len(keys), 1000):
+            chunk = keys[i : i + 1000]
+            marks = ", ".join(["%s"] * len(chunk))
+            ex(
+                f"DELETE FROM {table} WHERE {where} AND visible_at >= %s"
+                f" AND {self._pl_mkey} IN ({marks})",
+                (HIDDEN, *chunk),
+            )
+        ex(
+            f"DELETE FROM {p}staged WHERE queue_id = %s AND sink = %s AND batch = %s",
+            (qid, sink, batch),
+        )
+        return len(keys)

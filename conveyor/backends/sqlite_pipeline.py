@@ -1,0 +1,95 @@
+"""The SQLite store's side of the pipeline operations (see pipeline.py).
+
+A message's row key is its rowid in the queue's table; staged rows refer to it the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ..exceptions import ConveyorError, StoreUnavailable
+from ..ids import rowid_of
+from ..models import ArchivedMessage, Message, NewMessage, QueueAttributes, SendResult
+from .pipeline import HIDDEN, PipelineStore
+from .rows import row_to_archived, row_to_message
+from .sql_schema import POSTGRES
+from .sqlite_schema import MESSAGE_COLUMNS
+
+T = TypeVar("T")
+
+ARCHIVE_COLUMNS = (
+    "queue, id, body, attributes, group_id, priority, sent_at, first_received_at, removed_at,"
+    " receive_count, outcome, compressed"
+)
+
+
+class _Exec:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __call__(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql.replace("%s", "?"), params).fetchall()
+
+
+class SQLitePipeline(PipelineStore):
+    _pl_columns = MESSAGE_COLUMNS
+    _pl_mkey = "rowid"
+    path: str
+
+    def _pl_run(self, fn: Callable[[Any], T], *, tx: bool = True) -> T:
+        if tx:
+            with self._tx() as conn:  # type: ignore[attr-defined]
+                return fn(_Exec(conn))
+        try:
+            return fn(_Exec(self._conn()))  # type: ignore[attr-defined]
+        except ConveyorError:
+            raise
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+
+    def _pl_queue(self, ex: Any, queue: str) -> tuple[int, QueueAttributes]:
+        qid, attrs = self._queue(ex.conn, queue)  # type: ignore[attr-defined]
+        return int(qid), attrs
+
+    def _pl_messages(self, qid: int) -> tuple[str, str, str]:
+        return f"q{int(qid)}", "rowid", "1 = 1"
+
+    def _pl_message(self, queue: str, row: tuple[Any, ...]) -> Message:
+        return row_to_message(queue, row)
+
+    def _pl_archive(self) -> tuple[str, str, str]:
+        return "archive", "queue", ARCHIVE_COLUMNS
+
+    def _pl_archived(self, row: tuple[Any, ...]) -> ArchivedMessage:
+        return row_to_archived(row)
+
+    def _pl_insert_hidden(
+        self, ex: Any, queue: str, qid: int, attrs: QueueAttributes,
+        messages: Sequence[NewMessage], now: float,
+    ) -> tuple[list[Any], list[str]]:  # fmt: skip
+        hidden = [dataclasses.replace(m, delay=HIDDEN) for m in messages]
+        results: list[SendResult] = self._send_locked(  # type: ignore[attr-defined]
+            ex.conn, qid, attrs, hidden, now
+        )
+        keys: list[Any] = []
+        present: list[str] = []
+        t = f"q{int(qid)}"
+        self._count(qid, sent=-sum(1 for r in results if not r.duplicate))  # type: ignore[attr-defined]
+        for m, r in zip(messages, results, strict=True):
+            if r.duplicate:
+                present.append(r.id)
+                continue
+            row = rowid_of(r.id) if m.generated_id or not m.id else None
+            keys.append(row if row is not None else self._find(ex.conn, t, r.id))  # type: ignore[attr-defined]
+        return keys, present
+
+    def _pl_keys_of(self, ex: Any, qid: int, ids: Sequence[str]) -> list[Any]:
+        t = f"q{int(qid)}"
+        found = [self._find(ex.conn, t, i) for i in ids]  # type: ignore[attr-defined]
+        return [f for f in found if f is not None]
+
+    def _pl_upsert(self, table: str, columns: str, key: str) -> str:
+        return POSTGRES.upsert_sql(table, columns, key)

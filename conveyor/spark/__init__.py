@@ -1,0 +1,49 @@
+"""Conveyor on Apache Spark: the `conveyor` data source and a session helper.
+
+``conveyor.spark.register(spark)`` makes ``spark.read.format("conveyor")``,
+``readStream``, ``write`` and ``writeStream`` available; ``session()`` builds a SparkSession
+whose Python workers run this interpreter. Needs the ``[spark]`` extra (PySpark 4, pyarrow).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from .options import Options, parse_options
+
+
+def register(spark: Any) -> None:
+    """Register the `conveyor` data source with a SparkSession."""
+    from .source import ConveyorDataSource
+
+    spark.dataSource.register(ConveyorDataSource)
+
+
+def session(master: str = "local[*]", app: str = "conveyor", **conf: str) -> Any:
+    """A SparkSession with the `conveyor` source registered.
+
+    Python workers run this interpreter (PYSPARK_PYTHON), so they import this Conveyor; on a
+    cluster, install Conveyor on the workers or ship it with ``spark.submit.pyFiles``.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app)
+    defaults = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.python.worker.reuse": "true",
+    }
+    for key, value in {**defaults, **conf}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+__all__ = ["Options", "parse_options", "register", "session"]

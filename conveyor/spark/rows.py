@@ -1,0 +1,83 @@
+"""Rows of the `conveyor` data source: the declared schema and conversions to and from it."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ..models import ArchivedMessage, AttributeValue, Message, TypedValue
+
+SCHEMA = (
+    "id STRING, queue STRING, body BINARY, body_text STRING, attributes MAP<STRING, STRING>,"
+    " group_id STRING, priority INT, sent_at TIMESTAMP, visible_at TIMESTAMP,"
+    " first_received_at TIMESTAMP, removed_at TIMESTAMP, receive_count INT, state STRING,"
+    " source_queue STRING, error STRING"
+)
+COLUMNS = [c.strip().split(" ")[0] for c in SCHEMA.split(",") if " " in c.strip()]
+# what a sink takes from a DataFrame; the snapshot's other columns are ignored
+WRITABLE = {"id", "body", "body_text", "attributes", "group_id", "priority"}
+
+
+def _time(t: float | None) -> datetime | None:
+    return None if t is None else datetime.fromtimestamp(t, tz=UTC)
+
+
+def _text(body: bytes) -> str | None:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def attribute_text(value: AttributeValue) -> str:
+    if isinstance(value, TypedValue):
+        value = value.value
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    return str(value)
+
+
+def _attributes(attrs: Mapping[str, AttributeValue]) -> dict[str, str]:
+    return {k: attribute_text(v) for k, v in attrs.items()}
+
+
+def message_row(m: Message, now: float) -> tuple[Any, ...]:
+    return (
+        m.id,
+        m.queue,
+        m.body,
+        _text(m.body),
+        _attributes(m.attributes),
+        m.group_id,
+        m.priority,
+        _time(m.sent_at),
+        _time(m.visible_at),
+        _time(m.first_received_at),
+        None,
+        m.receive_count,
+        m.state(now).value,
+        m.source_queue,
+        m.error,
+    )
+
+
+def archived_row(a: ArchivedMessage) -> tuple[Any, ...]:
+    return (
+        a.id,
+        a.queue,
+        a.body,
+        _text(a.body),
+        _attributes(a.attributes),
+        a.group_id,
+        a.priority,
+        _time(a.sent_at),
+        None,
+        _time(a.first_received_at),
+        _time(a.removed_at),
+        a.receive_count,
+        a.outcome,
+        None,
+        None,
+    )

@@ -1,0 +1,361 @@
+"""The `conveyor` PySpark data source: batch and streaming, read and write.
+
+Nothing is shared between the planner, the tasks and the commit but what Spark pickles: the
+options, the partitions, batch ids and commit messages. Each side opens its own store
+connection on first use (never in pickled state) and closes it when done.
+
+- Batch read: a snapshot of a queue (every state, nothing received) or of its archive,
+  split into row-key ranges, one per partition.
+- Streaming read: the offset is a lease number kept in the store. Planning batch N+1
+  acknowledges everything leased under numbers <= N (Spark committed them) and leases up to
+  `maxMessagesPerBatch` messages under N+1; tasks read lease N+1 by row-key range, so a
+  replayed batch reads the same messages; `commit` acknowledges again (idempotent).
+- Writes: tasks stage messages hidden, tagged with (sink, batch, partition, attempt); the
+  job commit publishes the successful attempts' messages in one transaction and records
+  (sink, batch), so a retried task or a replayed batch never duplicates; abort removes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import BinaryType, MapType, StringType, StructType
+
+from ..backends.pipeline import PipelineStore
+from ..client import Client, SendEntry, decode_message
+from ..exceptions import InvalidInput, Unsupported
+from ..models import Capability
+from .options import Options, parse_options
+from .rows import SCHEMA, WRITABLE, archived_row, message_row
+
+STAGE_CHUNK = 1000  # messages per staging statement
+
+
+def _open(options: Options) -> tuple[Client, PipelineStore]:
+    client = Client(options.store)
+    backend = client.backend
+    if Capability.PIPELINE not in backend.capabilities or not isinstance(backend, PipelineStore):
+        client.close()
+        raise Unsupported(
+            f"store {backend.scheme}:// cannot serve Spark jobs (no bulk snapshots, leases or"
+            " staged writes): use a sqlite://, postgresql:// or mysql:// store"
+        )
+    return client, backend
+
+
+class _Store:
+    """A lazily opened store connection that is never pickled."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self._open: tuple[Client, PipelineStore] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options, "_open": None}
+
+    @property
+    def client(self) -> Client:
+        if self._open is None:
+            self._open = _open(self.options)
+        return self._open[0]
+
+    @property
+    def store(self) -> PipelineStore:
+        if self._open is None:
+            self._open = _open(self.options)
+        return self._open[1]
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open[0].close()
+            self._open = None
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
+class LeasePartition(InputPartition):
+    first: int
+    last: int
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
+class Staged(WriterCommitMessage):
+    part: int
+    attempt: int
+    count: int
+
+
+class ConveyorDataSource(DataSource):
+    """``spark.read.format("conveyor").option("store", url).option("queue", name)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "conveyor"
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.parsed = parse_options(dict(options))
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return SnapshotReader(self.parsed)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if self.parsed.source != "queue":
+            raise InvalidInput("a stream reads a queue: source=archive is for batch reads only")
+        return LeaseStreamReader(self.parsed)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        _check_writable(schema, overwrite)
+        return StagedWriter(self.parsed, f"job:{uuid.uuid4()}")
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        _check_writable(schema, overwrite)
+        if self.parsed.sink is None:
+            raise InvalidInput(
+                "writeStream to conveyor needs option sinkId (or checkpointLocation): a name"
+                " unique to this query and stable across its restarts"
+            )
+        return StagedStreamWriter(self.parsed, self.parsed.sink)
+
+
+def _check_writable(schema: StructType, overwrite: bool) -> None:
+    if overwrite:
+        raise InvalidInput("a queue can only be appended to: use .mode('append')")
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "body" not in fields and "body_text" not in fields:
+        raise InvalidInput(
+            "the DataFrame needs a 'body' column (string or binary) to write messages"
+        )
+    body = fields.get("body", fields.get("body_text"))
+    if not isinstance(body, StringType | BinaryType):
+        raise InvalidInput(f"column 'body' must be a string or binary, not {body}")
+    attrs = fields.get("attributes")
+    if attrs is not None and not (
+        isinstance(attrs, MapType) and isinstance(attrs.keyType, StringType)
+    ):
+        raise InvalidInput("column 'attributes' must be a map of strings to strings")
+    snapshot = {"queue", "sent_at", "visible_at", "first_received_at", "removed_at"}
+    snapshot |= {"receive_count", "state", "source_queue", "error"}
+    unknown = sorted(set(fields) - WRITABLE - snapshot)
+    if unknown:
+        raise InvalidInput(
+            f"unknown column(s) {', '.join(unknown)}: a conveyor sink writes id, body (or"
+            " body_text), attributes, group_id and priority"
+        )
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+class SnapshotReader(DataSourceReader):
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.conn = _Store(options)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        try:
+            bounds = self.conn.store.row_bounds(
+                self.options.queue, archive=self.options.source == "archive"
+            )
+        finally:
+            self.conn.close()
+        ranges = bounds.split(self.options.partitions) or [(0, 0)]
+        return [RangePartition(lo, hi) for lo, hi in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, RangePartition)
+        store, queue = self.conn.store, self.options.queue
+        try:
+            if self.options.source == "archive":
+                for a in store.scan_archive(queue, partition.low, partition.high):
+                    if a.compressed:
+                        a = dataclasses.replace(a, body=zlib.decompress(a.body), compressed=False)
+                    yield archived_row(a)
+            else:
+                now = self.conn.client.clock.now()
+                for m in store.scan_messages(queue, partition.low, partition.high):
+                    yield message_row(decode_message(m), now)
+        finally:
+            self.conn.close()
+
+
+class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.conn = _Store(options)
+        self.budget: int | None = None  # messages left to lease under availableNow
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"lease": self.conn.store.stream_position(self.options.queue, self.options.stream)}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.options.max_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        stats = self.conn.client.queue(self.options.queue).stats()
+        self.budget = stats.ready
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        o, store = self.options, self.conn.store
+        done = int(start["lease"])
+        store.acknowledge_leases(o.queue, o.stream, done)
+        want = o.max_per_batch
+        if isinstance(limit, ReadMaxRows):
+            want = min(want, limit.max_rows)
+        elif not isinstance(limit, ReadAllAvailable):
+            want = o.max_per_batch
+        if self.budget is not None:
+            if self.budget <= 0:
+                return {"lease": done}
+            want = min(want, self.budget)
+        held = store.lease_messages(o.queue, o.stream, done + 1, want, o.lease_timeout)
+        if self.budget is not None:
+            self.budget -= held
+        return {"lease": done + 1} if held else {"lease": done}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        o = self.options
+        first, last = int(start["lease"]) + 1, int(end["lease"])
+        if last < first:
+            return []
+        bounds = self.conn.store.lease_bounds(o.queue, o.stream, first, last)
+        return [LeasePartition(first, last, lo, hi) for lo, hi in bounds.split(o.partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, LeasePartition)
+        o, p = self.options, partition
+        try:
+            now = self.conn.client.clock.now()
+            for m in self.conn.store.read_leased(o.queue, o.stream, p.first, p.last, p.low, p.high):
+                yield message_row(decode_message(m), now)
+        finally:
+            self.conn.close()
+
+    def commit(self, end: dict[str, int]) -> None:
+        self.conn.store.acknowledge_leases(self.options.queue, self.options.stream, end["lease"])
+
+    def stop(self) -> None:
+        self.conn.close()
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def _entry(row: Any) -> SendEntry:
+    values = row.asDict()
+    body = values.get("body")
+    if body is None:
+        body = values.get("body_text")
+    if body is None:
+        raise InvalidInput("a row has no body: every message needs one")
+    if isinstance(body, bytearray):
+        body = bytes(body)
+    return SendEntry(
+        entry_id="0",
+        body=body,
+        id=values.get("id"),
+        group_id=values.get("group_id"),
+        priority=int(values.get("priority") or 0),
+        attributes=dict(values.get("attributes") or {}),
+    )
+
+
+class StagedWriter(DataSourceWriter):
+    batch_id = 0
+
+    def __init__(self, options: Options, sink: str) -> None:
+        self.options = options
+        self.sink = sink
+        self.conn = _Store(options)
+
+    def _batch(self) -> int:
+        return self.batch_id
+
+    def write(self, iterator: Iterator[Any]) -> Staged:
+        ctx = TaskContext.get()
+        part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
+        batch = self._batch()
+        o = self.options
+        queue = self.conn.client.queue(o.queue)
+        count = 0
+        chunk = []
+        try:
+            for row in iterator:
+                chunk.append(queue.prepare(_entry(row)))
+                if len(chunk) >= STAGE_CHUNK:
+                    count += self.conn.store.stage_messages(
+                        o.queue, self.sink, batch, part, attempt, chunk
+                    )
+                    chunk = []
+            if chunk:
+                count += self.conn.store.stage_messages(
+                    o.queue, self.sink, batch, part, attempt, chunk
+                )
+        finally:
+            self.conn.close()
+        return Staged(part, attempt, count)
+
+    def _publish(self, messages: Sequence[WriterCommitMessage | None], batch: int) -> None:
+        tags = [(m.part, m.attempt) for m in messages if isinstance(m, Staged)]
+        try:
+            self.conn.store.publish_staged(self.options.queue, self.sink, batch, tags)
+        finally:
+            self.conn.close()
+
+    def _discard(self, batch: int) -> None:
+        try:
+            self.conn.store.discard_staged(self.options.queue, self.sink, batch)
+        finally:
+            self.conn.close()
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._publish(messages, 0)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._discard(0)
+
+
+class StagedStreamWriter(StagedWriter, DataSourceStreamWriter):
+    def _batch(self) -> int:
+        ctx = TaskContext.get()
+        raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
+        if raw is None:
+            raise RuntimeError("Spark did not say which micro-batch this task writes")
+        return int(raw)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        self._publish(messages, batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        self._discard(batchId)
