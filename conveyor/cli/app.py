@@ -521,4 +521,4 @@ def ack(state: State, receipts: tuple[str, ...], queue_name: str | None) -> None
     _done(state, {"acked": len(receipts)}, f"acked {len(receipts)}")
 
 
-from . import admin, serve  # noqa: E402,F401  (registers the admin and serve commands)
+from . import admin, pipeline, serve  # noqa: E402,F401  (registers their commands)

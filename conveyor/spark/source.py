@@ -137,16 +137,32 @@ class ConveyorDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _check_writable(schema, overwrite)
+        _check_target(self.parsed)
         return StagedWriter(self.parsed, f"job:{uuid.uuid4()}")
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         _check_writable(schema, overwrite)
+        _check_target(self.parsed)
         if self.parsed.sink is None:
             raise InvalidInput(
                 "writeStream to conveyor needs option sinkId (or checkpointLocation): a name"
                 " unique to this query and stable across its restarts"
             )
         return StagedStreamWriter(self.parsed, self.parsed.sink)
+
+
+def _check_target(options: Options) -> None:
+    """The queue exists and takes parallel writes: checked on the driver, before any task."""
+    client, _ = _open(options)
+    try:
+        attrs = client.queue_info(options.queue, fresh=True).attributes
+    finally:
+        client.close()
+    if attrs.fifo:
+        raise InvalidInput(
+            f"queue {options.queue!r} is FIFO: parallel writers cannot keep group order;"
+            " write to a standard queue"
+        )
 
 
 def _check_writable(schema: StructType, overwrite: bool) -> None:

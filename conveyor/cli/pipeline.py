@@ -1,0 +1,152 @@
+"""`conveyor pipeline <job>`: the Spark jobs over queues (stats, export, import, redrive).
+
+Each job starts a SparkSession (local mode unless --master names a cluster), runs, and
+prints a table (or JSON with --output json). Needs the `[spark]` extra and Java 17+.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ..urls import redact
+from . import render
+from .app import State, cli, fail, pass_state
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def job_options(f: F) -> F:
+    f = click.option(
+        "--master",
+        default="local[*]",
+        show_default=True,
+        help="Spark master URL: local[N], spark://host:7077, yarn, k8s://...",
+    )(f)
+    return click.option("--store", "job_store", help="Store URL (overrides the global --store).")(f)
+
+
+def _spark(master: str) -> Any:
+    try:
+        from ..spark import session
+    except ImportError as exc:  # pragma: no cover - the extra is part of the test install
+        fail(f"{exc}: install the Spark extra: pip install 'conveyor-mq[spark]'")
+    render.errors.print(f"starting Spark ({master})...")
+    try:
+        return session(master, app="conveyor-pipeline")
+    except Exception as exc:
+        fail(f"cannot start Spark on {master}: {str(exc).splitlines()[0]} (is Java 17+ installed?)")
+
+
+def _store(state: State, job_store: str | None) -> str:
+    return job_store or state.store
+
+
+@cli.group()
+def pipeline() -> None:
+    """Spark jobs over queues: stats, export, import, redrive."""
+
+
+@pipeline.command()
+@click.argument("queues", nargs=-1)
+@job_options
+@click.option("--window", default="1 minute", show_default=True, help="Throughput window.")
+@click.option("--out", "out_dir", help="Write each table to this directory.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
+)
+@click.option("--chart", "chart_path", help="Draw throughput per window to this PNG file.")
+@pass_state
+def stats(
+    state: State, queues: tuple[str, ...], job_store: str | None, master: str, window: str,
+    out_dir: str | None, fmt: str, chart_path: str | None,
+) -> None:  # fmt: skip
+    """Throughput, latency percentiles, redelivery and dead letters per queue (all queues
+    unless named)."""
+    from ..spark import jobs
+
+    store = _store(state, job_store)
+    spark = _spark(master)
+    result = jobs.stats(spark, store, list(queues) or None, window=window)
+    written = jobs.write_stats(result, out_dir, fmt) if out_dir else []
+    drawn = jobs.chart(result, chart_path) if chart_path else None
+    if state.json:
+        out: dict[str, Any] = dict(result.tables())
+        out["files"] = [str(p) for p in written] + ([str(drawn)] if drawn else [])
+        render.emit_json(out)
+        return
+    for name, rows in result.tables().items():
+        if rows:
+            render.table(name.replace("_", " "), list(rows[0]), [list(r.values()) for r in rows])
+        else:
+            render.console.print(f"{name.replace('_', ' ')}: none")
+    for path in [*written, *([drawn] if drawn else [])]:
+        render.console.print(f"wrote {path}")
+
+
+@pipeline.command()
+@click.argument("queue")
+@click.argument("path")
+@job_options
+@click.option("--archive", is_flag=True, help="Export the queue's archive instead.")
+@click.option("--overwrite", is_flag=True, help="Replace what is at PATH.")
+@pass_state
+def export(
+    state: State, queue: str, path: str, job_store: str | None, master: str, archive: bool,
+    overwrite: bool,
+) -> None:  # fmt: skip
+    """Write QUEUE (or its archive) to Parquet at PATH, receiving nothing."""
+    from ..spark import jobs
+
+    store = _store(state, job_store)
+    n = jobs.export(
+        _spark(master), store, queue, path, source="archive" if archive else "queue",
+        overwrite=overwrite,
+    )  # fmt: skip
+    _report(state, {"queue": queue, "path": path, "rows": n}, f"exported {n} rows to {path}")
+
+
+@pipeline.command("import")
+@click.argument("path")
+@click.argument("queue")
+@job_options
+@pass_state
+def import_cmd(state: State, path: str, queue: str, job_store: str | None, master: str) -> None:
+    """Send the messages of a Parquet export at PATH to QUEUE, keeping their ids (running it
+    again adds nothing)."""
+    from ..spark import jobs
+
+    store = _store(state, job_store)
+    rows, added = jobs.import_(_spark(master), store, queue, path)
+    _report(
+        state,
+        {"queue": queue, "path": path, "rows": rows, "added": added},
+        f"read {rows} rows, {added} new messages in {queue} ({rows - added} were there already"
+        f" or were taken meanwhile) on {redact(store)}",
+    )
+
+
+@pipeline.command()
+@click.argument("dlq")
+@job_options
+@click.option("--to", "to", help="Send every message here instead of its source queue.")
+@pass_state
+def redrive(state: State, dlq: str, job_store: str | None, master: str, to: str | None) -> None:
+    """Move the ready messages of dead-letter queue DLQ back to their source queues."""
+    from ..spark import jobs
+
+    store = _store(state, job_store)
+    counts = jobs.redrive(_spark(master), store, dlq, to=to)
+    if state.json:
+        render.emit_json({"dlq": dlq, "moved": counts})
+        return
+    render.table(f"redriven from {dlq}", ["queue", "messages"], sorted(counts.items()))
+
+
+def _report(state: State, data: dict[str, Any], text: str) -> None:
+    if state.json:
+        render.emit_json(data)
+    else:
+        render.console.print(text)

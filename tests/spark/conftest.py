@@ -1,0 +1,55 @@
+"""One SparkSession for the Spark tests, tuned for a small machine: local mode with two
+cores and a retry per task (``local[2,2]``), no UI, two shuffle partitions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conveyor import Client
+
+from .. import sqlstores
+from ..conftest import unavailable
+
+pytest.importorskip("pyspark")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from conveyor.spark import session
+
+    s = session(
+        "local[2,2]",
+        app="conveyor-tests",
+        **{
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.memory": "1g",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.streaming.stopTimeout": "10s",
+        },
+    )
+    yield s
+    s.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/conveyor.db?durability=normal"
+    else:
+        why = sqlstores.reachable("postgres")
+        if why is not None:
+            unavailable(why)
+        url = sqlstores.fresh_url("postgres")
+    yield url
+    sqlstores.drop(url)
+
+
+@pytest.fixture
+def client(store: str) -> Iterator[Client]:
+    c = Client(store)
+    yield c
+    c.close()
