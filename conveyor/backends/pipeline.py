@@ -36,6 +36,8 @@ JOB_SINK_DAYS = 7  # how long a one-off job's commit record is kept
 class Exec(Protocol):
     def __call__(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
 
 @dataclass(frozen=True)
 class Bounds:
@@ -250,15 +252,14 @@ class PipelineStore:
 
             def record(ex: Exec, rows: list[tuple[int, str, str]] = rows) -> None:
                 qid, _ = self._pl_queue(ex, queue)
-                for row, message_id, token in rows:
-                    ex(
-                        self._pl_upsert(
-                            f"{p}leases",
-                            "queue_id, stream, lease, row_key, message_id, token",
-                            "queue_id, stream, lease, row_key",
-                        ),
-                        (qid, stream, lease, row, message_id, token),
-                    )
+                ex.many(
+                    self._pl_upsert(
+                        f"{p}leases",
+                        "queue_id, stream, lease, row_key, message_id, token",
+                        "queue_id, stream, lease, row_key",
+                    ),
+                    [(qid, stream, lease, row, mid, token) for row, mid, token in rows],
+                )
 
             self._pl_run(record)
             count += len(got)
@@ -370,11 +371,11 @@ class PipelineStore:
                     " write to a standard queue"
                 )
             keys, present = self._pl_insert_hidden(ex, queue, qid, attrs, messages, now)
-            for k in keys:
-                ex(
+            if keys:
+                ex.many(
                     f"INSERT INTO {p}staged (queue_id, sink, batch, part, attempt, mkey)"
                     " VALUES (%s, %s, %s, %s, %s, %s)",
-                    (qid, sink, batch, part, attempt, k),
+                    [(qid, sink, batch, part, attempt, k) for k in keys],
                 )
             taken: list[Any] = []
             if present:

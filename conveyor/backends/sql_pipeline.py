@@ -28,6 +28,9 @@ class _Exec:
         self.cur.execute(sql, params)
         return list(self.cur.fetchall()) if self.cur.description else []
 
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.cur.executemany(sql, rows)
+
 
 class SQLPipeline(PipelineStore):
     _pl_columns = MESSAGE_COLUMNS

@@ -33,6 +33,9 @@ class _Exec:
     def __call__(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql.replace("%s", "?"), params).fetchall()
 
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(sql.replace("%s", "?"), rows)
+
 
 class SQLitePipeline(PipelineStore):
     _pl_columns = MESSAGE_COLUMNS

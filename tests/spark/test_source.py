@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ def write(df: Any, store: str, queue: str) -> None:
 
 
 def bodies(client: Client, queue: str) -> list[str]:
-    out = []
+    out: list[str] = []
     q = client.queue(queue)
     after = 0
     while True:
@@ -69,6 +70,7 @@ def test_archive_snapshot(spark: Any, store: str, client: Client) -> None:
     q = client.create_queue("done", archive=True)
     q.send_batch([f"m{i}" for i in range(10)])
     for m in q.receive(max_messages=10):
+        assert m.receipt is not None
         q.delete(m.receipt)
     got = read(spark, store, "done", source="archive").collect()
     assert sorted(r["body_text"] for r in got) == sorted(f"m{i}" for i in range(10))
@@ -79,7 +81,7 @@ def test_bad_options_and_frames_say_what_to_fix(spark: Any, store: str, client: 
     client.create_queue("in")
     client.create_queue("ordered.fifo", content_based_dedup=True)
     df = spark.createDataFrame([("x",)], "body STRING")
-    cases = [
+    cases: list[tuple[Callable[[], Any], str]] = [
         (lambda: read(spark, store, "in", numPartitions="many").count(), "not a whole number"),
         (lambda: read(spark, store, "in", bogus="1").count(), "unknown option"),
         (lambda: read(spark, "memory://", "in").count(), "memory:// store lives in one"),

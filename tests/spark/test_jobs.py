@@ -1,0 +1,105 @@
+"""The pipeline jobs end to end, on SQLite and PostgreSQL, as functions and as commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from conveyor import Client, DeadLetterPolicy, SendEntry
+from conveyor.cli import cli
+from conveyor.spark import jobs
+
+
+def workload(client: Client) -> None:
+    """150 processed (archived), 50 dead-lettered with two errors, 100 waiting."""
+    client.create_queue("work-dlq")
+    w = client.create_queue(
+        "work", archive=True, dead_letter=DeadLetterPolicy(queue="work-dlq", max_receive_count=3)
+    )
+    for i in range(0, 300, 10):
+        w.send_batch([f"m{j}" for j in range(i, i + 10)])
+    got = []
+    while len(got) < 200:
+        got += w.receive(max_messages=10)
+    for m in got[:150]:
+        assert m.receipt is not None
+        w.delete(m.receipt)
+    for m in got[150:]:
+        w.move_to_dlq(m.id, error="ValueError: bad" if int(m.text[1:]) % 2 else "Timeout")
+
+
+def test_stats(spark: Any, store: str, client: Client, tmp_path: Path) -> None:
+    workload(client)
+    result = jobs.stats(spark, store)
+    by_queue = {r["queue"]: r for r in result.queues}
+    assert by_queue["work"]["ready"] == 100 and by_queue["work"]["archived"] == 150
+    assert by_queue["work-dlq"]["ready"] == 50
+    assert sum(r["processed"] for r in result.throughput) == 150
+    [lat] = result.latency
+    assert lat["queue"] == "work" and 0 <= lat["in_queue_p50_s"] <= lat["in_queue_p99_s"]
+    assert lat["processing_p50_s"] >= 0
+    breakdown = {(r["source_queue"], r["error"]): r["messages"] for r in result.dead_letters}
+    assert breakdown == {("work", "ValueError: bad"): 25, ("work", "Timeout"): 25}
+    files = jobs.write_stats(result, str(tmp_path / "out"), "csv")
+    assert (tmp_path / "out" / "dead_letters.csv").read_text().count("\n") == 3
+    assert len(files) == 4
+    png = jobs.chart(result, str(tmp_path / "chart.png"))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_export_then_import_is_idempotent(
+    spark: Any, store: str, client: Client, tmp_path: Path
+) -> None:
+    q = client.create_queue("src")
+    q.send_batch(
+        [SendEntry(entry_id=str(i), body=f"e{i}", attributes={"k": "v"}) for i in range(10)]
+    )
+    path = str(tmp_path / "export")
+    assert jobs.export(spark, store, "src", path) == 10
+    client.create_queue("copy")
+    assert jobs.import_(spark, store, "copy", path) == (10, 10)
+    assert jobs.import_(spark, store, "copy", path) == (10, 0)
+    copied = {m.id: m for m in client.queue("copy").peek(limit=100)}
+    originals = {m.id: m for m in q.peek(limit=100)}
+    assert copied.keys() == originals.keys()
+    assert all(copied[i].body == originals[i].body for i in copied)
+    assert all(copied[i].attributes == {"k": "v"} for i in copied)
+    with pytest.raises(Exception, match="already exists"):
+        jobs.export(spark, store, "src", path)
+
+
+def test_redrive(spark: Any, store: str, client: Client) -> None:
+    workload(client)
+    dead = {m.id for m in client.queue("work-dlq").peek(limit=100)}
+    assert jobs.redrive(spark, store, "work-dlq") == {"work": 50}
+    assert client.queue("work-dlq").stats().ready == 0
+    ids = set()
+    after = 0
+    while page := client.queue("work").peek(limit=100, after=after):
+        ids |= {m.id for m in page}
+        after = page[-1].sequence
+    assert dead <= ids and len(ids) == 150
+    assert jobs.redrive(spark, store, "work-dlq") == {}
+
+
+def test_pipeline_commands(spark: Any, store: str, client: Client, tmp_path: Path) -> None:
+    """The commands reuse the running SparkSession (getOrCreate) and print what they did."""
+    workload(client)
+    runner = CliRunner()
+    args = ["--store", store, "--output", "json", "pipeline"]
+    out = runner.invoke(cli, [*args, "stats", "work", "--chart", str(tmp_path / "c.png")])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["queues"][0]["archived"] == 150 and data["files"] == [str(tmp_path / "c.png")]
+    out = runner.invoke(cli, [*args, "export", "work-dlq", str(tmp_path / "x")])
+    assert out.exit_code == 0 and json.loads(out.stdout)["rows"] == 50
+    out = runner.invoke(cli, [*args, "redrive", "work-dlq", "--to", "nowhere"])
+    assert out.exit_code == 1 and "missing queue(s) nowhere" in out.output
+    out = runner.invoke(cli, [*args, "redrive", "work-dlq"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["moved"] == {"work": 50}
+    out = runner.invoke(cli, [*args, "stats", "nope"])
+    assert out.exit_code == 1 and "no such queue(s): nope" in out.output

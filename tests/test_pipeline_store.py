@@ -1,0 +1,114 @@
+"""The stores' pipeline operations (what the Spark source builds on), without Spark: leases
+held by token, staged writes published once per (sink, batch), snapshots by row range."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conveyor import Client, ManualClock, SendEntry
+from conveyor.backends.pipeline import PipelineStore
+
+from .conftest import STORES
+from .sqlstores import drop
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+def env(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock
+) -> Iterator[tuple[Client, PipelineStore]]:
+    url = STORES[request.param](tmp_path)
+    client = Client(url, clock=clock)
+    backend = client.backend
+    assert isinstance(backend, PipelineStore)
+    yield client, backend
+    client.close()
+    drop(url)
+
+
+def entries(n: int, prefix: str = "m", ids: bool = False) -> list[SendEntry]:
+    return [
+        SendEntry(entry_id=str(i), body=f"{prefix}{i}", id=f"{prefix}{i}" if ids else None)
+        for i in range(n)
+    ]
+
+
+def test_snapshot_ranges_cover_every_message_once(env: tuple[Client, PipelineStore]) -> None:
+    client, store = env
+    q = client.create_queue("q")
+    for i in range(0, 250, 10):
+        batch = range(i, i + 10)
+        q.send_batch([SendEntry(entry_id=str(j), body=f"m{j}", priority=j % 3) for j in batch])
+    q.receive(max_messages=10)
+    bounds = store.row_bounds("q")
+    assert bounds.count == 250
+    seen = [m.text for lo, hi in bounds.split(7) for m in store.scan_messages("q", lo, hi)]
+    assert sorted(seen) == sorted(f"m{j}" for j in range(250))
+    assert q.stats().received == 10  # scanning received nothing
+
+
+def test_leases_are_topped_up_read_by_range_and_acknowledged(
+    env: tuple[Client, PipelineStore], clock: ManualClock
+) -> None:
+    client, store = env
+    q = client.create_queue("q")
+    q.send_batch(entries(10))
+    q.send_batch(entries(10, "n"))
+    assert store.stream_position("q", "s") == 0
+    assert store.lease_messages("q", "s", 1, 12, 600) == 12
+    assert store.lease_messages("q", "s", 1, 15, 600) == 15  # planning again tops up
+    b = store.lease_bounds("q", "s", 1, 1)
+    leased = [m.text for lo, hi in b.split(3) for m in store.read_leased("q", "s", 1, 1, lo, hi)]
+    assert len(leased) == 15 == len(set(leased))
+    assert q.stats().in_flight == 15
+    # a message whose lease ran out and that someone else received is no longer the lease's
+    clock.advance(601)
+    [taken] = q.receive(max_messages=1, visibility_timeout=30)
+    again = [m.text for lo, hi in b.split(1) for m in store.read_leased("q", "s", 1, 1, lo, hi)]
+    assert taken.text not in again and len(again) == 14
+    assert store.acknowledge_leases("q", "s", 1) == 14
+    assert store.acknowledge_leases("q", "s", 1) == 0  # idempotent
+    assert store.stream_position("q", "s") == 1
+    assert taken.receipt is not None
+    q.delete(taken.receipt)  # its receipt still works: the lease did not take it
+    assert q.stats().ready == 5
+
+
+def test_staged_writes_publish_once_and_drop_failed_attempts(
+    env: tuple[Client, PipelineStore],
+) -> None:
+    client, store = env
+    q = client.create_queue("q")
+    prepared = [q.prepare(e) for e in entries(5, "a")]
+    retry = [q.prepare(e) for e in entries(5, "b")]
+    assert store.stage_messages("q", "job:1", 0, 0, 0, prepared) == 5
+    assert store.stage_messages("q", "job:1", 0, 1, 0, retry[:2]) == 2  # attempt 0 failed
+    assert store.stage_messages("q", "job:1", 0, 1, 1, retry) == 5
+    assert q.stats().ready == 0  # hidden until published
+    assert store.publish_staged("q", "job:1", 0, [(0, 0), (1, 1)]) == 10
+    texts = sorted(m.text for m in q.peek(limit=100))
+    assert texts == sorted([f"a{i}" for i in range(5)] + [f"b{i}" for i in range(5)])
+    # a replayed batch publishes nothing and leaves nothing behind
+    assert store.stage_messages("q", "job:1", 0, 0, 0, prepared) == 5
+    assert store.publish_staged("q", "job:1", 0, [(0, 0)]) is None
+    assert q.stats().ready + q.stats().delayed == 10
+    # abort removes what was staged
+    store.stage_messages("q", "job:2", 0, 0, 0, [q.prepare(e) for e in entries(3, "c")])
+    assert store.discard_staged("q", "job:2", 0) == 3
+    assert q.stats().delayed == 0
+
+
+def test_a_retry_takes_over_the_ids_an_earlier_attempt_staged(
+    env: tuple[Client, PipelineStore],
+) -> None:
+    client, store = env
+    q = client.create_queue("q")
+    q.send("kept", id="x0")
+    first = [q.prepare(e) for e in entries(3, "x", ids=True)]
+    assert store.stage_messages("q", "imp", 0, 0, 0, first) == 2  # x0 is in the queue
+    assert store.stage_messages("q", "imp", 0, 0, 1, first) == 2  # takes over x1, x2
+    assert store.publish_staged("q", "imp", 0, [(0, 1)]) == 2
+    assert sorted(m.id for m in q.peek(limit=10)) == ["x0", "x1", "x2"]
+    assert q.get("x0").text == "kept"
