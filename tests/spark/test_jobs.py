@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conveyor import Client, DeadLetterPolicy, SendEntry
+from conveyor import Client, DeadLetterPolicy, Message, SendEntry
 from conveyor.cli import cli
 from conveyor.spark import jobs
 
@@ -22,7 +22,7 @@ def workload(client: Client) -> None:
     )
     for i in range(0, 300, 10):
         w.send_batch([f"m{j}" for j in range(i, i + 10)])
-    got = []
+    got: list[Message] = []
     while len(got) < 200:
         got += w.receive(max_messages=10)
     for m in got[:150]:
