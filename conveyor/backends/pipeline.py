@@ -299,25 +299,35 @@ class PipelineStore:
         after = low
         while True:
 
-            def page(ex: Exec, after: int = after) -> list[tuple[Any, ...]]:
+            def page(ex: Exec, after: int = after) -> tuple[int, list[tuple[Any, ...]]]:
+                # the lease rows first, then their messages by key: a join would leave the
+                # plan to a planner that may walk the whole queue
                 qid, _ = self._pl_queue(ex, queue)
                 table, key, where = self._pl_messages(qid)
-                cols = ", ".join(f"m.{c.strip()}" for c in self._pl_columns.split(","))
-                return ex(
-                    f"SELECT {cols} FROM {p}leases l JOIN {table} m ON m.{key} = l.row_key"
-                    " AND m.token = l.token"
-                    f" WHERE {where.replace('queue_id', 'm.queue_id')} AND l.queue_id = %s"
-                    " AND l.stream = %s AND l.lease >= %s AND l.lease <= %s"
-                    f" AND l.row_key > %s AND l.row_key <= %s ORDER BY l.row_key LIMIT %s",
+                held = ex(
+                    f"SELECT row_key, token FROM {p}leases WHERE queue_id = %s AND stream = %s"
+                    " AND lease >= %s AND lease <= %s AND row_key > %s AND row_key <= %s"
+                    " ORDER BY row_key LIMIT %s",
                     (qid, stream, first, last, after, high, PAGE),
                 )
+                if not held:
+                    return high, []
+                tokens = {int(r[0]): str(r[1]).strip() for r in held}
+                marks = ", ".join(["%s"] * len(held))
+                rows = ex(
+                    f"SELECT {self._pl_columns}, token FROM {table} WHERE {where}"
+                    f" AND {key} IN ({marks}) ORDER BY {key}",
+                    list(tokens),
+                )
+                mine = [r[:-1] for r in rows if str(r[-1] or "").strip() == tokens[int(r[0])]]
+                return (int(held[-1][0]) if len(held) == PAGE else high), mine
 
-            rows = self._pl_run(page, tx=False)
+            last_key, rows = self._pl_run(page, tx=False)
             for r in rows:
                 yield self._pl_message(queue, r)
-            if len(rows) < PAGE:
+            if last_key >= high:
                 return
-            after = int(rows[-1][0])
+            after = last_key
 
     def acknowledge_leases(self, queue: str, stream: str, upto: int) -> int:
         """Delete (archive, where the queue archives) what leases <= `upto` still hold, and

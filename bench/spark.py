@@ -1,0 +1,172 @@
+"""Spark data source vs a single-process SDK loop: write, batch read and streaming read.
+
+    python -m bench.spark [--messages 100000] [--only sqlite|postgres] [--master local[2]]
+
+For each store, in one run: rows/s of
+- write: a DataFrame of N messages appended with the `conveyor` sink, vs the SDK sending
+  the same bodies in batches of 10 (`send_batch`);
+- batch read: a snapshot of the N-message queue read and counted, vs the SDK paging through
+  it with `peek` (1,000 per page);
+- streaming read: `readStream` (availableNow, maxMessagesPerBatch=20000) draining the queue
+  into a no-op sink, vs the SDK receiving batches of 10 and deleting them.
+Spark timings exclude starting the JVM (the session is up before the first measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import tempfile
+import time
+from typing import Any
+
+from conveyor import Client, SendEntry
+
+from .sql import _drop
+
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def sdk_write(url: str, queue: str, n: int) -> float:
+    with Client(url) as c:
+        q = c.queue(queue)
+        start = time.perf_counter()
+        for i in range(0, n, 10):
+            q.send_batch(
+                [
+                    SendEntry(entry_id=str(j), body=f"message {j:08d}")
+                    for j in range(i, min(n, i + 10))
+                ]
+            )
+        return time.perf_counter() - start
+
+
+def sdk_peek(url: str, queue: str) -> tuple[float, int]:
+    with Client(url) as c:
+        q = c.queue(queue)
+        start = time.perf_counter()
+        seen, after = 0, 0
+        while page := q.peek(limit=1000, after=after):
+            seen += len(page)
+            after = page[-1].sequence
+        return time.perf_counter() - start, seen
+
+
+def sdk_drain(url: str, queue: str) -> tuple[float, int]:
+    with Client(url) as c:
+        q = c.queue(queue)
+        start = time.perf_counter()
+        seen = 0
+        while got := q.receive(max_messages=10):
+            q.delete_batch([m.receipt for m in got if m.receipt])
+            seen += len(got)
+        return time.perf_counter() - start, seen
+
+
+def spark_write(spark: Any, url: str, queue: str, n: int, parts: int) -> float:
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, n, numPartitions=parts).select(
+        F.format_string("message %08d", F.col("id")).alias("body")
+    )
+    start = time.perf_counter()
+    df.write.format("conveyor").option("store", url).option("queue", queue).mode("append").save()
+    return time.perf_counter() - start
+
+
+def spark_read(spark: Any, url: str, queue: str, parts: int) -> tuple[float, int]:
+    start = time.perf_counter()
+    n = (
+        spark.read.format("conveyor").option("store", url).option("queue", queue)
+        .option("numPartitions", str(parts)).load().select("id", "body").count()
+    )  # fmt: skip
+    return time.perf_counter() - start, int(n)
+
+
+def spark_stream(spark: Any, url: str, queue: str, parts: int, checkpoint: str) -> float:
+    start = time.perf_counter()
+    q = (
+        spark.readStream.format("conveyor").option("store", url).option("queue", queue)
+        .option("maxMessagesPerBatch", "20000").option("numPartitions", str(parts)).load()
+        .select("id", "body").writeStream.format("noop").option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    q.awaitTermination()
+    return time.perf_counter() - start
+
+
+def bench_store(spark: Any, kind: str, url: str, n: int, parts: int, rows: list[list[str]]) -> None:
+    with Client(url) as c:
+        for name in ("sdk", "spark"):
+            c.create_queue(name)
+    t_sdk = sdk_write(url, "sdk", n)
+    t_spark = spark_write(spark, url, "spark", n, parts)
+    rows.append(
+        [kind, "write", f"{n / t_sdk:,.0f}", f"{n / t_spark:,.0f}", f"{t_sdk / t_spark:.2f}x"]
+    )
+    t_sdk, seen_sdk = sdk_peek(url, "sdk")
+    t_spark, seen_spark = spark_read(spark, url, "spark", parts)
+    assert seen_sdk == seen_spark == n, (seen_sdk, seen_spark)
+    rows.append(
+        [kind, "batch read", f"{n / t_sdk:,.0f}", f"{n / t_spark:,.0f}", f"{t_sdk / t_spark:.2f}x"]
+    )
+    t_sdk, drained = sdk_drain(url, "sdk")
+    assert drained == n
+    with tempfile.TemporaryDirectory() as ck:
+        t_spark = spark_stream(spark, url, "spark", parts, ck)
+    with Client(url) as c:
+        left = c.queue("spark").stats()
+        assert left.ready == left.in_flight == 0, left
+    rows.append(
+        [
+            kind,
+            "streaming read",
+            f"{n / t_sdk:,.0f}",
+            f"{n / t_spark:,.0f}",
+            f"{t_sdk / t_spark:.2f}x",
+        ]
+    )
+    print(*rows[-3:], sep="\n", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--only", choices=["sqlite", "postgres"])
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    from conveyor.spark import session
+
+    spark = session(args.master, app="conveyor-bench", **{"spark.ui.showConsoleProgress": "false"})
+    parts = spark.sparkContext.defaultParallelism
+    spark.range(10).count()  # warm the JVM and a Python worker
+    rows: list[list[str]] = []
+    tmp = tempfile.mkdtemp()
+    prefix = f"sparkbench{secrets.token_hex(3)}_"
+    stores = []
+    if args.only in (None, "sqlite"):
+        stores.append(
+            ("sqlite (normal)", f"sqlite:///{os.path.join(tmp, 'bench.db')}?durability=normal")
+        )
+    if args.only in (None, "postgres"):
+        stores.append(("postgres", f"{PG}?prefix={prefix}"))
+    for kind, url in stores:
+        try:
+            bench_store(spark, kind, url, args.messages, parts, rows)
+        finally:
+            if kind == "postgres":
+                _drop(PG, prefix)
+    print(
+        f"\n{args.messages:,} messages of ~16 bytes, Spark {spark.version} {args.master},"
+        f" {parts} partitions"
+    )
+    print("| store | operation | SDK loop rows/s | Spark rows/s | Spark / SDK |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
