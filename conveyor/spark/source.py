@@ -27,7 +27,9 @@ from typing import Any
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
@@ -45,9 +47,9 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 from ..backends.pipeline import PipelineStore
 from ..client import Client, SendEntry, decode_message
 from ..exceptions import InvalidInput, Unsupported
-from ..models import Capability
+from ..models import Capability, Message
 from .options import Options, parse_options
-from .rows import SCHEMA, WRITABLE, archived_row, message_row
+from .rows import SCHEMA, WRITABLE, archived_row, message_row, record_batch
 
 STAGE_CHUNK = 1000  # messages per staging statement
 
@@ -111,6 +113,20 @@ class Staged(WriterCommitMessage):
     part: int
     attempt: int
     count: int
+
+
+ARROW_ROWS = 5000  # rows per Arrow record batch a read yields
+
+
+def _batches(messages: Iterator[Message], now: float) -> Iterator[Any]:
+    rows = []
+    for m in messages:
+        rows.append(message_row(decode_message(m), now))
+        if len(rows) >= ARROW_ROWS:
+            yield record_batch(rows)
+            rows = []
+    if rows:
+        yield record_batch(rows)
 
 
 class ConveyorDataSource(DataSource):
@@ -209,19 +225,25 @@ class SnapshotReader(DataSourceReader):
         ranges = bounds.split(self.options.partitions) or [(0, 0)]
         return [RangePartition(lo, hi) for lo, hi in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
         store, queue = self.conn.store, self.options.queue
         try:
             if self.options.source == "archive":
+                rows = []
                 for a in store.scan_archive(queue, partition.low, partition.high):
                     if a.compressed:
                         a = dataclasses.replace(a, body=zlib.decompress(a.body), compressed=False)
-                    yield archived_row(a)
+                    rows.append(archived_row(a))
+                    if len(rows) >= ARROW_ROWS:
+                        yield record_batch(rows)
+                        rows = []
+                if rows:
+                    yield record_batch(rows)
             else:
                 now = self.conn.client.clock.now()
-                for m in store.scan_messages(queue, partition.low, partition.high):
-                    yield message_row(decode_message(m), now)
+                messages = store.scan_messages(queue, partition.low, partition.high)
+                yield from _batches(messages, now)
         finally:
             self.conn.close()
 
@@ -268,7 +290,7 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         bounds = self.conn.store.lease_bounds(o.queue, o.stream, first, last)
         return [LeasePartition(first, last, lo, hi) for lo, hi in bounds.split(o.partitions)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, LeasePartition)
         o, p = self.options, partition
         try:
@@ -288,26 +310,31 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 # -- writing --------------------------------------------------------------------------------
 
 
-def _entry(row: Any) -> SendEntry:
-    values = row.asDict()
-    body = values.get("body")
-    if body is None:
-        body = values.get("body_text")
-    if body is None:
-        raise InvalidInput("a row has no body: every message needs one")
-    if isinstance(body, bytearray):
-        body = bytes(body)
-    return SendEntry(
-        entry_id="0",
-        body=body,
-        id=values.get("id"),
-        group_id=values.get("group_id"),
-        priority=int(values.get("priority") or 0),
-        attributes=dict(values.get("attributes") or {}),
-    )
+def _entries(batch: Any) -> Iterator[SendEntry]:
+    """Send entries from an Arrow record batch of the sink's columns."""
+    cols = batch.to_pydict()
+    n = batch.num_rows
+    none: list[Any] = [None] * n
+    bodies = cols.get("body", none)
+    texts = cols.get("body_text", none)
+    ids, groups = cols.get("id", none), cols.get("group_id", none)
+    priorities, attributes = cols.get("priority", none), cols.get("attributes", none)
+    for i in range(n):
+        body = bodies[i] if bodies[i] is not None else texts[i]
+        if body is None:
+            raise InvalidInput("a row has no body: every message needs one")
+        attrs = attributes[i]
+        yield SendEntry(
+            entry_id="0",
+            body=body,
+            id=ids[i],
+            group_id=groups[i],
+            priority=int(priorities[i] or 0),
+            attributes=dict(attrs) if attrs else {},
+        )
 
 
-class StagedWriter(DataSourceWriter):
+class StagedWriter(DataSourceArrowWriter):
     batch_id = 0
 
     def __init__(self, options: Options, sink: str) -> None:
@@ -327,13 +354,14 @@ class StagedWriter(DataSourceWriter):
         count = 0
         chunk = []
         try:
-            for row in iterator:
-                chunk.append(queue.prepare(_entry(row)))
-                if len(chunk) >= STAGE_CHUNK:
-                    count += self.conn.store.stage_messages(
-                        o.queue, self.sink, batch, part, attempt, chunk
-                    )
-                    chunk = []
+            for records in iterator:
+                for entry in _entries(records):
+                    chunk.append(queue.prepare(entry))
+                    if len(chunk) >= STAGE_CHUNK:
+                        count += self.conn.store.stage_messages(
+                            o.queue, self.sink, batch, part, attempt, chunk
+                        )
+                        chunk = []
             if chunk:
                 count += self.conn.store.stage_messages(
                     o.queue, self.sink, batch, part, attempt, chunk
@@ -362,7 +390,7 @@ class StagedWriter(DataSourceWriter):
         self._discard(0)
 
 
-class StagedStreamWriter(StagedWriter, DataSourceStreamWriter):
+class StagedStreamWriter(StagedWriter, DataSourceStreamArrowWriter):
     def _batch(self) -> int:
         ctx = TaskContext.get()
         raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
