@@ -3,6 +3,7 @@ cores and a retry per task (``local[2,2]``), no UI, two shuffle partitions."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from .. import sqlstores
 from ..conftest import unavailable
 
 pytest.importorskip("pyspark")
+if shutil.which("java") is None:
+    unavailable("Java (Spark needs a Java runtime, 17 or newer)")
 
 
 @pytest.fixture(scope="session")
