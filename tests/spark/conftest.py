@@ -16,14 +16,14 @@ from .. import sqlstores
 from ..conftest import unavailable
 
 pytest.importorskip("pyspark")
-if shutil.which("java") is None:
-    unavailable("Java (Spark needs a Java runtime, 17 or newer)")
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from conveyor.spark import session
 
+    if shutil.which("java") is None:
+        unavailable("Java (Spark needs a Java runtime, 17 or newer)")
     s = session(
         "local[2,2]",
         app="conveyor-tests",
