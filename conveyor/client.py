@@ -85,6 +85,12 @@ def decode_message(message: Message) -> Message:
     return message
 
 
+def decode_archived(a: ArchivedMessage) -> ArchivedMessage:
+    if a.compressed:
+        return dataclasses.replace(a, body=zlib.decompress(a.body), compressed=False)
+    return a
+
+
 class Client:
     """Connects to a store by URL. Thread-safe; share one per process.
 
@@ -611,7 +617,7 @@ class Queue:
     def archive(self, limit: int = 1000, after: int = 0) -> list[ArchivedMessage]:
         self._backend.require(Capability.ARCHIVE, "archive")
         out = self._backend.list_archive(self.name, limit=limit, after=after)
-        return [a if not a.compressed else _decompress_archived(a) for a in out]
+        return [decode_archived(a) for a in out]
 
 
 def _entries(receipts: Sequence[str] | Mapping[str, str]) -> list[tuple[str, str]]:
@@ -620,7 +626,3 @@ def _entries(receipts: Sequence[str] | Mapping[str, str]) -> list[tuple[str, str
     if isinstance(receipts, str):
         raise InvalidInput("pass a list of receipts, not one string")
     return [(str(i), r) for i, r in enumerate(receipts)]
-
-
-def _decompress_archived(a: ArchivedMessage) -> ArchivedMessage:
-    return dataclasses.replace(a, body=zlib.decompress(a.body), compressed=False)

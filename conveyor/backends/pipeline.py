@@ -33,6 +33,9 @@ PAGE = 2000  # rows per statement when scanning or reading a lease
 JOB_SINK_DAYS = 7  # how long a one-off job's commit record is kept
 
 
+Page = tuple[list[tuple[Any, ...]], "int | None"]  # rows, and the key to go on after (None: done)
+
+
 class Exec(Protocol):
     def __call__(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
@@ -173,46 +176,46 @@ class PipelineStore:
 
         return self._pl_run(run, tx=False)
 
+    def _pages(self, fetch: Callable[[Exec, int], Page], low: int) -> Iterator[tuple[Any, ...]]:
+        """The rows `fetch` returns page by page, from `low` until it says there is no more."""
+        after: int | None = low
+        while after is not None:
+
+            def page(ex: Exec, start: int = after) -> Page:
+                return fetch(ex, start)
+
+            rows, after = self._pl_run(page, tx=False)
+            yield from rows
+
     def scan_messages(self, queue: str, low: int, high: int) -> Iterator[Message]:
         """Every message with low < row key <= high, in row-key order, none received."""
-        after = low
-        while True:
 
-            def page(ex: Exec, after: int = after) -> list[tuple[Any, ...]]:
-                qid, _ = self._pl_queue(ex, queue)
-                table, key, where = self._pl_messages(qid)
-                return ex(
-                    f"SELECT {self._pl_columns} FROM {table} WHERE {where} AND {key} > %s"
-                    f" AND {key} <= %s AND visible_at < %s ORDER BY {key} LIMIT %s",
-                    (after, high, HIDDEN, PAGE),
-                )
+        def fetch(ex: Exec, after: int) -> Page:
+            qid, _ = self._pl_queue(ex, queue)
+            table, key, where = self._pl_messages(qid)
+            rows = ex(
+                f"SELECT {self._pl_columns} FROM {table} WHERE {where} AND {key} > %s"
+                f" AND {key} <= %s AND visible_at < %s ORDER BY {key} LIMIT %s",
+                (after, high, HIDDEN, PAGE),
+            )
+            return rows, (int(rows[-1][0]) if len(rows) == PAGE else None)
 
-            rows = self._pl_run(page, tx=False)
-            for r in rows:
-                yield self._pl_message(queue, r)
-            if len(rows) < PAGE:
-                return
-            after = int(rows[-1][0])
+        for r in self._pages(fetch, low):
+            yield self._pl_message(queue, r)
 
     def scan_archive(self, queue: str, low: int, high: int) -> Iterator[ArchivedMessage]:
         table, name_col, columns = self._pl_archive()
-        after = low
-        while True:
-            sql = (
+
+        def fetch(ex: Exec, after: int) -> Page:
+            rows = ex(
                 f"SELECT seq, {columns} FROM {table} WHERE {name_col} = %s AND seq > %s"
-                " AND seq <= %s ORDER BY seq LIMIT %s"
+                " AND seq <= %s ORDER BY seq LIMIT %s",
+                (queue, after, high, PAGE),
             )
-            params: tuple[Any, ...] = (queue, after, high, PAGE)
+            return rows, (int(rows[-1][0]) if len(rows) == PAGE else None)
 
-            def page(ex: Exec, q: str = sql, a: tuple[Any, ...] = params) -> list[tuple[Any, ...]]:
-                return ex(q, a)
-
-            rows = self._pl_run(page, tx=False)
-            for r in rows:
-                yield self._pl_archived(r[1:])
-            if len(rows) < PAGE:
-                return
-            after = int(rows[-1][0])
+        for r in self._pages(fetch, low):
+            yield self._pl_archived(r[1:])
 
     # -- leases ---------------------------------------------------------------------------
 
@@ -296,38 +299,32 @@ class PipelineStore:
     ) -> Iterator[Message]:
         """Messages still held under leases first..last with low < row key <= high."""
         p = self._pl_prefix
-        after = low
-        while True:
 
-            def page(ex: Exec, after: int = after) -> tuple[int, list[tuple[Any, ...]]]:
-                # the lease rows first, then their messages by key: a join would leave the
-                # plan to a planner that may walk the whole queue
-                qid, _ = self._pl_queue(ex, queue)
-                table, key, where = self._pl_messages(qid)
-                held = ex(
-                    f"SELECT row_key, token FROM {p}leases WHERE queue_id = %s AND stream = %s"
-                    " AND lease >= %s AND lease <= %s AND row_key > %s AND row_key <= %s"
-                    " ORDER BY row_key LIMIT %s",
-                    (qid, stream, first, last, after, high, PAGE),
-                )
-                if not held:
-                    return high, []
-                tokens = {int(r[0]): str(r[1]).strip() for r in held}
-                marks = ", ".join(["%s"] * len(held))
-                rows = ex(
-                    f"SELECT {self._pl_columns}, token FROM {table} WHERE {where}"
-                    f" AND {key} IN ({marks}) ORDER BY {key}",
-                    list(tokens),
-                )
-                mine = [r[:-1] for r in rows if str(r[-1] or "").strip() == tokens[int(r[0])]]
-                return (int(held[-1][0]) if len(held) == PAGE else high), mine
+        def fetch(ex: Exec, after: int) -> Page:
+            # the lease rows first, then their messages by key: a join would leave the plan
+            # to a planner that may walk the whole queue
+            qid, _ = self._pl_queue(ex, queue)
+            table, key, where = self._pl_messages(qid)
+            held = ex(
+                f"SELECT row_key, token FROM {p}leases WHERE queue_id = %s AND stream = %s"
+                " AND lease >= %s AND lease <= %s AND row_key > %s AND row_key <= %s"
+                " ORDER BY row_key LIMIT %s",
+                (qid, stream, first, last, after, high, PAGE),
+            )
+            if not held:
+                return [], None
+            tokens = {int(r[0]): str(r[1]).strip() for r in held}
+            marks = ", ".join(["%s"] * len(held))
+            rows = ex(
+                f"SELECT {self._pl_columns}, token FROM {table} WHERE {where}"
+                f" AND {key} IN ({marks}) ORDER BY {key}",
+                list(tokens),
+            )
+            mine = [r[:-1] for r in rows if str(r[-1] or "").strip() == tokens[int(r[0])]]
+            return mine, (int(held[-1][0]) if len(held) == PAGE else None)
 
-            last_key, rows = self._pl_run(page, tx=False)
-            for r in rows:
-                yield self._pl_message(queue, r)
-            if last_key >= high:
-                return
-            after = last_key
+        for r in self._pages(fetch, low):
+            yield self._pl_message(queue, r)
 
     def acknowledge_leases(self, queue: str, stream: str, upto: int) -> int:
         """Delete (archive, where the queue archives) what leases <= `upto` still hold, and

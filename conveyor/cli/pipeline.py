@@ -13,7 +13,7 @@ import click
 
 from ..urls import redact
 from . import render
-from .app import State, cli, fail, pass_state
+from .app import State, _done, cli, fail, pass_state
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -105,7 +105,7 @@ def export(
         _spark(master), store, queue, path, source="archive" if archive else "queue",
         overwrite=overwrite,
     )  # fmt: skip
-    _report(state, {"queue": queue, "path": path, "rows": n}, f"exported {n} rows to {path}")
+    _done(state, {"queue": queue, "path": path, "rows": n}, f"exported {n} rows to {path}")
 
 
 @pipeline.command("import")
@@ -120,7 +120,7 @@ def import_cmd(state: State, path: str, queue: str, job_store: str | None, maste
 
     store = _store(state, job_store)
     rows, added = jobs.import_(_spark(master), store, queue, path)
-    _report(
+    _done(
         state,
         {"queue": queue, "path": path, "rows": rows, "added": added},
         f"read {rows} rows, {added} new messages in {queue} ({rows - added} were there already"
@@ -143,10 +143,3 @@ def redrive(state: State, dlq: str, job_store: str | None, master: str, to: str 
         render.emit_json({"dlq": dlq, "moved": counts})
         return
     render.table(f"redriven from {dlq}", ["queue", "messages"], sorted(counts.items()))
-
-
-def _report(state: State, data: dict[str, Any], text: str) -> None:
-    if state.json:
-        render.emit_json(data)
-    else:
-        render.console.print(text)

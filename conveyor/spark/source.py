@@ -17,9 +17,7 @@ connection on first use (never in pickled state) and closes it when done.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,9 +43,9 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from ..backends.pipeline import PipelineStore
-from ..client import Client, SendEntry, decode_message
+from ..client import Client, SendEntry, decode_archived, decode_message
 from ..exceptions import InvalidInput, Unsupported
-from ..models import Capability, Message
+from ..models import Capability
 from .options import Options, parse_options
 from .rows import SCHEMA, WRITABLE, archived_row, message_row, record_batch
 
@@ -118,10 +116,11 @@ class Staged(WriterCommitMessage):
 ARROW_ROWS = 5000  # rows per Arrow record batch a read yields
 
 
-def _batches(messages: Iterator[Message], now: float) -> Iterator[Any]:
+def _batches(source: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
+    """Rows of the declared schema as Arrow record batches of ARROW_ROWS."""
     rows = []
-    for m in messages:
-        rows.append(message_row(decode_message(m), now))
+    for row in source:
+        rows.append(row)
         if len(rows) >= ARROW_ROWS:
             yield record_batch(rows)
             rows = []
@@ -230,20 +229,12 @@ class SnapshotReader(DataSourceReader):
         store, queue = self.conn.store, self.options.queue
         try:
             if self.options.source == "archive":
-                rows = []
-                for a in store.scan_archive(queue, partition.low, partition.high):
-                    if a.compressed:
-                        a = dataclasses.replace(a, body=zlib.decompress(a.body), compressed=False)
-                    rows.append(archived_row(a))
-                    if len(rows) >= ARROW_ROWS:
-                        yield record_batch(rows)
-                        rows = []
-                if rows:
-                    yield record_batch(rows)
+                archived = store.scan_archive(queue, partition.low, partition.high)
+                yield from _batches(archived_row(decode_archived(a)) for a in archived)
             else:
                 now = self.conn.client.clock.now()
                 messages = store.scan_messages(queue, partition.low, partition.high)
-                yield from _batches(messages, now)
+                yield from _batches(message_row(decode_message(m), now) for m in messages)
         finally:
             self.conn.close()
 
@@ -295,8 +286,10 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         o, p = self.options, partition
         try:
             now = self.conn.client.clock.now()
-            for m in self.conn.store.read_leased(o.queue, o.stream, p.first, p.last, p.low, p.high):
-                yield message_row(decode_message(m), now)
+            messages = self.conn.store.read_leased(
+                o.queue, o.stream, p.first, p.last, p.low, p.high
+            )
+            yield from _batches(message_row(decode_message(m), now) for m in messages)
         finally:
             self.conn.close()
 
