@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,62 @@ def test_a_retry_takes_over_the_ids_an_earlier_attempt_staged(
     assert store.publish_staged("q", "imp", 0, [(0, 1)]) == 2
     assert sorted(m.id for m in q.peek(limit=10)) == ["x0", "x1", "x2"]
     assert q.get("x0").text == "kept"
+
+
+def test_a_one_off_job_that_died_unfinished_is_cleared_a_week_later(
+    env: tuple[Client, PipelineStore], clock: ManualClock
+) -> None:
+    client, store = env
+    q = client.create_queue("q", retention=14 * 86400)
+    store.stage_messages("q", "job:dead", 0, 0, 0, [q.prepare(e) for e in entries(4, "d")])
+    clock.advance(3 * 86400)
+    store.stage_messages("q", "job:live", 0, 0, 0, [q.prepare(e) for e in entries(2, "l")])
+    assert store.publish_staged("q", "job:live", 0, [(0, 0)]) == 2
+    assert q.stats().delayed == 4  # the dead job's messages are a few days old: kept
+    clock.advance(5 * 86400)
+    store.stage_messages("q", "job:next", 0, 0, 0, [q.prepare(e) for e in entries(1, "n")])
+    assert store.publish_staged("q", "job:next", 0, [(0, 0)]) == 1
+    assert q.stats().delayed == 0
+    assert sorted(m.text for m in q.peek(limit=10)) == ["l0", "l1", "n0"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "mysql"])
+def test_an_upgrade_drops_what_the_old_staging_left_hidden(kind: str, tmp_path: Path) -> None:
+    """Stores before the stages table hid staged messages at visible_at = 1e15 and listed
+    them in a staged table: the upgrade removes both, and staging works after it."""
+    url = STORES[kind](tmp_path)
+    try:
+        with Client(url) as client:
+            q = client.create_queue("q")
+            q.send_batch(entries(2, "kept"))
+            q.send("old")
+            store = client.backend
+            assert isinstance(store, PipelineStore)
+            p = store._pl_prefix
+
+            def downgrade(ex: Any) -> None:
+                qid = store._pl_queue(ex, "q")[0]
+                table, _, where = store._pl_messages(qid)
+                ex(f"UPDATE {table} SET visible_at = 1e15 WHERE {where} AND body = %s", (b"old",))
+                ex(f"DROP TABLE {p}stages")
+                ex(
+                    f"CREATE TABLE {p}staged (queue_id BIGINT, sink VARCHAR(255), batch BIGINT,"
+                    " part INTEGER, attempt INTEGER, mkey BIGINT)"
+                )
+                ex(f"INSERT INTO {p}staged VALUES (%s, 'job:x', 0, 0, 0, 1)", (qid,))
+                if kind == "sqlite":
+                    ex("PRAGMA user_version = 2")
+                else:
+                    ex(f"UPDATE {p}schema SET version = 3")
+
+            store._pl_run(downgrade)
+        with Client(url) as again:
+            q = again.queue("q")
+            assert sorted(m.text for m in q.peek(limit=10)) == ["kept0", "kept1"]
+            assert q.stats().delayed == 0
+            upgraded = again.backend
+            assert isinstance(upgraded, PipelineStore)
+            upgraded.stage_messages("q", "job:y", 0, 0, 0, [q.prepare(e) for e in entries(1, "y")])
+            assert upgraded.publish_staged("q", "job:y", 0, [(0, 0)]) == 1
+    finally:
+        drop(url)

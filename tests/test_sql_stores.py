@@ -80,7 +80,7 @@ def test_upgrade_from_an_older_schema(kind: str, urls: list[str]) -> None:
         client.create_queue("kept").send("still here")
 
     def downgrade(cur: object) -> None:
-        for table in ("listeners", "leases", "streams", "staged", "sinks"):
+        for table in ("listeners", "leases", "streams", "stages", "sinks"):
             cur.execute(f"DROP TABLE {old.prefix}{table}")  # type: ignore[attr-defined]
         cur.execute(f"UPDATE {old.prefix}schema SET version = 1")  # type: ignore[attr-defined]
 

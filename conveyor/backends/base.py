@@ -314,6 +314,12 @@ def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
     return row, parts[3], parts[1]
 
 
+def receipt_claim(receipt: str) -> tuple[int, str, str]:
+    """(row, message id, token) of a receipt this store has just made (not validated)."""
+    _, token, row, message_id = receipt.split(".", 3)
+    return int(row, 16), message_id, token
+
+
 Parsed = tuple[int, str, str] | ReceiptHandleInvalid
 
 

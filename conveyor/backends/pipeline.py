@@ -8,9 +8,11 @@ Three things a parallel job needs and single-message operations cannot give it:
   timeout, readable again by lease and row range (a replayed batch sees the same messages)
   and acknowledged by lease number. A lease row keeps the claim's token, so a message whose
   lease ran out and which someone else received since is neither read nor deleted;
-- staged writes: messages inserted hidden and tagged with (sink, batch, partition, attempt),
-  published in one transaction that also records (sink, batch), so a retried task or a
-  replayed batch never duplicates, and discarded when a job aborts.
+- staged writes: messages inserted hidden, their `visible_at` a tag far in the future that
+  stands for (sink, batch, partition, attempt) (one `stages` row per task attempt records
+  it and the row-key range the attempt wrote), published in one transaction that also
+  records (sink, batch), so a retried task or a replayed batch never duplicates, and
+  discarded when a job aborts. Publishing is one range UPDATE per batch, not one per row.
 
 A store provides a handful of hooks (below); statements here are written with ``%s``
 parameters and the store's runner adapts them.
@@ -18,18 +20,19 @@ parameters and the store's runner adapts them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ..exceptions import InvalidInput
 from ..models import ArchivedMessage, Message, NewMessage, QueueAttributes
-from .base import make_receipt, parse_receipt
+from .base import receipt_claim
 
 T = TypeVar("T")
 
-HIDDEN = 1e15  # visible_at of a staged message: after any real time
+HIDDEN = 1e15  # staged messages have visible_at HIDDEN + their stage's tag: after any real time
 PAGE = 2000  # rows per statement when scanning or reading a lease
+LEASE_CHUNK = 5000  # messages claimed per receive when leasing, deleted per acknowledgement
 JOB_SINK_DAYS = 7  # how long a one-off job's commit record is kept
 
 
@@ -39,7 +42,24 @@ Page = tuple[list[tuple[Any, ...]], "int | None"]  # rows, and the key to go on 
 class Exec(Protocol):
     def __call__(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
-    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+    def many(self, sql: str, rows: Sequence[Sequence[Any]], types: Sequence[str]) -> None:
+        """Run a one-row INSERT for many rows (`types`: the columns' SQL types)."""
+        ...
+
+    def count(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement; how many rows it changed."""
+        ...
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One task attempt's staged messages: visible_at HIDDEN + tag, row keys low..high."""
+
+    tag: int
+    part: int
+    attempt: int
+    low: int | None
+    high: int | None
 
 
 @dataclass(frozen=True)
@@ -98,6 +118,24 @@ def pipeline_ddl(p: str, key: str, text: str, double: str, options: str = "") ->
     ]
 
 
+def stages_ddl(p: str, serial: str, text: str, double: str, options: str = "") -> list[str]:
+    """The table of staging task attempts (replaces the per-message `staged` table)."""
+    return [
+        f"""CREATE TABLE {p}stages (
+            tag {serial},
+            queue_id BIGINT NOT NULL,
+            sink {text} NOT NULL,
+            batch BIGINT NOT NULL,
+            part INTEGER NOT NULL,
+            attempt INTEGER NOT NULL,
+            low BIGINT,
+            high BIGINT,
+            created_at {double} NOT NULL,
+            UNIQUE (queue_id, sink, batch, part, attempt)
+        ){options}""",
+    ]
+
+
 class PipelineStore:
     """The pipeline operations over a store's tables; see the module doc."""
 
@@ -117,7 +155,6 @@ class PipelineStore:
         raise NotImplementedError
 
     _pl_columns: str  # message columns, row key first, as `_pl_message` reads them
-    _pl_mkey: str  # the column staged rows refer to messages by
 
     def _pl_message(self, queue: str, row: tuple[Any, ...]) -> Message:
         raise NotImplementedError
@@ -131,27 +168,28 @@ class PipelineStore:
 
     def _pl_insert_hidden(
         self, ex: Exec, queue: str, qid: int, attrs: QueueAttributes,
-        messages: Sequence[NewMessage], now: float,
-    ) -> tuple[list[Any], list[str]]:  # fmt: skip
-        """Insert messages invisible; (staged keys of the new rows, ids already present)."""
+        messages: Sequence[NewMessage], now: float, visible_at: float,
+    ) -> tuple[list[int], list[str]]:  # fmt: skip
+        """Insert messages with `visible_at`, skipping ids the queue holds; (row keys of the
+        new rows, ids already present)."""
         raise NotImplementedError
 
-    def _pl_keys_of(self, ex: Exec, qid: int, ids: Sequence[str]) -> list[Any]:
-        """Staged keys of existing messages by id."""
+    def _pl_find(self, ex: Exec, qid: int, ids: Sequence[str]) -> list[tuple[int, float]]:
+        """(row key, visible_at) of the queue's messages with these ids."""
         raise NotImplementedError
 
     def _pl_upsert(self, table: str, columns: str, key: str) -> str:
         raise NotImplementedError
 
-    def _pl_deleted(self, queue: str, receipts: Sequence[str]) -> int:
-        """Delete by receipts (archiving where the queue archives); how many went."""
-        results: list[Exception | None] = self.delete(queue, receipts)  # type: ignore[attr-defined]
-        return sum(1 for r in results if r is None)
+    def _delete_claims(self, queue: str, by_token: Mapping[str, Sequence[int]]) -> set[int]:
+        """Delete rows still held by their claim's token, as a delete by receipts would
+        (archiving where the queue archives); the rows deleted."""
+        raise NotImplementedError
 
     def _pl_forget(self, ex: Exec, qid: int) -> None:
         """Drop a deleted queue's pipeline rows."""
         p = self._pl_prefix
-        for table in ("leases", "streams", "staged", "sinks"):
+        for table in ("leases", "streams", "stages", "sinks"):
             ex(f"DELETE FROM {p}{table} WHERE queue_id = %s", (qid,))
 
     # -- snapshots ------------------------------------------------------------------------
@@ -247,11 +285,11 @@ class PipelineStore:
         count = len(held)
         while count < max_messages:
             got = self.receive(  # type: ignore[attr-defined]
-                queue, min(1000, max_messages - count), visibility_timeout
+                queue, min(LEASE_CHUNK, max_messages - count), visibility_timeout
             )
             if not got:
                 break
-            rows = [parse_receipt(queue, m.receipt) for m in got]
+            rows = [receipt_claim(m.receipt) for m in got]
 
             def record(ex: Exec, rows: list[tuple[int, str, str]] = rows) -> None:
                 qid, _ = self._pl_queue(ex, queue)
@@ -262,6 +300,7 @@ class PipelineStore:
                         "queue_id, stream, lease, row_key",
                     ),
                     [(qid, stream, lease, row, mid, token) for row, mid, token in rows],
+                    ("bigint", "text", "bigint", "bigint", "text", "text"),
                 )
 
             self._pl_run(record)
@@ -299,32 +338,33 @@ class PipelineStore:
     ) -> Iterator[Message]:
         """Messages still held under leases first..last with low < row key <= high."""
         p = self._pl_prefix
+        for lease in range(first, last + 1):
 
-        def fetch(ex: Exec, after: int) -> Page:
-            # the lease rows first, then their messages by key: a join would leave the plan
-            # to a planner that may walk the whole queue
-            qid, _ = self._pl_queue(ex, queue)
-            table, key, where = self._pl_messages(qid)
-            held = ex(
-                f"SELECT row_key, token FROM {p}leases WHERE queue_id = %s AND stream = %s"
-                " AND lease >= %s AND lease <= %s AND row_key > %s AND row_key <= %s"
-                " ORDER BY row_key LIMIT %s",
-                (qid, stream, first, last, after, high, PAGE),
-            )
-            if not held:
-                return [], None
-            tokens = {int(r[0]): str(r[1]).strip() for r in held}
-            marks = ", ".join(["%s"] * len(held))
-            rows = ex(
-                f"SELECT {self._pl_columns}, token FROM {table} WHERE {where}"
-                f" AND {key} IN ({marks}) ORDER BY {key}",
-                list(tokens),
-            )
-            mine = [r[:-1] for r in rows if str(r[-1] or "").strip() == tokens[int(r[0])]]
-            return mine, (int(held[-1][0]) if len(held) == PAGE else None)
+            def fetch(ex: Exec, after: int, lease: int = lease) -> Page:
+                # the lease rows first (one lease number: the key's order is the index's),
+                # then their messages by key: a join would leave the plan to a planner that
+                # may walk the whole queue
+                qid, _ = self._pl_queue(ex, queue)
+                table, key, where = self._pl_messages(qid)
+                held = ex(
+                    f"SELECT row_key, token FROM {p}leases WHERE queue_id = %s AND stream = %s"
+                    " AND lease = %s AND row_key > %s AND row_key <= %s ORDER BY row_key"
+                    " LIMIT %s",
+                    (qid, stream, lease, after, high, PAGE),
+                )
+                if not held:
+                    return [], None
+                tokens = {int(r[0]): str(r[1]).strip() for r in held}
+                rows = ex(
+                    f"SELECT {self._pl_columns}, token FROM {table} WHERE {where}"
+                    f" AND {key} IN ({_marks(held)}) ORDER BY {key}",
+                    list(tokens),
+                )
+                mine = [r[:-1] for r in rows if str(r[-1] or "").strip() == tokens[int(r[0])]]
+                return mine, (int(held[-1][0]) if len(held) == PAGE else None)
 
-        for r in self._pages(fetch, low):
-            yield self._pl_message(queue, r)
+            for r in self._pages(fetch, low):
+                yield self._pl_message(queue, r)
 
     def acknowledge_leases(self, queue: str, stream: str, upto: int) -> int:
         """Delete (archive, where the queue archives) what leases <= `upto` still hold, and
@@ -332,9 +372,11 @@ class PipelineStore:
         p = self._pl_prefix
         held = self._lease_rows(queue, stream, 0, upto)
         deleted = 0
-        for i in range(0, len(held), 1000):
-            receipts = [make_receipt(queue, r, m, t) for r, m, t in held[i : i + 1000]]
-            deleted += self._pl_deleted(queue, receipts)
+        for i in range(0, len(held), LEASE_CHUNK):
+            by_token: dict[str, list[int]] = {}
+            for row, _, token in held[i : i + LEASE_CHUNK]:
+                by_token.setdefault(token, []).append(row)
+            deleted += len(self._delete_claims(queue, by_token))
 
         def run(ex: Exec) -> None:
             qid, _ = self._pl_queue(ex, queue)
@@ -377,38 +419,68 @@ class PipelineStore:
                     f"queue {queue!r} is FIFO: parallel writers cannot keep group order;"
                     " write to a standard queue"
                 )
-            keys, present = self._pl_insert_hidden(ex, queue, qid, attrs, messages, now)
-            if keys:
-                ex.many(
-                    f"INSERT INTO {p}staged (queue_id, sink, batch, part, attempt, mkey)"
+            stages = self._pl_stages(ex, qid, sink, batch)
+            mine = next((s for s in stages if (s.part, s.attempt) == (part, attempt)), None)
+            if mine is None:
+                ex(
+                    f"INSERT INTO {p}stages (queue_id, sink, batch, part, attempt, created_at)"
                     " VALUES (%s, %s, %s, %s, %s, %s)",
-                    [(qid, sink, batch, part, attempt, k) for k in keys],
+                    (qid, sink, batch, part, attempt, now),
                 )
-            taken: list[Any] = []
+                stages = self._pl_stages(ex, qid, sink, batch)
+                mine = next(s for s in stages if (s.part, s.attempt) == (part, attempt))
+            hidden = HIDDEN + mine.tag
+            keys, present = self._pl_insert_hidden(ex, queue, qid, attrs, messages, now, hidden)
             if present:
-                mine = self._pl_keys_of(ex, qid, present)
-                marks = ", ".join(["%s"] * len(mine))
-                taken = (
-                    [
-                        r[0]
-                        for r in ex(
-                            f"SELECT mkey FROM {p}staged WHERE queue_id = %s AND sink = %s"
-                            f" AND batch = %s AND mkey IN ({marks})",
-                            (qid, sink, batch, *mine),
-                        )
-                    ]
-                    if mine
-                    else []
-                )
-                for k in taken:
+                others = {HIDDEN + s.tag for s in stages if s.tag != mine.tag}
+                taken = [k for k, v in self._pl_find(ex, qid, present) if v in others]
+                if taken:
+                    table, key, _ = self._pl_messages(qid)
                     ex(
-                        f"UPDATE {p}staged SET part = %s, attempt = %s WHERE queue_id = %s"
-                        " AND sink = %s AND batch = %s AND mkey = %s",
-                        (part, attempt, qid, sink, batch, k),
+                        f"UPDATE {table} SET visible_at = %s WHERE {key} IN ({_marks(taken)})",
+                        (hidden, *taken),
                     )
-            return len(keys) + len(taken)
+                keys += taken
+            if keys:
+                low = min(keys) if mine.low is None else min(mine.low, *keys)
+                high = max(keys) if mine.high is None else max(mine.high, *keys)
+                ex(
+                    f"UPDATE {p}stages SET low = %s, high = %s WHERE tag = %s",
+                    (low, high, mine.tag),
+                )
+            return len(keys)
 
         return self._pl_run(run)
+
+    def _pl_stages(self, ex: Exec, qid: int, sink: str, batch: int) -> list[Stage]:
+        """The stages of (sink, batch)."""
+        return self._pl_stage_rows(ex, "sink = %s AND batch = %s", (qid, sink, batch))
+
+    def _pl_abandoned(self, ex: Exec, qid: int, before: float) -> list[Stage]:
+        """The stages of one-off jobs created before `before` (their jobs died unfinished)."""
+        return self._pl_stage_rows(ex, "sink LIKE %s AND created_at < %s", (qid, "job:%", before))
+
+    def _pl_stage_rows(self, ex: Exec, cond: str, params: Sequence[Any]) -> list[Stage]:
+        rows = ex(
+            f"SELECT tag, part, attempt, low, high FROM {self._pl_prefix}stages"
+            f" WHERE queue_id = %s AND {cond}",
+            params,
+        )
+        return [Stage(int(r[0]), int(r[1]), int(r[2]), _int(r[3]), _int(r[4])) for r in rows]
+
+    def _pl_tagged(self, qid: int, stages: Sequence[Stage]) -> tuple[str, list[Any]]:
+        """A condition on row key and visible_at selecting the stages' staged messages."""
+        held = [s for s in stages if s.low is not None and s.high is not None]
+        if not held:
+            return "1 = 0", []
+        _, key, _ = self._pl_messages(qid)
+        low = min(s.low for s in held if s.low is not None)
+        high = max(s.high for s in held if s.high is not None)
+        # tags are unique across queues, so the key range and the tags select the rows alone
+        return (
+            f"{key} >= %s AND {key} <= %s AND visible_at IN ({_marks(held)})",
+            [low, high, *(HIDDEN + s.tag for s in held)],
+        )
 
     def publish_staged(
         self, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]]
@@ -421,32 +493,19 @@ class PipelineStore:
 
         def run(ex: Exec) -> tuple[int, int | None]:
             qid, _ = self._pl_queue(ex, queue)
-            table, _, where = self._pl_messages(qid)
+            table, _, _ = self._pl_messages(qid)
             done = ex(f"SELECT batch FROM {p}sinks WHERE queue_id = %s AND sink = %s", (qid, sink))
+            stages = self._pl_stages(ex, qid, sink, batch)
             published: int | None = None
             if not done or int(done[0][0]) < batch:
-                published = 0
-                for part, attempt in sorted(set(tags)):
-                    rows = ex(
-                        f"SELECT mkey FROM {p}staged WHERE queue_id = %s AND sink = %s"
-                        " AND batch = %s AND part = %s AND attempt = %s",
-                        (qid, sink, batch, part, attempt),
-                    )
-                    keys = [r[0] for r in rows]
-                    for i in range(0, len(keys), 1000):
-                        chunk = keys[i : i + 1000]
-                        marks = ", ".join(["%s"] * len(chunk))
-                        ex(
-                            f"UPDATE {table} SET visible_at = %s, sent_at = %s WHERE {where}"
-                            f" AND {self._pl_mkey} IN ({marks})",
-                            (now, now, *chunk),
-                        )
-                    ex(
-                        f"DELETE FROM {p}staged WHERE queue_id = %s AND sink = %s AND batch = %s"
-                        " AND part = %s AND attempt = %s",
-                        (qid, sink, batch, part, attempt),
-                    )
-                    published += len(keys)
+                wanted = set(tags)
+                cond, params = self._pl_tagged(
+                    qid, [s for s in stages if (s.part, s.attempt) in wanted]
+                )
+                published = ex.count(
+                    f"UPDATE {table} SET visible_at = %s, sent_at = %s WHERE {cond}",
+                    (now, now, *params),
+                )
                 ex(
                     self._pl_upsert(
                         f"{p}sinks", "queue_id, sink, batch, committed_at", "queue_id, sink"
@@ -457,7 +516,9 @@ class PipelineStore:
                     f"DELETE FROM {p}sinks WHERE sink LIKE %s AND committed_at < %s",
                     ("job:%", now - JOB_SINK_DAYS * 86400),
                 )
-            self._pl_drop_staged(ex, qid, sink, batch)
+            # what other attempts staged goes, and so do one-off jobs abandoned long ago
+            stale = self._pl_abandoned(ex, qid, now - JOB_SINK_DAYS * 86400)
+            self._pl_drop_staged(ex, qid, stages + stale)
             return qid, published
 
         qid, published = self._pl_run(run)
@@ -468,30 +529,30 @@ class PipelineStore:
 
     def discard_staged(self, queue: str, sink: str, batch: int) -> int:
         """Remove everything staged for (sink, batch); how many messages went."""
-        return self._pl_run(
-            lambda ex: self._pl_drop_staged(ex, self._pl_queue(ex, queue)[0], sink, batch)
-        )
 
-    def _pl_drop_staged(self, ex: Exec, qid: int, sink: str, batch: int) -> int:
-        p = self._pl_prefix
-        table, _, where = self._pl_messages(qid)
-        keys = [
-            r[0]
-            for r in ex(
-                f"SELECT mkey FROM {p}staged WHERE queue_id = %s AND sink = %s AND batch = %s",
-                (qid, sink, batch),
-            )
-        ]
-        for i in range(0, len(keys), 1000):
-            chunk = keys[i : i + 1000]
-            marks = ", ".join(["%s"] * len(chunk))
-            ex(
-                f"DELETE FROM {table} WHERE {where} AND visible_at >= %s"
-                f" AND {self._pl_mkey} IN ({marks})",
-                (HIDDEN, *chunk),
-            )
+        def run(ex: Exec) -> int:
+            qid, _ = self._pl_queue(ex, queue)
+            return self._pl_drop_staged(ex, qid, self._pl_stages(ex, qid, sink, batch))
+
+        return self._pl_run(run)
+
+    def _pl_drop_staged(self, ex: Exec, qid: int, stages: Sequence[Stage]) -> int:
+        """Delete the stages' messages still hidden, and the stages; how many messages went."""
+        if not stages:
+            return 0
+        table, _, _ = self._pl_messages(qid)
+        cond, params = self._pl_tagged(qid, stages)
+        gone = ex.count(f"DELETE FROM {table} WHERE {cond}", params)
         ex(
-            f"DELETE FROM {p}staged WHERE queue_id = %s AND sink = %s AND batch = %s",
-            (qid, sink, batch),
+            f"DELETE FROM {self._pl_prefix}stages WHERE tag IN ({_marks(stages)})",
+            [s.tag for s in stages],
         )
-        return len(keys)
+        return gone
+
+
+def _marks(values: Sized) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)

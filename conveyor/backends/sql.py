@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..exceptions import ConveyorError, QueueDoesNotExist, QueueExists
@@ -489,9 +489,15 @@ class SQLBackend(SQLPipeline, SQLAdmin, Backend):
         return [claimed(r, visible_at, now) for r in chosen]
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
-        """Receipts of one receive share its token: one statement per token deletes them."""
-        now = self.clock.now()
         parsed, by_token = group_receipts(queue, receipts)
+        return receipt_results(parsed, self._delete_claims(queue, by_token))
+
+    def _delete_claims(self, queue: str, by_token: Mapping[str, Sequence[int]]) -> set[int]:
+        """Delete rows still held by their claim's token (one statement per token, as the
+        receipts of one receive share it); the rows deleted."""
+        if not by_token:
+            return set()
+        now = self.clock.now()
         qid, attrs = self._lookup(queue)
         p = self.prefix
 
@@ -507,17 +513,12 @@ class SQLBackend(SQLPipeline, SQLAdmin, Backend):
                 gone.update(self._delete_by_token(cur, qid, token, seqs))
             return gone
 
-        gone = (
-            self._run(
-                run,
-                tx=attrs.archive or len(by_token) > 1 or not self.single_statement_delete,
-            )
-            if by_token
-            else set()
+        gone = self._run(
+            run, tx=attrs.archive or len(by_token) > 1 or not self.single_statement_delete
         )
         if gone:
             self._count(qid, deleted=len(gone))
-        return receipt_results(parsed, gone)
+        return gone
 
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]

@@ -1,40 +1,61 @@
 """The PostgreSQL and MySQL stores' side of the pipeline operations (see pipeline.py).
 
-A message's row key is its ``seq``; staged rows refer to messages by id (the unique index
-``(id, queue_id)`` finds them).
+A message's row key is its ``seq``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..ids import new_id
 from ..models import ArchivedMessage, Message, NewMessage, QueueAttributes
-from .pipeline import HIDDEN, PipelineStore
+from .pipeline import PipelineStore
 from .rows import row_to_archived
 from .sql_conn import Cursor
 from .sql_schema import ARCHIVE_COLUMNS, MESSAGE_COLUMNS, to_message
 
 T = TypeVar("T")
 
+MANY_ROWS = 1000
+
 
 class _Exec:
-    def __init__(self, cur: Cursor) -> None:
+    def __init__(self, cur: Cursor, arrays: bool = False) -> None:
         self.cur = cur
+        self.arrays = arrays  # PostgreSQL: bulk rows travel as arrays
 
     def __call__(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self.cur.execute(sql, params)
         return list(self.cur.fetchall()) if self.cur.description else []
 
-    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.cur.executemany(sql, rows)
+    def many(self, sql: str, rows: Sequence[Sequence[Any]], types: Sequence[str]) -> None:
+        # one statement per MANY_ROWS rows: far fewer round trips than executemany; on
+        # PostgreSQL one array per column (unnest), several times faster than VALUES lists
+        if not rows:
+            return
+        marks = "(" + ", ".join(["%s"] * len(rows[0])) + ")"
+        arrays = "SELECT * FROM unnest(" + ", ".join(f"%s::{t}[]" for t in types) + ")"
+        for i in range(0, len(rows), MANY_ROWS):
+            chunk = rows[i : i + MANY_ROWS]
+            if self.arrays:
+                self.cur.execute(
+                    sql.replace(f"VALUES {marks}", arrays, 1),
+                    [list(c) for c in zip(*chunk, strict=True)],
+                )
+            else:
+                self.cur.execute(
+                    sql.replace(marks, ", ".join([marks] * len(chunk)), 1),
+                    [v for row in chunk for v in row],
+                )
+
+    def count(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self.cur.execute(sql, params)
+        return int(self.cur.rowcount)
 
 
 class SQLPipeline(PipelineStore):
     _pl_columns = MESSAGE_COLUMNS
-    _pl_mkey = "id"
     prefix: str
 
     @property
@@ -42,7 +63,8 @@ class SQLPipeline(PipelineStore):
         return self.prefix
 
     def _pl_run(self, fn: Callable[[Any], T], *, tx: bool = True) -> T:
-        return self._run(lambda cur: fn(_Exec(cur)), tx=tx)  # type: ignore[attr-defined,no-any-return]
+        arrays = self.dialect.name == "postgresql"  # type: ignore[attr-defined]
+        return self._run(lambda cur: fn(_Exec(cur, arrays)), tx=tx)  # type: ignore[attr-defined,no-any-return]
 
     def _pl_queue(self, ex: Any, queue: str) -> tuple[int, QueueAttributes]:
         return self._queue(ex.cur, queue)  # type: ignore[attr-defined,no-any-return]
@@ -61,27 +83,43 @@ class SQLPipeline(PipelineStore):
 
     def _pl_insert_hidden(
         self, ex: Any, queue: str, qid: int, attrs: QueueAttributes,
-        messages: Sequence[NewMessage], now: float,
-    ) -> tuple[list[Any], list[str]]:  # fmt: skip
-        ids = [new_id() if m.generated_id or not m.id else m.id for m in messages]
+        messages: Sequence[NewMessage], now: float, visible_at: float,
+    ) -> tuple[list[int], list[str]]:  # fmt: skip
+        mine = [m.generated_id or not m.id for m in messages]
+        ids = [new_id() if made else m.id for m, made in zip(messages, mine, strict=True)]
         rows = [
-            self._row(qid, dataclasses.replace(m, delay=HIDDEN), i, None, now, False)  # type: ignore[attr-defined]
-            for m, i in zip(messages, ids, strict=True)
+            (*row[:9], visible_at, row[10])
+            for row in (
+                self._row(qid, m, i, None, now, False)  # type: ignore[attr-defined]
+                for m, i in zip(messages, ids, strict=True)
+            )
         ]
-        generated = all(m.generated_id or not m.id for m in messages)
-        inserted: set[str] = self._insert_many(ex.cur, queue, rows, generated)  # type: ignore[attr-defined]
-        keys: list[Any] = []
-        present: list[str] = []
-        for i in ids:
-            if i in inserted:
-                keys.append(i)
-                inserted.discard(i)
-            else:
-                present.append(i)
-        return keys, present
+        if all(mine):
+            return self._insert_staged(ex.cur, queue, rows), []
+        inserted: set[str] = self._insert_many(ex.cur, queue, rows, False)  # type: ignore[attr-defined]
+        keys = [k for k, _ in self._pl_find(ex, qid, sorted(inserted))] if inserted else []
+        return keys, [i for i in ids if i not in inserted]
 
-    def _pl_keys_of(self, ex: Any, qid: int, ids: Sequence[str]) -> list[Any]:
-        return list(ids)
+    def _insert_staged(self, cur: Cursor, queue: str, rows: Sequence[tuple[Any, ...]]) -> list[int]:
+        """Insert rows whose ids this store made up (none can be present); their seqs."""
+        self._insert_many(cur, queue, rows, True)  # type: ignore[attr-defined]
+        ex = _Exec(cur)
+        return [k for k, _ in self._pl_find(ex, int(rows[0][0]), [r[2] for r in rows])]
+
+    def _pl_find(self, ex: Any, qid: int, ids: Sequence[str]) -> list[tuple[int, float]]:
+        found: list[tuple[int, float]] = []
+        for i in range(0, len(ids), 1000):
+            chunk = ids[i : i + 1000]
+            marks = ", ".join(["%s"] * len(chunk))
+            found += [
+                (int(r[0]), float(r[1]))
+                for r in ex(
+                    f"SELECT seq, visible_at FROM {self.prefix}messages WHERE id IN ({marks})"
+                    " AND queue_id = %s",
+                    (*chunk, qid),
+                )
+            ]
+        return found
 
     def _pl_upsert(self, table: str, columns: str, key: str) -> str:
         return self.dialect.upsert_sql(table, columns, key)  # type: ignore[attr-defined,no-any-return]

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..exceptions import InvalidInput
 from ..models import Message
-from .pipeline import pipeline_ddl
+from .pipeline import pipeline_ddl, stages_ddl
 from .rows import row_to_message
 
 PREFIX_RE = re.compile(r"[a-z][a-z0-9_]{0,29}")
@@ -187,6 +187,13 @@ def migrations(d: Dialect, p: str) -> list[list[str]]:
         ],
         # leases, stream positions, staged writes and sink commits (pipeline.py)
         pipeline_ddl(p, i, k, f, o),
+        # staged writes tag messages by visible_at, one stages row per task attempt; what
+        # was staged the old way is dropped (its job can no longer publish it)
+        [
+            f"DELETE FROM {p}messages WHERE visible_at >= 1e15",
+            f"DROP TABLE {p}staged",
+            *stages_ddl(p, d.serial, k, f, o),
+        ],
     ]
 
 

@@ -21,7 +21,7 @@ import secrets
 import sqlite3
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -259,7 +259,9 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         attrs: QueueAttributes,
         messages: Sequence[NewMessage],
         now: float,
+        hidden: float | None = None,
     ) -> list[SendResult]:
+        """Insert messages (visible_at `hidden` instead of after their delay, if given)."""
         t = f"q{qid}"
         fifo = attrs.fifo
         last: dict[int, int] = {}
@@ -284,7 +286,7 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
                 priority,
                 m.deadline,
                 now,
-                now + m.delay,
+                now + m.delay if hidden is None else hidden,
                 int(m.compressed),
                 0 if generated else 1,
             )
@@ -538,9 +540,13 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         return moved
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
-        """Receipts of one receive share its token: one statement per token deletes them."""
-        now = self.clock.now()
         parsed, by_token = group_receipts(queue, receipts)
+        return receipt_results(parsed, self._delete_claims(queue, by_token))
+
+    def _delete_claims(self, queue: str, by_token: Mapping[str, Sequence[int]]) -> set[int]:
+        """Delete rows still held by their claim's token (one statement per token, as the
+        receipts of one receive share it); the rows deleted."""
+        now = self.clock.now()
         gone: set[int] = set()
         with self._tx() as conn:
             qid, attrs = self._queue(conn, queue)
@@ -558,7 +564,7 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
                 gone.update(r[0] for r in rows)
             if gone:
                 self._count(qid, deleted=len(gone))
-        return receipt_results(parsed, gone)
+        return gone
 
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]

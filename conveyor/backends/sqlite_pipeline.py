@@ -1,11 +1,10 @@
 """The SQLite store's side of the pipeline operations (see pipeline.py).
 
-A message's row key is its rowid in the queue's table; staged rows refer to it the same way.
+A message's row key is its rowid in the queue's table.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -13,7 +12,7 @@ from typing import Any, TypeVar
 from ..exceptions import ConveyorError, StoreUnavailable
 from ..ids import rowid_of
 from ..models import ArchivedMessage, Message, NewMessage, QueueAttributes, SendResult
-from .pipeline import HIDDEN, PipelineStore
+from .pipeline import PipelineStore
 from .rows import row_to_archived, row_to_message
 from .sql_schema import POSTGRES
 from .sqlite_schema import MESSAGE_COLUMNS
@@ -33,13 +32,15 @@ class _Exec:
     def __call__(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql.replace("%s", "?"), params).fetchall()
 
-    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    def many(self, sql: str, rows: Sequence[Sequence[Any]], types: Sequence[str]) -> None:
         self.conn.executemany(sql.replace("%s", "?"), rows)
+
+    def count(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return int(self.conn.execute(sql.replace("%s", "?"), params).rowcount)
 
 
 class SQLitePipeline(PipelineStore):
     _pl_columns = MESSAGE_COLUMNS
-    _pl_mkey = "rowid"
     path: str
 
     def _pl_run(self, fn: Callable[[Any], T], *, tx: bool = True) -> T:
@@ -71,13 +72,12 @@ class SQLitePipeline(PipelineStore):
 
     def _pl_insert_hidden(
         self, ex: Any, queue: str, qid: int, attrs: QueueAttributes,
-        messages: Sequence[NewMessage], now: float,
-    ) -> tuple[list[Any], list[str]]:  # fmt: skip
-        hidden = [dataclasses.replace(m, delay=HIDDEN) for m in messages]
+        messages: Sequence[NewMessage], now: float, visible_at: float,
+    ) -> tuple[list[int], list[str]]:  # fmt: skip
         results: list[SendResult] = self._send_locked(  # type: ignore[attr-defined]
-            ex.conn, qid, attrs, hidden, now
+            ex.conn, qid, attrs, messages, now, visible_at
         )
-        keys: list[Any] = []
+        keys: list[int] = []
         present: list[str] = []
         t = f"q{int(qid)}"
         self._count(qid, sent=-sum(1 for r in results if not r.duplicate))  # type: ignore[attr-defined]
@@ -89,10 +89,17 @@ class SQLitePipeline(PipelineStore):
             keys.append(row if row is not None else self._find(ex.conn, t, r.id))  # type: ignore[attr-defined]
         return keys, present
 
-    def _pl_keys_of(self, ex: Any, qid: int, ids: Sequence[str]) -> list[Any]:
+    def _pl_find(self, ex: Any, qid: int, ids: Sequence[str]) -> list[tuple[int, float]]:
         t = f"q{int(qid)}"
-        found = [self._find(ex.conn, t, i) for i in ids]  # type: ignore[attr-defined]
-        return [f for f in found if f is not None]
+        found: list[tuple[int, float]] = []
+        for i in ids:
+            row = self._find(ex.conn, t, i)  # type: ignore[attr-defined]
+            if row is not None:
+                (visible_at,) = ex.conn.execute(
+                    f"SELECT visible_at FROM {t} WHERE rowid = ?", (row,)
+                ).fetchone()
+                found.append((int(row), float(visible_at)))
+        return found
 
     def _pl_upsert(self, table: str, columns: str, key: str) -> str:
         return POSTGRES.upsert_sql(table, columns, key)

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
-from .pipeline import pipeline_ddl
+from .pipeline import pipeline_ddl, stages_ddl
+
+
+def _drop_old_staging(conn: sqlite3.Connection) -> None:
+    for (qid,) in conn.execute("SELECT DISTINCT queue_id FROM staged").fetchall():
+        conn.execute(f"DELETE FROM q{int(qid)} WHERE visible_at >= 1e15")
+    conn.execute("DROP TABLE staged")
+
 
 # Each entry upgrades the schema by one version; PRAGMA user_version records where a file is.
-MIGRATIONS: list[str] = [
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     """
     CREATE TABLE queues (
         id INTEGER PRIMARY KEY,
@@ -63,6 +71,10 @@ MIGRATIONS: list[str] = [
     """,
     # leases, stream positions, staged writes and sink commits (pipeline.py)
     ";\n".join(pipeline_ddl("", "", "TEXT", "REAL", " WITHOUT ROWID")),
+    # staged writes tag messages by visible_at, one stages row per task attempt; what was
+    # staged the old way is dropped (its job can no longer publish it)
+    _drop_old_staging,
+    ";\n".join(stages_ddl("", "INTEGER PRIMARY KEY AUTOINCREMENT", "TEXT", "REAL")),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -154,7 +166,11 @@ def migrate(conn: sqlite3.Connection) -> int:
                 f" ({SCHEMA_VERSION}): upgrade Conveyor"
             )
         for version in range(current, SCHEMA_VERSION):
-            for statement in MIGRATIONS[version].split(";"):
+            step = MIGRATIONS[version]
+            if callable(step):
+                step(conn)
+                continue
+            for statement in step.split(";"):
                 if statement.strip():
                     conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from ..models import ArchivedMessage, AttributeValue, Message, TypedValue
@@ -18,10 +17,6 @@ SCHEMA = (
 COLUMNS = [c.strip().split(" ")[0] for c in SCHEMA.split(",") if " " in c.strip()]
 # what a sink takes from a DataFrame; the snapshot's other columns are ignored
 WRITABLE = {"id", "body", "body_text", "attributes", "group_id", "priority"}
-
-
-def _time(t: float | None) -> datetime | None:
-    return None if t is None else datetime.fromtimestamp(t, tz=UTC)
 
 
 def _text(body: bytes) -> str | None:
@@ -44,6 +39,7 @@ def _attributes(attrs: Mapping[str, AttributeValue]) -> dict[str, str]:
 
 
 def message_row(m: Message, now: float) -> tuple[Any, ...]:
+    """A message as a row of the schema (times as epoch seconds: `record_batch` converts)."""
     return (
         m.id,
         m.queue,
@@ -52,9 +48,9 @@ def message_row(m: Message, now: float) -> tuple[Any, ...]:
         _attributes(m.attributes),
         m.group_id,
         m.priority,
-        _time(m.sent_at),
-        _time(m.visible_at),
-        _time(m.first_received_at),
+        m.sent_at,
+        m.visible_at,
+        m.first_received_at,
         None,
         m.receive_count,
         m.state(now).value,
@@ -72,10 +68,10 @@ def archived_row(a: ArchivedMessage) -> tuple[Any, ...]:
         _attributes(a.attributes),
         a.group_id,
         a.priority,
-        _time(a.sent_at),
+        a.sent_at,
         None,
-        _time(a.first_received_at),
-        _time(a.removed_at),
+        a.first_received_at,
+        a.removed_at,
         a.receive_count,
         a.outcome,
         None,
@@ -101,6 +97,7 @@ def _arrow_schema() -> Any:
 def record_batch(rows: list[tuple[Any, ...]]) -> Any:
     """Rows of the declared schema as one Arrow record batch (what Spark reads fastest)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     schema = _arrow_schema()
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
@@ -108,5 +105,10 @@ def record_batch(rows: list[tuple[Any, ...]]) -> Any:
     for field, values in zip(schema, columns, strict=True):
         if field.name == "attributes":
             values = tuple(list(v.items()) if v else [] for v in values)
+        elif pa.types.is_timestamp(field.type):
+            # epoch seconds to microseconds in one vectorised step, not a datetime per value
+            micros = pc.round(pc.multiply(pa.array(values, type=pa.float64()), 1e6))
+            arrays.append(pc.cast(micros, pa.int64()).cast(field.type))
+            continue
         arrays.append(pa.array(values, type=field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -49,7 +49,7 @@ from ..models import Capability
 from .options import Options, parse_options
 from .rows import SCHEMA, WRITABLE, archived_row, message_row, record_batch
 
-STAGE_CHUNK = 1000  # messages per staging statement
+STAGE_CHUNK = 5000  # messages per staging transaction
 
 
 def _open(options: Options) -> tuple[Client, PipelineStore]:
