@@ -107,7 +107,8 @@ def warm_up(spark: Any, url: str, parts: int) -> None:
     took.append(spark_read(spark, url, "warm", parts)[0])
     with tempfile.TemporaryDirectory() as ck:
         took.append(spark_stream(spark, url, "warm", parts, ck))
-    print("first use (1,000 messages): write {:.1f} s, read {:.1f} s, stream {:.1f} s".format(*took))
+    w, r, s = took
+    print(f"first use (1,000 messages): write {w:.1f} s, read {r:.1f} s, stream {s:.1f} s")
 
 
 def bench_store(spark: Any, kind: str, url: str, n: int, parts: int, rows: list[list[str]]) -> None:
