@@ -345,7 +345,7 @@ class PipelineStore:
                 # then their messages by key: a join would leave the plan to a planner that
                 # may walk the whole queue
                 qid, _ = self._pl_queue(ex, queue)
-                table, key, where = self._pl_messages(qid)
+                table, key, _ = self._pl_messages(qid)
                 held = ex(
                     f"SELECT row_key, token FROM {p}leases WHERE queue_id = %s AND stream = %s"
                     " AND lease = %s AND row_key > %s AND row_key <= %s ORDER BY row_key"
@@ -355,9 +355,11 @@ class PipelineStore:
                 if not held:
                     return [], None
                 tokens = {int(r[0]): str(r[1]).strip() for r in held}
+                # by key alone (keys are unique in the table, and the token must match): a
+                # prepared statement's generic plan could otherwise walk the whole queue
                 rows = ex(
-                    f"SELECT {self._pl_columns}, token FROM {table} WHERE {where}"
-                    f" AND {key} IN ({_marks(held)}) ORDER BY {key}",
+                    f"SELECT {self._pl_columns}, token FROM {table}"
+                    f" WHERE {key} IN ({_marks(held)}) ORDER BY {key}",
                     list(tokens),
                 )
                 mine = [r[:-1] for r in rows if str(r[-1] or "").strip() == tokens[int(r[0])]]

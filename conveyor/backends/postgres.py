@@ -48,9 +48,7 @@ if logging.getLogger("psycopg.pool").level == logging.NOTSET:
 # and on a fresh table the planner guesses a handful of rows: it would then claim by a
 # bitmap scan of the whole queue and a sort, whose cost grows with depth. Without bitmap
 # scans and sorts, the only plan left walks the order index from the queue's head.
-# Statements the driver prepares are planned for their parameters every time: a generic plan
-# cannot see that `seq = ANY($3)` names a few rows, and would walk the whole queue instead.
-PLANNER_OPTIONS = "-c enable_bitmapscan=off -c enable_sort=off -c plan_cache_mode=force_custom_plan"
+PLANNER_OPTIONS = "-c enable_bitmapscan=off -c enable_sort=off"
 
 # a listening process refreshes its row this often; a row older than the TTL is ignored
 LISTENER_BEAT = 5.0
@@ -265,8 +263,10 @@ class PostgresBackend(SQLBackend):
         return list(cur.fetchall())
 
     def _delete_by_token(self, cur: Cursor, qid: int, token: str, seqs: Sequence[int]) -> list[int]:
+        # `queue_id + 0`: the driver prepares this statement, and a generic plan would find
+        # the rows through the order index (walking the whole queue) instead of by seq
         cur.execute(
-            f"DELETE FROM {self.prefix}messages WHERE queue_id = %s AND token = %s"
+            f"DELETE FROM {self.prefix}messages WHERE queue_id + 0 = %s AND token = %s"
             " AND seq = ANY(%s) RETURNING seq",
             (qid, token, list(seqs)),
         )

@@ -506,7 +506,8 @@ class SQLBackend(SQLPipeline, SQLAdmin, Backend):
             for token, seqs in by_token.items():
                 if attrs.archive:
                     cur.execute(
-                        f"{archive_insert(p)} WHERE queue_id = %s AND token = %s"
+                        # by seq, never through the order index (see _delete_by_token)
+                        f"{archive_insert(p)} WHERE queue_id + 0 = %s AND token = %s"
                         f" AND seq IN ({in_list(seqs)})",
                         (queue, now, "deleted", qid, token, *seqs),
                     )
