@@ -186,6 +186,7 @@ q.awaitTermination()
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)  # a second driver JVM costs ~50 s
 def test_a_driver_killed_mid_batch_loses_nothing(
     spark: Any, store: str, client: Client, tmp_path: Path
 ) -> None:
