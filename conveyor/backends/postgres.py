@@ -59,6 +59,22 @@ _ARRAYS = (
     "%b::bigint[], %b::int[], %b::text[], %b::bytea[], %b::text[], %b::text[], %b::text[],"
     " %b::float8[], %b::float8[], %b::float8[], %b::smallint[]"
 )
+_VALUES_ROWS = 10  # plain batches up to this size insert with a VALUES list
+# a plain row: queue_id, id, body, sent_at and visible_at; every other column its default
+_PLAIN_VALUES = "(%s, 0, %s, %s, NULL, NULL, NULL, NULL, %s, %s, 0)"
+
+
+def _plain(row: Row) -> bool:
+    return (
+        row[1] == 0
+        and row[4] is None
+        and row[5] is None
+        and row[6] is None
+        and row[7] is None
+        and not row[10]
+    )
+
+
 _COPY_TYPES = [
     "int8", "int8", "int4", "text", "bytea", "text", "text", "text", "float8", "float8", "float8",
     "int2",
@@ -181,9 +197,18 @@ class PostgresBackend(SQLBackend):
         self, cur: Cursor, queue: str, rows: Sequence[Row], generated: bool
     ) -> set[str]:
         p = self.prefix
-        # one array per column: the same statement (prepared once) for any batch size
-        insert = f"INSERT INTO {p}messages ({INSERT_COLUMNS}) SELECT * FROM unnest({_ARRAYS})"
-        params: list[Any] = [list(column) for column in zip(*rows, strict=True)]
+        params: list[Any]
+        if len(rows) <= _VALUES_ROWS and all(_plain(row) for row in rows):
+            # the common batch (no priority, attributes, group, deadline or compression):
+            # five scalar parameters a row, which the driver dumps in C and, under its limit
+            # of 50, converts once per batch size (arrays cost it ~0.5 ms more a statement)
+            values = ", ".join([_PLAIN_VALUES] * len(rows))
+            insert = f"INSERT INTO {p}messages ({INSERT_COLUMNS}) VALUES {values}"
+            params = [v for row in rows for v in (row[0], row[2], row[3], row[8], row[9])]
+        else:
+            # one array per column: the same statement (prepared once) for any batch size
+            insert = f"INSERT INTO {p}messages ({INSERT_COLUMNS}) SELECT * FROM unnest({_ARRAYS})"
+            params = [list(column) for column in zip(*rows, strict=True)]
         if not generated:
             # a speculative insert costs more: only where a sender chose the ids
             insert += " ON CONFLICT (queue_id, id) DO NOTHING RETURNING id"
