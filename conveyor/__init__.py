@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .aio import AsyncClient, AsyncQueue
 from .backends.base import Backend
-from .client import Client, Queue, SendEntry
+from .client import Client
 from .clock import Clock, ManualClock, SystemClock
 from .exceptions import (
     BatchError,
@@ -40,6 +40,7 @@ from .models import (
     TypedValue,
 )
 from .producer import Producer
+from .queues import Queue, SendEntry
 from .urls import open_backend
 from .worker import Worker
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from .backends.base import Backend
-from .client import Body, Client, Queue, SendEntry, decode_message
+from .client import Client
 from .clock import Clock
 from .models import (
     BatchResult,
@@ -22,6 +22,7 @@ from .models import (
     QueueStats,
     SendResult,
 )
+from .queues import Body, Queue, SendEntry, decode_message
 
 P = ParamSpec("P")
 T = TypeVar("T")

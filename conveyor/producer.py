@@ -9,9 +9,9 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from .client import Body, Queue, SendEntry
 from .exceptions import ConveyorError, InvalidInput, StoreUnavailable
 from .models import SendResult
+from .queues import Body, Queue, SendEntry
 from .validation import MAX_BATCH
 
 log = logging.getLogger("conveyor.producer")

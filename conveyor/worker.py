@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from .client import Queue
 from .exceptions import ConveyorError, InvalidInput, NotFound, ReceiptHandleInvalid
 from .models import Capability, Delivery, Message
+from .queues import Queue
 
 log = logging.getLogger("conveyor.worker")
 

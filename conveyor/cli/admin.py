@@ -13,9 +13,9 @@ from click.shell_completion import get_completion_class
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ..client import Queue
 from ..exceptions import InvalidInput, MessageNotFound
 from ..models import Message, MessageState
+from ..queues import Queue
 from ..urls import open_backend, redact
 from . import render
 from .app import State, _done, cli, pass_state, queue_option

@@ -15,9 +15,10 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from ..client import Client, Queue
+from ..client import Client
 from ..exceptions import ConveyorError, InvalidInput, StoreUnavailable
 from ..models import DeadLetterPolicy, Delivery, QueueAttributes
+from ..queues import Queue
 from ..urls import DEFAULT_URL, redact
 from . import render
 

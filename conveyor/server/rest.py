@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..aio import AsyncClient
-from ..client import Client, decode_message
+from ..client import Client
 from ..exceptions import (
     ConveyorError,
     InvalidInput,
@@ -29,6 +29,7 @@ from ..exceptions import (
     TopicExists,
 )
 from ..models import Message, MessageState, QueueAttributes
+from ..queues import decode_message
 from ..validation import check_queue_name
 from .metrics import Metrics
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..aio import AsyncClient
-from ..client import MAX_BATCH_BYTES, Client, SendEntry
+from ..client import Client
 from ..exceptions import (
     BatchRequestTooLong,
     ConveyorError,
@@ -29,6 +29,7 @@ from ..exceptions import (
     UnknownAction,
 )
 from ..models import Message, QueueAttributes, TypedValue
+from ..queues import MAX_BATCH_BYTES, SendEntry
 from ..validation import check_batch
 from . import sqs_attributes
 from .metrics import Metrics

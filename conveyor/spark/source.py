@@ -43,9 +43,10 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from ..backends.pipeline import PipelineStore
-from ..client import Client, SendEntry, decode_archived, decode_message
+from ..client import Client
 from ..exceptions import InvalidInput, Unsupported
 from ..models import Capability
+from ..queues import SendEntry, decode_archived, decode_message
 from .options import Options, parse_options
 from .rows import SCHEMA, WRITABLE, archived_row, message_row, record_batch
 

@@ -1,0 +1,431 @@
+"""`Queue`: a handle on one queue (the message operations), and the message helpers
+shared by the SDK and the servers: send entries, body encoding and decoding."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .backends.base import Backend
+from .exceptions import BatchRequestTooLong, ConveyorError, InvalidInput
+from .models import (
+    ArchivedMessage,
+    Attributes,
+    BatchResult,
+    Capability,
+    Message,
+    MessageState,
+    MessageUpdate,
+    NewMessage,
+    QueueAttributes,
+    QueueInfo,
+    QueueStats,
+    SendResult,
+    new_message,
+)
+from .validation import (
+    MAX_DELAY,
+    attribute_size,
+    check_batch,
+    check_body_size,
+    check_delay,
+    check_group_id,
+    check_max_messages,
+    check_message_attributes,
+    check_message_id,
+    check_priority,
+    check_queue_name,
+    check_visibility,
+    check_wait,
+)
+
+if TYPE_CHECKING:
+    from .client import Client
+
+Body = bytes | str
+MAX_BATCH_BYTES = 1048576
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SendEntry:
+    """One entry of `Queue.send_batch`."""
+
+    entry_id: str
+    body: Body
+    id: str | None = None
+    delay: float | None = None
+    group_id: str | None = None
+    dedup_id: str | None = None
+    priority: int = 0
+    attributes: Attributes = field(default_factory=dict)
+    deadline: float | None = None
+
+
+def encode_body(body: Body) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    raise InvalidInput(
+        f"message body must be str or bytes, got {type(body).__name__} (use send_json for objects)"
+    )
+
+
+def decode_message(message: Message) -> Message:
+    if message.compressed:
+        return message.replace(body=zlib.decompress(message.body), compressed=False)
+    return message
+
+
+def decode_archived(a: ArchivedMessage) -> ArchivedMessage:
+    if a.compressed:
+        return dataclasses.replace(a, body=zlib.decompress(a.body), compressed=False)
+    return a
+
+
+class Queue:
+    """A handle on one queue: the message operations."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self.client = client
+        self.name = name
+        self._backend = client.backend
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r})"
+
+    @property
+    def info(self) -> QueueInfo:
+        return self.client.queue_info(self.name)
+
+    @property
+    def attributes(self) -> QueueAttributes:
+        return self.client.queue_info(self.name, fresh=True).attributes
+
+    def set_attributes(self, **changes: Any) -> QueueAttributes:
+        return self.client.set_attributes(self.name, **changes)
+
+    def stats(self) -> QueueStats:
+        return self._backend.queue_stats(self.name)
+
+    def purge(self) -> int:
+        return self._backend.purge_queue(self.name)
+
+    def delete_queue(self) -> None:
+        self.client.delete_queue(self.name)
+
+    # -- send -----------------------------------------------------------------------------
+
+    def prepare(self, entry: SendEntry) -> NewMessage:
+        """Validate and encode an entry as `send` would, without sending it."""
+        return self._prepare(self.info.attributes, entry)
+
+    def _prepare(self, attrs: QueueAttributes, entry: SendEntry) -> NewMessage:
+        body = entry.body if type(entry.body) is bytes else encode_body(entry.body)
+        attributes: dict[str, Any] = {}
+        size = len(body)
+        if entry.attributes:
+            attributes = dict(entry.attributes)
+            check_message_attributes(attributes)
+            size += attribute_size(attributes)
+        if size > attrs.max_message_bytes or not body:
+            check_body_size(body, attributes, attrs.max_message_bytes)
+        if entry.priority:
+            check_priority(entry.priority)
+        if entry.id is not None:
+            check_message_id(entry.id)
+        if attrs.fifo:
+            if entry.group_id is None:
+                raise InvalidInput(f"queue {self.name!r} is FIFO: every message needs a group_id")
+            check_group_id(entry.group_id)
+            if entry.dedup_id is None and not attrs.content_based_dedup:
+                raise InvalidInput(
+                    f"queue {self.name!r} is FIFO without content-based de-duplication:"
+                    " give a dedup_id, or turn on content_based_dedup"
+                )
+            if entry.delay is not None:
+                raise InvalidInput(
+                    "FIFO queues take no per-message delay: set the queue's delay instead"
+                )
+            if entry.priority:
+                raise InvalidInput("FIFO queues deliver in send order: priority must be 0")
+        if entry.dedup_id is not None:
+            check_group_id(entry.dedup_id, "dedup_id")
+        delay = attrs.delay if entry.delay is None else check_delay(entry.delay)
+        compressed = False
+        if attrs.compress_over is not None and len(body) > attrs.compress_over:
+            packed = zlib.compress(body, 6)
+            if len(packed) < len(body):
+                body, compressed = packed, True
+        return new_message(
+            {
+                "id": entry.id or "",
+                "body": body,
+                "attributes": attributes,
+                "group_id": entry.group_id,
+                "dedup_id": entry.dedup_id,
+                "priority": entry.priority,
+                "deadline": entry.deadline,
+                "delay": delay,
+                "compressed": compressed,
+                "generated_id": entry.id is None,
+            }
+        )
+
+    def send(
+        self,
+        body: Body,
+        *,
+        id: str | None = None,
+        delay: float | None = None,
+        group_id: str | None = None,
+        dedup_id: str | None = None,
+        priority: int = 0,
+        attributes: Attributes | None = None,
+        deadline: float | None = None,
+    ) -> SendResult:
+        """Send one message; `duplicate=True` in the result if the queue already had it."""
+        entry = SendEntry(
+            entry_id="0",
+            body=body,
+            id=id,
+            delay=delay,
+            group_id=group_id,
+            dedup_id=dedup_id,
+            priority=priority,
+            attributes=attributes or {},
+            deadline=deadline,
+        )
+        message = self._prepare(self.info.attributes, entry)
+        return self._backend.send(self.name, [message])[0]
+
+    def send_json(self, value: Any, **options: Any) -> SendResult:
+        return self.send(json.dumps(value, separators=(",", ":")), **options)
+
+    def send_batch(self, entries: Sequence[SendEntry | Body]) -> list[BatchResult]:
+        """Send up to 10 messages in one store transaction; results per entry, in order."""
+        items = [
+            e if isinstance(e, SendEntry) else SendEntry(entry_id=str(i), body=e)
+            for i, e in enumerate(entries)
+        ]
+        check_batch([e.entry_id for e in items])
+        total = sum(len(e.body) for e in items if isinstance(e.body, bytes | str))
+        if total > MAX_BATCH_BYTES:
+            raise BatchRequestTooLong(
+                f"batch bodies total {total} bytes; a batch carries at most {MAX_BATCH_BYTES}"
+            )
+        attrs = self.info.attributes
+        prepared: list[tuple[str, NewMessage]] = []
+        results: dict[str, BatchResult] = {}
+        for e in items:
+            try:
+                prepared.append((e.entry_id, self._prepare(attrs, e)))
+            except ConveyorError as exc:
+                results[e.entry_id] = BatchResult(entry_id=e.entry_id, error=exc)
+        if prepared:
+            sent = self._backend.send(self.name, [m for _, m in prepared])
+            for (entry_id, _), result in zip(prepared, sent, strict=True):
+                results[entry_id] = BatchResult(entry_id=entry_id, result=result)
+        return [results[e.entry_id] for e in items]
+
+    # -- receive --------------------------------------------------------------------------
+
+    def receive(
+        self,
+        max_messages: int = 1,
+        *,
+        visibility_timeout: float | None = None,
+        wait: float | None = None,
+    ) -> list[Message]:
+        """Receive up to `max_messages`, waiting up to `wait` seconds for the first one.
+
+        Returns as soon as a message is there. `wait` defaults to the queue's receive_wait,
+        `visibility_timeout` to the queue's.
+        """
+        vt, wait = self._receive_options(max_messages, visibility_timeout, wait)
+        backend, name = self._backend, self.name
+        clock = backend.clock
+        end = clock.now() + wait
+        interval = 0.01
+        while True:
+            token = backend.change_token(name)
+            messages = backend.receive(name, max_messages, vt)
+            if messages:
+                return [decode_message(m) for m in messages]
+            remaining = end - clock.now()
+            if remaining <= 0:
+                return []
+            backend.wait_for_messages(name, token, min(remaining, interval))
+            interval = min(interval * 2, backend.poll_interval)
+
+    def _receive_options(
+        self, max_messages: int, visibility_timeout: float | None, wait: float | None
+    ) -> tuple[float, float]:
+        check_max_messages(max_messages)
+        attrs = self.info.attributes
+        vt = attrs.visibility_timeout if visibility_timeout is None else visibility_timeout
+        check_visibility(vt)
+        return vt, attrs.receive_wait if wait is None else check_wait(wait)
+
+    def delete(self, receipt: str) -> None:
+        """Delete a received message. ReceiptHandleInvalid if the receipt is stale or forged."""
+        error = self._backend.delete(self.name, [receipt])[0]
+        if error is not None:
+            raise error
+
+    def delete_batch(self, receipts: Sequence[str] | Mapping[str, str]) -> list[BatchResult]:
+        """Delete up to 10 messages: {entry id: receipt}, or receipts (entry ids 0..n-1)."""
+        pairs = _entries(receipts)
+        check_batch([k for k, _ in pairs])
+        errors = self._backend.delete(self.name, [r for _, r in pairs])
+        return [BatchResult(entry_id=k, error=e) for (k, _), e in zip(pairs, errors, strict=True)]
+
+    def change_visibility(self, receipt: str, timeout: float) -> None:
+        """Make a received message visible `timeout` seconds from now (0 releases it now)."""
+        check_visibility(timeout)
+        error = self._backend.change_visibility(self.name, [(receipt, timeout)])[0]
+        if error is not None:
+            raise error
+
+    def change_visibility_batch(
+        self, entries: Mapping[str, tuple[str, float]]
+    ) -> list[BatchResult]:
+        pairs = list(entries.items())
+        check_batch([k for k, _ in pairs])
+        results: dict[str, BatchResult] = {}
+        valid: list[tuple[str, tuple[str, float]]] = []
+        for k, (receipt, timeout) in pairs:
+            try:
+                valid.append((k, (receipt, check_visibility(timeout))))
+            except ConveyorError as exc:
+                results[k] = BatchResult(entry_id=k, error=exc)
+        if valid:
+            errors = self._backend.change_visibility(self.name, [v for _, v in valid])
+            for (k, _), e in zip(valid, errors, strict=True):
+                results[k] = BatchResult(entry_id=k, error=e)
+        return [results[k] for k, _ in pairs]
+
+    # -- inspection and editing in place --------------------------------------------------
+
+    def _editable(self, operation: str) -> Backend:
+        self._backend.require(Capability.EDIT_IN_PLACE, operation)
+        return self._backend
+
+    def peek(
+        self, limit: int = 10, *, state: MessageState | str | None = None, after: int = 0
+    ) -> list[Message]:
+        """Messages in send order (sequence > `after`) without receiving them."""
+        if not isinstance(limit, int) or not 1 <= limit <= 10000:
+            raise InvalidInput(f"limit must be an integer from 1 to 10000, got {limit!r}")
+        st = MessageState(state) if state is not None else None
+        found = self._editable("peek").list_messages(self.name, state=st, limit=limit, after=after)
+        return [decode_message(m) for m in found]
+
+    def get(self, message_id: str) -> Message:
+        return decode_message(self._editable("get").get_message(self.name, message_id))
+
+    def update(
+        self,
+        message_id: str,
+        *,
+        body: Body | None = None,
+        attributes: Attributes | None = None,
+        priority: int | None = None,
+        visible_at: float | None = None,
+    ) -> Message:
+        """Edit a message in place: body, attributes, priority, or `visible_at` to reorder."""
+        backend = self._editable("update")
+        data: bytes | None = None
+        compressed = False
+        if body is not None:
+            data = encode_body(body)
+            attrs = self.info.attributes
+            check_body_size(data, attributes or {}, attrs.max_message_bytes)
+            if attrs.compress_over is not None and len(data) > attrs.compress_over:
+                data, compressed = zlib.compress(data, 6), True
+        if attributes is not None:
+            check_message_attributes(attributes)
+        if priority is not None:
+            check_priority(priority)
+        update = MessageUpdate(
+            body=data,
+            attributes=attributes,
+            priority=priority,
+            visible_at=visible_at,
+            compressed=compressed,
+        )
+        return decode_message(backend.update_message(self.name, message_id, update))
+
+    def remove(self, message_id: str) -> None:
+        """Remove a message by id whatever its state."""
+        self._editable("remove").remove_message(self.name, message_id)
+
+    def move_to_dlq(self, message_id: str, error: str | None = None) -> Message:
+        """Move a message to the dead-letter queue now ("invalid"), recording `error`."""
+        return decode_message(
+            self._editable("move_to_dlq").move_to_dlq(self.name, message_id, error)
+        )
+
+    def redrive(
+        self, ids: Sequence[str] | str | None = None, *, to: str | None = None, limit: int = 100
+    ) -> list[str]:
+        """Move messages of this dead-letter queue back to their source (or to `to`)."""
+        backend = self._editable("redrive")
+        if isinstance(ids, str):
+            ids = [ids]
+        if to is not None:
+            check_queue_name(to)
+        return backend.redrive(self.name, ids=ids, limit=limit, to=to)
+
+    def redrive_all(
+        self,
+        *,
+        to: str | None = None,
+        rate: float | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Redrive every ready message, at most `rate` per second; returns how many moved."""
+        backend = self._editable("redrive")
+        if rate is not None and rate <= 0:
+            raise InvalidInput(f"rate must be positive, got {rate!r}")
+        clock = backend.clock
+        chunk = 100 if rate is None else max(1, min(100, int(rate)))
+        total = 0
+        started = clock.now()
+        while True:
+            moved = backend.redrive(self.name, limit=chunk, to=to)
+            total += len(moved)
+            if progress is not None and moved:
+                progress(len(moved))
+            if len(moved) < chunk:
+                return total
+            if rate is not None:
+                ahead = total / rate - (clock.now() - started)
+                clock.sleep(ahead)
+
+    def reset(self, message_id: str) -> Message:
+        """receive_count 0 and visible now."""
+        return decode_message(self._editable("reset").reset_message(self.name, message_id))
+
+    def fail(self, message_id: str, delay: float = 0.0) -> Message:
+        """Release a message for redelivery after `delay` seconds."""
+        if not 0 <= delay <= MAX_DELAY * 48:
+            raise InvalidInput(f"delay must be between 0 and 12 h, got {delay!r}")
+        return decode_message(self._editable("fail").fail_message(self.name, message_id, delay))
+
+    def archive(self, limit: int = 1000, after: int = 0) -> list[ArchivedMessage]:
+        self._backend.require(Capability.ARCHIVE, "archive")
+        out = self._backend.list_archive(self.name, limit=limit, after=after)
+        return [decode_archived(a) for a in out]
+
+
+def _entries(receipts: Sequence[str] | Mapping[str, str]) -> list[tuple[str, str]]:
+    if isinstance(receipts, Mapping):
+        return list(receipts.items())
+    if isinstance(receipts, str):
+        raise InvalidInput("pass a list of receipts, not one string")
+    return [(str(i), r) for i, r in enumerate(receipts)]
