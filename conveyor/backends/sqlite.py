@@ -28,7 +28,6 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import (
     ConveyorError,
     InvalidInput,
-    MessageNotFound,
     QueueDoesNotExist,
     QueueExists,
 )
@@ -590,20 +589,3 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         if released:
             self.notify(queue)
         return results
-
-    # -- shared by the admin operations ---------------------------------------------------
-
-    def _message_row(
-        self, conn: sqlite3.Connection, qid: int, queue: str, message_id: str
-    ) -> tuple[Any, ...]:
-        rowid = self._find(conn, f"q{qid}", message_id)
-        row = (
-            None
-            if rowid is None
-            else conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM q{qid} WHERE rowid = ?", (rowid,)
-            ).fetchone()
-        )
-        if row is None:
-            raise MessageNotFound(f"no message {message_id!r} in queue {queue!r}")
-        return tuple(row)

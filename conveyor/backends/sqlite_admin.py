@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..clock import Clock
 from ..exceptions import (
     InvalidState,
+    MessageNotFound,
     NotFound,
     QueueDoesNotExist,
     TopicDoesNotExist,
@@ -41,9 +42,7 @@ class SQLiteAdmin(SQLiteConnections):
     if TYPE_CHECKING:
 
         def _queue(self, conn: sqlite3.Connection, name: str) -> tuple[int, QueueAttributes]: ...
-        def _message_row(
-            self, conn: sqlite3.Connection, qid: int, queue: str, message_id: str
-        ) -> tuple[Any, ...]: ...
+        def _find(self, conn: sqlite3.Connection, t: str, message_id: str) -> int | None: ...
         def _move(
             self,
             conn: sqlite3.Connection,
@@ -75,6 +74,21 @@ class SQLiteAdmin(SQLiteConnections):
         def notify(self, queue: str) -> None: ...
 
     # -- inspection and editing -----------------------------------------------------------
+
+    def _message_row(
+        self, conn: sqlite3.Connection, qid: int, queue: str, message_id: str
+    ) -> tuple[Any, ...]:
+        rowid = self._find(conn, f"q{qid}", message_id)
+        row = (
+            None
+            if rowid is None
+            else conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM q{qid} WHERE rowid = ?", (rowid,)
+            ).fetchone()
+        )
+        if row is None:
+            raise MessageNotFound(f"no message {message_id!r} in queue {queue!r}")
+        return tuple(row)
 
     def list_messages(
         self,
