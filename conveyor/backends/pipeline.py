@@ -281,8 +281,7 @@ class PipelineStore:
         same batch.
         """
         p = self._pl_prefix
-        held = self._lease_rows(queue, stream, lease, lease)
-        count = len(held)
+        count = self.lease_bounds(queue, stream, lease, lease).count
         while count < max_messages:
             got = self.receive(  # type: ignore[attr-defined]
                 queue, min(LEASE_CHUNK, max_messages - count), visibility_timeout
@@ -307,17 +306,17 @@ class PipelineStore:
             count += len(got)
         return count
 
-    def _lease_rows(
-        self, queue: str, stream: str, first: int, last: int
-    ) -> list[tuple[int, str, str]]:
-        def run(ex: Exec) -> list[tuple[int, str, str]]:
+    def _lease_rows(self, queue: str, stream: str, upto: int) -> list[tuple[int, str]]:
+        """(row key, claim token) of what leases <= `upto` hold."""
+
+        def run(ex: Exec) -> list[tuple[int, str]]:
             qid, _ = self._pl_queue(ex, queue)
             rows = ex(
-                f"SELECT row_key, message_id, token FROM {self._pl_prefix}leases"
-                " WHERE queue_id = %s AND stream = %s AND lease >= %s AND lease <= %s",
-                (qid, stream, first, last),
+                f"SELECT row_key, token FROM {self._pl_prefix}leases"
+                " WHERE queue_id = %s AND stream = %s AND lease <= %s",
+                (qid, stream, upto),
             )
-            return [(int(r[0]), str(r[1]), str(r[2]).strip()) for r in rows]
+            return [(int(r[0]), str(r[1]).strip()) for r in rows]
 
         return self._pl_run(run, tx=False)
 
@@ -372,11 +371,11 @@ class PipelineStore:
         """Delete (archive, where the queue archives) what leases <= `upto` still hold, and
         record `upto` as the stream's position. Idempotent; returns how many were deleted."""
         p = self._pl_prefix
-        held = self._lease_rows(queue, stream, 0, upto)
+        held = self._lease_rows(queue, stream, upto)
         deleted = 0
         for i in range(0, len(held), LEASE_CHUNK):
             by_token: dict[str, list[int]] = {}
-            for row, _, token in held[i : i + LEASE_CHUNK]:
+            for row, token in held[i : i + LEASE_CHUNK]:
                 by_token.setdefault(token, []).append(row)
             deleted += len(self._delete_claims(queue, by_token))
 
@@ -553,6 +552,8 @@ class PipelineStore:
 
 
 def _marks(values: Sized) -> str:
+    # sql_conn.in_list's twin: importing it here would be circular (sql_conn imports the SQL
+    # schema, which imports this module's DDL)
     return ", ".join(["%s"] * len(values))
 
 

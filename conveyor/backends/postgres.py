@@ -222,7 +222,7 @@ class PostgresBackend(SQLBackend):
             return {r[2] for r in rows}
         return {r[0] for r in cur.fetchall()}
 
-    def _insert_staged(self, cur: Cursor, queue: str, rows: Sequence[Row]) -> list[int]:
+    def _insert_staged(self, cur: Cursor, queue: str, qid: int, rows: Sequence[Row]) -> list[int]:
         # seqs reserved up front, then one binary COPY: several times an INSERT's speed
         p = self.prefix
         cur.execute(

@@ -12,7 +12,7 @@ from ..ids import new_id
 from ..models import ArchivedMessage, Message, NewMessage, QueueAttributes
 from .pipeline import PipelineStore
 from .rows import row_to_archived
-from .sql_conn import Cursor
+from .sql_conn import Cursor, in_list
 from .sql_schema import ARCHIVE_COLUMNS, MESSAGE_COLUMNS, to_message
 
 T = TypeVar("T")
@@ -34,7 +34,7 @@ class _Exec:
         # PostgreSQL one array per column (unnest), several times faster than VALUES lists
         if not rows:
             return
-        marks = "(" + ", ".join(["%s"] * len(rows[0])) + ")"
+        marks = f"({in_list(rows[0])})"
         arrays = "SELECT * FROM unnest(" + ", ".join(f"%s::{t}[]" for t in types) + ")"
         for i in range(0, len(rows), MANY_ROWS):
             chunk = rows[i : i + MANY_ROWS]
@@ -95,26 +95,27 @@ class SQLPipeline(PipelineStore):
             )
         ]
         if all(mine):
-            return self._insert_staged(ex.cur, queue, rows), []
+            return self._insert_staged(ex.cur, queue, qid, rows), []
         inserted: set[str] = self._insert_many(ex.cur, queue, rows, False)  # type: ignore[attr-defined]
         keys = [k for k, _ in self._pl_find(ex, qid, sorted(inserted))] if inserted else []
         return keys, [i for i in ids if i not in inserted]
 
-    def _insert_staged(self, cur: Cursor, queue: str, rows: Sequence[tuple[Any, ...]]) -> list[int]:
+    def _insert_staged(
+        self, cur: Cursor, queue: str, qid: int, rows: Sequence[tuple[Any, ...]]
+    ) -> list[int]:
         """Insert rows whose ids this store made up (none can be present); their seqs."""
         self._insert_many(cur, queue, rows, True)  # type: ignore[attr-defined]
-        ex = _Exec(cur)
-        return [k for k, _ in self._pl_find(ex, int(rows[0][0]), [r[2] for r in rows])]
+        return [k for k, _ in self._pl_find(_Exec(cur), qid, [r[2] for r in rows])]
 
     def _pl_find(self, ex: Any, qid: int, ids: Sequence[str]) -> list[tuple[int, float]]:
         found: list[tuple[int, float]] = []
         for i in range(0, len(ids), 1000):
             chunk = ids[i : i + 1000]
-            marks = ", ".join(["%s"] * len(chunk))
             found += [
                 (int(r[0]), float(r[1]))
                 for r in ex(
-                    f"SELECT seq, visible_at FROM {self.prefix}messages WHERE id IN ({marks})"
+                    f"SELECT seq, visible_at FROM {self.prefix}messages"
+                    f" WHERE id IN ({in_list(chunk)})"
                     " AND queue_id = %s",
                     (*chunk, qid),
                 )
