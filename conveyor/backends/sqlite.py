@@ -21,8 +21,8 @@ import secrets
 import sqlite3
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import (
@@ -30,6 +30,7 @@ from ..exceptions import (
     InvalidInput,
     QueueDoesNotExist,
     QueueExists,
+    StoreUnavailable,
 )
 from ..ids import row_id, rowid_of
 from ..models import (
@@ -67,6 +68,16 @@ from .sqlite_schema import (
 )
 from .totals import RunningTotals
 
+T = TypeVar("T")
+
+
+class _Dropped(ConveyorError):
+    """The queue a remembered id named is gone (read the queue row again)."""
+
+
+# how long a process goes on using a queue row it read (its id and attributes), in seconds
+ROW_CACHE = 1.0
+
 
 class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
     scheme = "sqlite"
@@ -91,7 +102,8 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         self._migrated = False
         self._attrs: dict[str, QueueAttributes] = {}
         self._swept: dict[int, float] = {}
-        self._qids: dict[str, int] = {}
+        self._rows: dict[str, tuple[int, QueueAttributes, float]] = {}
+        self._idle: set[str] = set()
         self._totals = RunningTotals()
         weakref.finalize(self, _write_counts, self.path, self._totals)
 
@@ -122,8 +134,43 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
     def _queue(self, conn: sqlite3.Connection, name: str) -> tuple[int, QueueAttributes]:
         row = conn.execute("SELECT id, attrs FROM queues WHERE name = ?", (name,)).fetchone()
         if row is None:
+            self._rows.pop(name, None)
             raise QueueDoesNotExist(f"queue {name!r} does not exist: create it first")
-        return row[0], self._attributes(row[1])
+        attrs = self._attributes(row[1])
+        self._rows[name] = (row[0], attrs, self.clock.now())
+        return row[0], attrs
+
+    def _recent_queue(
+        self, conn: sqlite3.Connection, name: str, now: float
+    ) -> tuple[int, QueueAttributes]:
+        """The queue's id and attributes as read at most ROW_CACHE seconds ago (by the
+        store's clock).
+
+        Sends, receives and deletes use this instead of reading the queue row every time.
+        Queue ids are never used again, so a remembered id names this queue or a dropped
+        table, which `_fresh_on_drop` turns into one retry with the row read again; an
+        attribute change made by another process takes effect here within ROW_CACHE
+        seconds (SQS itself takes up to a minute).
+        """
+        hit = self._rows.get(name)
+        if hit is not None and 0.0 <= now - hit[2] < ROW_CACHE:
+            return hit[0], hit[1]
+        return self._queue(conn, name)
+
+    def _fresh_on_drop(self, name: str, operation: Callable[[], T]) -> T:
+        """Run a hot operation; if the queue's remembered table was dropped meanwhile (the
+        queue deleted, perhaps made again), forget it and run once more."""
+        try:
+            return operation()
+        except (StoreUnavailable, _Dropped) as exc:
+            cause = exc.__cause__
+            dropped = isinstance(exc, _Dropped) or (
+                isinstance(cause, sqlite3.OperationalError) and "no such table" in str(cause)
+            )
+            if not dropped:
+                raise
+            self._rows.pop(name, None)
+            return operation()
 
     def _info(self, row: tuple[Any, ...]) -> QueueInfo:
         return QueueInfo(
@@ -151,6 +198,7 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
             )
             for statement in queue_ddl(int(cur.lastrowid or 0)):
                 conn.execute(statement)
+        self._rows.pop(name, None)
         return QueueInfo(name=name, attributes=attributes, created_at=now, updated_at=now), True
 
     def delete_queue(self, name: str) -> None:
@@ -161,6 +209,7 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
             conn.execute("DELETE FROM subscriptions WHERE queue_id = ?", (qid,))
             conn.execute("DELETE FROM queues WHERE id = ?", (qid,))
             self._pl_forget(_Exec(conn), qid)
+        self._rows.pop(name, None)
         self._totals.forget(qid)
 
     def list_queues(self, prefix: str = "") -> list[str]:
@@ -186,6 +235,7 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
             row = conn.execute(
                 "SELECT name, attrs, created_at, updated_at FROM queues WHERE name = ?", (name,)
             ).fetchone()
+        self._rows.pop(name, None)
         return self._info(row)
 
     def purge_queue(self, name: str) -> int:
@@ -339,28 +389,38 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         return None if row is None else int(row[0])
 
     def send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
-        now = self.clock.now()
-        with self._tx() as conn:
-            qid, attrs = self._queue(conn, queue)
-            results = self._send_locked(conn, qid, attrs, messages, now)
+        results = self._fresh_on_drop(queue, lambda: self._send(queue, messages))
         self.notify(queue)
         return results
 
+    def _send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
+        now = self.clock.now()
+        with self._tx() as conn:
+            qid, attrs = self._recent_queue(conn, queue, now)
+            return self._send_locked(conn, qid, attrs, messages, now)
+
     def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
+        return self._fresh_on_drop(
+            queue, lambda: self._receive(queue, max_messages, visibility_timeout)
+        )
+
+    def _receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
         now = self.clock.now()
         token = secrets.token_hex(8)
-        if not self._maybe_ready(queue, now):
+        if queue in self._idle and not self._maybe_ready(queue, now):
             return []
         with self._tx() as conn:
-            qid, attrs = self._queue(conn, queue)
-            self._qids[queue] = qid
+            qid, attrs = self._recent_queue(conn, queue, now)
             t = f"q{qid}"
             self._sweep(conn, qid, queue, attrs, now)
             limit = max_messages
             if attrs.rate_limit:
-                tokens, tokens_at = conn.execute(
+                bucket = conn.execute(
                     "SELECT tokens, tokens_at FROM queues WHERE id = ?", (qid,)
                 ).fetchone()
+                if bucket is None:
+                    raise _Dropped(queue)
+                tokens, tokens_at = bucket
                 tokens = refill_tokens(tokens, tokens_at, attrs.rate_limit, now)
                 limit = min(limit, int(tokens))
             if attrs.delivery is Delivery.AT_MOST_ONCE:
@@ -393,6 +453,9 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
                 ).fetchall()
             if rows:
                 self._count(qid, received=len(rows))
+                self._idle.discard(queue)
+            else:
+                self._idle.add(queue)
             if attrs.rate_limit:
                 conn.execute(
                     "UPDATE queues SET tokens = ?, tokens_at = ? WHERE id = ?",
@@ -404,21 +467,22 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
     def _maybe_ready(self, queue: str, now: float) -> bool:
         """Whether a receive could find anything, read without taking the write lock.
 
-        Receivers polling an idle queue would otherwise hold the lock that senders need.
-        Only a definite "nothing is visible" answers False; any doubt (unknown queue, a
-        stale table id, a failed read) goes on to the locked, authoritative receive.
+        Receivers polling an idle queue (its last receive here found nothing) would
+        otherwise hold the lock that senders need. Only a definite "nothing is visible"
+        answers False; any doubt (an unknown queue, a dropped table, a failed read) goes on
+        to the locked, authoritative receive.
         """
-        qid = self._qids.get(queue)
-        if qid is None:
+        hit = self._rows.get(queue)
+        if hit is None:
             return True
         try:
             row = (
                 self._conn()
-                .execute(f"SELECT 1 FROM q{qid} WHERE visible_at <= ? LIMIT 1", (now,))
+                .execute(f"SELECT 1 FROM q{hit[0]} WHERE visible_at <= ? LIMIT 1", (now,))
                 .fetchone()
             )
         except sqlite3.Error:
-            self._qids.pop(queue, None)
+            self._rows.pop(queue, None)
             return True
         return row is not None
 
@@ -540,7 +604,8 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
         parsed, by_token = group_receipts(queue, receipts)
-        return receipt_results(parsed, self._delete_claims(queue, by_token))
+        gone = self._fresh_on_drop(queue, lambda: self._delete_claims(queue, by_token))
+        return receipt_results(parsed, gone)
 
     def _delete_claims(self, queue: str, by_token: Mapping[str, Sequence[int]]) -> set[int]:
         """Delete rows still held by their claim's token (one statement per token, as the
@@ -548,7 +613,7 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         now = self.clock.now()
         gone: set[int] = set()
         with self._tx() as conn:
-            qid, attrs = self._queue(conn, queue)
+            qid, attrs = self._recent_queue(conn, queue, now)
             t = f"q{qid}"
             for token, rowids in by_token.items():
                 where = f"token = ? AND rowid IN ({','.join('?' * len(rowids))})"
@@ -568,11 +633,16 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]
     ) -> list[Exception | None]:
+        return self._fresh_on_drop(queue, lambda: self._change_visibility(queue, entries))
+
+    def _change_visibility(
+        self, queue: str, entries: Sequence[tuple[str, float]]
+    ) -> list[Exception | None]:
         now = self.clock.now()
         results: list[Exception | None] = []
         released = False
         with self._tx() as conn:
-            qid, _ = self._queue(conn, queue)
+            qid, _ = self._recent_queue(conn, queue, now)
             for receipt, timeout in entries:
                 try:
                     rowid, mid, token = parse_receipt(queue, receipt)

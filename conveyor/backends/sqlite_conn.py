@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import random
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -20,6 +22,33 @@ from .totals import RunningTotals
 _COUNTS_SQL = (
     "UPDATE queues SET sent = sent + ?, received = received + ?, deleted = deleted + ? WHERE id = ?"
 )
+
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_heap_kept = False
+
+
+def keep_heap() -> None:
+    """Stop glibc from giving the top of the heap back to the kernel after every statement.
+
+    SQLite allocates and frees a scratch page cache (about 90 KiB) for each statement that
+    builds a temporary b-tree (RETURNING, IN lists). With glibc's default 128 KiB trim
+    threshold, freeing it often shrinks the heap, and the next statement faults the pages
+    back in, zero-filled: measured at 70-120 µs on a 30 µs claim. Keeping up to 64 MiB of
+    freed heap (and serving blocks below 32 MiB from it) removes that; done once per process,
+    on Linux with glibc only.
+    """
+    global _heap_kept
+    if _heap_kept or not sys.platform.startswith("linux"):
+        return
+    _heap_kept = True
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    mallopt(_M_TRIM_THRESHOLD, 64 << 20)
 
 
 def _write_counts(path: str, totals: RunningTotals) -> None:
@@ -63,6 +92,7 @@ class SQLiteConnections:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
+        keep_heap()
         try:
             parent = os.path.dirname(self.path)
             if parent and not os.path.isdir(parent):

@@ -7,6 +7,21 @@ from collections.abc import Callable
 
 from .pipeline import pipeline_ddl, stages_ddl
 
+# the queues table but its id
+QUEUE_COLUMNS = (
+    "name TEXT NOT NULL UNIQUE, "
+    "attrs TEXT NOT NULL, "
+    "created_at REAL NOT NULL, "
+    "updated_at REAL NOT NULL, "
+    "sent INTEGER NOT NULL DEFAULT 0, "
+    "received INTEGER NOT NULL DEFAULT 0, "
+    "deleted INTEGER NOT NULL DEFAULT 0, "
+    "dead INTEGER NOT NULL DEFAULT 0, "
+    "expired INTEGER NOT NULL DEFAULT 0, "
+    "tokens REAL NOT NULL DEFAULT 0, "
+    "tokens_at REAL NOT NULL DEFAULT 0"
+)
+
 
 def _drop_old_staging(conn: sqlite3.Connection) -> None:
     for (qid,) in conn.execute("SELECT DISTINCT queue_id FROM staged").fetchall():
@@ -14,23 +29,17 @@ def _drop_old_staging(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE staged")
 
 
+def _queue_ids_never_reused(conn: sqlite3.Connection) -> None:
+    conn.execute(f"CREATE TABLE queues_v5 (id INTEGER PRIMARY KEY AUTOINCREMENT, {QUEUE_COLUMNS})")
+    conn.execute("INSERT INTO queues_v5 SELECT * FROM queues")
+    conn.execute("DROP TABLE queues")
+    conn.execute("ALTER TABLE queues_v5 RENAME TO queues")
+
+
 # Each entry upgrades the schema by one version; PRAGMA user_version records where a file is.
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
-    """
-    CREATE TABLE queues (
-        id INTEGER PRIMARY KEY,
-        name TEXT NOT NULL UNIQUE,
-        attrs TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        sent INTEGER NOT NULL DEFAULT 0,
-        received INTEGER NOT NULL DEFAULT 0,
-        deleted INTEGER NOT NULL DEFAULT 0,
-        dead INTEGER NOT NULL DEFAULT 0,
-        expired INTEGER NOT NULL DEFAULT 0,
-        tokens REAL NOT NULL DEFAULT 0,
-        tokens_at REAL NOT NULL DEFAULT 0
-    );
+    f"""
+    CREATE TABLE queues (id INTEGER PRIMARY KEY, {QUEUE_COLUMNS});
     CREATE TABLE dedup (
         queue_id INTEGER NOT NULL,
         key TEXT NOT NULL,
@@ -75,6 +84,8 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     # staged the old way is dropped (its job can no longer publish it)
     _drop_old_staging,
     ";\n".join(stages_ddl("", "INTEGER PRIMARY KEY AUTOINCREMENT", "TEXT", "REAL")),
+    # queue ids are never used again, so an id a process remembers cannot name another queue
+    _queue_ids_never_reused,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

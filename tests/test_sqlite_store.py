@@ -1,0 +1,88 @@
+"""The SQLite store's own rules: queue ids, remembered queue rows, schema upgrades."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conveyor import Client, ManualClock, QueueDoesNotExist
+from conveyor.backends.sqlite import ROW_CACHE
+from conveyor.backends.sqlite_schema import QUEUE_COLUMNS, SCHEMA_VERSION
+
+
+def test_queue_ids_are_never_used_again(tmp_path: Path) -> None:
+    with Client(f"sqlite:///{tmp_path}/q.db") as client:
+        client.create_queue("a")
+        client.create_queue("b")
+        client.delete_queue("b")
+        client.create_queue("c")
+    conn = sqlite3.connect(tmp_path / "q.db")
+    ids = dict(conn.execute("SELECT name, id FROM queues").fetchall())
+    conn.close()
+    assert ids == {"a": 1, "c": 3}
+
+
+def test_a_queue_made_again_elsewhere_is_found_by_a_process_that_remembered_it(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    url = f"sqlite:///{tmp_path}/q.db"
+    with Client(url, clock=clock) as here, Client(url, clock=clock) as there:
+        mine = here.create_queue("jobs")
+        mine.send("first")
+        there.delete_queue("jobs")
+        with pytest.raises(QueueDoesNotExist):
+            mine.send("lost")  # at once, although the row was read a moment ago
+        there.create_queue("jobs")
+        mine.send("second")
+        got = there.queue("jobs").receive(10)
+        assert [m.text for m in got] == ["second"]
+        assert mine.stats().in_flight == 1
+
+
+def test_attribute_changes_elsewhere_apply_within_the_row_cache(tmp_path: Path) -> None:
+    clock = ManualClock()
+    url = f"sqlite:///{tmp_path}/q.db"
+    with Client(url, clock=clock) as here, Client(url, clock=clock) as there:
+        q = here.create_queue("jobs", visibility_timeout=30)
+        q.send("x")
+        assert q.receive(1, visibility_timeout=30)
+        clock.advance(31)
+        there.set_attributes("jobs", delivery="at-most-once")
+        # the backend of `here` read the row at most ROW_CACHE seconds ago: once that has
+        # passed, it claims at most once (never visible again)
+        clock.advance(ROW_CACHE)
+        assert here.backend.receive("jobs", 1, 30)
+        clock.advance(3600)
+        assert here.backend.receive("jobs", 1, 30) == []
+
+
+def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/old.db"
+    with Client(url) as client:
+        client.create_queue("a")
+        client.create_queue("b").send("kept")
+    # make it a file of the schema before: queue ids without AUTOINCREMENT
+    conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
+    conn.executescript(
+        f"""
+        CREATE TABLE queues_old (id INTEGER PRIMARY KEY, {QUEUE_COLUMNS});
+        INSERT INTO queues_old SELECT * FROM queues;
+        DROP TABLE queues;
+        ALTER TABLE queues_old RENAME TO queues;
+        DELETE FROM sqlite_sequence WHERE name = 'queues';
+        PRAGMA user_version = {SCHEMA_VERSION - 1};
+        """
+    )
+    conn.close()
+    with Client(url) as client:
+        assert client.backend.migrate() == (SCHEMA_VERSION - 1, SCHEMA_VERSION)
+        assert [m.text for m in client.queue("b").receive(10)] == ["kept"]
+        client.delete_queue("b")
+        client.create_queue("c")
+    conn = sqlite3.connect(tmp_path / "old.db")
+    ids = dict(conn.execute("SELECT name, id FROM queues").fetchall())
+    conn.close()
+    assert ids == {"a": 1, "c": 3}
