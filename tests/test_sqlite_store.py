@@ -12,16 +12,21 @@ from conveyor.backends.sqlite import ROW_CACHE
 from conveyor.backends.sqlite_schema import QUEUE_COLUMNS, SCHEMA_VERSION
 
 
+def queue_ids(path: Path) -> dict[str, int]:
+    conn = sqlite3.connect(path)
+    try:
+        return dict(conn.execute("SELECT name, id FROM queues").fetchall())
+    finally:
+        conn.close()
+
+
 def test_queue_ids_are_never_used_again(tmp_path: Path) -> None:
     with Client(f"sqlite:///{tmp_path}/q.db") as client:
         client.create_queue("a")
         client.create_queue("b")
         client.delete_queue("b")
         client.create_queue("c")
-    conn = sqlite3.connect(tmp_path / "q.db")
-    ids = dict(conn.execute("SELECT name, id FROM queues").fetchall())
-    conn.close()
-    assert ids == {"a": 1, "c": 3}
+    assert queue_ids(tmp_path / "q.db") == {"a": 1, "c": 3}
 
 
 def test_a_queue_made_again_elsewhere_is_found_by_a_process_that_remembered_it(
@@ -82,7 +87,4 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
         assert [m.text for m in client.queue("b").receive(10)] == ["kept"]
         client.delete_queue("b")
         client.create_queue("c")
-    conn = sqlite3.connect(tmp_path / "old.db")
-    ids = dict(conn.execute("SELECT name, id FROM queues").fetchall())
-    conn.close()
-    assert ids == {"a": 1, "c": 3}
+    assert queue_ids(tmp_path / "old.db") == {"a": 1, "c": 3}
