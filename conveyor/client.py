@@ -108,11 +108,17 @@ class Client:
 
     def queue_info(self, name: str, *, fresh: bool = False) -> QueueInfo:
         check_queue_name(name)
-        if not fresh:
-            with self._cache_lock:
-                hit = self._cache.get(name)
-            if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
-                return hit[0]
+        if fresh:
+            info = self.backend.get_queue(name)
+            self._remember(info)
+            return info
+        return self.known_info(name)
+
+    def known_info(self, name: str) -> QueueInfo:
+        """A queue's info as read at most `attribute_cache` seconds ago (`name` valid)."""
+        hit = self._cache.get(name)
+        if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
+            return hit[0]
         info = self.backend.get_queue(name)
         self._remember(info)
         return info

@@ -100,7 +100,7 @@ class Queue:
 
     @property
     def info(self) -> QueueInfo:
-        return self.client.queue_info(self.name)
+        return self.client.known_info(self.name)
 
     @property
     def attributes(self) -> QueueAttributes:
@@ -226,10 +226,14 @@ class Queue:
                 prepared.append((e.entry_id, self._prepare(attrs, e)))
             except ConveyorError as exc:
                 results[e.entry_id] = BatchResult(entry_id=e.entry_id, error=exc)
-        if prepared:
-            sent = self._backend.send(self.name, [m for _, m in prepared])
-            for (entry_id, _), result in zip(prepared, sent, strict=True):
-                results[entry_id] = BatchResult(entry_id=entry_id, result=result)
+        sent = self._backend.send(self.name, [m for _, m in prepared]) if prepared else []
+        if not results:
+            return [
+                BatchResult(entry_id=entry_id, result=result)
+                for (entry_id, _), result in zip(prepared, sent, strict=True)
+            ]
+        for (entry_id, _), result in zip(prepared, sent, strict=True):
+            results[entry_id] = BatchResult(entry_id=entry_id, result=result)
         return [results[e.entry_id] for e in items]
 
     # -- receive --------------------------------------------------------------------------
@@ -248,6 +252,8 @@ class Queue:
         """
         vt, wait = self._receive_options(max_messages, visibility_timeout, wait)
         backend, name = self._backend, self.name
+        if wait <= 0:
+            return [decode_message(m) for m in backend.receive(name, max_messages, vt)]
         clock = backend.clock
         end = clock.now() + wait
         interval = 0.01

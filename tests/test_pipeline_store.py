@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conveyor import Client, ManualClock, SendEntry
+from conveyor import Client, DeadLetterPolicy, ManualClock, SendEntry
 from conveyor.backends.pipeline import PipelineStore
 
 from .conftest import STORES
@@ -75,6 +75,28 @@ def test_leases_are_topped_up_read_by_range_and_acknowledged(
     assert taken.receipt is not None
     q.delete(taken.receipt)  # its receipt still works: the lease did not take it
     assert q.stats().ready == 5
+
+
+def test_leases_follow_the_receive_rules_and_archive_what_they_acknowledge(
+    env: tuple[Client, PipelineStore], clock: ManualClock
+) -> None:
+    client, store = env
+    client.create_queue("dlq")
+    policy = DeadLetterPolicy(queue="dlq", max_receive_count=1)
+    q = client.create_queue("q", archive=True, dead_letter=policy)
+    q.send_batch(entries(4))
+    [once] = q.receive(max_messages=1, visibility_timeout=10)
+    clock.advance(11)
+    # the message at its max receive count goes to the dead-letter queue, not into the lease
+    assert store.lease_messages("q", "s", 1, 10, 600) == 3
+    assert [m.text for m in client.queue("dlq").peek()] == [once.text]
+    assert store.acknowledge_leases("q", "s", 1) == 3
+    archived = q.archive()
+    assert sorted(a.body.decode() for a in archived) == sorted(
+        {"m0", "m1", "m2", "m3"} - {once.text}
+    )
+    assert {a.outcome for a in archived} == {"deleted"}
+    assert q.stats().deleted == 3
 
 
 def test_staged_writes_publish_once_and_drop_failed_attempts(

@@ -280,31 +280,40 @@ class PipelineStore:
         Leasing a number again adds to it, so a planner that died after leasing re-plans the
         same batch.
         """
-        p = self._pl_prefix
         count = self.lease_bounds(queue, stream, lease, lease).count
         while count < max_messages:
-            got = self.receive(  # type: ignore[attr-defined]
-                queue, min(LEASE_CHUNK, max_messages - count), visibility_timeout
+            got = self._lease_chunk(
+                queue, stream, lease, min(LEASE_CHUNK, max_messages - count), visibility_timeout
             )
             if not got:
                 break
-            rows = [receipt_claim(m.receipt) for m in got]
-
-            def record(ex: Exec, rows: list[tuple[int, str, str]] = rows) -> None:
-                qid, _ = self._pl_queue(ex, queue)
-                ex.many(
-                    self._pl_upsert(
-                        f"{p}leases",
-                        "queue_id, stream, lease, row_key, message_id, token",
-                        "queue_id, stream, lease, row_key",
-                    ),
-                    [(qid, stream, lease, row, mid, token) for row, mid, token in rows],
-                    ("bigint", "text", "bigint", "bigint", "text", "text"),
-                )
-
-            self._pl_run(record)
-            count += len(got)
+            count += got
         return count
+
+    def _lease_chunk(
+        self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
+    ) -> int:
+        """Receive up to `max_messages` and record each claim under `lease`; how many."""
+        got = self.receive(queue, max_messages, visibility_timeout)  # type: ignore[attr-defined]
+        rows = [receipt_claim(m.receipt) for m in got]
+        if not rows:
+            return 0
+        p = self._pl_prefix
+
+        def record(ex: Exec) -> None:
+            qid, _ = self._pl_queue(ex, queue)
+            ex.many(
+                self._pl_upsert(
+                    f"{p}leases",
+                    "queue_id, stream, lease, row_key, message_id, token",
+                    "queue_id, stream, lease, row_key",
+                ),
+                [(qid, stream, lease, row, mid, token) for row, mid, token in rows],
+                ("bigint", "text", "bigint", "bigint", "text", "text"),
+            )
+
+        self._pl_run(record)
+        return len(rows)
 
     def _lease_rows(self, queue: str, stream: str, upto: int) -> list[tuple[int, str]]:
         """(row key, claim token) of what leases <= `upto` hold."""
@@ -371,13 +380,7 @@ class PipelineStore:
         """Delete (archive, where the queue archives) what leases <= `upto` still hold, and
         record `upto` as the stream's position. Idempotent; returns how many were deleted."""
         p = self._pl_prefix
-        held = self._lease_rows(queue, stream, upto)
-        deleted = 0
-        for i in range(0, len(held), LEASE_CHUNK):
-            by_token: dict[str, list[int]] = {}
-            for row, token in held[i : i + LEASE_CHUNK]:
-                by_token.setdefault(token, []).append(row)
-            deleted += len(self._delete_claims(queue, by_token))
+        deleted = self._delete_leased(queue, stream, upto)
 
         def run(ex: Exec) -> None:
             qid, _ = self._pl_queue(ex, queue)
@@ -397,6 +400,17 @@ class PipelineStore:
             )
 
         self._pl_run(run)
+        return deleted
+
+    def _delete_leased(self, queue: str, stream: str, upto: int) -> int:
+        """Delete what leases <= `upto` still hold, as deletes by receipt would; how many."""
+        held = self._lease_rows(queue, stream, upto)
+        deleted = 0
+        for i in range(0, len(held), LEASE_CHUNK):
+            by_token: dict[str, list[int]] = {}
+            for row, token in held[i : i + LEASE_CHUNK]:
+                by_token.setdefault(token, []).append(row)
+            deleted += len(self._delete_claims(queue, by_token))
         return deleted
 
     # -- staged writes --------------------------------------------------------------------

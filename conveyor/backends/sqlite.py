@@ -400,15 +400,25 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
             return self._send_locked(conn, qid, attrs, messages, now)
 
     def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
-        return self._fresh_on_drop(
-            queue, lambda: self._receive(queue, max_messages, visibility_timeout)
+        rows, token = self._fresh_on_drop(
+            queue, lambda: self._claim_rows(queue, max_messages, visibility_timeout)
         )
+        rows.sort(key=lambda r: r[0])
+        return [row_to_message(queue, r, make_receipt(queue, r[0], r[1], token)) for r in rows]
 
-    def _receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
+    def _claim_rows(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float,
+        columns: str = MESSAGE_COLUMNS,
+    ) -> tuple[list[Any], str]:
+        """Receive: claim up to `max_messages` under a new token; the claimed rows' `columns`
+        (rowid and id first) and the token."""
         now = self.clock.now()
         token = secrets.token_hex(8)
         if queue in self._idle and not self._maybe_ready(queue, now):
-            return []
+            return [], token
         with self._tx() as conn:
             qid, attrs = self._recent_queue(conn, queue, now)
             t = f"q{qid}"
@@ -438,7 +448,7 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
                 picked = self._pick(conn, qid, queue, attrs, limit, now)
                 rows = (
                     conn.execute(
-                        f"{claim} ({','.join('?' * len(picked))}) RETURNING {MESSAGE_COLUMNS}",
+                        f"{claim} ({','.join('?' * len(picked))}) RETURNING {columns}",
                         (visible_at, now, token, *picked),
                     ).fetchall()
                     if picked
@@ -448,7 +458,7 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
                 rows = conn.execute(
                     f"{claim} (SELECT rowid FROM {t} WHERE visible_at <= ? AND sent_at >= ?"
                     " AND (deadline IS NULL OR deadline > ?) ORDER BY rowid LIMIT ?)"
-                    f" RETURNING {MESSAGE_COLUMNS}",
+                    f" RETURNING {columns}",
                     (visible_at, now, token, now, now - attrs.retention, now, limit),
                 ).fetchall()
             if rows:
@@ -461,8 +471,7 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
                     "UPDATE queues SET tokens = ?, tokens_at = ? WHERE id = ?",
                     (tokens - len(rows), now, qid),
                 )
-        rows.sort(key=lambda r: r[0])
-        return [row_to_message(queue, r, make_receipt(queue, r[0], r[1], token)) for r in rows]
+        return rows, token
 
     def _maybe_ready(self, queue: str, now: float) -> bool:
         """Whether a receive could find anything, read without taking the write lock.

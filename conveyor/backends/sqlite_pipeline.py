@@ -15,7 +15,7 @@ from ..models import ArchivedMessage, Message, NewMessage, QueueAttributes, Send
 from .pipeline import PipelineStore
 from .rows import row_to_archived, row_to_message
 from .sql_schema import POSTGRES
-from .sqlite_schema import MESSAGE_COLUMNS
+from .sqlite_schema import MESSAGE_COLUMNS, archive_insert
 
 T = TypeVar("T")
 
@@ -103,3 +103,53 @@ class SQLitePipeline(PipelineStore):
 
     def _pl_upsert(self, table: str, columns: str, key: str) -> str:
         return POSTGRES.upsert_sql(table, columns, key)
+
+    def _lease_chunk(
+        self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
+    ) -> int:
+        # a receive that returns row keys alone (no bodies copied, no messages built); its
+        # claims are recorded straight from the table: the claimed rows are the ones in
+        # their key range that hold the claim's token
+        rows, token = self._fresh_on_drop(  # type: ignore[attr-defined]
+            queue,
+            lambda: self._claim_rows(queue, max_messages, visibility_timeout, "rowid"),  # type: ignore[attr-defined]
+        )
+        if not rows:
+            return 0
+        keys = [r[0] for r in rows]
+
+        def record(ex: Any) -> None:
+            qid, _ = self._pl_queue(ex, queue)
+            ex.conn.execute(
+                "INSERT INTO leases (queue_id, stream, lease, row_key, message_id, token)"
+                f" SELECT ?, ?, ?, rowid, id, token FROM q{qid} WHERE rowid BETWEEN ? AND ?"
+                " AND token = ? ON CONFLICT (queue_id, stream, lease, row_key)"
+                " DO UPDATE SET message_id = excluded.message_id, token = excluded.token",
+                (qid, stream, lease, min(keys), max(keys), token),
+            )
+
+        self._pl_run(record)
+        return len(rows)
+
+    def _delete_leased(self, queue: str, stream: str, upto: int) -> int:
+        # one statement: the rows leases <= upto hold, where they still hold the claim
+        now = self.clock.now()
+
+        def run(ex: Any) -> tuple[int, int]:
+            qid, attrs = self._pl_queue(ex, queue)
+            t = f"q{qid}"
+            where = (
+                "WHERE (rowid, token) IN (SELECT row_key, token FROM leases"
+                " WHERE queue_id = ? AND stream = ? AND lease <= ?)"
+            )
+            if attrs.archive:
+                ex.conn.execute(
+                    f"{archive_insert(t)} {where}", (queue, now, "deleted", qid, stream, upto)
+                )
+            deleted = ex.conn.execute(f"DELETE FROM {t} {where}", (qid, stream, upto)).rowcount
+            return qid, int(deleted)
+
+        qid, deleted = self._pl_run(run)
+        if deleted:
+            self._count(qid, deleted=deleted)  # type: ignore[attr-defined]
+        return deleted
