@@ -21,7 +21,7 @@ from conveyor import Client
 from conveyor.models import NewMessage
 
 from .drivers import drivers
-from .runs import pct, run_multi, run_single
+from .runs import alternate, pct, run_multi, run_single
 
 
 def depth_test(workdir: str, depths: list[int], k: int) -> list[tuple[int, float]]:
@@ -91,6 +91,9 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=1_000_000, help="deep queue size")
     ap.add_argument("--skip-depth", action="store_true")
     ap.add_argument("--modes", default="1 proc,1P+4C", help="comma-separated: '1 proc', '1P+4C'")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="rounds per row, drivers in turn; the median is shown"
+    )
     args = ap.parse_args()
     scale = 0.2 if args.quick else 1.0
     workdir = tempfile.mkdtemp(prefix="conveyor-bench-")
@@ -99,7 +102,10 @@ def main() -> None:
         f"# Conveyor benchmark — {platform.platform()}, Python {platform.python_version()},"
         f" {os.cpu_count()} CPUs, files in {workdir}"
     )
-    print("# columns: msgs/s, p50 ms, p99 ms (send and recv+del per call; e2e per message)")
+    print(
+        "# columns: msgs/s, p50 ms, p99 ms (send and recv+del per call; e2e per message);"
+        f" each row the median of {args.repeat} runs, store and baseline in turn"
+    )
     header = (
         f"{'store':<24} {'mode':<8} {'batch':>5} {'body':>5} | {'send':^25} |"
         f" {'receive+delete':^25} | {'end to end':^25}"
@@ -110,20 +116,27 @@ def main() -> None:
     for mode in args.modes.split(","):
         for batch in (1, 10):
             for size in (100, 1024):
-                for d in drivers(workdir, only):
-                    if mode == "1P+4C" and d.name == "memory":
+                runner = run_single if mode == "1 proc" else run_multi
+                for durability in ("memory", "full", "normal"):
+                    # a store and its baseline run in turn, with the same number of messages
+                    group = [
+                        d
+                        for d in drivers(workdir, only)
+                        if durability in d.name and not (mode == "1P+4C" and d.name == "memory")
+                    ]
+                    if not group:
                         continue
-                    full = "full" in d.name
+                    full = durability == "full"
                     n = int((1500 if full else 6000) * (batch if batch > 1 else 1) ** 0.5 * scale)
                     n = max(n // batch * batch, batch * 4)
-                    runner = run_single if mode == "1 proc" else run_multi
-                    send, recv, e2e = runner(d, n, batch, size)
-                    e2e_rates[(d.name, mode, batch, size)] = e2e.rate
-                    print(
-                        f"{d.name:<24} {mode:<8} {batch:>5} {size:>5} | {send.cell()} |"
-                        f" {recv.cell()} | {e2e.cell()}",
-                        flush=True,
-                    )
+                    results = alternate(group, runner, n, batch, size, args.repeat)
+                    for d, (send, recv, e2e) in zip(group, results, strict=True):
+                        e2e_rates[(d.name, mode, batch, size)] = e2e.rate
+                        print(
+                            f"{d.name:<24} {mode:<8} {batch:>5} {size:>5} | {send.cell()} |"
+                            f" {recv.cell()} | {e2e.cell()}",
+                            flush=True,
+                        )
     print()
     print("## SQLite store end to end, as a share of the plain-sqlite3 baseline (target >= 60%)")
     for dur in ("full", "normal"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import struct
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .drivers import Driver
@@ -139,3 +140,19 @@ def run_multi(d: Driver, n: int, batch: int, size: int) -> tuple[Phase, Phase, P
             e2e.latencies += r[4]
     e2e.msgs, e2e.seconds = recv.msgs, elapsed
     return send, recv, e2e
+
+
+Runner = Callable[[Driver, int, int, int], tuple[Phase, Phase, Phase]]
+
+
+def alternate(
+    drivers: Sequence[Driver], runner: Runner, n: int, batch: int, size: int, repeat: int
+) -> list[tuple[Phase, Phase, Phase]]:
+    """Run the drivers in turn, `repeat` rounds (a, b, a, b, ...); for each driver, the run
+    with the median end-to-end rate. A store and its baseline so meet the same drifts in
+    this machine's speed, which move a single run by 15% or more."""
+    runs: list[list[tuple[Phase, Phase, Phase]]] = [[] for _ in drivers]
+    for _ in range(repeat):
+        for i, d in enumerate(drivers):
+            runs[i].append(runner(d, n, batch, size))
+    return [sorted(r, key=lambda t: t[2].rate)[len(r) // 2] for r in runs]

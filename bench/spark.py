@@ -2,7 +2,7 @@
 
     python -m bench.spark [--messages 100000] [--only sqlite|postgres] [--master local[2]]
 
-For each store, in one run: rows/s of
+For each store, the median of `--repeat` rounds (3) on fresh queues, each round: rows/s of
 - write: a DataFrame of N messages appended with the `conveyor` sink, vs the SDK sending
   the same bodies in batches of 10 (`send_batch`);
 - batch read: a snapshot of the N-message queue read and counted, vs the SDK paging through
@@ -101,8 +101,6 @@ def spark_stream(spark: Any, url: str, queue: str, parts: int, checkpoint: str) 
 
 def warm_up(spark: Any, url: str, parts: int) -> None:
     """Run each Spark operation once on a small queue; print how long the first runs took."""
-    with Client(url) as c:
-        c.create_queue("warm")
     took = [spark_write(spark, url, "warm", 1000, parts)]
     took.append(spark_read(spark, url, "warm", parts)[0])
     with tempfile.TemporaryDirectory() as ck:
@@ -111,39 +109,38 @@ def warm_up(spark: Any, url: str, parts: int) -> None:
     print(f"first use (1,000 messages): write {w:.1f} s, read {r:.1f} s, stream {s:.1f} s")
 
 
-def bench_store(spark: Any, kind: str, url: str, n: int, parts: int, rows: list[list[str]]) -> None:
+OPS = ("write", "batch read", "streaming read")
+
+
+def bench_store(
+    spark: Any, url: str, n: int, parts: int, tag: str
+) -> dict[str, tuple[float, float]]:
+    """One round on fresh queues: {operation: (SDK loop seconds, Spark seconds)}."""
+    sdk, sp = f"sdk{tag}", f"spark{tag}"
     with Client(url) as c:
-        for name in ("sdk", "spark"):
+        for name in (sdk, sp):
             c.create_queue(name)
-    warm_up(spark, url, parts)
-    t_sdk = sdk_write(url, "sdk", n)
-    t_spark = spark_write(spark, url, "spark", n, parts)
-    rows.append(
-        [kind, "write", f"{n / t_sdk:,.0f}", f"{n / t_spark:,.0f}", f"{t_sdk / t_spark:.2f}x"]
-    )
-    t_sdk, seen_sdk = sdk_peek(url, "sdk")
-    t_spark, seen_spark = spark_read(spark, url, "spark", parts)
+    out: dict[str, tuple[float, float]] = {}
+    out["write"] = (sdk_write(url, sdk, n), spark_write(spark, url, sp, n, parts))
+    t_sdk, seen_sdk = sdk_peek(url, sdk)
+    t_spark, seen_spark = spark_read(spark, url, sp, parts)
     assert seen_sdk == seen_spark == n, (seen_sdk, seen_spark)
-    rows.append(
-        [kind, "batch read", f"{n / t_sdk:,.0f}", f"{n / t_spark:,.0f}", f"{t_sdk / t_spark:.2f}x"]
-    )
-    t_sdk, drained = sdk_drain(url, "sdk")
+    out["batch read"] = (t_sdk, t_spark)
+    t_sdk, drained = sdk_drain(url, sdk)
     assert drained == n
     with tempfile.TemporaryDirectory() as ck:
-        t_spark = spark_stream(spark, url, "spark", parts, ck)
+        t_spark = spark_stream(spark, url, sp, parts, ck)
     with Client(url) as c:
-        left = c.queue("spark").stats()
+        left = c.queue(sp).stats()
         assert left.ready == left.in_flight == 0, left
-    rows.append(
-        [
-            kind,
-            "streaming read",
-            f"{n / t_sdk:,.0f}",
-            f"{n / t_spark:,.0f}",
-            f"{t_sdk / t_spark:.2f}x",
-        ]
-    )
-    print(*rows[-3:], sep="\n", flush=True)
+        for name in (sdk, sp):
+            c.delete_queue(name)
+    out["streaming read"] = (t_sdk, t_spark)
+    return out
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def main() -> None:
@@ -151,6 +148,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--only", choices=["sqlite", "postgres"])
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="rounds on fresh queues; the median time is shown"
+    )
     args = parser.parse_args()
     from conveyor.spark import session
 
@@ -169,13 +169,36 @@ def main() -> None:
         stores.append(("postgres", f"{PG}?prefix={prefix}"))
     for kind, url in stores:
         try:
-            bench_store(spark, kind, url, args.messages, parts, rows)
+            with Client(url) as c:
+                c.create_queue("warm")
+            warm_up(spark, url, parts)
+            rounds = []
+            for r in range(args.repeat):
+                rounds.append(bench_store(spark, url, args.messages, parts, str(r)))
+                took = ", ".join(
+                    f"{op} {args.messages / a:,.0f} / {args.messages / b:,.0f}"
+                    for op, (a, b) in rounds[-1].items()
+                )
+                print(f"{kind} round {r + 1} (SDK / Spark rows/s): {took}", flush=True)
+            for op in OPS:
+                t_sdk = median([x[op][0] for x in rounds])
+                t_spark = median([x[op][1] for x in rounds])
+                n = args.messages
+                rows.append(
+                    [
+                        kind,
+                        op,
+                        f"{n / t_sdk:,.0f}",
+                        f"{n / t_spark:,.0f}",
+                        f"{t_sdk / t_spark:.2f}x",
+                    ]
+                )
         finally:
             if kind == "postgres":
                 _drop(PG, prefix)
     print(
         f"\n{args.messages:,} messages of ~16 bytes, Spark {spark.version} {args.master},"
-        f" {parts} partitions"
+        f" {parts} partitions; median of {args.repeat} rounds"
     )
     print("| store | operation | SDK loop rows/s | Spark rows/s | Spark / SDK |")
     print("|---|---|---|---|---|")

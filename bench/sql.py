@@ -15,7 +15,7 @@ import platform
 import secrets
 
 from .drivers import ConveyorDriver, Driver
-from .runs import run_multi, run_single
+from .runs import alternate, run_multi, run_single
 from .sql_drivers import MySQLBaseline, PostgresBaseline
 
 
@@ -36,6 +36,9 @@ def main() -> None:
     ap.add_argument("--only", help="postgres or mysql")
     ap.add_argument("--modes", default="1P+4C,1 proc")
     ap.add_argument("--messages", type=int, default=6000)
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="rounds per row, drivers in turn; the median is shown"
+    )
     args = ap.parse_args()
     prefix = f"bench{secrets.token_hex(3)}_"
     pairs: list[tuple[str, Driver, Driver]] = []
@@ -58,7 +61,8 @@ def main() -> None:
     n_base = args.messages // 4 if args.quick else args.messages
     print(
         f"# SQL stores vs hand-written SKIP LOCKED — {platform.platform()},"
-        f" {os.cpu_count()} CPUs; msgs/s, p50 ms, p99 ms"
+        f" {os.cpu_count()} CPUs; msgs/s, p50 ms, p99 ms; each row the median of"
+        f" {args.repeat} runs, store and baseline in turn"
     )
     header = (
         f"{'driver':<18} {'mode':<7} {'batch':>5} | {'send':^25} | {'receive+delete':^25} |"
@@ -73,9 +77,9 @@ def main() -> None:
                 for batch in (1, 10):
                     n = n_base * (2 if batch > 1 else 1) // batch * batch
                     rates = []
-                    for d in (store, base):
-                        runner = run_single if mode == "1 proc" else run_multi
-                        send, recv, e2e = runner(d, n, batch, 100)
+                    runner = run_single if mode == "1 proc" else run_multi
+                    results = alternate((store, base), runner, n, batch, 100, args.repeat)
+                    for d, (send, recv, e2e) in zip((store, base), results, strict=True):
                         rates.append(e2e.rate)
                         print(
                             f"{d.name:<18} {mode:<7} {batch:>5} | {send.cell()} |"
