@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conveyor import Client, ManualClock, QueueDoesNotExist
-from conveyor.backends.sqlite import ROW_CACHE
+from conveyor import Client, ManualClock, Message, QueueDoesNotExist
+from conveyor.backends.sqlite_conn import ROW_CACHE
 from conveyor.backends.sqlite_schema import QUEUE_COLUMNS, SCHEMA_VERSION
 
 
@@ -88,3 +89,46 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
         client.delete_queue("b")
         client.create_queue("c")
     assert queue_ids(tmp_path / "old.db") == {"a": 1, "c": 3}
+
+
+def commits_relaxed(client: Client, action: Callable[[], object]) -> bool:
+    """Whether `action` committed with the disk wait relaxed (PRAGMA synchronous NORMAL)."""
+    seen: list[str] = []
+    conn = client.backend._conn()  # type: ignore[attr-defined]
+    conn.set_trace_callback(seen.append)
+    try:
+        action()
+    finally:
+        conn.set_trace_callback(None)
+    commit = len(seen) - 1 - seen[::-1].index("COMMIT")
+    modes = [s for s in seen[:commit] if s.startswith("PRAGMA synchronous")]
+    after = [s for s in seen if s.startswith("PRAGMA synchronous")]
+    if after:  # the connection is left waiting for the disk
+        assert after[-1] == "PRAGMA synchronous = FULL"
+    return bool(modes) and modes[-1] == "PRAGMA synchronous = NORMAL"
+
+
+def test_at_full_durability_only_at_least_once_claims_skip_the_disk_wait(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    with Client(f"sqlite:///{tmp_path}/q.db", clock=clock) as client:
+        jobs = client.create_queue("jobs")
+        once = client.create_queue("once", delivery="at-most-once")
+        assert not commits_relaxed(client, lambda: jobs.send("a"))
+        assert not commits_relaxed(client, lambda: once.send("b"))
+        got: list[Message] = []
+        assert commits_relaxed(client, lambda: got.extend(jobs.receive(1)))
+        assert not commits_relaxed(client, lambda: jobs.delete(got[0].receipt or ""))
+        assert not commits_relaxed(client, lambda: once.receive(1))
+        # made at-most-once by another process: once this one reads the queue's row again,
+        # its claim finds out and is made durable
+        with Client(f"sqlite:///{tmp_path}/q.db", clock=clock) as other:
+            other.set_attributes("jobs", delivery="at-most-once")
+        jobs.send("c")
+        clock.advance(ROW_CACHE)
+        assert not commits_relaxed(client, lambda: client.backend.receive("jobs", 1, 30))
+    with Client(f"sqlite:///{tmp_path}/n.db?durability=normal") as client:
+        q = client.create_queue("jobs")
+        q.send("a")
+        assert not commits_relaxed(client, lambda: q.receive(1))

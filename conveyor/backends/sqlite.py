@@ -21,8 +21,8 @@ import secrets
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import (
@@ -30,7 +30,6 @@ from ..exceptions import (
     InvalidInput,
     QueueDoesNotExist,
     QueueExists,
-    StoreUnavailable,
 )
 from ..ids import row_id, rowid_of
 from ..models import (
@@ -56,10 +55,9 @@ from .base import (
 )
 from .rows import encode_attributes, row_to_message
 from .sqlite_admin import SQLiteAdmin
-from .sqlite_conn import _write_counts
+from .sqlite_conn import _Dropped, _write_counts
 from .sqlite_pipeline import SQLitePipeline, _Exec
 from .sqlite_schema import (
-    COPY_COLUMNS,
     INSERT_COLUMNS,
     MESSAGE_COLUMNS,
     archive_insert,
@@ -68,15 +66,9 @@ from .sqlite_schema import (
 )
 from .totals import RunningTotals
 
-T = TypeVar("T")
 
-
-class _Dropped(ConveyorError):
-    """The queue a remembered id named is gone (read the queue row again)."""
-
-
-# how long a process goes on using a queue row it read (its id and attributes), in seconds
-ROW_CACHE = 1.0
+class _MustBeDurable(ConveyorError):
+    """The queue turned out to be at-most-once: claim again in a durable transaction."""
 
 
 class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
@@ -124,53 +116,6 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         return f"sqlite:{self.path}"
 
     # -- queue rows -----------------------------------------------------------------------
-
-    def _attributes(self, text: str) -> QueueAttributes:
-        attrs = self._attrs.get(text)
-        if attrs is None:
-            attrs = self._attrs[text] = QueueAttributes.from_json(text)
-        return attrs
-
-    def _queue(self, conn: sqlite3.Connection, name: str) -> tuple[int, QueueAttributes]:
-        row = conn.execute("SELECT id, attrs FROM queues WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            self._rows.pop(name, None)
-            raise QueueDoesNotExist(f"queue {name!r} does not exist: create it first")
-        attrs = self._attributes(row[1])
-        self._rows[name] = (row[0], attrs, self.clock.now())
-        return row[0], attrs
-
-    def _recent_queue(
-        self, conn: sqlite3.Connection, name: str, now: float
-    ) -> tuple[int, QueueAttributes]:
-        """The queue's id and attributes as read at most ROW_CACHE seconds ago (by the
-        store's clock).
-
-        Sends, receives and deletes use this instead of reading the queue row every time.
-        Queue ids are never used again, so a remembered id names this queue or a dropped
-        table, which `_fresh_on_drop` turns into one retry with the row read again; an
-        attribute change made by another process takes effect here within ROW_CACHE
-        seconds (SQS itself takes up to a minute).
-        """
-        hit = self._rows.get(name)
-        if hit is not None and 0.0 <= now - hit[2] < ROW_CACHE:
-            return hit[0], hit[1]
-        return self._queue(conn, name)
-
-    def _fresh_on_drop(self, name: str, operation: Callable[[], T]) -> T:
-        """Run a hot operation; if the queue's remembered table was dropped meanwhile (the
-        queue deleted, perhaps made again), forget it and run once more."""
-        try:
-            return operation()
-        except (StoreUnavailable, _Dropped) as exc:
-            cause = exc.__cause__
-            dropped = isinstance(exc, _Dropped) or (
-                isinstance(cause, sqlite3.OperationalError) and "no such table" in str(cause)
-            )
-            if not dropped:
-                raise
-            self._rows.pop(name, None)
-            return operation()
 
     def _info(self, row: tuple[Any, ...]) -> QueueInfo:
         return QueueInfo(
@@ -414,13 +359,35 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         columns: str = MESSAGE_COLUMNS,
     ) -> tuple[list[Any], str]:
         """Receive: claim up to `max_messages` under a new token; the claimed rows' `columns`
-        (rowid and id first) and the token."""
+        (rowid and id first) and the token.
+
+        A claim of an at-least-once queue need not wait for the disk: a power cut that undid
+        it would make its messages visible again as they were, as if their receiver had died.
+        At-most-once claims are durable (their messages must never come back).
+        """
+        hit = self._rows.get(queue)
+        durable = hit is None or hit[1].delivery is Delivery.AT_MOST_ONCE
+        try:
+            return self._claim(queue, max_messages, visibility_timeout, columns, durable)
+        except _MustBeDurable:
+            return self._claim(queue, max_messages, visibility_timeout, columns, True)
+
+    def _claim(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float,
+        columns: str,
+        durable: bool,
+    ) -> tuple[list[Any], str]:
         now = self.clock.now()
         token = secrets.token_hex(8)
         if queue in self._idle and not self._maybe_ready(queue, now):
             return [], token
-        with self._tx() as conn:
+        with self._tx(durable) as conn:
             qid, attrs = self._recent_queue(conn, queue, now)
+            if not durable and attrs.delivery is Delivery.AT_MOST_ONCE:
+                raise _MustBeDurable(queue)  # it changed since the row was last read
             t = f"q{qid}"
             self._sweep(conn, qid, queue, attrs, now)
             limit = max_messages
@@ -546,70 +513,6 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
             if len(rows) < page:
                 break
         return chosen
-
-    def _expire(
-        self,
-        conn: sqlite3.Connection,
-        qid: int,
-        queue: str,
-        attrs: QueueAttributes,
-        rowid: int,
-        now: float,
-    ) -> None:
-        t = f"q{qid}"
-        if attrs.archive:
-            conn.execute(f"{archive_insert(t)} WHERE rowid = ?", (queue, now, "expired", rowid))
-        conn.execute(f"DELETE FROM {t} WHERE rowid = ?", (rowid,))
-        conn.execute("UPDATE queues SET expired = expired + 1 WHERE id = ?", (qid,))
-
-    def _move(
-        self,
-        conn: sqlite3.Connection,
-        src: int,
-        dest: int,
-        rowid: int,
-        *,
-        dead_from: str | None,
-        error: str | None = None,
-    ) -> int:
-        """Move a message to the back of another queue's table; returns its new rowid.
-
-        Into a dead-letter queue (`dead_from` names the source): keeps sent_at, records the
-        source and `error` (or the error it had). Out of one (`dead_from` None, a redrive):
-        sent now, source and error cleared. A message of the same id already in the
-        destination is replaced; receive count and receipts start afresh.
-        """
-        s, d = f"q{src}", f"q{dest}"
-        message_id, priority = conn.execute(
-            f"SELECT id, priority FROM {s} WHERE rowid = ?", (rowid,)
-        ).fetchone()
-        old = self._find(conn, d, message_id)
-        if old is not None:
-            conn.execute(f"DELETE FROM {d} WHERE rowid = ?", (old,))
-        new = last_rowid(conn, d, priority) + 1
-        conn.execute(
-            f"INSERT INTO {d} (rowid, {COPY_COLUMNS}, sent_at, visible_at, source_queue, error,"
-            f" indexed) SELECT ?1, {COPY_COLUMNS}, CASE WHEN ?3 IS NULL THEN ?2 ELSE sent_at END,"
-            " ?2, ?3, CASE WHEN ?3 IS NULL THEN NULL ELSE coalesce(?4, error) END, 1"
-            f" FROM {s} WHERE rowid = ?5",
-            (new, self.clock.now(), dead_from, error, rowid),
-        )
-        conn.execute(f"DELETE FROM {s} WHERE rowid = ?", (rowid,))
-        return new
-
-    def _to_dlq(
-        self,
-        conn: sqlite3.Connection,
-        qid: int,
-        queue: str,
-        dlq_id: int,
-        rowid: int,
-        now: float,
-        error: str | None,
-    ) -> int:
-        moved = self._move(conn, qid, dlq_id, rowid, dead_from=queue, error=error)
-        conn.execute("UPDATE queues SET dead = dead + 1 WHERE id = ?", (qid,))
-        return moved
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
         parsed, by_token = group_receipts(queue, receipts)

@@ -28,6 +28,7 @@ from ..models import (
 from .rows import encode_attributes, row_to_archived, row_to_consumer, row_to_message
 from .sqlite_conn import SQLiteConnections
 from .sqlite_schema import (
+    COPY_COLUMNS,
     MESSAGE_COLUMNS,
     archive_insert,
     last_rowid,
@@ -41,28 +42,7 @@ class SQLiteAdmin(SQLiteConnections):
 
     if TYPE_CHECKING:
 
-        def _queue(self, conn: sqlite3.Connection, name: str) -> tuple[int, QueueAttributes]: ...
         def _find(self, conn: sqlite3.Connection, t: str, message_id: str) -> int | None: ...
-        def _move(
-            self,
-            conn: sqlite3.Connection,
-            src: int,
-            dest: int,
-            rowid: int,
-            *,
-            dead_from: str | None,
-            error: str | None = None,
-        ) -> int: ...
-        def _to_dlq(
-            self,
-            conn: sqlite3.Connection,
-            qid: int,
-            queue: str,
-            dlq_id: int,
-            rowid: int,
-            now: float,
-            error: str | None,
-        ) -> int: ...
         def _send_locked(
             self,
             conn: sqlite3.Connection,
@@ -72,6 +52,72 @@ class SQLiteAdmin(SQLiteConnections):
             now: float,
         ) -> list[SendResult]: ...
         def notify(self, queue: str) -> None: ...
+
+    # -- moves between queues (expiry, dead letters, redrive) -----------------------------
+
+    def _expire(
+        self,
+        conn: sqlite3.Connection,
+        qid: int,
+        queue: str,
+        attrs: QueueAttributes,
+        rowid: int,
+        now: float,
+    ) -> None:
+        t = f"q{qid}"
+        if attrs.archive:
+            conn.execute(f"{archive_insert(t)} WHERE rowid = ?", (queue, now, "expired", rowid))
+        conn.execute(f"DELETE FROM {t} WHERE rowid = ?", (rowid,))
+        conn.execute("UPDATE queues SET expired = expired + 1 WHERE id = ?", (qid,))
+
+    def _move(
+        self,
+        conn: sqlite3.Connection,
+        src: int,
+        dest: int,
+        rowid: int,
+        *,
+        dead_from: str | None,
+        error: str | None = None,
+    ) -> int:
+        """Move a message to the back of another queue's table; returns its new rowid.
+
+        Into a dead-letter queue (`dead_from` names the source): keeps sent_at, records the
+        source and `error` (or the error it had). Out of one (`dead_from` None, a redrive):
+        sent now, source and error cleared. A message of the same id already in the
+        destination is replaced; receive count and receipts start afresh.
+        """
+        s, d = f"q{src}", f"q{dest}"
+        message_id, priority = conn.execute(
+            f"SELECT id, priority FROM {s} WHERE rowid = ?", (rowid,)
+        ).fetchone()
+        old = self._find(conn, d, message_id)
+        if old is not None:
+            conn.execute(f"DELETE FROM {d} WHERE rowid = ?", (old,))
+        new = last_rowid(conn, d, priority) + 1
+        conn.execute(
+            f"INSERT INTO {d} (rowid, {COPY_COLUMNS}, sent_at, visible_at, source_queue, error,"
+            f" indexed) SELECT ?1, {COPY_COLUMNS}, CASE WHEN ?3 IS NULL THEN ?2 ELSE sent_at END,"
+            " ?2, ?3, CASE WHEN ?3 IS NULL THEN NULL ELSE coalesce(?4, error) END, 1"
+            f" FROM {s} WHERE rowid = ?5",
+            (new, self.clock.now(), dead_from, error, rowid),
+        )
+        conn.execute(f"DELETE FROM {s} WHERE rowid = ?", (rowid,))
+        return new
+
+    def _to_dlq(
+        self,
+        conn: sqlite3.Connection,
+        qid: int,
+        queue: str,
+        dlq_id: int,
+        rowid: int,
+        now: float,
+        error: str | None,
+    ) -> int:
+        moved = self._move(conn, qid, dlq_id, rowid, dead_from=queue, error=error)
+        conn.execute("UPDATE queues SET dead = dead + 1 WHERE id = ?", (qid,))
+        return moved
 
     # -- inspection and editing -----------------------------------------------------------
 

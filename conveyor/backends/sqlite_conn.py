@@ -9,12 +9,13 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock
-from ..exceptions import ConveyorError, StoreUnavailable
+from ..exceptions import ConveyorError, QueueDoesNotExist, StoreUnavailable
+from ..models import QueueAttributes
 from ..notify import HUB
 from .sqlite_schema import SCHEMA_VERSION, migrate
 from .totals import RunningTotals
@@ -68,8 +69,19 @@ def _write_counts(path: str, totals: RunningTotals) -> None:
         pass
 
 
+# how long a process goes on using a queue row it read (its id and attributes), in seconds
+ROW_CACHE = 1.0
+
+T = TypeVar("T")
+
+
+class _Dropped(ConveyorError):
+    """The queue a remembered id named is gone (read the queue row again)."""
+
+
 class SQLiteConnections:
-    """One connection per thread, `BEGIN IMMEDIATE` transactions, and deferred totals."""
+    """One connection per thread, `BEGIN IMMEDIATE` transactions, queue rows read at most
+    ROW_CACHE seconds ago, and deferred totals."""
 
     clock: Clock
     path: str
@@ -80,6 +92,8 @@ class SQLiteConnections:
     _connections: list[sqlite3.Connection]
     _migrated: bool
     _totals: RunningTotals
+    _attrs: dict[str, QueueAttributes]
+    _rows: dict[str, tuple[int, QueueAttributes, float]]
 
     if TYPE_CHECKING:
 
@@ -169,31 +183,90 @@ class SQLiteConnections:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """A write transaction. At durability=full its commit waits for the disk, unless
+        `durable` is False: then it is made durable by the next durable commit (or
+        checkpoint), and a power cut before that can undo it."""
         conn = self._conn()
-        self._begin(conn)
+        relaxed = not durable and self.durability == "full"
+        if relaxed:
+            conn.execute("PRAGMA synchronous = NORMAL")  # not allowed inside a transaction
         try:
-            yield conn
-            if self._totals.due():
-                self._flush_counters(conn)
-            conn.execute("COMMIT")
-        except ConveyorError:
-            conn.execute("ROLLBACK")
-            raise
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
+            self._begin(conn)
+            try:
+                yield conn
+                if self._totals.due():
+                    self._flush_counters(conn)
+                conn.execute("COMMIT")
+            except ConveyorError:
                 conn.execute("ROLLBACK")
-            raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+                raise
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            if relaxed:
+                conn.execute("PRAGMA synchronous = FULL")
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:
             return self._conn().execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+
+    # -- queue rows -----------------------------------------------------------------------
+
+    def _attributes(self, text: str) -> QueueAttributes:
+        attrs = self._attrs.get(text)
+        if attrs is None:
+            attrs = self._attrs[text] = QueueAttributes.from_json(text)
+        return attrs
+
+    def _queue(self, conn: sqlite3.Connection, name: str) -> tuple[int, QueueAttributes]:
+        row = conn.execute("SELECT id, attrs FROM queues WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            self._rows.pop(name, None)
+            raise QueueDoesNotExist(f"queue {name!r} does not exist: create it first")
+        attrs = self._attributes(row[1])
+        self._rows[name] = (row[0], attrs, self.clock.now())
+        return row[0], attrs
+
+    def _recent_queue(
+        self, conn: sqlite3.Connection, name: str, now: float
+    ) -> tuple[int, QueueAttributes]:
+        """The queue's id and attributes as read at most ROW_CACHE seconds ago (by the
+        store's clock).
+
+        Sends, receives and deletes use this instead of reading the queue row every time.
+        Queue ids are never used again, so a remembered id names this queue or a dropped
+        table, which `_fresh_on_drop` turns into one retry with the row read again; an
+        attribute change made by another process takes effect here within ROW_CACHE
+        seconds (SQS itself takes up to a minute).
+        """
+        hit = self._rows.get(name)
+        if hit is not None and 0.0 <= now - hit[2] < ROW_CACHE:
+            return hit[0], hit[1]
+        return self._queue(conn, name)
+
+    def _fresh_on_drop(self, name: str, operation: Callable[[], T]) -> T:
+        """Run a hot operation; if the queue's remembered table was dropped meanwhile (the
+        queue deleted, perhaps made again), forget it and run once more."""
+        try:
+            return operation()
+        except (StoreUnavailable, _Dropped) as exc:
+            cause = exc.__cause__
+            dropped = isinstance(exc, _Dropped) or (
+                isinstance(cause, sqlite3.OperationalError) and "no such table" in str(cause)
+            )
+            if not dropped:
+                raise
+            self._rows.pop(name, None)
+            return operation()
 
     # -- running totals (see totals.py) ---------------------------------------------------
 
