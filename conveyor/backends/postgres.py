@@ -33,6 +33,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import InvalidInput
+from ..models import FAR_FUTURE, Delivery
 from ..notify import HUB
 from ..urls import redact
 from .sql import INSERT_VALUES, Row, SQLBackend
@@ -286,6 +287,72 @@ class PostgresBackend(SQLBackend):
             (visible_at, now, token, qid, now, horizon, now, limit),
         )
         return list(cur.fetchall())
+
+    def _lease_chunk(
+        self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
+    ) -> int:
+        # one statement claims the head of a plain queue and records the claims in the
+        # lease (no bodies sent back, no messages built); queues whose receives walk their
+        # head (FIFO, dead letters, rate limits) lease through a receive
+        qid, attrs = self._lookup(queue)
+        if attrs.fifo or attrs.dead_letter is not None or attrs.rate_limit:
+            return super()._lease_chunk(queue, stream, lease, max_messages, visibility_timeout)
+        now = self.clock.now()
+        self._sweep(qid, queue, attrs, now)
+        at_most_once = attrs.delivery is Delivery.AT_MOST_ONCE
+        visible_at = FAR_FUTURE if at_most_once else now + visibility_timeout
+        token = secrets.token_hex(8)
+        p = self.prefix
+
+        horizon = now - attrs.retention
+        params = (visible_at, now, token, qid, now, horizon, now, max_messages)
+
+        def run(cur: Cursor) -> int:
+            cur.execute(
+                f"WITH c AS (UPDATE {p}messages m SET visible_at = %s,"
+                " receive_count = m.receive_count + 1,"
+                " first_received_at = coalesce(m.first_received_at, %s),"
+                f" version = m.version + 1, token = %s FROM (SELECT seq FROM {p}messages"
+                " WHERE queue_id = %s AND visible_at <= %s AND sent_at >= %s"
+                " AND (deadline IS NULL OR deadline > %s) ORDER BY nprio, seq LIMIT %s"
+                " FOR UPDATE SKIP LOCKED) s WHERE m.seq = s.seq RETURNING m.seq, m.id)"
+                f" INSERT INTO {p}leases (queue_id, stream, lease, row_key, message_id, token)"
+                " SELECT %s, %s, %s, seq, id, %s FROM c"
+                " ON CONFLICT (queue_id, stream, lease, row_key) DO UPDATE"
+                " SET message_id = EXCLUDED.message_id, token = EXCLUDED.token",
+                (*params, qid, stream, lease, token),
+            )
+            return int(cur.rowcount)
+
+        claimed = self._run(run, tx=False)
+        if claimed:
+            self._count(qid, received=claimed)
+        return claimed
+
+    def _delete_leased(self, queue: str, stream: str, upto: int) -> int:
+        # one statement deletes what the leases hold: rows by seq (arrays, so the plan is
+        # by seq however large the queue), where they still hold one of the leases' claim
+        # tokens (a message claimed again since holds another). Queues that archive copy
+        # their rows first: the generic way
+        qid, attrs = self._lookup(queue)
+        if attrs.archive:
+            return super()._delete_leased(queue, stream, upto)
+        p = self.prefix
+        leased = f"FROM {p}leases WHERE queue_id = %s AND stream = %s AND lease <= %s"
+
+        def run(cur: Cursor) -> int:
+            cur.execute(
+                f"DELETE FROM {p}messages WHERE queue_id + 0 = %s"
+                f" AND seq = ANY(ARRAY(SELECT row_key {leased}))"
+                f" AND token = ANY(ARRAY(SELECT DISTINCT token {leased}))",
+                (qid, qid, stream, upto, qid, stream, upto),
+            )
+            return int(cur.rowcount)
+
+        deleted = self._run(run, tx=False)
+        if deleted:
+            self._count(qid, deleted=deleted)
+        return deleted
 
     def _delete_by_token(self, cur: Cursor, qid: int, token: str, seqs: Sequence[int]) -> list[int]:
         # `queue_id + 0`: the driver prepares this statement, and a generic plan would find
