@@ -5,13 +5,20 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from pathlib import Path
 
 from conveyor import Client, Message, Worker
 
 
 def drain(url: str, queue: str, out: str) -> None:
-    """Receive and delete until the queue stays empty; write each id received."""
+    """Receive and delete until the queue stays empty; write each id received. Starts when
+    the file `out`.go exists, after saying it is ready (`out`.ready), so that processes
+    which took longer to start are not left an empty queue."""
     q = Client(url).queue(queue)
+    q.stats()  # connected and the queue found
+    Path(out + ".ready").touch()
+    while not Path(out + ".go").exists():
+        time.sleep(0.005)
     with open(out, "w") as f:
         while True:
             batch = q.receive(10, visibility_timeout=300, wait=0.5)

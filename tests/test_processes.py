@@ -43,6 +43,9 @@ def test_four_processes_drain_20000_exactly_once(tmp_path: Path) -> None:
             "bulk", [NewMessage(id=i, body=b"x" * 100) for i in ids[start : start + 1000]]
         )
     procs = [_spawn("drain", url, "bulk", str(tmp_path / f"out{n}")) for n in range(4)]
+    _wait_for(lambda: all((tmp_path / f"out{n}.ready").exists() for n in range(4)), 60)
+    for n in range(4):
+        (tmp_path / f"out{n}.go").touch()
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err.decode()
