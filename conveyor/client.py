@@ -112,9 +112,9 @@ class Client:
             info = self.backend.get_queue(name)
             self._remember(info)
             return info
-        return self.known_info(name)
+        return self._known_info(name)
 
-    def known_info(self, name: str) -> QueueInfo:
+    def _known_info(self, name: str) -> QueueInfo:
         """A queue's info as read at most `attribute_cache` seconds ago (`name` valid)."""
         hit = self._cache.get(name)
         if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:

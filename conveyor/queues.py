@@ -100,7 +100,7 @@ class Queue:
 
     @property
     def info(self) -> QueueInfo:
-        return self.client.known_info(self.name)
+        return self.client._known_info(self.name)
 
     @property
     def attributes(self) -> QueueAttributes:
