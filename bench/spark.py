@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import statistics
 import tempfile
 import time
 from typing import Any
@@ -139,10 +140,6 @@ def bench_store(
     return out
 
 
-def median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
@@ -181,8 +178,8 @@ def main() -> None:
                 )
                 print(f"{kind} round {r + 1} (SDK / Spark rows/s): {took}", flush=True)
             for op in OPS:
-                t_sdk = median([x[op][0] for x in rounds])
-                t_spark = median([x[op][1] for x in rounds])
+                t_sdk = statistics.median([x[op][0] for x in rounds])
+                t_spark = statistics.median([x[op][1] for x in rounds])
                 n = args.messages
                 rows.append(
                     [

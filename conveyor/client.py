@@ -108,17 +108,15 @@ class Client:
 
     def queue_info(self, name: str, *, fresh: bool = False) -> QueueInfo:
         check_queue_name(name)
-        if fresh:
-            info = self.backend.get_queue(name)
-            self._remember(info)
-            return info
-        return self._known_info(name)
+        return self._known_info(name, fresh=fresh)
 
-    def _known_info(self, name: str) -> QueueInfo:
-        """A queue's info as read at most `attribute_cache` seconds ago (`name` valid)."""
-        hit = self._cache.get(name)
-        if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
-            return hit[0]
+    def _known_info(self, name: str, *, fresh: bool = False) -> QueueInfo:
+        """A queue's info as read at most `attribute_cache` seconds ago, or now if `fresh`
+        (`name` already checked)."""
+        if not fresh:
+            hit = self._cache.get(name)
+            if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
+                return hit[0]
         info = self.backend.get_queue(name)
         self._remember(info)
         return info

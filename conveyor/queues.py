@@ -227,13 +227,13 @@ class Queue:
             except ConveyorError as exc:
                 results[e.entry_id] = BatchResult(entry_id=e.entry_id, error=exc)
         sent = self._backend.send(self.name, [m for _, m in prepared]) if prepared else []
-        if not results:
-            return [
-                BatchResult(entry_id=entry_id, result=result)
-                for (entry_id, _), result in zip(prepared, sent, strict=True)
-            ]
-        for (entry_id, _), result in zip(prepared, sent, strict=True):
-            results[entry_id] = BatchResult(entry_id=entry_id, result=result)
+        done = [
+            BatchResult(entry_id=entry_id, result=result)
+            for (entry_id, _), result in zip(prepared, sent, strict=True)
+        ]
+        if not results:  # every entry was sent: already in order
+            return done
+        results.update((r.entry_id, r) for r in done)
         return [results[e.entry_id] for e in items]
 
     # -- receive --------------------------------------------------------------------------

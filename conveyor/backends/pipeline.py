@@ -32,6 +32,19 @@ T = TypeVar("T")
 
 HIDDEN = 1e15  # staged messages have visible_at HIDDEN + their stage's tag: after any real time
 PAGE = 2000  # rows per statement when scanning or reading a lease
+LEASE_COLUMNS = "queue_id, stream, lease, row_key, message_id, token"
+LEASE_KEY = "queue_id, stream, lease, row_key"
+
+
+def lease_insert(prefix: str, select: str) -> str:
+    """Record the claims `select` yields (rows of LEASE_COLUMNS) in the leases table; a claim
+    recorded before under the same lease and row key is replaced (SQLite and PostgreSQL)."""
+    return (
+        f"INSERT INTO {prefix}leases ({LEASE_COLUMNS}) {select} ON CONFLICT ({LEASE_KEY})"
+        " DO UPDATE SET message_id = excluded.message_id, token = excluded.token"
+    )
+
+
 LEASE_CHUNK = 5000  # messages claimed per receive when leasing, deleted per acknowledgement
 JOB_SINK_DAYS = 7  # how long a one-off job's commit record is kept
 
@@ -303,11 +316,7 @@ class PipelineStore:
         def record(ex: Exec) -> None:
             qid, _ = self._pl_queue(ex, queue)
             ex.many(
-                self._pl_upsert(
-                    f"{p}leases",
-                    "queue_id, stream, lease, row_key, message_id, token",
-                    "queue_id, stream, lease, row_key",
-                ),
+                self._pl_upsert(f"{p}leases", LEASE_COLUMNS, LEASE_KEY),
                 [(qid, stream, lease, row, mid, token) for row, mid, token in rows],
                 ("bigint", "text", "bigint", "bigint", "text", "text"),
             )

@@ -33,9 +33,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import InvalidInput
-from ..models import FAR_FUTURE, Delivery
 from ..notify import HUB
 from ..urls import redact
+from .pipeline import lease_insert
 from .sql import INSERT_VALUES, Row, SQLBackend
 from .sql_conn import Cursor, first_line
 from .sql_schema import INSERT_COLUMNS, MESSAGE_COLUMNS, POSTGRES, check_prefix
@@ -276,51 +276,42 @@ class PostgresBackend(SQLBackend):
         self, cur: Cursor, qid: int, limit: int, visible_at: float, now: float, horizon: float,
         token: str,
     ) -> list[Row]:  # fmt: skip
-        p = self.prefix
         cur.execute(
+            f"{self._ready_claim()} RETURNING {_CLAIM_COLUMNS}",
+            (visible_at, now, token, qid, now, horizon, now, limit),
+        )
+        return list(cur.fetchall())
+
+    def _ready_claim(self) -> str:
+        """The claim of a queue's first ready messages, one statement; parameters: visible_at,
+        now, token, queue id, now, retention horizon, now, limit."""
+        p = self.prefix
+        return (
             f"UPDATE {p}messages m SET visible_at = %s, receive_count = m.receive_count + 1,"
             " first_received_at = coalesce(m.first_received_at, %s), version = m.version + 1,"
             f" token = %s FROM (SELECT seq FROM {p}messages WHERE queue_id = %s"
             " AND visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
-            " ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED) c"
-            f" WHERE m.seq = c.seq RETURNING {_CLAIM_COLUMNS}",
-            (visible_at, now, token, qid, now, horizon, now, limit),
+            " ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED) c WHERE m.seq = c.seq"
         )
-        return list(cur.fetchall())
 
     def _lease_chunk(
         self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
     ) -> int:
         # one statement claims the head of a plain queue and records the claims in the
         # lease (no bodies sent back, no messages built); queues whose receives walk their
-        # head (FIFO, dead letters, rate limits) lease through a receive
-        qid, attrs = self._lookup(queue)
-        if attrs.fifo or attrs.dead_letter is not None or attrs.rate_limit:
+        # head lease through a receive
+        qid, attrs, now, visible_at, horizon = self._claim_terms(queue, visibility_timeout)
+        if self._walks_head(attrs):
             return super()._lease_chunk(queue, stream, lease, max_messages, visibility_timeout)
-        now = self.clock.now()
-        self._sweep(qid, queue, attrs, now)
-        at_most_once = attrs.delivery is Delivery.AT_MOST_ONCE
-        visible_at = FAR_FUTURE if at_most_once else now + visibility_timeout
         token = secrets.token_hex(8)
         p = self.prefix
-
-        horizon = now - attrs.retention
-        params = (visible_at, now, token, qid, now, horizon, now, max_messages)
+        claim = (visible_at, now, token, qid, now, horizon, now, max_messages)
 
         def run(cur: Cursor) -> int:
             cur.execute(
-                f"WITH c AS (UPDATE {p}messages m SET visible_at = %s,"
-                " receive_count = m.receive_count + 1,"
-                " first_received_at = coalesce(m.first_received_at, %s),"
-                f" version = m.version + 1, token = %s FROM (SELECT seq FROM {p}messages"
-                " WHERE queue_id = %s AND visible_at <= %s AND sent_at >= %s"
-                " AND (deadline IS NULL OR deadline > %s) ORDER BY nprio, seq LIMIT %s"
-                " FOR UPDATE SKIP LOCKED) s WHERE m.seq = s.seq RETURNING m.seq, m.id)"
-                f" INSERT INTO {p}leases (queue_id, stream, lease, row_key, message_id, token)"
-                " SELECT %s, %s, %s, seq, id, %s FROM c"
-                " ON CONFLICT (queue_id, stream, lease, row_key) DO UPDATE"
-                " SET message_id = EXCLUDED.message_id, token = EXCLUDED.token",
-                (*params, qid, stream, lease, token),
+                f"WITH claimed AS ({self._ready_claim()} RETURNING m.seq, m.id) "
+                + lease_insert(p, "SELECT %s, %s, %s, seq, id, %s FROM claimed"),
+                (*claim, qid, stream, lease, token),
             )
             return int(cur.rowcount)
 

@@ -365,17 +365,30 @@ class SQLBackend(SQLPipeline, SQLAdmin, Backend):
             self._notify_waiters(cur, queue)
         return results
 
-    def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
+    def _claim_terms(
+        self, queue: str, visibility_timeout: float
+    ) -> tuple[int, QueueAttributes, float, float, float]:
+        """What a receive of `queue` claims with: the queue's id and attributes, now, the
+        claimed messages' visible_at and the retention horizon (expired messages swept)."""
         now = self.clock.now()
-        token = secrets.token_hex(8)
         qid, attrs = self._lookup(queue)
         self._sweep(qid, queue, attrs, now)
         if attrs.delivery is Delivery.AT_MOST_ONCE:
             visible_at = FAR_FUTURE
         else:
             visible_at = now + visibility_timeout
-        horizon = now - attrs.retention
-        if attrs.fifo or attrs.dead_letter is not None or attrs.rate_limit:
+        return qid, attrs, now, visible_at, now - attrs.retention
+
+    @staticmethod
+    def _walks_head(attrs: QueueAttributes) -> bool:
+        """Whether receives walk the queue's head (FIFO groups, dead letters, rate limits)
+        rather than claim the first ready messages."""
+        return attrs.fifo or attrs.dead_letter is not None or bool(attrs.rate_limit)
+
+    def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
+        token = secrets.token_hex(8)
+        qid, attrs, now, visible_at, horizon = self._claim_terms(queue, visibility_timeout)
+        if self._walks_head(attrs):
             rows = self._run(
                 lambda cur: self._claim_picked(
                     cur, qid, queue, attrs, max_messages, visible_at, now, token

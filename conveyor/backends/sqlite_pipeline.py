@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from ..exceptions import ConveyorError, StoreUnavailable
 from ..ids import rowid_of
 from ..models import ArchivedMessage, Message, NewMessage, QueueAttributes, SendResult
-from .pipeline import PipelineStore
+from .pipeline import PipelineStore, lease_insert
 from .rows import row_to_archived, row_to_message
 from .sql_schema import POSTGRES
 from .sqlite_schema import MESSAGE_COLUMNS, archive_insert
@@ -120,11 +120,12 @@ class SQLitePipeline(PipelineStore):
 
         def record(ex: Any) -> None:
             qid, _ = self._pl_queue(ex, queue)
-            ex.conn.execute(
-                "INSERT INTO leases (queue_id, stream, lease, row_key, message_id, token)"
-                f" SELECT ?, ?, ?, rowid, id, token FROM q{qid} WHERE rowid BETWEEN ? AND ?"
-                " AND token = ? ON CONFLICT (queue_id, stream, lease, row_key)"
-                " DO UPDATE SET message_id = excluded.message_id, token = excluded.token",
+            ex(
+                lease_insert(
+                    "",
+                    f"SELECT %s, %s, %s, rowid, id, token FROM q{qid}"
+                    " WHERE rowid BETWEEN %s AND %s AND token = %s",
+                ),
                 (qid, stream, lease, min(keys), max(keys), token),
             )
 
