@@ -13,7 +13,7 @@ import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from conveyor import Client, SendEntry
+from conveyor import Client, Queue
 
 QUEUE = "bench"
 
@@ -44,12 +44,16 @@ class ConveyorDriver(Driver):
         self.name = name
         self.url = url
         self._client: Client | None = None
+        self._queue: Queue | None = None
 
     @property
-    def queue(self):  # type: ignore[no-untyped-def]
-        if self._client is None:
-            self._client = Client(self.url)
-        return self._client.queue(QUEUE)
+    def queue(self) -> Queue:
+        """The queue handle, held as an application would (opened again after close)."""
+        if self._queue is None:
+            if self._client is None:
+                self._client = Client(self.url)
+            self._queue = self._client.queue(QUEUE)
+        return self._queue
 
     def setup(self) -> None:
         client = Client(self.url)
@@ -57,13 +61,14 @@ class ConveyorDriver(Driver):
             client.delete_queue(QUEUE)
         client.create_queue(QUEUE, visibility_timeout=300)
         self._client = client
+        self._queue = None
 
     def send(self, bodies: Sequence[bytes]) -> None:
         q = self.queue
         if len(bodies) == 1:
             q.send(bodies[0])
         else:
-            q.send_batch([SendEntry(entry_id=str(i), body=b) for i, b in enumerate(bodies)])
+            q.send_batch(bodies)
 
     def receive(self, n: int) -> list[tuple[object, bytes]]:
         return [(m.receipt, m.body) for m in self.queue.receive(n, wait=0)]
@@ -71,14 +76,15 @@ class ConveyorDriver(Driver):
     def delete(self, handles: Sequence[object]) -> None:
         q = self.queue
         if len(handles) == 1:
-            q.delete(str(handles[0]))
+            q.delete(handles[0])  # type: ignore[arg-type]
         else:
-            q.delete_batch([str(h) for h in handles])
+            q.delete_batch(handles)  # type: ignore[arg-type]
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+            self._queue = None
 
 
 class SQLiteBaseline(Driver):

@@ -40,16 +40,15 @@ def row_id(rowid: int, rand: int) -> str:
     needs no index over ids it generated; the random bits keep an id unique even where a row
     number is used again after its message was deleted.
     """
-    value = (
-        ((rowid >> 15) << 80)
-        | (0x8 << 76)
-        | (((rowid >> 3) & 0xFFF) << 64)
-        | (0b10 << 62)
-        | ((rowid & 0x7) << 59)
-        | (rand & ((1 << 59) - 1))
+    high = rowid >> 15
+    # %-formatting: twice as fast as str.format or an f-string with five format specs
+    return "%08x-%04x-8%03x-%04x-%012x" % (  # noqa: UP031
+        high >> 16,
+        high & 0xFFFF,
+        (rowid >> 3) & 0xFFF,
+        0x8000 | ((rowid & 0x7) << 11) | ((rand >> 48) & 0x7FF),
+        rand & 0xFFFFFFFFFFFF,
     )
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def rowid_of(message_id: str) -> int | None:

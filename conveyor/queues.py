@@ -25,12 +25,15 @@ from .models import (
     QueueInfo,
     QueueStats,
     SendResult,
+    batch_result,
     new_message,
 )
 from .validation import (
+    INDEX_IDS,
     MAX_DELAY,
     attribute_size,
     check_batch,
+    check_batch_size,
     check_body_size,
     check_delay,
     check_group_id,
@@ -156,11 +159,7 @@ class Queue:
         if entry.dedup_id is not None:
             check_group_id(entry.dedup_id, "dedup_id")
         delay = attrs.delay if entry.delay is None else check_delay(entry.delay)
-        compressed = False
-        if attrs.compress_over is not None and len(body) > attrs.compress_over:
-            packed = zlib.compress(body, 6)
-            if len(packed) < len(body):
-                body, compressed = packed, True
+        body, compressed = _packed(attrs, body)
         return new_message(
             {
                 "id": entry.id or "",
@@ -173,6 +172,32 @@ class Queue:
                 "delay": delay,
                 "compressed": compressed,
                 "generated_id": entry.id is None,
+            }
+        )
+
+    def _prepare_body(self, attrs: QueueAttributes, body: Body) -> NewMessage:
+        """`_prepare` for a bare body (no id, delay, group, attributes or deadline)."""
+        if type(body) is not bytes:
+            body = encode_body(body)
+        if len(body) > attrs.max_message_bytes or not body:
+            check_body_size(body, {}, attrs.max_message_bytes)
+        if attrs.fifo:  # says what a FIFO queue needs
+            return self._prepare(attrs, SendEntry(entry_id="0", body=body))
+        compressed = False
+        if attrs.compress_over is not None and len(body) > attrs.compress_over:
+            body, compressed = _packed(attrs, body)
+        return new_message(
+            {
+                "id": "",
+                "body": body,
+                "attributes": {},
+                "group_id": None,
+                "dedup_id": None,
+                "priority": 0,
+                "deadline": None,
+                "delay": attrs.delay,
+                "compressed": compressed,
+                "generated_id": True,
             }
         )
 
@@ -189,6 +214,17 @@ class Queue:
         deadline: float | None = None,
     ) -> SendResult:
         """Send one message; `duplicate=True` in the result if the queue already had it."""
+        attrs = self.info.attributes
+        if (
+            id is None
+            and delay is None
+            and group_id is None
+            and dedup_id is None
+            and priority == 0
+            and not attributes
+            and deadline is None
+        ):
+            return self._backend.send(self.name, [self._prepare_body(attrs, body)])[0]
         entry = SendEntry(
             entry_id="0",
             body=body,
@@ -200,41 +236,59 @@ class Queue:
             attributes=attributes or {},
             deadline=deadline,
         )
-        message = self._prepare(self.info.attributes, entry)
-        return self._backend.send(self.name, [message])[0]
+        return self._backend.send(self.name, [self._prepare(attrs, entry)])[0]
 
     def send_json(self, value: Any, **options: Any) -> SendResult:
         return self.send(json.dumps(value, separators=(",", ":")), **options)
 
     def send_batch(self, entries: Sequence[SendEntry | Body]) -> list[BatchResult]:
-        """Send up to 10 messages in one store transaction; results per entry, in order."""
-        items = [
-            e if isinstance(e, SendEntry) else SendEntry(entry_id=str(i), body=e)
-            for i, e in enumerate(entries)
-        ]
-        check_batch([e.entry_id for e in items])
-        total = sum(len(e.body) for e in items if isinstance(e.body, bytes | str))
+        """Send up to 10 messages in one store transaction; results per entry, in order.
+
+        Entries are `SendEntry` values or bare bodies; a bare body's entry id is its index.
+        """
+        if isinstance(entries, str | bytes):
+            raise InvalidInput("pass a list of entries or bodies, not one body")
+        if all(type(e) is bytes or type(e) is str for e in entries):
+            check_batch_size(len(entries))
+            ids: Sequence[str] = INDEX_IDS[: len(entries)]
+            total = sum(map(len, entries))  # type: ignore[arg-type]
+        else:
+            ids = [
+                e.entry_id if isinstance(e, SendEntry) else str(i) for i, e in enumerate(entries)
+            ]
+            check_batch(ids)
+            total = sum(
+                len(b)
+                for b in (e.body if isinstance(e, SendEntry) else e for e in entries)
+                if isinstance(b, bytes | str)
+            )
         if total > MAX_BATCH_BYTES:
             raise BatchRequestTooLong(
                 f"batch bodies total {total} bytes; a batch carries at most {MAX_BATCH_BYTES}"
             )
         attrs = self.info.attributes
-        prepared: list[tuple[str, NewMessage]] = []
-        results: dict[str, BatchResult] = {}
-        for e in items:
+        prepared: list[NewMessage] = []
+        sent_ids: list[str] = []
+        failed: dict[str, BatchResult] = {}
+        for entry_id, e in zip(ids, entries, strict=True):
             try:
-                prepared.append((e.entry_id, self._prepare(attrs, e)))
+                prepared.append(
+                    self._prepare(attrs, e)
+                    if isinstance(e, SendEntry)
+                    else self._prepare_body(attrs, e)
+                )
             except ConveyorError as exc:
-                results[e.entry_id] = BatchResult(entry_id=e.entry_id, error=exc)
-        sent = self._backend.send(self.name, [m for _, m in prepared]) if prepared else []
+                failed[entry_id] = BatchResult(entry_id=entry_id, error=exc)
+                continue
+            sent_ids.append(entry_id)
+        sent = self._backend.send(self.name, prepared) if prepared else []
         done = [
-            BatchResult(entry_id=entry_id, result=result)
-            for (entry_id, _), result in zip(prepared, sent, strict=True)
+            batch_result(entry_id, result) for entry_id, result in zip(sent_ids, sent, strict=True)
         ]
-        if not results:  # every entry was sent: already in order
+        if not failed:  # every entry was sent: already in order
             return done
-        results.update((r.entry_id, r) for r in done)
-        return [results[e.entry_id] for e in items]
+        failed.update((r.entry_id, r) for r in done)
+        return [failed[entry_id] for entry_id in ids]
 
     # -- receive --------------------------------------------------------------------------
 
@@ -285,10 +339,9 @@ class Queue:
 
     def delete_batch(self, receipts: Sequence[str] | Mapping[str, str]) -> list[BatchResult]:
         """Delete up to 10 messages: {entry id: receipt}, or receipts (entry ids 0..n-1)."""
-        pairs = _entries(receipts)
-        check_batch([k for k, _ in pairs])
-        errors = self._backend.delete(self.name, [r for _, r in pairs])
-        return [BatchResult(entry_id=k, error=e) for (k, _), e in zip(pairs, errors, strict=True)]
+        ids, handles = _entries(receipts)
+        errors = self._backend.delete(self.name, handles)
+        return [batch_result(k, None, e) for k, e in zip(ids, errors, strict=True)]
 
     def change_visibility(self, receipt: str, timeout: float) -> None:
         """Make a received message visible `timeout` seconds from now (0 releases it now)."""
@@ -429,9 +482,24 @@ class Queue:
         return [decode_archived(a) for a in out]
 
 
-def _entries(receipts: Sequence[str] | Mapping[str, str]) -> list[tuple[str, str]]:
+def _entries(receipts: Sequence[str] | Mapping[str, str]) -> tuple[Sequence[str], list[str]]:
+    """A batch's entry ids and receipts, checked: {entry id: receipt}, or receipts (entry ids
+    their indexes)."""
     if isinstance(receipts, Mapping):
-        return list(receipts.items())
+        ids = list(receipts)
+        check_batch(ids)
+        return ids, list(receipts.values())
     if isinstance(receipts, str):
         raise InvalidInput("pass a list of receipts, not one string")
-    return [(str(i), r) for i, r in enumerate(receipts)]
+    handles = list(receipts)
+    check_batch_size(len(handles))
+    return INDEX_IDS[: len(handles)], handles
+
+
+def _packed(attrs: QueueAttributes, body: bytes) -> tuple[bytes, bool]:
+    """The body compressed if the queue compresses bodies this long and it gets smaller."""
+    if attrs.compress_over is not None and len(body) > attrs.compress_over:
+        packed = zlib.compress(body, 6)
+        if len(packed) < len(body):
+            return packed, True
+    return body, False

@@ -29,6 +29,8 @@ NAMESPACE_RE = re.compile(r"[a-z0-9-]{1,32}:[0-9]{12}:")
 """A queue of another region and account of the SQS API: ``eu-west-1:123456789012:orders``."""
 
 MAX_BATCH = 10
+# the entry ids of a batch given as a plain list: each entry's index
+INDEX_IDS = tuple(str(i) for i in range(MAX_BATCH))
 MAX_MESSAGE_ATTRIBUTES = 10
 MAX_RECEIVE = 10
 MAX_VISIBILITY = 12 * 3600.0
@@ -233,11 +235,15 @@ def check_body_size(body: bytes, attributes: Mapping[str, AttributeValue], limit
         raise InvalidInput("message body must not be empty")
 
 
-def check_batch(entry_ids: Sequence[str]) -> None:
-    if not entry_ids:
+def check_batch_size(n: int) -> None:
+    if not n:
         raise EmptyBatch("a batch needs at least one entry")
-    if len(entry_ids) > MAX_BATCH:
-        raise TooManyEntries(f"a batch holds at most {MAX_BATCH} entries, got {len(entry_ids)}")
+    if n > MAX_BATCH:
+        raise TooManyEntries(f"a batch holds at most {MAX_BATCH} entries, got {n}")
+
+
+def check_batch(entry_ids: Sequence[str]) -> None:
+    check_batch_size(len(entry_ids))
     for entry_id in entry_ids:
         if not isinstance(entry_id, str) or not ENTRY_ID_RE.fullmatch(entry_id):
             raise InvalidBatchEntryId(

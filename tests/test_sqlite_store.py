@@ -1,4 +1,5 @@
-"""The SQLite store's own rules: queue ids, remembered queue rows, schema upgrades."""
+"""The SQLite store's own rules: queue ids, remembered queue rows, schema upgrades, how
+sends are written."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conveyor import Client, ManualClock, Message, QueueDoesNotExist
+from conveyor import Client, ManualClock, Message, QueueDoesNotExist, SendEntry
 from conveyor.backends.sqlite_conn import ROW_CACHE
-from conveyor.backends.sqlite_schema import QUEUE_COLUMNS, SCHEMA_VERSION
+from conveyor.backends.sqlite_schema import BARE_ROWS, QUEUE_COLUMNS, SCHEMA_VERSION
 
 
 def queue_ids(path: Path) -> dict[str, int]:
@@ -132,3 +133,33 @@ def test_at_full_durability_only_at_least_once_claims_skip_the_disk_wait(
         q = client.create_queue("jobs")
         q.send("a")
         assert not commits_relaxed(client, lambda: q.receive(1))
+
+
+def test_bodies_sent_together_keep_their_order_ids_and_options(tmp_path: Path) -> None:
+    """Bare bodies go in by multi-row statements of BARE_ROWS; anything else one by one:
+    both keep send order within a priority, and an id finds its row."""
+    clock = ManualClock()
+    with Client(f"sqlite:///{tmp_path}/q.db", clock=clock) as client:
+        q = client.create_queue("jobs", delay=5)
+        backend = client.backend
+        many = [q.prepare(SendEntry(entry_id="0", body=f"m{i}")) for i in range(2 * BARE_ROWS + 7)]
+        sent = backend.send("jobs", many)
+        mixed = [
+            q.prepare(SendEntry(entry_id="0", body="urgent", priority=3)),
+            q.prepare(SendEntry(entry_id="0", body="later", delay=60)),
+            q.prepare(SendEntry(entry_id="0", body="tagged", attributes={"k": "v"})),
+        ]
+        backend.send("jobs", mixed)
+        assert q.get(sent[-1].id).text == f"m{len(many) - 1}"  # the id finds its row
+        assert q.receive(10, wait=0) == []  # the queue's delay applies to bare bodies too
+        clock.advance(5)
+        got: list[Message] = []
+        while batch := q.receive(10, wait=0):
+            got += batch
+            assert all(r.ok for r in q.delete_batch([m.receipt or "" for m in batch]))
+        texts = [m.text for m in got]
+        assert texts == ["urgent"] + [f"m{i}" for i in range(len(many))] + ["tagged"]
+        assert [m.id for m in got[1 : len(many) + 1]] == [r.id for r in sent]
+        assert got[-1].attributes == {"k": "v"}
+        clock.advance(60)
+        assert [m.text for m in q.receive(10, wait=0)] == ["later"]

@@ -14,6 +14,7 @@ import functools
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import ReceiptHandleInvalid, Unsupported
@@ -293,8 +294,18 @@ def make_receipt(queue: str, row: int, message_id: str, token: str) -> str:
     return f"{_queue_tag(queue)}.{token}.{row:x}.{message_id}"
 
 
+def claim_receipts(queue: str, token: str, rows: Sequence[Sequence[Any]]) -> list[str]:
+    """`make_receipt` for the rows of one receive: (row, message id, ...) each."""
+    prefix = f"{_queue_tag(queue)}.{token}."
+    return [f"{prefix}{r[0]:x}.{r[1]}" for r in rows]
+
+
 def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
     """(row, message id, token) from a receipt of `queue`; ReceiptHandleInvalid otherwise."""
+    return _parse_receipt(_queue_tag(queue), queue, receipt)
+
+
+def _parse_receipt(tag: str, queue: str, receipt: str) -> tuple[int, str, str]:
     parts = receipt.split(".", 3) if isinstance(receipt, str) and len(receipt) <= 2048 else []
     try:
         if len(parts) != 4 or len(parts[1]) != 16 or not parts[3]:
@@ -305,7 +316,7 @@ def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
         raise ReceiptHandleInvalid(
             f"receipt handle {receipt!r:.60} is malformed: pass the receipt a receive returned"
         ) from None
-    if parts[0] != _queue_tag(queue):
+    if parts[0] != tag:
         try:
             owner = base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)).decode()
         except (ValueError, binascii.Error, UnicodeDecodeError):
@@ -328,16 +339,21 @@ def group_receipts(
 ) -> tuple[list[Parsed], dict[str, list[int]]]:
     """Each receipt parsed (or its error), and the rows to delete grouped by receive token:
     receipts of one receive share its token, so one statement per token deletes them."""
+    tag = _queue_tag(queue)
     parsed: list[Parsed] = []
+    by_token: dict[str, list[int]] = {}
     for receipt in receipts:
         try:
-            parsed.append(parse_receipt(queue, receipt))
+            item = _parse_receipt(tag, queue, receipt)
         except ReceiptHandleInvalid as exc:
             parsed.append(exc)
-    by_token: dict[str, list[int]] = {}
-    for item in parsed:
-        if isinstance(item, tuple):
-            by_token.setdefault(item[2], []).append(item[0])
+            continue
+        parsed.append(item)
+        rows = by_token.get(item[2])
+        if rows is None:
+            by_token[item[2]] = [item[0]]
+        else:
+            rows.append(item[0])
     return parsed, by_token
 
 

@@ -58,7 +58,7 @@ def row_to_message(queue: str, row: tuple[Any, ...], receipt: str | None = None)
             "id": row[1],
             "queue": queue,
             "body": row[2],
-            "attributes": decode_attributes(row[3]),
+            "attributes": decode_attributes(row[3]) if row[3] else {},
             "group_id": row[4],
             "dedup_id": row[5],
             "priority": row[6],

@@ -26,6 +26,7 @@ from ..models import (
     QueueInfo,
     QueueStats,
     SendResult,
+    sent_result,
 )
 from ..validation import DEDUP_WINDOW
 from .base import (
@@ -309,7 +310,9 @@ class SQLBackend(SQLPipeline, SQLAdmin, Backend):
             inserted = self._run(insert, tx=not (self.single_statement or generated))
             results = []
             for made, i in zip(mine, ids, strict=True):
-                results.append(SendResult(id=i, duplicate=not made and i not in inserted))
+                results.append(
+                    sent_result(i) if made or i in inserted else SendResult(id=i, duplicate=True)
+                )
                 inserted.discard(i)  # a second entry with the same id is its duplicate
         sent = sum(1 for r in results if not r.duplicate)
         if sent:

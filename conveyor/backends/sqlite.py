@@ -41,13 +41,14 @@ from ..models import (
     QueueInfo,
     QueueStats,
     SendResult,
+    sent_result,
 )
 from ..validation import DEDUP_WINDOW
 from .base import (
     Backend,
+    claim_receipts,
     dedup_key,
     group_receipts,
-    make_receipt,
     parse_receipt,
     receipt_results,
     refill_tokens,
@@ -58,13 +59,36 @@ from .sqlite_admin import SQLiteAdmin
 from .sqlite_conn import _Dropped, _write_counts
 from .sqlite_pipeline import SQLitePipeline, _Exec
 from .sqlite_schema import (
+    BARE_ROWS,
     INSERT_COLUMNS,
     MESSAGE_COLUMNS,
     archive_insert,
+    bare_insert,
     last_rowid,
     queue_ddl,
 )
 from .totals import RunningTotals
+
+
+def _bare(messages: Sequence[NewMessage]) -> bool:
+    """Whether the messages are bare bodies of one priority and delay, with ids to make up:
+    no attributes, group, deadline or compression."""
+    first = messages[0]
+    priority, delay = first.priority, first.delay
+    return all(
+        (m.generated_id or not m.id)
+        and not m.attributes
+        and m.group_id is None
+        and m.deadline is None
+        and not m.compressed
+        and m.priority == priority
+        and m.delay == delay
+        for m in messages
+    )
+
+
+class _NotAllHeld(ConveyorError):
+    """Some rows a delete named are no longer held by the receipt's claim."""
 
 
 class _MustBeDurable(ConveyorError):
@@ -259,6 +283,36 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         t = f"q{qid}"
         fifo = attrs.fifo
         last: dict[int, int] = {}
+        if not fifo and _bare(messages):
+            return self._send_bare(conn, qid, t, messages, now, hidden)
+        insert = f"INSERT INTO {t} ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        if not fifo and all(m.generated_id or not m.id for m in messages):
+            # ids made here, no de-duplication
+            rows: list[tuple[Any, ...]] = []
+            rand = random.getrandbits
+            for m in messages:
+                priority = m.priority
+                n = last.get(priority)
+                n = last[priority] = (last_rowid(conn, t, priority) if n is None else n) + 1
+                rows.append(
+                    (
+                        n,
+                        row_id(n, rand(59)),
+                        m.body,
+                        encode_attributes(m.attributes) if m.attributes else None,
+                        m.group_id,
+                        None,
+                        priority,
+                        m.deadline,
+                        now,
+                        now + m.delay if hidden is None else hidden,
+                        int(m.compressed),
+                        0,
+                    )
+                )
+            conn.executemany(insert, rows)
+            self._count(qid, sent=len(rows))
+            return [sent_result(r[1]) for r in rows]
 
         def next_row(priority: int) -> int:
             n = last.get(priority)
@@ -285,12 +339,6 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
                 0 if generated else 1,
             )
 
-        insert = f"INSERT INTO {t} ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        if not fifo and all(m.generated_id or not m.id for m in messages):
-            rows = [values(m, None) for m in messages]
-            conn.executemany(insert, rows)
-            self._count(qid, sent=len(rows))
-            return [SendResult(id=r[1]) for r in rows]
         results: list[SendResult] = []
         for m in messages:
             key = dedup_key(m, attrs.content_based_dedup) if fifo else None
@@ -317,6 +365,31 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
             results.append(SendResult(id=row[1], sequence=row[0] if fifo else None))
         self._count(qid, sent=sum(1 for r in results if not r.duplicate))
         return results
+
+    def _send_bare(
+        self,
+        conn: sqlite3.Connection,
+        qid: int,
+        t: str,
+        messages: Sequence[NewMessage],
+        now: float,
+        hidden: float | None,
+    ) -> list[SendResult]:
+        """Insert bodies that share everything else (see `_bare`): consecutive rowids, one
+        multi-row statement per BARE_ROWS, the shared values bound once."""
+        first = messages[0]
+        start = last_rowid(conn, t, first.priority) + 1
+        rand = random.getrandbits
+        ids = [row_id(start + k, rand(59)) for k in range(len(messages))]
+        visible = now + first.delay if hidden is None else hidden
+        for i in range(0, len(messages), BARE_ROWS):
+            chunk = messages[i : i + BARE_ROWS]
+            params: list[Any] = [first.priority, now, visible, start + i]
+            for message_id, m in zip(ids[i : i + BARE_ROWS], chunk, strict=True):
+                params += (message_id, m.body)
+            conn.execute(bare_insert(t, len(chunk)), params)
+        self._count(qid, sent=len(ids))
+        return [sent_result(i) for i in ids]
 
     def _find(self, conn: sqlite3.Connection, t: str, message_id: str) -> int | None:
         """The rowid of a message by id: a primary-key lookup for ids this store made up,
@@ -348,8 +421,9 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         rows, token = self._fresh_on_drop(
             queue, lambda: self._claim_rows(queue, max_messages, visibility_timeout)
         )
-        rows.sort(key=lambda r: r[0])
-        return [row_to_message(queue, r, make_receipt(queue, r[0], r[1], token)) for r in rows]
+        rows.sort()  # by rowid: RETURNING gives no order (rowids are unique)
+        receipts = claim_receipts(queue, token, rows)
+        return [row_to_message(queue, r, h) for r, h in zip(rows, receipts, strict=True)]
 
     def _claim_rows(
         self,
@@ -516,12 +590,24 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
         parsed, by_token = group_receipts(queue, receipts)
-        gone = self._fresh_on_drop(queue, lambda: self._delete_claims(queue, by_token))
+        try:
+            gone = self._fresh_on_drop(queue, lambda: self._delete_claims(queue, by_token))
+        except _NotAllHeld:  # some receipts are stale: find out which
+            gone = self._fresh_on_drop(
+                queue, lambda: self._delete_claims(queue, by_token, every=False)
+            )
         return receipt_results(parsed, gone)
 
-    def _delete_claims(self, queue: str, by_token: Mapping[str, Sequence[int]]) -> set[int]:
+    def _delete_claims(
+        self, queue: str, by_token: Mapping[str, Sequence[int]], every: bool = True
+    ) -> set[int]:
         """Delete rows still held by their claim's token (one statement per token, as the
-        receipts of one receive share it); the rows deleted."""
+        receipts of one receive share it); the rows deleted.
+
+        With `every`, the statement only counts what it deleted, and anything short of
+        every row rolls the whole call back (_NotAllHeld); without, it returns each row it
+        deleted, which a call with stale receipts needs.
+        """
         now = self.clock.now()
         gone: set[int] = set()
         with self._tx() as conn:
@@ -534,6 +620,12 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
                         f"{archive_insert(t)} WHERE {where}",
                         (queue, now, "deleted", token, *rowids),
                     )
+                if every:
+                    deleted = conn.execute(f"DELETE FROM {t} WHERE {where}", (token, *rowids))
+                    if deleted.rowcount != len(rowids):
+                        raise _NotAllHeld(queue)
+                    gone.update(rowids)
+                    continue
                 rows = conn.execute(
                     f"DELETE FROM {t} WHERE {where} RETURNING rowid", (token, *rowids)
                 ).fetchall()

@@ -9,8 +9,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock
@@ -79,6 +78,55 @@ class _Dropped(ConveyorError):
     """The queue a remembered id named is gone (read the queue row again)."""
 
 
+class _Tx:
+    """`SQLiteConnections._tx`: BEGIN IMMEDIATE; COMMIT, or ROLLBACK on any error (SQLite's
+    own errors raised as StoreUnavailable). A class rather than a generator-based context
+    manager: every send, receive and delete opens one."""
+
+    __slots__ = ("conn", "relaxed", "store")
+
+    def __init__(self, store: SQLiteConnections, relaxed: bool) -> None:
+        self.store = store
+        self.relaxed = relaxed
+
+    def __enter__(self) -> sqlite3.Connection:
+        conn = self.conn = self.store._conn()
+        if self.relaxed:
+            conn.execute("PRAGMA synchronous = NORMAL")  # not allowed inside a transaction
+        try:
+            self.store._begin(conn)
+        except BaseException:
+            self._restore()
+            raise
+        return conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        conn = self.conn
+        try:
+            if kind is None:
+                try:
+                    if self.store._totals.due():
+                        self.store._flush_counters(conn)
+                    conn.execute("COMMIT")
+                    return
+                except BaseException as error:
+                    exc = error
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailable(f"SQLite store {self.store.path} failed: {exc}") from exc
+            if kind is None and exc is not None:
+                raise exc
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        if self.relaxed:
+            self.conn.execute("PRAGMA synchronous = FULL")
+
+
 class SQLiteConnections:
     """One connection per thread, `BEGIN IMMEDIATE` transactions, queue rows read at most
     ROW_CACHE seconds ago, and deferred totals."""
@@ -124,7 +172,7 @@ class SQLiteConnections:
             conn.execute("PRAGMA journal_mode = WAL")
             sync = "FULL" if self.durability == "full" else "NORMAL"
             conn.execute(f"PRAGMA synchronous = {sync}")
-            conn.execute("PRAGMA cache_size = -32000")
+            conn.execute(f"PRAGMA cache_size = {os.environ.get('CVC', '-32000')}")
             if not self._migrated:
                 with self._lock:
                     if not self._migrated:
@@ -182,36 +230,11 @@ class SQLiteConnections:
         finally:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
-    @contextmanager
-    def _tx(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """A write transaction. At durability=full its commit waits for the disk, unless
-        `durable` is False: then it is made durable by the next durable commit (or
-        checkpoint), and a power cut before that can undo it."""
-        conn = self._conn()
-        relaxed = not durable and self.durability == "full"
-        if relaxed:
-            conn.execute("PRAGMA synchronous = NORMAL")  # not allowed inside a transaction
-        try:
-            self._begin(conn)
-            try:
-                yield conn
-                if self._totals.due():
-                    self._flush_counters(conn)
-                conn.execute("COMMIT")
-            except ConveyorError:
-                conn.execute("ROLLBACK")
-                raise
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        finally:
-            if relaxed:
-                conn.execute("PRAGMA synchronous = FULL")
+    def _tx(self, durable: bool = True) -> _Tx:
+        """A write transaction (`with self._tx() as conn:`). At durability=full its commit
+        waits for the disk, unless `durable` is False: then it is made durable by the next
+        durable commit (or checkpoint), and a power cut before that can undo it."""
+        return _Tx(self, not durable and self.durability == "full")
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:

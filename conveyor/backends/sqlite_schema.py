@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable
 
@@ -155,6 +156,21 @@ INSERT_COLUMNS = (
     "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
     " compressed, indexed"
 )
+
+# rows per statement of `bare_insert`
+BARE_ROWS = 50
+
+
+@functools.lru_cache(maxsize=1024)
+def bare_insert(t: str, n: int) -> str:
+    """Insert n bodies that share priority, sent_at and visible_at (?1-?3), at consecutive
+    rowids from ?4, each with its id and body (?5 and ?6 for the first, and so on).
+
+    One statement binds the shared values once: a batch of 10 binds 24 values instead of
+    120, which is most of what an insert costs here.
+    """
+    rows = ",".join(f"(?1, ?2, ?3, ?4 + {k}, ?{5 + 2 * k}, ?{6 + 2 * k})" for k in range(n))
+    return f"INSERT INTO {t} (priority, sent_at, visible_at, rowid, id, body) VALUES {rows}"
 
 
 def archive_insert(t: str) -> str:

@@ -114,6 +114,12 @@ def test_batch_shape_errors(client: Client) -> None:
         q.send_batch([SendEntry(entry_id="a", body="1"), SendEntry(entry_id="a", body="2")])
     with pytest.raises(InvalidBatchEntryId):
         q.send_batch([SendEntry(entry_id="no spaces", body="1")])
+    with pytest.raises(BatchEntryIdsNotDistinct):  # a bare body's entry id is its index
+        q.send_batch([SendEntry(entry_id="1", body="1"), "2"])
+    with pytest.raises(InvalidInput, match="not one body"):
+        q.send_batch("abc")
+    with pytest.raises(InvalidInput, match="not one string"):
+        q.delete_batch("abc")
     assert q.stats().total == 0
 
 
@@ -129,6 +135,9 @@ def test_batch_reports_per_entry(client: Client) -> None:
     assert [r.ok for r in results] == [True, False, True]
     assert isinstance(results[1].error, MessageTooLong)
     assert q.stats().ready == 2
+    bare = q.send_batch(["c", "", "x" * 2000])
+    assert [(r.entry_id, r.ok) for r in bare] == [("0", True), ("1", False), ("2", False)]
+    assert isinstance(bare[2].error, MessageTooLong)
     msgs = q.receive(10)
     deleted = q.delete_batch({"good": msgs[0].receipt or "", "bad": "forged"})
     assert [(r.entry_id, r.ok) for r in deleted] == [("good", True), ("bad", False)]

@@ -72,6 +72,23 @@ def test_rule3_every_receive_issues_a_new_receipt(client: Client, clock: ManualC
         q.delete(second.receipt or "")
 
 
+def test_delete_batch_deletes_only_what_its_receipts_still_hold(
+    client: Client, clock: ManualClock
+) -> None:
+    q = client.create_queue("held", visibility_timeout=30)
+    q.send_batch(["a", "b", "c"])
+    a, b, c = sorted(q.receive(10), key=lambda m: m.text)
+    q.change_visibility(b.receipt or "", 0)
+    [again] = q.receive(1)
+    assert again.id == b.id
+    results = q.delete_batch([a.receipt or "", b.receipt or "", c.receipt or ""])
+    assert [r.ok for r in results] == [True, False, True]
+    assert isinstance(results[1].error, ReceiptHandleInvalid)
+    assert q.stats().in_flight == 1  # b, held by the newer receipt
+    q.delete(again.receipt or "")
+    assert q.stats().total == 0
+
+
 @pytest.mark.parametrize("forged", ["", "garbage", "bm90IGEgcmVjZWlwdA", "x" * 5000])
 def test_rule3_forged_receipts_change_nothing(client: Client, forged: str) -> None:
     q = client.create_queue("forge")
