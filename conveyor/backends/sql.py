@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..exceptions import ConveyorError, QueueDoesNotExist, QueueExists
-from ..ids import new_id
+from ..ids import new_id, new_ids
 from ..models import (
     FAR_FUTURE,
     Delivery,
@@ -294,7 +294,8 @@ class SQLBackend(SQLPipeline, SQLAdmin, Backend):
         else:
             # ids are fixed before the first attempt, so a retried insert cannot duplicate
             mine = [m.generated_id or not m.id for m in messages]
-            ids = [new_id() if made else m.id for m, made in zip(messages, mine, strict=True)]
+            fresh = iter(new_ids(sum(mine)))
+            ids = [next(fresh) if made else m.id for m, made in zip(messages, mine, strict=True)]
             rows = [
                 self._row(qid, m, i, None, now, False) for m, i in zip(messages, ids, strict=True)
             ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..ids import new_id
+from ..ids import new_ids
 from ..models import ArchivedMessage, Message, NewMessage, QueueAttributes
 from .pipeline import PipelineStore
 from .rows import row_to_archived
@@ -86,7 +86,8 @@ class SQLPipeline(PipelineStore):
         messages: Sequence[NewMessage], now: float, visible_at: float,
     ) -> tuple[list[int], list[str]]:  # fmt: skip
         mine = [m.generated_id or not m.id for m in messages]
-        ids = [new_id() if made else m.id for m, made in zip(messages, mine, strict=True)]
+        fresh = iter(new_ids(sum(mine)))
+        ids = [next(fresh) if made else m.id for m, made in zip(messages, mine, strict=True)]
         rows = [
             (*row[:9], visible_at, row[10])
             for row in (

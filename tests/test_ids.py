@@ -1,0 +1,36 @@
+"""Message ids: UUIDv7 made by the SQL and memory stores, row ids made by the SQLite store."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from conveyor.ids import new_id, new_ids, row_id, rowid_of
+
+
+def test_new_ids_are_uuid7_unique_and_increasing() -> None:
+    # more than 4096 in one call: the counter runs over into the next millisecond
+    ids = [new_id(), *new_ids(5000), new_id(), *new_ids(3)]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+    for i in ids[:5] + ids[-5:]:
+        u = uuid.UUID(i)
+        assert (u.version, u.variant) == (7, uuid.RFC_4122)
+        assert str(u) == i
+
+
+@pytest.mark.parametrize("rowid", [0, 1, 7, 8, 4095, 4096, 12345, (32767 << 47) + 99, 1 << 62])
+def test_row_ids_carry_their_row(rowid: int) -> None:
+    for rand in (0, 1, (1 << 59) - 1, random.getrandbits(59)):
+        made = row_id(rowid, rand)
+        u = uuid.UUID(made)
+        assert (u.version, u.variant, str(u)) == (8, uuid.RFC_4122, made)
+        assert rowid_of(made) == rowid
+    assert row_id(rowid, 1) != row_id(rowid, 2)
+
+
+def test_other_ids_carry_no_row() -> None:
+    for other in (new_id(), "order-17", str(uuid.uuid4()), "x" * 36, row_id(5, 1).upper()[:35]):
+        assert rowid_of(other) is None
