@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import threading
@@ -24,35 +25,48 @@ from .drivers import drivers
 from .runs import alternate, pct, run_multi, run_single
 
 
-def depth_test(workdir: str, depths: list[int], k: int) -> list[tuple[int, float]]:
-    """Receive+delete throughput (single messages) with `depth` messages queued."""
-    out = []
+def depth_test(workdir: str, depths: list[int], k: int, repeat: int) -> list[tuple[int, float]]:
+    """Receive+delete throughput (single messages) with `depth` messages queued: each queue
+    in turn, `repeat` rounds of k receives, refilled by k after each round; the median."""
+    clients = []
     for depth in depths:
-        url = f"sqlite:///{workdir}/depth-{depth}.db?durability=normal"
-        client = Client(url)
+        client = Client(f"sqlite:///{workdir}/depth-{depth}.db?durability=normal")
         client.create_queue("deep", visibility_timeout=300)
-        chunk = 10_000
-        filled = 0
         t0 = time.perf_counter()
-        while filled < depth:
-            m = min(chunk, depth - filled)
-            client.backend.send(
-                "deep", [NewMessage(id=f"{filled + i}", body=b"x" * 100) for i in range(m)]
-            )
-            filled += m
-            print(f"\r  filling {depth:,}: {filled:,}", end="", file=sys.stderr, flush=True)
+        fill(client, depth, f"filling {depth:,}")
         print(f" ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
         q = client.queue("deep")
         for _ in range(50):  # warm the page cache
             [m] = q.receive(1)
             q.delete(m.receipt or "")
-        t0 = time.perf_counter()
-        for _ in range(k):
-            [m] = q.receive(1)
-            q.delete(m.receipt or "")
-        out.append((depth, k / (time.perf_counter() - t0)))
+        clients.append(client)
+    rates: list[list[float]] = [[] for _ in depths]
+    for _ in range(repeat):
+        for i, client in enumerate(clients):
+            q = client.queue("deep")
+            t0 = time.perf_counter()
+            for _ in range(k):
+                [m] = q.receive(1)
+                q.delete(m.receipt or "")
+            rates[i].append(k / (time.perf_counter() - t0))
+            fill(client, k, tag=f"r{len(rates[i])}-")
+    for client in clients:
         client.close()
-    return out
+    return [(depth, statistics.median(r)) for depth, r in zip(depths, rates, strict=True)]
+
+
+def fill(client: Client, n: int, progress: str = "", tag: str = "") -> None:
+    """Send n messages of 100 bytes to the queue "deep", 10,000 a transaction, with ids of
+    their own (tag, then a number)."""
+    filled = 0
+    while filled < n:
+        m = min(10_000, n - filled)
+        client.backend.send(
+            "deep", [NewMessage(id=f"{tag}{filled + i}", body=b"x" * 100) for i in range(m)]
+        )
+        filled += m
+        if progress:
+            print(f"\r  {progress}: {filled:,}", end="", file=sys.stderr, flush=True)
 
 
 def wake_test(url: str, rounds: int) -> list[float]:
@@ -153,9 +167,12 @@ def main() -> None:
                         )
     if not args.skip_depth:
         print()
-        print("## Receive+delete throughput by queue depth (sqlite normal, single messages)")
+        print(
+            "## Receive+delete throughput by queue depth (sqlite normal, single messages;"
+            f" median of {args.repeat} rounds, the queues in turn)"
+        )
         k = int(3000 * scale)
-        res = depth_test(workdir, [1000 + k + 100, args.depth], k)
+        res = depth_test(workdir, [1000 + k, args.depth], k, args.repeat)
         for depth, rate in res:
             print(f"  {depth:>9,} queued: {rate:8,.0f} msgs/s")
         ratio = res[1][1] / res[0][1]
