@@ -35,7 +35,7 @@ def attribute_text(value: AttributeValue) -> str:
 
 
 def _attributes(attrs: Mapping[str, AttributeValue]) -> dict[str, str]:
-    return {k: attribute_text(v) for k, v in attrs.items()}
+    return {k: attribute_text(v) for k, v in attrs.items()} if attrs else {}
 
 
 def message_row(m: Message, now: float) -> tuple[Any, ...]:
@@ -53,7 +53,7 @@ def message_row(m: Message, now: float) -> tuple[Any, ...]:
         m.first_received_at,
         None,
         m.receive_count,
-        m.state(now).value,
+        m.state(now)._value_,  # the member's value without the enum descriptor (per row)
         m.source_queue,
         m.error,
     )

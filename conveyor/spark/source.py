@@ -235,7 +235,9 @@ class SnapshotReader(DataSourceReader):
             else:
                 now = self.conn.client.clock.now()
                 messages = store.scan_messages(queue, partition.low, partition.high)
-                yield from _batches(message_row(decode_message(m), now) for m in messages)
+                yield from _batches(
+                    message_row(decode_message(m) if m.compressed else m, now) for m in messages
+                )
         finally:
             self.conn.close()
 
@@ -290,7 +292,9 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             messages = self.conn.store.read_leased(
                 o.queue, o.stream, p.first, p.last, p.low, p.high
             )
-            yield from _batches(message_row(decode_message(m), now) for m in messages)
+            yield from _batches(
+                message_row(decode_message(m) if m.compressed else m, now) for m in messages
+            )
         finally:
             self.conn.close()
 
