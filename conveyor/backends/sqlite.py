@@ -285,34 +285,6 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
         last: dict[int, int] = {}
         if not fifo and _bare(messages):
             return self._send_bare(conn, qid, t, messages, now, hidden)
-        insert = f"INSERT INTO {t} ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        if not fifo and all(m.generated_id or not m.id for m in messages):
-            # ids made here, no de-duplication
-            rows: list[tuple[Any, ...]] = []
-            rand = random.getrandbits
-            for m in messages:
-                priority = m.priority
-                n = last.get(priority)
-                n = last[priority] = (last_rowid(conn, t, priority) if n is None else n) + 1
-                rows.append(
-                    (
-                        n,
-                        row_id(n, rand(59)),
-                        m.body,
-                        encode_attributes(m.attributes) if m.attributes else None,
-                        m.group_id,
-                        None,
-                        priority,
-                        m.deadline,
-                        now,
-                        now + m.delay if hidden is None else hidden,
-                        int(m.compressed),
-                        0,
-                    )
-                )
-            conn.executemany(insert, rows)
-            self._count(qid, sent=len(rows))
-            return [sent_result(r[1]) for r in rows]
 
         def next_row(priority: int) -> int:
             n = last.get(priority)
@@ -339,6 +311,13 @@ class SQLiteBackend(SQLitePipeline, SQLiteAdmin, Backend):
                 0 if generated else 1,
             )
 
+        insert = f"INSERT INTO {t} ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        if not fifo and all(m.generated_id or not m.id for m in messages):
+            # ids made here: nothing to de-duplicate
+            rows = [values(m, None) for m in messages]
+            conn.executemany(insert, rows)
+            self._count(qid, sent=len(rows))
+            return [sent_result(r[1]) for r in rows]
         results: list[SendResult] = []
         for m in messages:
             key = dedup_key(m, attrs.content_based_dedup) if fifo else None
