@@ -172,7 +172,7 @@ class SQLiteConnections:
             conn.execute("PRAGMA journal_mode = WAL")
             sync = "FULL" if self.durability == "full" else "NORMAL"
             conn.execute(f"PRAGMA synchronous = {sync}")
-            conn.execute(f"PRAGMA cache_size = {os.environ.get('CVC', '-32000')}")
+            conn.execute("PRAGMA cache_size = -32000")
             if not self._migrated:
                 with self._lock:
                     if not self._migrated:
