@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from .backends.base import Backend
@@ -100,7 +100,7 @@ class AsyncQueue:
     async def send_json(self, value: Any, **options: Any) -> SendResult:
         return await _call(self.sync.send_json, value, **options)
 
-    async def send_batch(self, entries: Sequence[SendEntry | Body]) -> list[BatchResult]:
+    async def send_batch(self, entries: Iterable[SendEntry | Body]) -> list[BatchResult]:
         return await _call(self.sync.send_batch, entries)
 
     async def receive(

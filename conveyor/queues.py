@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -241,13 +241,14 @@ class Queue:
     def send_json(self, value: Any, **options: Any) -> SendResult:
         return self.send(json.dumps(value, separators=(",", ":")), **options)
 
-    def send_batch(self, entries: Sequence[SendEntry | Body]) -> list[BatchResult]:
+    def send_batch(self, entries: Iterable[SendEntry | Body]) -> list[BatchResult]:
         """Send up to 10 messages in one store transaction; results per entry, in order.
 
         Entries are `SendEntry` values or bare bodies; a bare body's entry id is its index.
         """
         if isinstance(entries, str | bytes):
             raise InvalidInput("pass a list of entries or bodies, not one body")
+        entries = list(entries)
         if all(type(e) is bytes or type(e) is str for e in entries):
             check_batch_size(len(entries))
             ids: Sequence[str] = INDEX_IDS[: len(entries)]

@@ -135,7 +135,7 @@ def test_batch_reports_per_entry(client: Client) -> None:
     assert [r.ok for r in results] == [True, False, True]
     assert isinstance(results[1].error, MessageTooLong)
     assert q.stats().ready == 2
-    bare = q.send_batch(["c", "", "x" * 2000])
+    bare = q.send_batch(iter(["c", "", "x" * 2000]))
     assert [(r.entry_id, r.ok) for r in bare] == [("0", True), ("1", False), ("2", False)]
     assert isinstance(bare[2].error, MessageTooLong)
     msgs = q.receive(10)
