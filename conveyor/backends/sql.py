@@ -31,9 +31,9 @@ from ..models import (
 from ..validation import DEDUP_WINDOW
 from .base import (
     Backend,
+    claim_receipts,
     dedup_key,
     group_receipts,
-    make_receipt,
     parse_receipt,
     receipt_results,
     refill_tokens,
@@ -408,7 +408,8 @@ class SQLBackend(SQLPipeline, SQLAdmin, Backend):
         if rows:
             self._count(qid, received=len(rows))
         rows.sort(key=lambda r: (r[6], r[0]))
-        return [to_message(queue, r, make_receipt(queue, r[0], r[1], token)) for r in rows]
+        receipts = claim_receipts(queue, token, rows)
+        return [to_message(queue, r, h) for r, h in zip(rows, receipts, strict=True)]
 
     def _claim(
         self, cur: Cursor, seqs: Sequence[int], visible_at: float, now: float, token: str

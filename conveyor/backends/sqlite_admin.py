@@ -26,31 +26,22 @@ from ..models import (
     SendResult,
 )
 from .rows import encode_attributes, row_to_archived, row_to_consumer, row_to_message
-from .sqlite_conn import SQLiteConnections
 from .sqlite_schema import (
     COPY_COLUMNS,
     MESSAGE_COLUMNS,
     archive_insert,
     last_rowid,
 )
+from .sqlite_writes import SQLiteWrites
 
 
-class SQLiteAdmin(SQLiteConnections):
+class SQLiteAdmin(SQLiteWrites):
     """Mixed into `SQLiteBackend`; uses its transactions and queue lookups."""
 
     clock: Clock
 
     if TYPE_CHECKING:
 
-        def _find(self, conn: sqlite3.Connection, t: str, message_id: str) -> int | None: ...
-        def _send_locked(
-            self,
-            conn: sqlite3.Connection,
-            qid: int,
-            attrs: QueueAttributes,
-            messages: Sequence[NewMessage],
-            now: float,
-        ) -> list[SendResult]: ...
         def notify(self, queue: str) -> None: ...
 
     # -- moves between queues (expiry, dead letters, redrive) -----------------------------
