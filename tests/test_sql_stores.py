@@ -4,16 +4,26 @@ across processes (LISTEN/NOTIFY on PostgreSQL, a bounded poll on MySQL)."""
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-from conveyor import Client, InvalidInput, Message, Producer, StoreUnavailable, Worker
+from conveyor import (
+    Client,
+    InvalidInput,
+    Message,
+    Producer,
+    SendEntry,
+    StoreUnavailable,
+    Worker,
+)
 from conveyor.backends.sql import SQLBackend
 from conveyor.backends.sql_schema import SCHEMA_VERSION
 from conveyor.urls import open_backend
@@ -250,19 +260,33 @@ def test_producer_batches_are_one_insert_and_workers_pop_batches(
         q = client.create_queue("push")
         backend = client.backend
         assert isinstance(backend, SQLBackend)
-        inserts: list[int] = []
-        original = backend._insert_many
+        statements: list[str] = []
+        real_transaction = backend._transaction
 
-        def counting(cur: object, queue: str, rows: list[Any], generated: bool) -> set[str]:
-            inserts.append(len(rows))
-            return original(cur, queue, rows, generated)
+        class Spy:
+            def __init__(self, cur: Any) -> None:
+                self._cur = cur
 
-        monkeypatch.setattr(backend, "_insert_many", counting)
+            def execute(self, sql: str, params: Any = None) -> Any:
+                statements.append(sql)
+                return self._cur.execute(sql, params)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._cur, name)
+
+        @contextmanager
+        def spying(tx: bool) -> Iterator[Any]:
+            with real_transaction(tx) as cur:
+                yield Spy(cur)
+
+        monkeypatch.setattr(backend, "_transaction", spying)
         with Producer(q, batch_size=10, linger=5) as producer:
             futures = [producer.send(f"m{i}") for i in range(100)]
             producer.flush()
         assert len({f.result().id for f in futures}) == 100
-        assert inserts == [10] * 10  # ten multi-row inserts, not a hundred
+        inserts = [s for s in statements if f"INSERT INTO {backend.prefix}messages" in s]
+        assert len(inserts) == 10  # ten multi-row inserts, not a hundred
+        assert q.stats().ready == 100
 
         popped: list[int] = []
         seen: list[str] = []
@@ -278,3 +302,96 @@ def test_producer_batches_are_one_insert_and_workers_pop_batches(
         assert worker.run(until_empty=True, handle_signals=False) == 100
         assert sorted(seen) == sorted(f"m{i}" for i in range(100))
         assert max(popped) == 10
+
+
+def _lost_connection(kind: str) -> Exception:
+    """What the driver raises when the connection drops (after the server committed)."""
+    if kind == "postgres":
+        import psycopg
+
+        return psycopg.OperationalError("server closed the connection unexpectedly")
+    import pymysql
+
+    return pymysql.err.OperationalError(2013, "Lost connection to server during query")
+
+
+@pytest.mark.parametrize("bare", [True, False], ids=["bodies", "with-attributes"])
+def test_a_send_retried_after_an_unconfirmed_commit_stores_each_message_once(
+    kind: str, urls: list[str], monkeypatch: pytest.MonkeyPatch, bare: bool
+) -> None:
+    with Client(fresh(kind, urls)) as client:
+        q = client.create_queue("retry")
+        backend = client.backend
+        assert isinstance(backend, SQLBackend)
+        method = "_insert_bare" if bare else "_insert_many"
+        real = getattr(backend, method)
+        calls: list[int] = []
+
+        def commit_then_lose_the_answer(*args: Any) -> Any:
+            result = real(*args)  # autocommit: the rows are stored
+            calls.append(1)
+            if len(calls) == 1:
+                raise _lost_connection(kind)
+            return result
+
+        monkeypatch.setattr(backend, method, commit_then_lose_the_answer)
+        if bare:
+            results = q.send_batch([f"m{i}" for i in range(5)])
+        else:
+            results = q.send_batch(
+                [SendEntry(entry_id=str(i), body=f"m{i}", attributes={"n": i}) for i in range(5)]
+            )
+        assert len(calls) == 2  # the first attempt's answer was lost; the second ran
+        assert all(r.error is None for r in results)
+        assert q.stats().ready == 5
+        got = q.receive(10, wait=0)
+        assert sorted(m.text for m in got) == [f"m{i}" for i in range(5)]
+        assert {m.id for m in got} == {r.result.id for r in results if r.result is not None}
+
+
+def test_threads_share_at_most_pool_size_connections(caplog: pytest.LogCaptureFixture) -> None:
+    why = sqlstores.reachable("postgres")
+    if why is not None:
+        unavailable(why)
+    name = f"conveyor-test-{secrets.token_hex(4)}"
+    url = sqlstores.fresh_url("postgres", pool_size="3", application_name=name)
+    try:
+        _share_connections(url, name)
+    finally:
+        sqlstores.drop(url)
+    # threads waited for a free connection; none timed out and "reconnected"
+    assert "reconnecting" not in caplog.text
+
+
+def _share_connections(url: str, name: str) -> None:
+    import psycopg
+
+    with Client(url) as client:
+        q = client.create_queue("threads")
+        errors: list[BaseException] = []
+
+        def work(k: int) -> None:
+            try:
+                for i in range(40):
+                    q.send(f"{k}-{i}")
+                    for m in q.receive(2, wait=0):
+                        q.delete(m.receipt or "")
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(12)]
+        for t in threads:
+            t.start()
+        with psycopg.connect(sqlstores.BASES["postgres"], autocommit=True) as watch:
+            peak = 0
+            while any(t.is_alive() for t in threads):
+                row = watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+                ).fetchone()
+                peak = max(peak, int(row[0]) if row else 0)
+                time.sleep(0.005)
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert 1 <= peak <= 3
+        assert q.stats().total + q.stats().deleted == 480

@@ -378,6 +378,23 @@ def stale_receipt(message_id: str) -> ReceiptHandleInvalid:
     )
 
 
+def bare_bodies(messages: Sequence[NewMessage]) -> bool:
+    """Whether the messages are bare bodies of one priority and delay, with ids to make up:
+    no attributes, group, deadline or compression."""
+    first = messages[0]
+    priority, delay = first.priority, first.delay
+    return all(
+        (m.generated_id or not m.id)
+        and not m.attributes
+        and m.group_id is None
+        and m.deadline is None
+        and not m.compressed
+        and m.priority == priority
+        and m.delay == delay
+        for m in messages
+    )
+
+
 def dedup_key(message: NewMessage, content_based: bool) -> str | None:
     if message.dedup_id is not None:
         return message.dedup_id

@@ -16,6 +16,7 @@ in the same statement, so a send through one server wakes a long poll held by an
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -23,8 +24,8 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any
 from urllib.parse import urlencode
 
@@ -35,8 +36,9 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import InvalidInput
 from ..notify import HUB
 from ..urls import redact
+from .pg_held import Borrowed, HeldConnections
 from .pipeline import lease_insert
-from .sql import INSERT_VALUES, Row, SQLBackend
+from .sql import INSERT_VALUES, Bare, Row, SQLBackend
 from .sql_conn import Cursor, first_line
 from .sql_schema import INSERT_COLUMNS, MESSAGE_COLUMNS, POSTGRES, check_prefix
 
@@ -55,6 +57,11 @@ PLANNER_OPTIONS = "-c enable_bitmapscan=off -c enable_sort=off"
 LISTENER_BEAT = 5.0
 LISTENER_TTL = 15.0
 
+# how long a connection stays with the store between operations before it goes back to
+# the pool, which renews connections past their lifetime
+KEEP_SECONDS = 60.0
+POOL_TIMEOUT = 5.0  # how long an operation waits for a connection when all are busy
+
 # binary parameters (%b): arrays cross without text quoting and escaping
 _ARRAYS = (
     "%b::bigint[], %b::int[], %b::text[], %b::bytea[], %b::text[], %b::text[], %b::text[],"
@@ -63,6 +70,18 @@ _ARRAYS = (
 _VALUES_ROWS = 10  # plain batches up to this size insert with a VALUES list
 # a plain row: queue_id, id, body, sent_at and visible_at; every other column its default
 _PLAIN_VALUES = "(%s, 0, %s, %s, NULL, NULL, NULL, NULL, %s, %s, 0)"
+
+
+def int_array(values: Sequence[int]) -> str:
+    """A bigint[] parameter as its text form: a tenth of the driver's cost of dumping a list."""
+    return "{%s}" % ",".join(map(str, values))  # noqa: UP031 - the braces would need doubling
+
+
+@functools.lru_cache(maxsize=64)
+def _plain_insert(prefix: str, n: int) -> str:
+    return (
+        f"INSERT INTO {prefix}messages ({INSERT_COLUMNS}) VALUES {', '.join([_PLAIN_VALUES] * n)}"
+    )
 
 
 def _plain(row: Row) -> bool:
@@ -117,11 +136,12 @@ class PostgresBackend(SQLBackend):
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True, "options": PLANNER_OPTIONS},
-            timeout=5.0,
+            timeout=POOL_TIMEOUT,
             open=False,
             name=f"conveyor-{self.prefix}",
         )
         self._pool.open(wait=False)
+        self._held = HeldConnections(self._pool, pool_size, POOL_TIMEOUT, KEEP_SECONDS)
         self._listener: threading.Thread | None = None
         self._listening = threading.Event()
         self._closed = threading.Event()
@@ -160,15 +180,8 @@ class PostgresBackend(SQLBackend):
 
     # -- connections ----------------------------------------------------------------------
 
-    @contextmanager
-    def _transaction(self, tx: bool) -> Iterator[Cursor]:
-        with self._pool.connection() as conn:
-            if tx:
-                with conn.transaction(), conn.cursor() as cur:
-                    yield cur
-            else:
-                with conn.cursor() as cur:
-                    yield cur
+    def _transaction(self, tx: bool) -> Borrowed:
+        return Borrowed(self._held, tx)
 
     def _retryable(self, exc: BaseException) -> str | None:
         if isinstance(exc, psycopg.errors.TransactionRollback):
@@ -179,6 +192,7 @@ class PostgresBackend(SQLBackend):
 
     def _on_disconnect(self) -> None:
         # drop every idle connection that died with the server, not one per retry
+        self._held.release()
         with suppress(psycopg.Error):
             self._pool.check()
 
@@ -190,6 +204,7 @@ class PostgresBackend(SQLBackend):
 
     def _close_pool(self) -> None:
         self._closed.set()
+        self._held.release(closing=True)
         self._pool.close()
 
     # -- statements -----------------------------------------------------------------------
@@ -197,19 +212,40 @@ class PostgresBackend(SQLBackend):
     def _insert_many(
         self, cur: Cursor, queue: str, rows: Sequence[Row], generated: bool
     ) -> set[str]:
-        p = self.prefix
         params: list[Any]
         if len(rows) <= _VALUES_ROWS and all(_plain(row) for row in rows):
             # the common batch (no priority, attributes, group, deadline or compression):
             # five scalar parameters a row, which the driver dumps in C and, under its limit
             # of 50, converts once per batch size (arrays cost it ~0.5 ms more a statement)
-            values = ", ".join([_PLAIN_VALUES] * len(rows))
-            insert = f"INSERT INTO {p}messages ({INSERT_COLUMNS}) VALUES {values}"
             params = [v for row in rows for v in (row[0], row[2], row[3], row[8], row[9])]
+            inserted = self._insert(
+                cur, queue, _plain_insert(self.prefix, len(rows)), params, generated
+            )
         else:
             # one array per column: the same statement (prepared once) for any batch size
-            insert = f"INSERT INTO {p}messages ({INSERT_COLUMNS}) SELECT * FROM unnest({_ARRAYS})"
+            insert = (
+                f"INSERT INTO {self.prefix}messages ({INSERT_COLUMNS})"
+                f" SELECT * FROM unnest({_ARRAYS})"
+            )
             params = [list(column) for column in zip(*rows, strict=True)]
+            inserted = self._insert(cur, queue, insert, params, generated)
+        return {r[2] for r in rows} if inserted is None else inserted
+
+    def _insert_bare(self, cur: Cursor, queue: str, bare: Bare, again: bool) -> None:
+        if bare.nprio or len(bare.ids) > _VALUES_ROWS:
+            super()._insert_bare(cur, queue, bare, again)
+            return
+        qid, now, visible_at = bare.qid, bare.now, bare.visible_at
+        params: list[Any] = []
+        for i, body in zip(bare.ids, bare.bodies, strict=True):
+            params += (qid, i, body, now, visible_at)
+        self._insert(cur, queue, _plain_insert(self.prefix, len(bare.ids)), params, not again)
+
+    def _insert(
+        self, cur: Cursor, queue: str, insert: str, params: list[Any], generated: bool
+    ) -> set[str] | None:
+        """Run an insert of message rows, with the notification of listening processes;
+        the ids inserted, or None with `generated` (all of them)."""
         if not generated:
             # a speculative insert costs more: only where a sender chose the ids
             insert += " ON CONFLICT (queue_id, id) DO NOTHING RETURNING id"
@@ -220,7 +256,7 @@ class PostgresBackend(SQLBackend):
             params += [self.channel, queue]
         cur.execute(insert, params)
         if generated:
-            return {r[2] for r in rows}
+            return None
         return {r[0] for r in cur.fetchall()}
 
     def _insert_staged(self, cur: Cursor, queue: str, qid: int, rows: Sequence[Row]) -> list[int]:
@@ -350,8 +386,8 @@ class PostgresBackend(SQLBackend):
         # the rows through the order index (walking the whole queue) instead of by seq
         cur.execute(
             f"DELETE FROM {self.prefix}messages WHERE queue_id + 0 = %s AND token = %s"
-            " AND seq = ANY(%s) RETURNING seq",
-            (qid, token, list(seqs)),
+            " AND seq = ANY(%s::bigint[]) RETURNING seq",
+            (qid, token, int_array(seqs)),
         )
         return [int(r[0]) for r in cur.fetchall()]
 

@@ -52,16 +52,25 @@ def decode_attributes(text: str | None) -> dict[str, AttributeValue]:
 
 
 def row_to_message(queue: str, row: tuple[Any, ...], receipt: str | None = None) -> Message:
+    return stored_message(queue, row, receipt, row[0], row[6], row[2])
+
+
+def stored_message(
+    queue: str, row: tuple[Any, ...], receipt: str | None, sequence: int, priority: int, body: bytes
+) -> Message:
+    """A message from a row of the stores' message columns (sequence, id, body, attributes,
+    group, dedup id, priority, deadline, sent, visible, receive count, first received,
+    version, source queue, error, compressed), with its sequence, priority and body given."""
     return message_from(
         {
-            "sequence": row[0],
+            "sequence": sequence,
             "id": row[1],
             "queue": queue,
-            "body": row[2],
+            "body": body,
             "attributes": decode_attributes(row[3]) if row[3] else {},
             "group_id": row[4],
             "dedup_id": row[5],
-            "priority": row[6],
+            "priority": priority,
             "deadline": row[7],
             "sent_at": row[8],
             "visible_at": row[9],

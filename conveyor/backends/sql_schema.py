@@ -20,7 +20,7 @@ from typing import Any
 from ..exceptions import InvalidInput
 from ..models import Message
 from .pipeline import pipeline_ddl, stages_ddl
-from .rows import row_to_message
+from .rows import stored_message
 
 PREFIX_RE = re.compile(r"[a-z][a-z0-9_]{0,29}")
 
@@ -241,11 +241,14 @@ def archive_insert(p: str) -> str:
 
 def to_message(queue: str, row: tuple[Any, ...], receipt: str | None = None) -> Message:
     """A message from a row of MESSAGE_COLUMNS (seq and nprio become sequence and priority)."""
-    seq, nprio = row[0], row[6]
-    return row_to_message(
+    nprio, body = row[6], row[2]
+    return stored_message(
         queue,
-        (sequence(seq, nprio), *row[1:2], bytes(row[2]), *row[3:6], -nprio, *row[7:]),
+        row,
         receipt,
+        sequence(row[0], nprio),
+        -nprio,
+        body if type(body) is bytes else bytes(body),
     )
 
 

@@ -11,27 +11,10 @@ from typing import Any
 from ..ids import row_id, rowid_of
 from ..models import NewMessage, QueueAttributes, SendResult, sent_result
 from ..validation import DEDUP_WINDOW
-from .base import dedup_key
+from .base import bare_bodies, dedup_key
 from .rows import encode_attributes
 from .sqlite_conn import SQLiteConnections
 from .sqlite_schema import BARE_ROWS, INSERT_COLUMNS, bare_insert, last_rowid
-
-
-def _bare(messages: Sequence[NewMessage]) -> bool:
-    """Whether the messages are bare bodies of one priority and delay, with ids to make up:
-    no attributes, group, deadline or compression."""
-    first = messages[0]
-    priority, delay = first.priority, first.delay
-    return all(
-        (m.generated_id or not m.id)
-        and not m.attributes
-        and m.group_id is None
-        and m.deadline is None
-        and not m.compressed
-        and m.priority == priority
-        and m.delay == delay
-        for m in messages
-    )
 
 
 class SQLiteWrites(SQLiteConnections):
@@ -49,7 +32,7 @@ class SQLiteWrites(SQLiteConnections):
         """Insert messages (visible_at `hidden` instead of after their delay, if given)."""
         t = f"q{qid}"
         fifo = attrs.fifo
-        if not fifo and _bare(messages):
+        if not fifo and bare_bodies(messages):
             return self._send_bare(conn, qid, t, messages, now, hidden)
         last: dict[int, int] = {}
 
@@ -121,7 +104,7 @@ class SQLiteWrites(SQLiteConnections):
         now: float,
         hidden: float | None,
     ) -> list[SendResult]:
-        """Insert bodies that share everything else (see `_bare`): consecutive rowids, one
+        """Insert bodies that share everything else (see `bare_bodies`): consecutive rowids, one
         multi-row statement per BARE_ROWS, the shared values bound once."""
         first = messages[0]
         start = last_rowid(conn, t, first.priority) + 1

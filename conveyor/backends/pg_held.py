@@ -1,0 +1,134 @@
+"""The PostgreSQL store's connections between operations.
+
+The store takes connections from its psycopg pool and keeps the idle ones in a list of its
+own: an operation pops one and pushes it back, instead of going through the pool's locks,
+statistics and checks (about 20 us an operation, a tenth of a small statement's client
+cost). At most `size` connections are ever taken; when all are busy, an operation waits for
+one to come back, as it would in the pool. A connection goes back to the pool when anything
+is amiss (a transaction left open, a broken link: the pool resets or replaces it) and after
+`keep` seconds (so the pool renews connections past their lifetime).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import suppress
+from types import TracebackType
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+Conn = psycopg.Connection[Any]
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+
+
+class HeldConnections:
+    def __init__(self, pool: ConnectionPool[Any], size: int, timeout: float, keep: float) -> None:
+        self._pool = pool
+        self._size = size
+        self._timeout = timeout
+        self._keep = keep
+        self._idle: list[tuple[Conn, float]] = []
+        self._taken = 0  # connections out of the pool: in use, or idle here
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def borrow(self) -> tuple[Conn, float]:
+        """A connection and when it was taken from the pool."""
+        try:
+            return self._idle.pop()
+        except IndexError:
+            pass
+        deadline = time.monotonic() + self._timeout
+        with self._cond:
+            while True:
+                try:
+                    return self._idle.pop()
+                except IndexError:
+                    pass
+                if self._taken < self._size:
+                    self._taken += 1
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PoolTimeout(
+                        f"no connection came free in {self._timeout:.1f} s: all {self._size}"
+                        " were busy (raise pool_size in the store URL)"
+                    )
+                self._cond.wait(left)
+        try:
+            return self._pool.getconn(), time.monotonic()
+        except BaseException:
+            self._returned()
+            raise
+
+    def give_back(self, conn: Conn, since: float) -> None:
+        if (
+            not self._closed
+            and conn.pgconn.transaction_status == _IDLE
+            and time.monotonic() - since < self._keep
+        ):
+            self._idle.append((conn, since))
+            # a waiter waits only while every connection is taken (its check and wait hold
+            # the lock, so it either sees this one or is woken)
+            if self._taken >= self._size:
+                with self._cond:
+                    self._cond.notify()
+            return
+        try:
+            self._pool.putconn(conn)
+        finally:
+            self._returned()
+
+    def _returned(self) -> None:
+        with self._cond:
+            self._taken -= 1
+            self._cond.notify()
+
+    def release(self, *, closing: bool = False) -> None:
+        """Hand every idle connection back to the pool (which checks them; dead ones go)."""
+        self._closed = self._closed or closing
+        while True:
+            try:
+                conn, _ = self._idle.pop()
+            except IndexError:
+                return
+            try:
+                with suppress(psycopg.Error):
+                    self._pool.putconn(conn)
+            finally:
+                self._returned()
+
+
+class Borrowed:
+    """One operation's cursor, on a held connection; with `tx`, in a transaction committed
+    on a clean exit and rolled back on an exception."""
+
+    __slots__ = ("_conn", "_held", "_since", "_tx", "_txn")
+
+    def __init__(self, held: HeldConnections, tx: bool) -> None:
+        self._held = held
+        self._tx = tx
+
+    def __enter__(self) -> Any:
+        conn, since = self._held.borrow()
+        self._conn, self._since = conn, since
+        if self._tx:
+            try:
+                self._txn = conn.transaction()
+                self._txn.__enter__()
+            except BaseException:
+                self._held.give_back(conn, since)
+                raise
+        return conn.cursor()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self._tx:
+                self._txn.__exit__(kind, exc, tb)
+        finally:
+            self._held.give_back(self._conn, self._since)
