@@ -80,3 +80,13 @@ def drop(url: str) -> None:
                         cur.execute(f"DROP TABLE {', '.join(names)}")
             finally:
                 conn.close()
+
+
+def mysql_version_4_order(prefix: str) -> str:
+    """The statement that puts a MySQL messages table back to its order index of schema
+    versions 1-4 (a secondary index, seq the primary key), for tests that downgrade."""
+    p = prefix
+    return (
+        f"ALTER TABLE {p}messages DROP PRIMARY KEY, ADD PRIMARY KEY (seq),"
+        f" DROP INDEX {p}messages_seq, ADD INDEX {p}messages_order (queue_id, nprio, seq)"
+    )

@@ -12,6 +12,7 @@ import pytest
 from conveyor import Client, DeadLetterPolicy, ManualClock, SendEntry
 from conveyor.backends.pipeline import PipelineStore
 
+from . import sqlstores
 from .conftest import STORES
 from .sqlstores import drop
 
@@ -181,6 +182,8 @@ def test_an_upgrade_drops_what_the_old_staging_left_hidden(kind: str, tmp_path: 
                 if kind == "sqlite":
                     ex("PRAGMA user_version = 2")
                 else:
+                    if kind == "mysql":
+                        ex(sqlstores.mysql_version_4_order(p))
                     ex(f"UPDATE {p}schema SET version = 3")
 
             store._pl_run(downgrade)

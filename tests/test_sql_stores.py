@@ -92,6 +92,8 @@ def test_upgrade_from_an_older_schema(kind: str, urls: list[str]) -> None:
     def downgrade(cur: object) -> None:
         for table in ("listeners", "leases", "streams", "stages", "sinks"):
             cur.execute(f"DROP TABLE {old.prefix}{table}")  # type: ignore[attr-defined]
+        if kind == "mysql":
+            cur.execute(sqlstores.mysql_version_4_order(old.prefix))  # type: ignore[attr-defined]
         cur.execute(f"UPDATE {old.prefix}schema SET version = 1")  # type: ignore[attr-defined]
 
     again = sql_backend(url)

@@ -12,6 +12,7 @@ to 0.2 s), besides the in-process wake-up on a send.
 
 from __future__ import annotations
 
+import functools
 import queue as queue_mod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -23,7 +24,7 @@ import pymysql
 from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import InvalidInput
 from ..urls import redact
-from .sql import INSERT_VALUES, Row, SQLBackend
+from .sql import INSERT_VALUES, Bare, Row, SQLBackend
 from .sql_conn import Cursor, in_list
 from .sql_schema import INSERT_COLUMNS, MYSQL, check_prefix
 
@@ -217,6 +218,20 @@ class MySQLBackend(SQLBackend):
             return {r[2] for r in rows}
         return {r[2] for r in rows if self._insert_one(cur, r) is not None}
 
+    def _insert_bare(self, cur: Cursor, queue: str, bare: Bare, again: bool) -> None:
+        if again:  # one by one, skipping ids a first attempt stored
+            super()._insert_bare(cur, queue, bare, again)
+            return
+        # named parameters: the driver escapes each value once (it quotes parameters into
+        # the statement in Python), so what the rows share is escaped once, not per row
+        params: dict[str, Any] = {
+            "q": bare.qid, "p": bare.nprio, "t": bare.now, "v": bare.visible_at,
+        }  # fmt: skip
+        for k, (message_id, body) in enumerate(zip(bare.ids, bare.bodies, strict=True)):
+            params[f"i{k}"] = message_id
+            params[f"b{k}"] = body
+        cur.execute(_bare_insert(self.prefix, len(bare.ids)), params)
+
     def _insert_one(self, cur: Cursor, row: Row) -> int | None:
         cur.execute(
             f"INSERT IGNORE INTO {self.prefix}messages ({INSERT_COLUMNS}) VALUES {INSERT_VALUES}",
@@ -227,6 +242,15 @@ class MySQLBackend(SQLBackend):
     def _insert_select(self, cur: Cursor, sql: str, params: Sequence[Any]) -> int:
         cur.execute(sql, params)
         return int(cur.lastrowid)
+
+
+@functools.lru_cache(maxsize=64)
+def _bare_insert(prefix: str, n: int) -> str:
+    rows = ", ".join(f"(%(q)s, %(p)s, %(i{k})s, %(b{k})s, %(t)s, %(v)s)" for k in range(n))
+    return (
+        f"INSERT INTO {prefix}messages (queue_id, nprio, id, body, sent_at, visible_at)"
+        f" VALUES {rows}"
+    )
 
 
 def _discard(conn: pymysql.connections.Connection[Any]) -> None:

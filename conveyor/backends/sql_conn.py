@@ -90,6 +90,7 @@ class SQLConnections:
         if not self._migrated:
             self.migrate()
         lost_at: float | None = None
+        lost = False
         delay = 0.02
         while True:
             try:
@@ -106,7 +107,8 @@ class SQLConnections:
                 now = time.monotonic()
                 if lost_at is None:
                     lost_at = now
-                    if kind == "disconnect":
+                    lost = kind == "disconnect"
+                    if lost:
                         log.warning(
                             "lost the connection to %s (%s); reconnecting",
                             self.display,
@@ -122,7 +124,7 @@ class SQLConnections:
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
                 continue
-            if lost_at is not None and delay > 0.02:
+            if lost_at is not None and lost:  # a conflict retried is not worth a word
                 log.warning(
                     "reconnected to %s after %.1f s", self.display, time.monotonic() - lost_at
                 )

@@ -194,6 +194,24 @@ def migrations(d: Dialect, p: str) -> list[list[str]]:
             f"DROP TABLE {p}staged",
             *stages_ddl(p, d.serial, k, f, o),
         ],
+        clustered_order(d, p),
+    ]
+
+
+def clustered_order(d: Dialect, p: str) -> list[str]:
+    """MySQL/MariaDB: delivery order becomes the messages' primary key.
+
+    InnoDB keeps a table's rows in primary-key order, so a claim then reads a queue's head
+    straight from the table: no lookup from a secondary index per row, and no deadlocks
+    between claims (which locked the order index, then the row) and deletes by seq (the row,
+    then the order index). seq keeps a unique index of its own. PostgreSQL keeps its heap
+    and the order index.
+    """
+    if d.name != "mysql":
+        return []
+    return [
+        f"ALTER TABLE {p}messages DROP PRIMARY KEY, ADD UNIQUE KEY {p}messages_seq (seq),"
+        f" ADD PRIMARY KEY (queue_id, nprio, seq), DROP INDEX {p}messages_order"
     ]
 
 
