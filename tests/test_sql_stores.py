@@ -18,6 +18,7 @@ import pytest
 from conveyor import (
     Client,
     InvalidInput,
+    ManualClock,
     Message,
     Producer,
     SendEntry,
@@ -397,3 +398,38 @@ def _share_connections(url: str, name: str) -> None:
         assert errors == []
         assert 1 <= peak <= 3
         assert q.stats().total + q.stats().deleted == 480
+
+
+def test_the_periodic_sweep_costs_what_it_removes(
+    kind: str, urls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receive sweeps once a minute: messages past their deadline (by the deadline index)
+    and past retention at the queue's head, a bounded number of rows at a time; stats sweep
+    the whole queue."""
+    import conveyor.backends.sql as sql_module
+
+    monkeypatch.setattr(sql_module, "SWEEP_HEAD", 3)
+    clock = ManualClock()
+    with Client(fresh(kind, urls), clock=clock) as client:
+        q = client.create_queue("sweep", retention=120, visibility_timeout=300)
+        backend = client.backend
+        assert isinstance(backend, SQLBackend)
+        q.send_batch([f"old{i}" for i in range(5)])
+        q.send("late", deadline=clock.now() + 30)
+        clock.advance(121)
+        q.send("young")
+
+        def rows() -> int:
+            def count(cur: Any) -> int:
+                cur.execute(f"SELECT count(*) FROM {backend.prefix}messages")
+                return int(cur.fetchone()[0])
+
+            return backend._run(count)
+
+        [m] = q.receive(10)  # sweeps: three old messages from the head, and "late"
+        assert m.text == "young"
+        assert rows() == 3  # two old ones wait for the next sweep; "young" in flight
+        clock.advance(61)
+        assert q.receive(10) == []  # sweeps again
+        assert rows() == 1
+        assert q.stats().expired == 6

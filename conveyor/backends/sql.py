@@ -53,6 +53,9 @@ from .sql_schema import (
 
 Row = tuple[Any, ...]
 
+# how many rows of a queue's head a periodic sweep looks at for messages past retention
+SWEEP_HEAD = 1000
+
 
 class Bare(NamedTuple):
     """Bare bodies to insert together (see `bare_bodies`) and what their rows share."""
@@ -226,24 +229,49 @@ class SQLBackend(SQLPipeline, SQLAdmin, Backend):
         """Remove messages past retention or deadline; forget old dedup ids.
 
         Receives never deliver such messages (they filter on both), so this only reclaims
-        space and counts them: once a minute per queue and process, and before stats.
+        space and counts them: once a minute per queue and process, and before stats. The
+        periodic sweep costs what it removes, not the queue's depth: messages past their
+        deadline come from the deadline index, and those past retention from the queue's
+        head in delivery order (the oldest; SWEEP_HEAD rows at a time, so a deep queue is
+        cleared over several sweeps). Stats read the whole queue anyway, and sweep it whole.
         """
         if not force and now - self._swept.get(qid, -1e18) < 60.0:
             return
         self._swept[qid] = now
         p = self.prefix
-        cond = "queue_id = %s AND (sent_at < %s OR deadline <= %s)"
-        params = (qid, now - attrs.retention, now)
+        horizon = now - attrs.retention
 
         def run(cur: Cursor) -> None:
-            if attrs.archive:
-                cur.execute(f"{archive_insert(p)} WHERE {cond}", (name, now, "expired", *params))
-            cur.execute(f"DELETE FROM {p}messages WHERE {cond}", params)
-            if cur.rowcount:
+            if force:
+                cond = "queue_id = %s AND (sent_at < %s OR deadline <= %s)"
+                params: tuple[Any, ...] = (qid, horizon, now)
+            else:
                 cur.execute(
-                    f"UPDATE {p}queues SET expired = expired + %s WHERE id = %s",
-                    (cur.rowcount, qid),
+                    f"SELECT seq FROM (SELECT seq, sent_at FROM {p}messages WHERE queue_id = %s"
+                    f" ORDER BY nprio, seq LIMIT {SWEEP_HEAD}) h WHERE sent_at < %s",
+                    (qid, horizon),
                 )
+                seqs = {int(r[0]) for r in cur.fetchall()}
+                cur.execute(
+                    f"SELECT seq FROM {p}messages WHERE deadline <= %s AND queue_id = %s"
+                    f" LIMIT {SWEEP_HEAD}",
+                    (now, qid),
+                )
+                seqs.update(int(r[0]) for r in cur.fetchall())
+                ordered = sorted(seqs)
+                cond = f"queue_id = %s AND seq IN ({in_list(ordered)})" if ordered else ""
+                params = (qid, *ordered)
+            if cond:
+                if attrs.archive:
+                    cur.execute(
+                        f"{archive_insert(p)} WHERE {cond}", (name, now, "expired", *params)
+                    )
+                cur.execute(f"DELETE FROM {p}messages WHERE {cond}", params)
+                if cur.rowcount:
+                    cur.execute(
+                        f"UPDATE {p}queues SET expired = expired + %s WHERE id = %s",
+                        (cur.rowcount, qid),
+                    )
             cur.execute(
                 f"DELETE FROM {p}dedup WHERE queue_id = %s AND expires_at <= %s", (qid, now)
             )
