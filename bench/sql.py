@@ -41,7 +41,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     prefix = f"bench{secrets.token_hex(3)}_"
-    pairs: list[tuple[str, Driver, Driver]] = []
+    pairs: list[tuple[str, Driver, PostgresBaseline | MySQLBaseline]] = []
     if args.only in (None, "postgres"):
         pairs.append(
             (
@@ -88,6 +88,8 @@ def main() -> None:
                         )
                     ratios.append((db, mode, batch, rates[0] / rates[1]))
     finally:
+        for _, _, base in pairs:
+            base.drop()
         _drop(args.postgres, prefix)
         _drop(args.mysql, prefix)
     print()

@@ -39,6 +39,10 @@ class PostgresBaseline(Driver):
         )
         self.close()
 
+    def drop(self) -> None:
+        self.conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        self.close()
+
     def send(self, bodies: Sequence[bytes]) -> None:
         now = time.time()
         values = ", ".join(["(%s, %s)"] * len(bodies))
@@ -103,6 +107,11 @@ class MySQLBaseline(Driver):
                 " body LONGBLOB NOT NULL, visible_at DOUBLE NOT NULL, receipt CHAR(16))"
                 " ENGINE=InnoDB"
             )
+        self.close()
+
+    def drop(self) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
         self.close()
 
     def send(self, bodies: Sequence[bytes]) -> None:
