@@ -25,6 +25,7 @@ from conveyor import (
     StoreUnavailable,
     Worker,
 )
+from conveyor.backends.postgres import PostgresBackend
 from conveyor.backends.sql import SQLBackend
 from conveyor.backends.sql_schema import SCHEMA_VERSION
 from conveyor.urls import open_backend
@@ -433,3 +434,25 @@ def test_the_periodic_sweep_costs_what_it_removes(
         assert q.receive(10) == []  # sweeps again
         assert rows() == 1
         assert q.stats().expired == 6
+
+
+def test_a_connection_closed_while_idle_is_replaced() -> None:
+    """A held connection that was closed between operations goes back to the pool, which
+    replaces it; the store does not lose count of its connections (with pool_size=1, one
+    lost would leave nothing to borrow)."""
+    why = sqlstores.reachable("postgres")
+    if why is not None:
+        unavailable(why)
+    url = sqlstores.fresh_url("postgres", pool_size="1", reconnect_timeout="3")
+    try:
+        with Client(url) as client:
+            q = client.create_queue("closed")
+            backend = client.backend
+            assert isinstance(backend, PostgresBackend)
+            for i in range(3):
+                [(conn, _)] = backend._held._idle
+                conn.close()
+                q.send(f"m{i}")
+            assert sorted(m.text for m in q.receive(10, wait=0)) == ["m0", "m1", "m2"]
+    finally:
+        sqlstores.drop(url)

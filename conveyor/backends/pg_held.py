@@ -115,14 +115,14 @@ class Borrowed:
     def __enter__(self) -> Any:
         conn, since = self._held.borrow()
         self._conn, self._since = conn, since
-        if self._tx:
-            try:
+        try:
+            if self._tx:
                 self._txn = conn.transaction()
                 self._txn.__enter__()
-            except BaseException:
-                self._held.give_back(conn, since)
-                raise
-        return conn.cursor()
+            return conn.cursor()
+        except BaseException:  # a closed or broken connection: back to the pool
+            self._held.give_back(conn, since)
+            raise
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
