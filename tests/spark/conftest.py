@@ -19,11 +19,14 @@ pytest.importorskip("pyspark")
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from conveyor.spark import session
 
     if shutil.which("java") is None:
         unavailable("Java (Spark needs a Java runtime, 17 or newer)")
+    # Spark's scratch files (block manager, artifacts, spark-*) in this run's temporary
+    # directory: the JVM outlives `stop()` and is killed at exit, before its own cleanup
+    scratch = tmp_path_factory.mktemp("spark")
     s = session(
         "local[2,2]",
         app="conveyor-tests",
@@ -32,10 +35,13 @@ def spark() -> Iterator[Any]:
             "spark.driver.memory": "1g",
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.streaming.stopTimeout": "10s",
+            "spark.local.dir": str(scratch),
+            "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={scratch}",
         },
     )
     yield s
     s.stop()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -196,7 +196,14 @@ def test_a_driver_killed_mid_batch_loses_nothing(
         src.send_batch([f"k{j}" for j in range(i, i + 10)])
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    scratch = tmp_path / "scratch"  # the killed driver's JVM leaves its files here
+    scratch.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SPARK_LOCAL_DIRS": str(scratch),
+        "JDK_JAVA_OPTIONS": f"-Djava.io.tmpdir={scratch}",
+    }
     child = subprocess.Popen(
         [sys.executable, str(script), store, str(tmp_path / "ck")],
         env=env,
