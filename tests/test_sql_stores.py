@@ -456,3 +456,44 @@ def test_a_connection_closed_while_idle_is_replaced() -> None:
             assert sorted(m.text for m in q.receive(10, wait=0)) == ["m0", "m1", "m2"]
     finally:
         sqlstores.drop(url)
+
+
+def test_connections_a_burst_opened_go_back_to_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Idle connections the store holds go back to the pool once older than a minute (the
+    pool then closes those that stay idle), one per operation, the least used first."""
+    why = sqlstores.reachable("postgres")
+    if why is not None:
+        unavailable(why)
+    import conveyor.backends.pg_held as pg_held
+
+    now = [1000.0]
+    monkeypatch.setattr(pg_held, "monotonic", lambda: now[0])
+    url = sqlstores.fresh_url("postgres", pool_size="3")
+    try:
+        with Client(url) as client:
+            q = client.create_queue("burst")
+            backend = client.backend
+            assert isinstance(backend, PostgresBackend)
+            held = backend._held
+            burst = [held.borrow() for _ in range(3)]  # three at once, as threads would
+            for conn, since in burst:
+                held.give_back(conn, since)
+            assert len(held._idle) == 3 and held._taken == 3
+            q.send("within the minute")
+            assert len(held._idle) == 3
+            now[0] += 61
+            q.send("a minute later")  # each operation hands back the one it used, if old,
+            q.send("and again")  # and the oldest idle one
+            assert all(now[0] - since < 60 for _, since in held._idle)
+            assert held._taken == len(held._idle) <= 1
+            q.send("once more")  # on a connection taken afresh from the pool
+            assert [now[0] - since < 60 for _, since in held._idle] == [True]
+            assert held._taken == 1
+            assert sorted(m.text for m in q.receive(10, wait=0)) == [
+                "a minute later",
+                "and again",
+                "once more",
+                "within the minute",
+            ]
+    finally:
+        sqlstores.drop(url)

@@ -6,14 +6,15 @@ statistics and checks (about 20 us an operation, a tenth of a small statement's 
 cost). At most `size` connections are ever taken; when all are busy, an operation waits for
 one to come back, as it would in the pool. A connection goes back to the pool when anything
 is amiss (a transaction left open, a broken link: the pool resets or replaces it) and after
-`keep` seconds (so the pool renews connections past their lifetime).
+`keep` seconds (so the pool renews connections past their lifetime, and closes those that a
+burst opened once they stay idle; a process with no operations at all keeps what it holds).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from contextlib import suppress
+from time import monotonic
 from types import TracebackType
 from typing import Any
 
@@ -41,7 +42,7 @@ class HeldConnections:
             return self._idle.pop()
         except IndexError:
             pass
-        deadline = time.monotonic() + self._timeout
+        deadline = monotonic() + self._timeout
         with self._cond:
             while True:
                 try:
@@ -51,7 +52,7 @@ class HeldConnections:
                 if self._taken < self._size:
                     self._taken += 1
                     break
-                left = deadline - time.monotonic()
+                left = deadline - monotonic()
                 if left <= 0:
                     raise PoolTimeout(
                         f"no connection came free in {self._timeout:.1f} s: all {self._size}"
@@ -59,16 +60,17 @@ class HeldConnections:
                     )
                 self._cond.wait(left)
         try:
-            return self._pool.getconn(), time.monotonic()
+            return self._pool.getconn(), monotonic()
         except BaseException:
             self._returned()
             raise
 
     def give_back(self, conn: Conn, since: float) -> None:
+        now = monotonic()
         if (
             not self._closed
             and conn.pgconn.transaction_status == _IDLE
-            and time.monotonic() - since < self._keep
+            and now - since < self._keep
         ):
             self._idle.append((conn, since))
             # a waiter waits only while every connection is taken (its check and wait hold
@@ -76,7 +78,25 @@ class HeldConnections:
             if self._taken >= self._size:
                 with self._cond:
                     self._cond.notify()
+        else:
+            self._to_pool(conn)
+        # the list is used from its end: a connection left at its start since a burst goes
+        # back to the pool once it is old, which closes it when it stays idle there
+        idle = self._idle
+        if idle and now - idle[0][1] >= self._keep:
+            self._retire_oldest(now)
+
+    def _retire_oldest(self, now: float) -> None:
+        try:
+            conn, since = self._idle.pop(0)
+        except IndexError:
             return
+        if now - since < self._keep:  # another thread changed the list meanwhile
+            self._idle.append((conn, since))
+            return
+        self._to_pool(conn)
+
+    def _to_pool(self, conn: Conn) -> None:
         try:
             self._pool.putconn(conn)
         finally:
