@@ -440,60 +440,77 @@ def test_a_connection_closed_while_idle_is_replaced() -> None:
     """A held connection that was closed between operations goes back to the pool, which
     replaces it; the store does not lose count of its connections (with pool_size=1, one
     lost would leave nothing to borrow)."""
-    why = sqlstores.reachable("postgres")
-    if why is not None:
-        unavailable(why)
-    url = sqlstores.fresh_url("postgres", pool_size="1", reconnect_timeout="3")
-    try:
-        with Client(url) as client:
-            q = client.create_queue("closed")
-            backend = client.backend
-            assert isinstance(backend, PostgresBackend)
-            for i in range(3):
-                [(conn, _)] = backend._held._idle
-                conn.close()
-                q.send(f"m{i}")
-            assert sorted(m.text for m in q.receive(10, wait=0)) == ["m0", "m1", "m2"]
-    finally:
-        sqlstores.drop(url)
+    with postgres_client(pool_size="1", reconnect_timeout="3") as (client, backend):
+        q = client.create_queue("closed")
+        for i in range(3):
+            [(conn, _)] = backend._held._idle
+            conn.close()
+            q.send(f"m{i}")
+        assert sorted(m.text for m in q.receive(10, wait=0)) == ["m0", "m1", "m2"]
 
 
 def test_connections_a_burst_opened_go_back_to_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     """Idle connections the store holds go back to the pool once older than a minute (the
     pool then closes those that stay idle), one per operation, the least used first."""
-    why = sqlstores.reachable("postgres")
-    if why is not None:
-        unavailable(why)
     import conveyor.backends.pg_held as pg_held
 
     now = [1000.0]
     monkeypatch.setattr(pg_held, "monotonic", lambda: now[0])
-    url = sqlstores.fresh_url("postgres", pool_size="3")
+    with postgres_client(pool_size="3") as (client, backend):
+        q = client.create_queue("burst")
+        held = backend._held
+        burst = [held.borrow() for _ in range(3)]  # three at once, as threads would
+        for conn, since in burst:
+            held.give_back(conn, since)
+        assert len(held._idle) == 3 and held._taken == 3
+        q.send("within the minute")
+        assert len(held._idle) == 3
+        now[0] += 61
+        q.send("a minute later")  # each operation hands back the one it used, if old,
+        q.send("and again")  # and the oldest idle one
+        assert all(now[0] - since < 60 for _, since in held._idle)
+        assert held._taken == len(held._idle) <= 1
+        q.send("once more")  # on a connection taken afresh from the pool
+        assert [now[0] - since < 60 for _, since in held._idle] == [True]
+        assert held._taken == 1
+        assert sorted(m.text for m in q.receive(10, wait=0)) == [
+            "a minute later",
+            "and again",
+            "once more",
+            "within the minute",
+        ]
+
+
+def test_all_connections_busy_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """An operation that finds every connection in use waits, says why, and in the end
+    fails with what to change; it is not reported as a lost database."""
+    with postgres_client(pool_size="1", reconnect_timeout="0.3") as (client, backend):
+        q = client.create_queue("busy")
+        held = backend._held
+        held._timeout = 0.05
+        conn, since = held.borrow()  # the only connection, kept busy
+        try:
+            with pytest.raises(StoreUnavailable, match="raise pool_size"):
+                q.send("waits")
+        finally:
+            held.give_back(conn, since)
+        q.send("goes")
+        assert [m.text for m in q.receive(10, wait=0)] == ["goes"]
+    assert "all 1 connections of this process stayed busy; waiting" in caplog.text
+    assert "lost the connection" not in caplog.text
+
+
+@contextmanager
+def postgres_client(**options: str) -> Iterator[tuple[Client, PostgresBackend]]:
+    """A client on a fresh PostgreSQL table prefix (dropped afterwards), and its store."""
+    why = sqlstores.reachable("postgres")
+    if why is not None:
+        unavailable(why)
+    url = sqlstores.fresh_url("postgres", **options)
     try:
         with Client(url) as client:
-            q = client.create_queue("burst")
             backend = client.backend
             assert isinstance(backend, PostgresBackend)
-            held = backend._held
-            burst = [held.borrow() for _ in range(3)]  # three at once, as threads would
-            for conn, since in burst:
-                held.give_back(conn, since)
-            assert len(held._idle) == 3 and held._taken == 3
-            q.send("within the minute")
-            assert len(held._idle) == 3
-            now[0] += 61
-            q.send("a minute later")  # each operation hands back the one it used, if old,
-            q.send("and again")  # and the oldest idle one
-            assert all(now[0] - since < 60 for _, since in held._idle)
-            assert held._taken == len(held._idle) <= 1
-            q.send("once more")  # on a connection taken afresh from the pool
-            assert [now[0] - since < 60 for _, since in held._idle] == [True]
-            assert held._taken == 1
-            assert sorted(m.text for m in q.receive(10, wait=0)) == [
-                "a minute later",
-                "and again",
-                "once more",
-                "within the minute",
-            ]
+            yield client, backend
     finally:
         sqlstores.drop(url)

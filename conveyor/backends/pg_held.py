@@ -25,6 +25,10 @@ Conn = psycopg.Connection[Any]
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 
 
+class ConnectionsBusy(PoolTimeout):
+    """Every connection the store may take was in use for the pool's timeout."""
+
+
 class HeldConnections:
     def __init__(self, pool: ConnectionPool[Any], size: int, timeout: float, keep: float) -> None:
         self._pool = pool
@@ -54,9 +58,8 @@ class HeldConnections:
                     break
                 left = deadline - monotonic()
                 if left <= 0:
-                    raise PoolTimeout(
-                        f"no connection came free in {self._timeout:.1f} s: all {self._size}"
-                        " were busy (raise pool_size in the store URL)"
+                    raise ConnectionsBusy(
+                        f"all {self._size} connections of this process stayed busy"
                     )
                 self._cond.wait(left)
         try:

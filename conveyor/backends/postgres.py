@@ -36,7 +36,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import InvalidInput
 from ..notify import HUB
 from ..urls import redact
-from .pg_held import Borrowed, HeldConnections
+from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
 from .pipeline import lease_insert
 from .sql import INSERT_VALUES, Bare, Row, SQLBackend
 from .sql_conn import Cursor, first_line
@@ -186,6 +186,8 @@ class PostgresBackend(SQLBackend):
     def _retryable(self, exc: BaseException) -> str | None:
         if isinstance(exc, psycopg.errors.TransactionRollback):
             return "conflict"
+        if isinstance(exc, ConnectionsBusy):
+            return "busy"
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout):
             return "disconnect"
         return None

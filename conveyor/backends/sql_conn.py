@@ -58,7 +58,8 @@ class SQLConnections:
     @abstractmethod
     def _retryable(self, exc: BaseException) -> str | None:
         """'disconnect' for a lost or refused connection, 'conflict' for a deadlock or
-        serialization failure (both retried), None for anything else."""
+        serialization failure, 'busy' when every connection stayed in use (all retried),
+        None for anything else."""
 
     @abstractmethod
     def _lock_schema(self, cur: Cursor) -> None:
@@ -115,11 +116,11 @@ class SQLConnections:
                             first_line(exc),
                         )
                         self._on_disconnect()
+                    elif kind == "busy":
+                        log.warning("%s; waiting", first_line(exc))
                 elif now - lost_at > self.reconnect_timeout:
                     raise StoreUnavailable(
-                        f"{self.scheme} store {self.display} has been unreachable for"
-                        f" {now - lost_at:.0f} s ({exc}): check that the database server is"
-                        " running and reachable"
+                        _gave_up(kind, self.scheme, self.display, now - lost_at, exc)
                     ) from exc
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
@@ -250,6 +251,24 @@ class SQLConnections:
 def in_list(values: Sequence[Any]) -> str:
     """``%s, %s, ...`` for an IN (...) of `values`."""
     return ", ".join(["%s"] * len(values))
+
+
+def _gave_up(kind: str, scheme: str, display: str, seconds: float, exc: BaseException) -> str:
+    """Why an operation retried for `reconnect_timeout` gave up, and what to do."""
+    if kind == "busy":
+        return (
+            f"{scheme} store {display}: {first_line(exc)} for {seconds:.0f} s: raise pool_size"
+            " in the store URL, or run fewer operations at once in this process"
+        )
+    if kind == "conflict":
+        return (
+            f"{scheme} store {display}: an operation kept conflicting with others for"
+            f" {seconds:.0f} s ({first_line(exc)}): retry it"
+        )
+    return (
+        f"{scheme} store {display} has been unreachable for {seconds:.0f} s ({exc}): check"
+        " that the database server is running and reachable"
+    )
 
 
 def first_line(exc: BaseException) -> str:
