@@ -118,11 +118,8 @@ class HeldConnections:
                 conn, _ = self._idle.pop()
             except IndexError:
                 return
-            try:
-                with suppress(psycopg.Error):
-                    self._pool.putconn(conn)
-            finally:
-                self._returned()
+            with suppress(psycopg.Error):
+                self._to_pool(conn)
 
 
 class Borrowed:
