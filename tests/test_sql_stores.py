@@ -407,9 +407,9 @@ def test_the_periodic_sweep_costs_what_it_removes(
     """A receive sweeps once a minute: messages past their deadline (by the deadline index)
     and past retention at the queue's head, a bounded number of rows at a time; stats sweep
     the whole queue."""
-    import conveyor.backends.sql as sql_module
+    import conveyor.backends.sql_queues as sql_queues
 
-    monkeypatch.setattr(sql_module, "SWEEP_HEAD", 3)
+    monkeypatch.setattr(sql_queues, "SWEEP_HEAD", 3)
     clock = ManualClock()
     with Client(fresh(kind, urls), clock=clock) as client:
         q = client.create_queue("sweep", retention=120, visibility_timeout=300)
