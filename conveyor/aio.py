@@ -22,7 +22,7 @@ from .models import (
     QueueStats,
     SendResult,
 )
-from .queues import Body, Queue, SendEntry, decode_message
+from .queues import RECEIVE, Body, Queue, SendEntry, Wait, decode_message, long_poll
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -119,20 +119,25 @@ class AsyncQueue:
         vt, waiting = await _call(
             self.sync._receive_options, max_messages, visibility_timeout, wait
         )
-        backend, name = self.sync.client.backend, self.name
-        clock = backend.clock
-        end = clock.now() + waiting
-        while True:
-            token = backend.change_token(name)
-            messages = await _call(backend.receive, name, max_messages, vt)
-            if messages:
-                if waiting and len(messages) == max_messages:
-                    backend.notify(name)  # there may be more: wake the next waiter
-                return [decode_message(m) for m in messages]
-            remaining = end - clock.now()
-            if remaining <= 0 or (stop is not None and stop()):
-                return []
-            await backend.wait_for_messages_async(name, token, remaining)
+        backend, name = self.sync.backend, self.name
+        poll = long_poll(backend, name, waiting)
+        step = next(poll)
+        try:
+            while True:
+                if step is RECEIVE:
+                    got = await _call(backend.receive, name, max_messages, vt)
+                    if got and waiting and len(got) == max_messages:
+                        backend.notify(name)  # there may be more: wake the next waiter
+                    step = poll.send(got)
+                    continue
+                assert isinstance(step, Wait)
+                if stop is not None and stop():
+                    return []
+                await backend.wait_for_messages_async(name, step.since, step.remaining)
+                step = next(poll)
+        except StopIteration as done:
+            messages: list[Message] = done.value
+            return [decode_message(m) for m in messages]
 
     async def delete(self, receipt: str) -> None:
         await _call(self.sync.delete, receipt)

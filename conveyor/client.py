@@ -2,40 +2,32 @@
 
 from __future__ import annotations
 
-import threading
-import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from .backends.base import Backend
+from .catalog import Catalog
 from .clock import Clock
-from .exceptions import InvalidInput
+from .ids import new_id
 from .models import (
     Attributes,
     Capability,
     Consumer,
-    NewMessage,
     QueueAttributes,
     QueueInfo,
     SendResult,
 )
-from .queues import Body, Queue, encode_body
+from .pipeline import QueuePipeline
+from .queues import Body, Queue, SendEntry, plain_message
 from .urls import open_backend
-from .validation import (
-    check_body_size,
-    check_message_attributes,
-    check_priority,
-    check_queue_name,
-    check_topic_name,
-    validate_attributes,
-)
+from .validation import check_queue_name, check_topic_name
 
 
 class Client:
     """Connects to a store by URL. Thread-safe; share one per process.
 
     ``Client("sqlite:///conveyor.db")``, ``Client("memory://")``, or ``Client(backend=...)``.
+    Nothing is opened until the first operation.
     """
 
     def __init__(
@@ -51,9 +43,7 @@ class Client:
         elif clock is not None:
             backend.clock = clock
         self.backend = backend
-        self._cache_ttl = attribute_cache
-        self._cache: dict[str, tuple[QueueInfo, float]] = {}
-        self._cache_lock = threading.Lock()
+        self.catalog = Catalog(backend, attribute_cache=attribute_cache)
 
     @property
     def clock(self) -> Clock:
@@ -62,6 +52,11 @@ class Client:
     @property
     def capabilities(self) -> frozenset[Capability]:
         return self.backend.capabilities
+
+    def migrate(self) -> tuple[int, int] | None:
+        """Create or upgrade the store's schema now; (old, new) version, or None for stores
+        without one."""
+        return self.backend.migrate()
 
     def close(self) -> None:
         self.backend.close()
@@ -76,7 +71,7 @@ class Client:
 
     def queue(self, name: str) -> Queue:
         """A handle on an existing queue (nothing is checked until it is used)."""
-        return Queue(self, check_queue_name(name))
+        return Queue(self.catalog, check_queue_name(name))
 
     def create_queue(
         self, name: str, attributes: QueueAttributes | None = None, **options: Any
@@ -84,83 +79,48 @@ class Client:
         """Create a queue, or return the existing one if its attributes are equal.
 
         Options are `QueueAttributes` fields; `fifo` defaults to whether the name ends in
-        '.fifo'. Raises QueueExists if the queue exists with other attributes.
+        '.fifo'. Raises QueueExists if the queue exists with other attributes, Unsupported if
+        the store cannot honour them.
         """
-        check_queue_name(name)
-        attrs = attributes or QueueAttributes()
-        if "fifo" not in options and attributes is None:
-            options["fifo"] = name.endswith(".fifo")
-        try:
-            attrs = attrs.replace(**options)
-        except TypeError as exc:
-            raise InvalidInput(f"unknown queue attribute: {exc}") from None
-        validate_attributes(name, attrs)
-        info, _ = self.backend.create_queue(name, attrs)
-        self._remember(info)
-        return Queue(self, name)
+        self.catalog.create_queue(check_queue_name(name), attributes, options)
+        return Queue(self.catalog, name)
 
     def delete_queue(self, name: str) -> None:
-        self.backend.delete_queue(check_queue_name(name))
-        self._forget(name)
+        self.catalog.delete_queue(check_queue_name(name))
 
     def list_queues(self, prefix: str = "") -> list[str]:
         return self.backend.list_queues(prefix)
 
     def queue_info(self, name: str, *, fresh: bool = False) -> QueueInfo:
-        check_queue_name(name)
-        return self._known_info(name, fresh=fresh)
-
-    def _known_info(self, name: str, *, fresh: bool = False) -> QueueInfo:
-        """A queue's info as read at most `attribute_cache` seconds ago, or now if `fresh`
-        (`name` already checked)."""
-        if not fresh:
-            hit = self._cache.get(name)
-            if hit is not None and time.monotonic() - hit[1] < self._cache_ttl:
-                return hit[0]
-        info = self.backend.get_queue(name)
-        self._remember(info)
-        return info
+        return self.catalog.info(check_queue_name(name), fresh=fresh)
 
     def set_attributes(self, name: str, **changes: Any) -> QueueAttributes:
-        current = self.queue_info(name, fresh=True).attributes
-        try:
-            attrs = current.replace(**changes)
-        except TypeError as exc:
-            raise InvalidInput(f"unknown queue attribute: {exc}") from None
-        validate_attributes(name, attrs)
-        info = self.backend.set_queue_attributes(name, attrs)
-        self._remember(info)
-        return info.attributes
+        return self.catalog.set_attributes(check_queue_name(name), changes)
 
-    def _remember(self, info: QueueInfo) -> None:
-        with self._cache_lock:
-            self._cache[info.name] = (info, time.monotonic())
-
-    def _forget(self, name: str) -> None:
-        with self._cache_lock:
-            self._cache.pop(name, None)
+    def pipeline(self, queue: str) -> QueuePipeline:
+        """Bulk access to a queue for parallel jobs (the Spark data source). Unsupported on
+        stores without the pipeline contract."""
+        return QueuePipeline(self.catalog.pipeline(), self.queue(queue))
 
     # -- topics ---------------------------------------------------------------------------
 
     def create_topic(self, name: str) -> bool:
-        self.backend.require(Capability.TOPICS, "topics")
-        return self.backend.create_topic(check_topic_name(name))
+        return self.catalog.topics().create_topic(check_topic_name(name))
 
     def delete_topic(self, name: str) -> None:
-        self.backend.delete_topic(check_topic_name(name))
+        self.catalog.topics().delete_topic(check_topic_name(name))
 
     def list_topics(self, prefix: str = "") -> list[str]:
-        self.backend.require(Capability.TOPICS, "topics")
-        return self.backend.list_topics(prefix)
+        return self.catalog.topics().list_topics(prefix)
 
     def subscribe(self, topic: str, queue: str) -> None:
-        self.backend.subscribe(check_topic_name(topic), check_queue_name(queue))
+        self.catalog.topics().subscribe(check_topic_name(topic), check_queue_name(queue))
 
     def unsubscribe(self, topic: str, queue: str) -> None:
-        self.backend.unsubscribe(check_topic_name(topic), check_queue_name(queue))
+        self.catalog.topics().unsubscribe(check_topic_name(topic), check_queue_name(queue))
 
     def topic_queues(self, topic: str) -> list[str]:
-        return self.backend.topic_queues(check_topic_name(topic))
+        return self.catalog.topics().topic_queues(check_topic_name(topic))
 
     def publish(
         self,
@@ -173,28 +133,26 @@ class Client:
         priority: int = 0,
     ) -> dict[str, SendResult]:
         """Send one message to every queue subscribed to `topic`, atomically where the store
-        has transactions. Returns each queue's result (all copies share one id)."""
-        self.backend.require(Capability.TOPICS, "topics")
-        check_topic_name(topic)
-        data = encode_body(body)
-        attrs = dict(attributes or {})
-        check_message_attributes(attrs)
-        check_priority(priority)
-        limit = min(
-            (self.queue_info(q).attributes.max_message_bytes for q in self.topic_queues(topic)),
-            default=1048576,
-        )
-        check_body_size(data, attrs, limit)
-        message = NewMessage(
-            id="",
-            generated_id=True,
-            body=data,
-            attributes=attrs,
+        has transactions. Returns each queue's result; every copy carries one id.
+
+        The message is checked against every subscribed queue as a send to it would be (its
+        size, a FIFO queue's group and de-duplication id): if one would refuse it, none
+        gets it.
+        """
+        topics = self.catalog.topics()
+        entry = SendEntry(
+            entry_id="0",
+            body=body,
+            id=new_id(),
             group_id=group_id,
             dedup_id=dedup_id,
             priority=priority,
+            attributes=dict(attributes or {}),
         )
-        return self.backend.publish(topic, message)
+        message = plain_message(entry)
+        for name in topics.topic_queues(check_topic_name(topic)):
+            self.queue(name).prepare(entry)  # refused here as a send to that queue would be
+        return topics.publish(topic, message)
 
     # -- consumers ------------------------------------------------------------------------
 
@@ -206,24 +164,13 @@ class Client:
         timeout: float = 30.0,
         info: Mapping[str, Any] | None = None,
     ) -> Consumer:
-        self.backend.require(Capability.CONSUMERS, "the consumer registry")
-        if timeout <= 0:
-            raise InvalidInput(f"consumer timeout must be positive, got {timeout!r}")
-        return self.backend.register_consumer(
-            Consumer(
-                id=consumer_id or str(uuid.uuid4()),
-                queue=queue,
-                timeout=timeout,
-                info=dict(info or {}),
-            )
-        )
+        return self.catalog.register_consumer(consumer_id, queue=queue, timeout=timeout, info=info)
 
     def heartbeat(self, consumer_id: str) -> Consumer:
-        return self.backend.heartbeat(consumer_id)
+        return self.catalog.consumers().heartbeat(consumer_id)
 
     def unregister_consumer(self, consumer_id: str) -> None:
-        self.backend.unregister_consumer(consumer_id)
+        self.catalog.consumers().unregister_consumer(consumer_id)
 
     def list_consumers(self, queue: str | None = None) -> list[Consumer]:
-        self.backend.require(Capability.CONSUMERS, "the consumer registry")
-        return self.backend.list_consumers(queue)
+        return self.catalog.consumers().list_consumers(queue)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .exceptions import InvalidAttribute
+
 
 @dataclass(frozen=True, slots=True)
 class TypedValue:
@@ -52,6 +54,7 @@ class Capability(StrEnum):
     TOPICS = "topics"
     CONSUMERS = "consumers"
     PRIORITY = "priority"
+    FIFO = "fifo"  # FIFO queues: message groups in order, 5-minute de-duplication
     ARCHIVE = "archive"
     AT_MOST_ONCE = "at_most_once"
     RATE_LIMIT = "rate_limit"
@@ -92,6 +95,16 @@ class QueueAttributes:
     tags: Mapping[str, str] = field(default_factory=dict)
     settings: Mapping[str, str] = field(default_factory=dict)
     """Settings kept verbatim for other APIs (SQS's Policy, RedriveAllowPolicy, ...)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.delivery, Delivery):
+            # given as its text ("at-most-once"): every store compares members, not strings
+            try:
+                object.__setattr__(self, "delivery", Delivery(self.delivery))
+            except ValueError:
+                raise InvalidAttribute(
+                    f"delivery must be 'at-least-once' or 'at-most-once', got {self.delivery!r}"
+                ) from None
 
     def replace(self, **changes: Any) -> QueueAttributes:
         return dataclasses.replace(self, **changes)

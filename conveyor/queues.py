@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .backends.base import Backend
+from .backends.base import Backend, Editing
+from .catalog import Catalog
 from .exceptions import BatchRequestTooLong, ConveyorError, InvalidInput
 from .models import (
     ArchivedMessage,
@@ -45,9 +46,6 @@ from .validation import (
     check_visibility,
     check_wait,
 )
-
-if TYPE_CHECKING:
-    from .client import Client
 
 Body = bytes | str
 MAX_BATCH_BYTES = 1048576
@@ -93,24 +91,32 @@ def decode_archived(a: ArchivedMessage) -> ArchivedMessage:
 class Queue:
     """A handle on one queue: the message operations."""
 
-    def __init__(self, client: Client, name: str) -> None:
-        self.client = client
+    def __init__(self, catalog: Catalog, name: str) -> None:
+        self.catalog = catalog
         self.name = name
-        self._backend = client.backend
+        self._backend = catalog.backend
+        features = catalog.capabilities
+        self._sender_ids = Capability.SENDER_IDS in features
+        self._priority = Capability.PRIORITY in features
+        self._deadlines = Capability.AT_MOST_ONCE in features
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
 
     @property
+    def backend(self) -> Backend:
+        return self._backend
+
+    @property
     def info(self) -> QueueInfo:
-        return self.client._known_info(self.name)
+        return self.catalog.info(self.name)
 
     @property
     def attributes(self) -> QueueAttributes:
-        return self.client.queue_info(self.name, fresh=True).attributes
+        return self.catalog.info(self.name, fresh=True).attributes
 
     def set_attributes(self, **changes: Any) -> QueueAttributes:
-        return self.client.set_attributes(self.name, **changes)
+        return self.catalog.set_attributes(self.name, changes)
 
     def stats(self) -> QueueStats:
         return self._backend.queue_stats(self.name)
@@ -119,7 +125,7 @@ class Queue:
         return self._backend.purge_queue(self.name)
 
     def delete_queue(self) -> None:
-        self.client.delete_queue(self.name)
+        self.catalog.delete_queue(self.name)
 
     # -- send -----------------------------------------------------------------------------
 
@@ -139,8 +145,14 @@ class Queue:
             check_body_size(body, attributes, attrs.max_message_bytes)
         if entry.priority:
             check_priority(entry.priority)
+            if not self._priority:
+                raise self.catalog.unsupported("message priorities")
         if entry.id is not None:
             check_message_id(entry.id)
+            if not self._sender_ids:
+                raise self.catalog.unsupported("message ids chosen by senders (it makes its own)")
+        if entry.deadline is not None and not self._deadlines:
+            raise self.catalog.unsupported("message deadlines")
         if attrs.fifo:
             if entry.group_id is None:
                 raise InvalidInput(f"queue {self.name!r} is FIFO: every message needs a group_id")
@@ -309,19 +321,19 @@ class Queue:
         backend, name = self._backend, self.name
         if wait <= 0:
             return [decode_message(m) for m in backend.receive(name, max_messages, vt)]
-        clock = backend.clock
-        end = clock.now() + wait
-        interval = 0.01
-        while True:
-            token = backend.change_token(name)
-            messages = backend.receive(name, max_messages, vt)
-            if messages:
-                return [decode_message(m) for m in messages]
-            remaining = end - clock.now()
-            if remaining <= 0:
-                return []
-            backend.wait_for_messages(name, token, min(remaining, interval))
-            interval = min(interval * 2, backend.poll_interval)
+        poll = long_poll(backend, name, wait)
+        step = next(poll)
+        try:
+            while True:
+                if step is RECEIVE:
+                    step = poll.send(backend.receive(name, max_messages, vt))
+                else:
+                    assert isinstance(step, Wait)
+                    backend.wait_for_messages(name, step.since, min(step.remaining, step.interval))
+                    step = next(poll)
+        except StopIteration as done:
+            got: list[Message] = done.value
+            return [decode_message(m) for m in got]
 
     def _receive_options(
         self, max_messages: int, visibility_timeout: float | None, wait: float | None
@@ -371,9 +383,8 @@ class Queue:
 
     # -- inspection and editing in place --------------------------------------------------
 
-    def _editable(self, operation: str) -> Backend:
-        self._backend.require(Capability.EDIT_IN_PLACE, operation)
-        return self._backend
+    def _editable(self, operation: str) -> Editing:
+        return self.catalog.editing(operation)
 
     def peek(
         self, limit: int = 10, *, state: MessageState | str | None = None, after: int = 0
@@ -452,7 +463,7 @@ class Queue:
         backend = self._editable("redrive")
         if rate is not None and rate <= 0:
             raise InvalidInput(f"rate must be positive, got {rate!r}")
-        clock = backend.clock
+        clock = self.catalog.clock
         chunk = 100 if rate is None else max(1, min(100, int(rate)))
         total = 0
         started = clock.now()
@@ -478,9 +489,69 @@ class Queue:
         return decode_message(self._editable("fail").fail_message(self.name, message_id, delay))
 
     def archive(self, limit: int = 1000, after: int = 0) -> list[ArchivedMessage]:
-        self._backend.require(Capability.ARCHIVE, "archive")
-        out = self._backend.list_archive(self.name, limit=limit, after=after)
+        self.catalog.require(Capability.ARCHIVE, "archive")
+        out = self._editable("archive").list_archive(self.name, limit=limit, after=after)
         return [decode_archived(a) for a in out]
+
+
+# -- the long poll ------------------------------------------------------------------------
+
+RECEIVE = None
+"""A step of `long_poll`: make one receive attempt and send its messages back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A step of `long_poll`: wait for a send since change token `since`, for `remaining`
+    seconds at most; a thread that cannot be woken by other processes wakes every
+    `interval` to try again."""
+
+    since: int
+    remaining: float
+    interval: float
+
+
+def long_poll(
+    backend: Backend, name: str, wait: float
+) -> Generator[Wait | None, list[Message], list[Message]]:
+    """The steps of a receive that waits up to `wait` seconds for a first message, without
+    doing them: `Queue.receive` runs it in a thread, `AsyncQueue.receive` in the event loop.
+
+    Yields RECEIVE (send back what the attempt got) or a `Wait`; returns the messages.
+    """
+    clock = backend.clock
+    end = clock.now() + wait
+    interval = 0.01
+    while True:
+        since = backend.change_token(name)
+        messages = yield RECEIVE
+        if messages:
+            return messages
+        remaining = end - clock.now()
+        if remaining <= 0:
+            return []
+        yield Wait(since, remaining, interval)
+        interval = min(interval * 2, backend.poll_interval)
+
+
+def plain_message(entry: SendEntry) -> NewMessage:
+    """An entry as a message to any queue: checked as every send is, sent as it is (no
+    delay, no compression), with the entry's id. Topics publish this."""
+    body = encode_body(entry.body)
+    attributes = dict(entry.attributes)
+    check_message_attributes(attributes)
+    if entry.priority:
+        check_priority(entry.priority)
+    return NewMessage(
+        id=entry.id or "",
+        generated_id=entry.id is None,
+        body=body,
+        attributes=attributes,
+        group_id=entry.group_id,
+        dedup_id=entry.dedup_id,
+        priority=entry.priority,
+        deadline=entry.deadline,
+    )
 
 
 def _entries(receipts: Sequence[str] | Mapping[str, str]) -> tuple[Sequence[str], list[str]]:

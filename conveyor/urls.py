@@ -1,8 +1,13 @@
-"""Store URLs: a scheme table with lazy imports, so a store's driver loads only when used."""
+"""Store URLs: a scheme table with lazy imports, so a store's driver loads only when used.
+
+Each store module has a ``from_url(rest, params, *, clock)`` that builds the store from the
+part of its URL after ``scheme://`` and its query; building it opens nothing.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from .backends.base import Backend
@@ -11,18 +16,28 @@ from .exceptions import InvalidInput
 
 DEFAULT_URL = "sqlite:///./conveyor.db"
 
-# scheme -> (module, class, extra that installs its driver)
-SCHEMES: dict[str, tuple[str, str, str | None]] = {
-    "memory": ("conveyor.backends.memory", "MemoryBackend", None),
-    "sqlite": ("conveyor.backends.sqlite", "SQLiteBackend", None),
-    "postgresql": ("conveyor.backends.postgres", "PostgresBackend", "postgres"),
-    "postgres": ("conveyor.backends.postgres", "PostgresBackend", "postgres"),
-    "mysql": ("conveyor.backends.mysql", "MySQLBackend", "mysql"),
-    "mariadb": ("conveyor.backends.mysql", "MySQLBackend", "mysql"),
-    "redis": ("conveyor.backends.redis", "RedisBackend", "redis"),
-    "dynamodb": ("conveyor.backends.dynamodb", "DynamoDBBackend", "aws"),
-    "sqs": ("conveyor.backends.sqs", "SQSBackend", "aws"),
+# scheme -> (module with `from_url`, extra that installs its driver)
+SCHEMES: dict[str, tuple[str, str | None]] = {
+    "memory": ("conveyor.backends.memory", None),
+    "sqlite": ("conveyor.backends.sql.sqlite", None),
+    "postgresql": ("conveyor.backends.sql.postgres", "postgres"),
+    "postgres": ("conveyor.backends.sql.postgres", "postgres"),
+    "mysql": ("conveyor.backends.sql.mysql", "mysql"),
+    "mariadb": ("conveyor.backends.sql.mysql", "mysql"),
+    "sqs": ("conveyor.backends.sqs", "aws"),
 }
+
+Factory = Callable[..., Backend]
+
+
+def check_options(scheme: str, params: dict[str, str], known: tuple[str, ...]) -> None:
+    """Refuse options a store does not take, naming those it does."""
+    unknown = set(params) - set(known)
+    if unknown:
+        raise InvalidInput(
+            f"unknown {scheme} store option(s) {', '.join(sorted(unknown))}: use"
+            f" {', '.join(known[:-1])} or {known[-1]}"
+        )
 
 
 def redact(url: str) -> str:
@@ -49,20 +64,15 @@ def open_backend(url: str | None = None, *, clock: Clock = SYSTEM_CLOCK) -> Back
             f"unknown store scheme {scheme!r} in {redact(url)!r}: use one of"
             f" {', '.join(sorted(SCHEMES))}"
         )
-    module_name, class_name, extra = entry
+    module_name, extra = entry
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("conveyor"):
-            raise InvalidInput(
-                f"cannot use store {redact(url)}: the {scheme} store is not available in this"
-                " version"
-            ) from exc
         hint = f": pip install 'conveyor-mq[{extra}]'" if extra else ""
         raise InvalidInput(
             f"cannot use store {redact(url)}: the {scheme} store needs {exc.name}{hint}"
         ) from exc
-    cls: type[Backend] = getattr(module, class_name)
+    factory: Factory = module.from_url
     path, _, query = rest.partition("?")
     params = dict(parse_qsl(query))
-    return cls.from_url(path, params, clock=clock)
+    return factory(path, params, clock=clock)

@@ -157,7 +157,7 @@ class Worker:
             log.warning("receive failed: %s; retrying", exc)
             self._stop.wait(1.0)
             return []
-        now = self.queue.client.clock.now()
+        now = self.queue.catalog.clock.now()
         with self._lock:
             for m in messages:
                 self._held[m.receipt or m.id] = _Held(m, now + self._vt() / 2)
@@ -276,7 +276,7 @@ class Worker:
         if (
             policy is not None
             and message.receive_count >= policy.max_receive_count
-            and Capability.EDIT_IN_PLACE in self.queue.client.capabilities
+            and Capability.EDIT_IN_PLACE in self.queue.catalog.capabilities
         ):
             self.queue.move_to_dlq(message.id, error=text)
             self.dead_lettered += 1
@@ -287,7 +287,7 @@ class Worker:
     # -- keeping visibility and the heartbeat ---------------------------------------------
 
     def _keep(self) -> None:
-        clock = self.queue.client.clock
+        clock = self.queue.catalog.clock
         beat_every = self.consumer_timeout / 3
         next_beat = clock.now() + beat_every
         while not self._stop.wait(0.05 if clock.manual else 0.25):
@@ -308,10 +308,10 @@ class Worker:
                 self._beat()
 
     def _register(self) -> bool:
-        if Capability.CONSUMERS not in self.queue.client.capabilities:
+        if Capability.CONSUMERS not in self.queue.catalog.capabilities:
             return False
         try:
-            self.queue.client.register_consumer(
+            self.queue.catalog.register_consumer(
                 self.consumer_id,
                 queue=self.queue.name,
                 timeout=self.consumer_timeout,
@@ -327,10 +327,10 @@ class Worker:
             return False
 
     def _beat(self) -> None:
-        if Capability.CONSUMERS not in self.queue.client.capabilities:
+        if Capability.CONSUMERS not in self.queue.catalog.capabilities:
             return
         try:
-            self.queue.client.heartbeat(self.consumer_id)
+            self.queue.catalog.consumers().heartbeat(self.consumer_id)
         except NotFound:
             self._register()
         except ConveyorError as exc:
@@ -338,7 +338,7 @@ class Worker:
 
     def _unregister(self) -> None:
         with suppress(ConveyorError):
-            self.queue.client.unregister_consumer(self.consumer_id)
+            self.queue.catalog.consumers().unregister_consumer(self.consumer_id)
 
     # -- asyncio --------------------------------------------------------------------------
 

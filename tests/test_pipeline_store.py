@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from conveyor import Client, DeadLetterPolicy, ManualClock, SendEntry
-from conveyor.backends.pipeline import PipelineStore
+from conveyor.backends.base import Pipeline
+from conveyor.backends.sql.store import SQLStore
 
 from . import sqlstores
 from .conftest import STORES
@@ -20,11 +21,11 @@ from .sqlstores import drop
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def env(
     request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock
-) -> Iterator[tuple[Client, PipelineStore]]:
+) -> Iterator[tuple[Client, Pipeline]]:
     url = STORES[request.param](tmp_path)
     client = Client(url, clock=clock)
     backend = client.backend
-    assert isinstance(backend, PipelineStore)
+    assert isinstance(backend, Pipeline)
     yield client, backend
     client.close()
     drop(url)
@@ -37,7 +38,7 @@ def entries(n: int, prefix: str = "m", ids: bool = False) -> list[SendEntry]:
     ]
 
 
-def test_snapshot_ranges_cover_every_message_once(env: tuple[Client, PipelineStore]) -> None:
+def test_snapshot_ranges_cover_every_message_once(env: tuple[Client, Pipeline]) -> None:
     client, store = env
     q = client.create_queue("q")
     for i in range(0, 250, 10):
@@ -52,7 +53,7 @@ def test_snapshot_ranges_cover_every_message_once(env: tuple[Client, PipelineSto
 
 
 def test_leases_are_topped_up_read_by_range_and_acknowledged(
-    env: tuple[Client, PipelineStore], clock: ManualClock
+    env: tuple[Client, Pipeline], clock: ManualClock
 ) -> None:
     client, store = env
     q = client.create_queue("q")
@@ -79,7 +80,7 @@ def test_leases_are_topped_up_read_by_range_and_acknowledged(
 
 
 def test_leases_follow_the_receive_rules_and_archive_what_they_acknowledge(
-    env: tuple[Client, PipelineStore], clock: ManualClock
+    env: tuple[Client, Pipeline], clock: ManualClock
 ) -> None:
     client, store = env
     client.create_queue("dlq")
@@ -101,7 +102,7 @@ def test_leases_follow_the_receive_rules_and_archive_what_they_acknowledge(
 
 
 def test_staged_writes_publish_once_and_drop_failed_attempts(
-    env: tuple[Client, PipelineStore],
+    env: tuple[Client, Pipeline],
 ) -> None:
     client, store = env
     q = client.create_queue("q")
@@ -125,7 +126,7 @@ def test_staged_writes_publish_once_and_drop_failed_attempts(
 
 
 def test_a_retry_takes_over_the_ids_an_earlier_attempt_staged(
-    env: tuple[Client, PipelineStore],
+    env: tuple[Client, Pipeline],
 ) -> None:
     client, store = env
     q = client.create_queue("q")
@@ -139,7 +140,7 @@ def test_a_retry_takes_over_the_ids_an_earlier_attempt_staged(
 
 
 def test_a_one_off_job_that_died_unfinished_is_cleared_a_week_later(
-    env: tuple[Client, PipelineStore], clock: ManualClock
+    env: tuple[Client, Pipeline], clock: ManualClock
 ) -> None:
     client, store = env
     q = client.create_queue("q", retention=14 * 86400)
@@ -166,33 +167,41 @@ def test_an_upgrade_drops_what_the_old_staging_left_hidden(kind: str, tmp_path: 
             q.send_batch(entries(2, "kept"))
             q.send("old")
             store = client.backend
-            assert isinstance(store, PipelineStore)
-            p = store._pl_prefix
+            assert isinstance(store, SQLStore)
+            d = store.dialect
+            p = d.prefix
 
             def downgrade(ex: Any) -> None:
-                qid = store._pl_queue(ex, "q")[0]
-                table, _, where = store._pl_messages(qid)
-                ex(f"UPDATE {table} SET visible_at = 1e15 WHERE {where} AND body = %s", (b"old",))
-                ex(f"DROP TABLE {p}stages")
-                ex(
+                qid, _ = store.queue_row(ex, "q")
+                ex.run(
+                    f"UPDATE {d.messages(qid)} SET visible_at = 1e15 WHERE {d.scope(qid)}"
+                    " AND body = %s",
+                    (b"old",),
+                )
+                ex.run(f"DROP TABLE {p}stages")
+                ex.run(
                     f"CREATE TABLE {p}staged (queue_id BIGINT, sink VARCHAR(255), batch BIGINT,"
                     " part INTEGER, attempt INTEGER, mkey BIGINT)"
                 )
-                ex(f"INSERT INTO {p}staged VALUES (%s, 'job:x', 0, 0, 0, 1)", (qid,))
+                ex.run(f"INSERT INTO {p}staged VALUES (%s, 'job:x', 0, 0, 0, 1)", (qid,))
                 if kind == "sqlite":
-                    ex("PRAGMA user_version = 2")
+                    # version 2, with the column names it had then
+                    ex.run("ALTER TABLE dedup RENAME COLUMN dkey TO key")
+                    ex.run("ALTER TABLE archive RENAME COLUMN queue_name TO queue")
+                    ex.run("ALTER TABLE consumers RENAME COLUMN queue_name TO queue")
+                    ex.run("PRAGMA user_version = 2")
                 else:
                     if kind == "mysql":
-                        ex(sqlstores.mysql_version_4_order(p))
-                    ex(f"UPDATE {p}schema SET version = 3")
+                        ex.run(sqlstores.mysql_version_4_order(p))
+                    ex.run(f"UPDATE {p}schema SET version = 3")
 
-            store._pl_run(downgrade)
+            store.db.write(downgrade)
         with Client(url) as again:
             q = again.queue("q")
             assert sorted(m.text for m in q.peek(limit=10)) == ["kept0", "kept1"]
             assert q.stats().delayed == 0
             upgraded = again.backend
-            assert isinstance(upgraded, PipelineStore)
+            assert isinstance(upgraded, Pipeline)
             upgraded.stage_messages("q", "job:y", 0, 0, 0, [q.prepare(e) for e in entries(1, "y")])
             assert upgraded.publish_staged("q", "job:y", 0, [(0, 0)]) == 1
     finally:

@@ -25,9 +25,12 @@ from conveyor import (
     StoreUnavailable,
     Worker,
 )
-from conveyor.backends.postgres import PostgresBackend
-from conveyor.backends.sql import SQLBackend
-from conveyor.backends.sql_schema import SCHEMA_VERSION
+from conveyor.backends.sql import store as sql_store
+from conveyor.backends.sql.connections import ServerConnections
+from conveyor.backends.sql.postgres import TYPES as POSTGRES_TYPES
+from conveyor.backends.sql.postgres import PostgresConnections
+from conveyor.backends.sql.schema import server_migrations
+from conveyor.backends.sql.store import SQLStore
 from conveyor.urls import open_backend
 
 from . import sqlstores
@@ -62,10 +65,18 @@ def fresh(kind: str, urls: list[str], **options: str) -> str:
     return url
 
 
-def sql_backend(url: str) -> SQLBackend:
+SCHEMA_VERSION = len(server_migrations(POSTGRES_TYPES, "x"))
+
+
+def sql_backend(url: str) -> SQLStore[Any]:
     backend = open_backend(url)
-    assert isinstance(backend, SQLBackend)
+    assert isinstance(backend, SQLStore)
     return backend
+
+
+def run_cursor(backend: SQLStore[Any], fn: Any) -> Any:
+    """Run `fn` on a cursor of the store's database, in a transaction (schema untouched)."""
+    return backend.db.write(lambda ex: fn(ex.cur))
 
 
 def test_migrations_are_versioned_and_applied_once(kind: str, urls: list[str]) -> None:
@@ -75,11 +86,11 @@ def test_migrations_are_versioned_and_applied_once(kind: str, urls: list[str]) -
         assert backend.migrate() == (0, SCHEMA_VERSION)
         assert backend.migrate() == (SCHEMA_VERSION, SCHEMA_VERSION)
 
-        def version(cur: object) -> int:
-            cur.execute(f"SELECT version FROM {backend.prefix}schema")  # type: ignore[attr-defined]
-            return int(cur.fetchone()[0])  # type: ignore[attr-defined]
+        def version(cur: Any) -> int:
+            cur.execute(f"SELECT version FROM {backend.dialect.prefix}schema")
+            return int(cur.fetchone()[0])
 
-        assert backend._run(version) == SCHEMA_VERSION
+        assert run_cursor(backend, version) == SCHEMA_VERSION
     finally:
         backend.close()
 
@@ -91,15 +102,15 @@ def test_upgrade_from_an_older_schema(kind: str, urls: list[str]) -> None:
     with Client(backend=old) as client:
         client.create_queue("kept").send("still here")
 
-    def downgrade(cur: object) -> None:
+    def downgrade(cur: Any) -> None:
         for table in ("listeners", "leases", "streams", "stages", "sinks"):
-            cur.execute(f"DROP TABLE {old.prefix}{table}")  # type: ignore[attr-defined]
+            cur.execute(f"DROP TABLE {old.dialect.prefix}{table}")
         if kind == "mysql":
-            cur.execute(sqlstores.mysql_version_4_order(old.prefix))  # type: ignore[attr-defined]
-        cur.execute(f"UPDATE {old.prefix}schema SET version = 1")  # type: ignore[attr-defined]
+            cur.execute(sqlstores.mysql_version_4_order(old.dialect.prefix))
+        cur.execute(f"UPDATE {old.dialect.prefix}schema SET version = 1")
 
     again = sql_backend(url)
-    again._run(downgrade)
+    run_cursor(again, downgrade)
     again.close()
     upgraded = sql_backend(url)
     try:
@@ -116,10 +127,10 @@ def test_a_newer_schema_is_refused(kind: str, urls: list[str]) -> None:
     backend = sql_backend(url)
     backend.migrate()
 
-    def bump(cur: object) -> None:
-        cur.execute(f"UPDATE {backend.prefix}schema SET version = 999")  # type: ignore[attr-defined]
+    def bump(cur: Any) -> None:
+        cur.execute(f"UPDATE {backend.dialect.prefix}schema SET version = 999")
 
-    backend._run(bump)
+    run_cursor(backend, bump)
     backend.close()
     with Client(url) as client, pytest.raises(StoreUnavailable, match="upgrade Conveyor"):
         client.list_queues()
@@ -205,12 +216,16 @@ def test_notify_wakes_a_waiter_in_another_process(urls: list[str]) -> None:
         thread = threading.Thread(target=wait)
         thread.start()
         started.wait()
-        waiter.backend._listening.wait(5)  # type: ignore[attr-defined]
+        waiting = waiter.backend
+        assert isinstance(waiting, SQLStore) and isinstance(waiting.db, PostgresConnections)
+        waiting.db._listening.wait(5)
+        sending = sender.backend
+        assert isinstance(sending, SQLStore) and isinstance(sending.db, PostgresConnections)
         deadline = time.monotonic() + 5
         sent_at = 0.0
         while not woke and time.monotonic() < deadline:
             # the sender reads the listener registry at most once a second
-            sender.backend._listened_at = -1e18  # type: ignore[attr-defined]
+            sending.db._listened_at = -1e18
             sent_at = time.monotonic()
             sender.queue("wake").send("hello")
             thread.join(0.5)
@@ -263,9 +278,9 @@ def test_producer_batches_are_one_insert_and_workers_pop_batches(
     with Client(url) as client:
         q = client.create_queue("push")
         backend = client.backend
-        assert isinstance(backend, SQLBackend)
+        assert isinstance(backend, SQLStore) and isinstance(backend.db, ServerConnections)
         statements: list[str] = []
-        real_transaction = backend._transaction
+        real_transaction = backend.db._transaction
 
         class Spy:
             def __init__(self, cur: Any) -> None:
@@ -283,12 +298,12 @@ def test_producer_batches_are_one_insert_and_workers_pop_batches(
             with real_transaction(tx) as cur:
                 yield Spy(cur)
 
-        monkeypatch.setattr(backend, "_transaction", spying)
+        monkeypatch.setattr(backend.db, "_transaction", spying)
         with Producer(q, batch_size=10, linger=5) as producer:
             futures = [producer.send(f"m{i}") for i in range(100)]
             producer.flush()
         assert len({f.result().id for f in futures}) == 100
-        inserts = [s for s in statements if f"INSERT INTO {backend.prefix}messages" in s]
+        inserts = [s for s in statements if f"INSERT INTO {backend.dialect.prefix}messages" in s]
         assert len(inserts) == 10  # ten multi-row inserts, not a hundred
         assert q.stats().ready == 100
 
@@ -326,19 +341,19 @@ def test_a_send_retried_after_an_unconfirmed_commit_stores_each_message_once(
     with Client(fresh(kind, urls)) as client:
         q = client.create_queue("retry")
         backend = client.backend
-        assert isinstance(backend, SQLBackend)
-        method = "_insert_bare" if bare else "_insert_many"
-        real = getattr(backend, method)
+        assert isinstance(backend, SQLStore)
+        method = "insert_bare" if bare else "insert"
+        real = getattr(backend.dialect, method)
         calls: list[int] = []
 
-        def commit_then_lose_the_answer(*args: Any) -> Any:
-            result = real(*args)  # autocommit: the rows are stored
+        def commit_then_lose_the_answer(*args: Any, **options: Any) -> Any:
+            result = real(*args, **options)  # autocommit: the rows are stored
             calls.append(1)
             if len(calls) == 1:
                 raise _lost_connection(kind)
             return result
 
-        monkeypatch.setattr(backend, method, commit_then_lose_the_answer)
+        monkeypatch.setattr(backend.dialect, method, commit_then_lose_the_answer)
         if bare:
             results = q.send_batch([f"m{i}" for i in range(5)])
         else:
@@ -407,14 +422,12 @@ def test_the_periodic_sweep_costs_what_it_removes(
     """A receive sweeps once a minute: messages past their deadline (by the deadline index)
     and past retention at the queue's head, a bounded number of rows at a time; stats sweep
     the whole queue."""
-    import conveyor.backends.sql_queues as sql_queues
-
-    monkeypatch.setattr(sql_queues, "SWEEP_HEAD", 3)
+    monkeypatch.setattr(sql_store, "SWEEP_ROWS", 3)
     clock = ManualClock()
     with Client(fresh(kind, urls), clock=clock) as client:
         q = client.create_queue("sweep", retention=120, visibility_timeout=300)
         backend = client.backend
-        assert isinstance(backend, SQLBackend)
+        assert isinstance(backend, SQLStore)
         q.send_batch([f"old{i}" for i in range(5)])
         q.send("late", deadline=clock.now() + 30)
         clock.advance(121)
@@ -422,10 +435,10 @@ def test_the_periodic_sweep_costs_what_it_removes(
 
         def rows() -> int:
             def count(cur: Any) -> int:
-                cur.execute(f"SELECT count(*) FROM {backend.prefix}messages")
+                cur.execute(f"SELECT count(*) FROM {backend.dialect.prefix}messages")
                 return int(cur.fetchone()[0])
 
-            return backend._run(count)
+            return int(run_cursor(backend, count))
 
         [m] = q.receive(10)  # sweeps: three old messages from the head, and "late"
         assert m.text == "young"
@@ -452,7 +465,7 @@ def test_a_connection_closed_while_idle_is_replaced() -> None:
 def test_connections_a_burst_opened_go_back_to_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     """Idle connections the store holds go back to the pool once older than a minute (the
     pool then closes those that stay idle), one per operation, the least used first."""
-    import conveyor.backends.pg_held as pg_held
+    import conveyor.backends.sql.pg_held as pg_held
 
     now = [1000.0]
     monkeypatch.setattr(pg_held, "monotonic", lambda: now[0])
@@ -501,8 +514,9 @@ def test_all_connections_busy_says_so(caplog: pytest.LogCaptureFixture) -> None:
 
 
 @contextmanager
-def postgres_client(**options: str) -> Iterator[tuple[Client, PostgresBackend]]:
-    """A client on a fresh PostgreSQL table prefix (dropped afterwards), and its store."""
+def postgres_client(**options: str) -> Iterator[tuple[Client, PostgresConnections]]:
+    """A client on a fresh PostgreSQL table prefix (dropped afterwards), and its store's
+    connections."""
     why = sqlstores.reachable("postgres")
     if why is not None:
         unavailable(why)
@@ -510,7 +524,7 @@ def postgres_client(**options: str) -> Iterator[tuple[Client, PostgresBackend]]:
     try:
         with Client(url) as client:
             backend = client.backend
-            assert isinstance(backend, PostgresBackend)
-            yield client, backend
+            assert isinstance(backend, SQLStore) and isinstance(backend.db, PostgresConnections)
+            yield client, backend.db
     finally:
         sqlstores.drop(url)

@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 
 from conveyor import Client, ManualClock, Message, QueueDoesNotExist, SendEntry
-from conveyor.backends.sqlite_conn import ROW_CACHE
-from conveyor.backends.sqlite_schema import BARE_ROWS, QUEUE_COLUMNS, SCHEMA_VERSION
+from conveyor.backends.sql.schema import QUEUE_COLUMNS, SQLITE_MIGRATIONS
+from conveyor.backends.sql.sqlite import BARE_ROWS, SQLiteConnections, SQLiteExec
+from conveyor.backends.sql.store import QUEUE_CACHE_SECONDS as ROW_CACHE
+from conveyor.backends.sql.store import SQLStore
+
+SCHEMA_VERSION = len(SQLITE_MIGRATIONS)
 
 
 def queue_ids(path: Path) -> dict[str, int]:
@@ -71,7 +75,7 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
     with Client(url) as client:
         client.create_queue("a")
         client.create_queue("b").send("kept")
-    # make it a file of the schema before: queue ids without AUTOINCREMENT
+    # make it a file of version 4: queue ids without AUTOINCREMENT, and the columns' old names
     conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
     conn.executescript(
         f"""
@@ -80,12 +84,15 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
         DROP TABLE queues;
         ALTER TABLE queues_old RENAME TO queues;
         DELETE FROM sqlite_sequence WHERE name = 'queues';
-        PRAGMA user_version = {SCHEMA_VERSION - 1};
+        ALTER TABLE dedup RENAME COLUMN dkey TO key;
+        ALTER TABLE archive RENAME COLUMN queue_name TO queue;
+        ALTER TABLE consumers RENAME COLUMN queue_name TO queue;
+        PRAGMA user_version = 4;
         """
     )
     conn.close()
     with Client(url) as client:
-        assert client.backend.migrate() == (SCHEMA_VERSION - 1, SCHEMA_VERSION)
+        assert client.migrate() == (4, SCHEMA_VERSION)
         assert [m.text for m in client.queue("b").receive(10)] == ["kept"]
         client.delete_queue("b")
         client.create_queue("c")
@@ -95,7 +102,11 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
 def commits_relaxed(client: Client, action: Callable[[], object]) -> bool:
     """Whether `action` committed with the disk wait relaxed (PRAGMA synchronous NORMAL)."""
     seen: list[str] = []
-    conn = client.backend._conn()  # type: ignore[attr-defined]
+    store = client.backend
+    assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
+    ex = store.db.exec()
+    assert isinstance(ex, SQLiteExec)
+    conn = ex.conn
     conn.set_trace_callback(seen.append)
     try:
         action()

@@ -1,4 +1,12 @@
-"""The storage contract: one abstract class every store implements.
+"""The storage contracts: a small core every store implements, and optional contracts.
+
+`Backend` is the core: queues, their stats, and the message operations (send, receive,
+delete, change visibility) with long-poll waiting. `Editing`, `Topics`, `Consumers` and
+`Pipeline` are optional: a store implements one by inheriting it. A store's capabilities
+follow from the contracts it implements (`isinstance`) plus `features`, the semantic flags
+it declares (priority, FIFO, at-most-once, archive, rate limit, compression, ...); the
+default is none. `Client` checks both before it calls a store and raises `Unsupported`
+naming the store, so a store never carries methods that only raise.
 
 Methods are queue operations, batch-first. Each docstring states the guarantee the store
 must give; the contract suite in ``tests/contract`` checks it on every store. Validation of
@@ -8,16 +16,12 @@ what only it can (existence, receipts, atomicity).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
-import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..exceptions import ReceiptHandleInvalid, Unsupported
 from ..models import (
     ArchivedMessage,
     Capability,
@@ -33,17 +37,26 @@ from ..models import (
 )
 from ..notify import HUB
 
-ALL_CAPABILITIES = frozenset(Capability)
-
 
 class Backend(ABC):
-    """A store. Thread-safe; one instance may serve any number of threads."""
+    """The core contract. Thread-safe: one instance serves any number of threads.
+
+    A store is built by its URL factory (see `conveyor.urls`); building it opens nothing:
+    connections and files are opened on first use and released by `close`.
+    """
 
     scheme: str = ""
-    capabilities: frozenset[Capability] = ALL_CAPABILITIES
+    features: frozenset[Capability] = frozenset()
+    """The semantic flags this store honours (priority, FIFO, at-most-once, archive, rate
+    limit, compression, ...); `Client` refuses queues and messages that need others."""
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
+
+    @functools.cached_property
+    def capabilities(self) -> frozenset[Capability]:
+        """`features` plus one capability per optional contract this store implements."""
+        return self.features | {cap for kind, cap in CONTRACTS if isinstance(self, kind)}
 
     # -- identity and waiting -------------------------------------------------------------
 
@@ -58,6 +71,7 @@ class Backend(ABC):
         return 0.2
 
     def change_token(self, queue: str) -> int:
+        """A token that `wait_for_messages` compares, read before a receive attempt."""
         return HUB.version(self.key, queue)
 
     def notify(self, queue: str) -> None:
@@ -87,12 +101,6 @@ class Backend(ABC):
             return
         await HUB.wait_async(self.key, queue, since, timeout, self.poll_interval)
 
-    def require(self, capability: Capability, operation: str) -> None:
-        if capability not in self.capabilities:
-            raise Unsupported(
-                f"the {self.scheme or type(self).__name__} store does not support {operation}"
-            )
-
     def migrate(self) -> tuple[int, int] | None:
         """Create or upgrade the store's schema now; (old, new) version, or None for stores
         without one. Stores with a schema also do this on first use."""
@@ -100,11 +108,6 @@ class Backend(ABC):
 
     def close(self) -> None:  # noqa: B027 - stores without resources need nothing
         """Release connections and files."""
-
-    @classmethod
-    def from_url(cls, rest: str, params: dict[str, str], *, clock: Clock) -> Backend:
-        """Build the store from the part of its URL after ``scheme://`` and its query."""
-        raise NotImplementedError(f"{cls.__name__} cannot be built from a URL")
 
     # -- queues ---------------------------------------------------------------------------
 
@@ -137,7 +140,8 @@ class Backend(ABC):
 
     @abstractmethod
     def queue_stats(self, name: str) -> QueueStats:
-        """Counts by state at this moment, and the queue's running totals."""
+        """Counts by state at this moment, and the queue's running totals (stores with the
+        TOTALS feature)."""
 
     # -- messages -------------------------------------------------------------------------
 
@@ -172,7 +176,13 @@ class Backend(ABC):
     ) -> list[Exception | None]:
         """Make each message visible at now + timeout; per entry, None or an error."""
 
-    # -- inspection and editing in place --------------------------------------------------
+
+class Editing(ABC):
+    """Inspection and editing in place, without receiving (capability EDIT_IN_PLACE).
+
+    Every edit is atomic against receivers; reset, fail and moves between queues invalidate
+    a message's outstanding receipts.
+    """
 
     @abstractmethod
     def list_messages(
@@ -183,7 +193,8 @@ class Backend(ABC):
         limit: int = 100,
         after: int = 0,
     ) -> list[Message]:
-        """Messages in delivery order with sequence > `after`, without receiving them."""
+        """Messages in delivery order (priority, then send order) with sequence > `after`,
+        without receiving them. A message's `sequence` is its place in that order."""
 
     @abstractmethod
     def get_message(self, queue: str, message_id: str) -> Message:
@@ -191,7 +202,11 @@ class Backend(ABC):
 
     @abstractmethod
     def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
-        """Edit body, attributes, priority or visible_at in place; bumps version."""
+        """Edit body, attributes, priority or visible_at in place; bumps version.
+
+        A new priority places the message at the back of that priority's messages, as if it
+        were sent now, and invalidates its receipts (FIFO queues keep priority 0).
+        """
 
     @abstractmethod
     def remove_message(self, queue: str, message_id: str) -> None:
@@ -235,35 +250,47 @@ class Backend(ABC):
         self, queue: str, *, limit: int = 1000, after: int = 0
     ) -> list[ArchivedMessage]:
         """Archived (deleted or expired) messages of a queue with `archive` on, oldest first,
-        skipping the first `after`."""
+        skipping the first `after` (stores with the ARCHIVE feature)."""
 
-    # -- topics ---------------------------------------------------------------------------
+
+class Topics(ABC):
+    """Topics that fan a message out to subscribed queues (capability TOPICS)."""
 
     @abstractmethod
     def create_topic(self, name: str) -> bool:
         """Create a topic; False if it existed."""
 
     @abstractmethod
-    def delete_topic(self, name: str) -> None: ...
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and its subscriptions. TopicDoesNotExist if absent."""
 
     @abstractmethod
-    def list_topics(self, prefix: str = "") -> list[str]: ...
+    def list_topics(self, prefix: str = "") -> list[str]:
+        """Topic names starting with `prefix`, sorted."""
 
     @abstractmethod
     def subscribe(self, topic: str, queue: str) -> None:
         """Subscribe `queue` to `topic` (idempotent); both must exist."""
 
     @abstractmethod
-    def unsubscribe(self, topic: str, queue: str) -> None: ...
+    def unsubscribe(self, topic: str, queue: str) -> None:
+        """Remove a subscription (nothing if there is none). TopicDoesNotExist if absent."""
 
     @abstractmethod
-    def topic_queues(self, topic: str) -> list[str]: ...
+    def topic_queues(self, topic: str) -> list[str]:
+        """The subscribed queues, sorted."""
 
     @abstractmethod
     def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
-        """Send `message` to every subscribed queue in one transaction, or to none."""
+        """Send `message` to every subscribed queue in one transaction, or to none.
 
-    # -- consumers ------------------------------------------------------------------------
+        Every copy carries the message's id (the client chooses it); each queue's result
+        says whether its copy was a duplicate there.
+        """
+
+
+class Consumers(ABC):
+    """A registry of live consumers with heartbeats (capability CONSUMERS)."""
 
     @abstractmethod
     def register_consumer(self, consumer: Consumer) -> Consumer:
@@ -274,135 +301,120 @@ class Backend(ABC):
         """Refresh a consumer. NotFound if it was pruned (the caller re-registers)."""
 
     @abstractmethod
-    def unregister_consumer(self, consumer_id: str) -> None: ...
+    def unregister_consumer(self, consumer_id: str) -> None:
+        """Forget a consumer (nothing if it is unknown)."""
 
     @abstractmethod
     def list_consumers(self, queue: str | None = None) -> list[Consumer]:
-        """Live consumers; ones silent past their timeout are pruned first."""
+        """Live consumers, oldest registration first; ones silent past their timeout are
+        pruned first."""
 
 
-# -- helpers shared by stores ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Bounds:
+    """How many rows a source holds and its lowest and highest row keys."""
+
+    count: int
+    low: int
+    high: int
+
+    def split(self, parts: int) -> list[tuple[int, int]]:
+        """Up to `parts` contiguous (low, high] key ranges covering every row."""
+        if self.count == 0:
+            return []
+        parts = max(1, min(parts, self.count))
+        span = self.high - self.low + 1
+        edges = [self.low - 1 + span * i // parts for i in range(parts + 1)]
+        return [(edges[i], edges[i + 1]) for i in range(parts) if edges[i + 1] > edges[i]]
 
 
-@functools.lru_cache(maxsize=4096)
-def _queue_tag(queue: str) -> str:
-    return base64.urlsafe_b64encode(queue.encode()).decode().rstrip("=")
+class Pipeline(ABC):
+    """Bulk access for parallel jobs (capability PIPELINE; the Spark data source).
+
+    - snapshots: a queue's rows (or its archive's) read by row-key range without receiving
+      them, so any number of tasks each read a disjoint slice;
+    - leases: messages claimed in bulk under (stream, lease number) with a long visibility
+      timeout, readable again by lease and row range (a replayed batch sees the same
+      messages) and acknowledged by lease number; a message whose lease ran out and which
+      someone else received since is neither read nor deleted;
+    - staged writes: messages inserted hidden under (sink, batch, partition, attempt),
+      published in one transaction that also records (sink, batch), so a retried task or a
+      replayed batch never duplicates, and discarded when a job aborts.
+
+    Bodies come back as stored (compressed where the queue compresses); `Client.pipeline`
+    decodes them.
+    """
+
+    @abstractmethod
+    def row_bounds(self, queue: str, *, archive: bool = False) -> Bounds:
+        """Row count and key range of a queue's messages (or its archive's)."""
+
+    @abstractmethod
+    def scan_messages(self, queue: str, low: int, high: int) -> Iterator[Message]:
+        """Every message with low < row key <= high, in row-key order, none received."""
+
+    @abstractmethod
+    def scan_archive(self, queue: str, low: int, high: int) -> Iterator[ArchivedMessage]:
+        """Every archived message with low < row key <= high, in row-key order."""
+
+    @abstractmethod
+    def stream_position(self, queue: str, stream: str) -> int:
+        """The highest lease number acknowledged for `stream` on `queue` (0 at first)."""
+
+    @abstractmethod
+    def lease_messages(
+        self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
+    ) -> int:
+        """Top lease `lease` up to `max_messages` held messages; how many it holds.
+
+        Messages are received (every rule of a receive applies: dead-lettering, deadlines,
+        FIFO groups) with `visibility_timeout`, and each claim is recorded with its receipt
+        token. Leasing a number again adds to it, so a planner that died after leasing
+        re-plans the same batch.
+        """
+
+    @abstractmethod
+    def lease_bounds(self, queue: str, stream: str, first: int, last: int) -> Bounds:
+        """Row count and key range of what leases first..last hold."""
+
+    @abstractmethod
+    def read_leased(
+        self, queue: str, stream: str, first: int, last: int, low: int, high: int
+    ) -> Iterator[Message]:
+        """Messages still held under leases first..last with low < row key <= high."""
+
+    @abstractmethod
+    def acknowledge_leases(self, queue: str, stream: str, upto: int) -> int:
+        """Delete (archive, where the queue archives) what leases <= `upto` still hold, and
+        record `upto` as the stream's position. Idempotent; returns how many were deleted."""
+
+    @abstractmethod
+    def stage_messages(
+        self, queue: str, sink: str, batch: int, part: int, attempt: int,
+        messages: Sequence[NewMessage],
+    ) -> int:  # fmt: skip
+        """Insert messages hidden under (sink, batch, part, attempt); how many were staged.
+
+        A message whose id the queue holds already is skipped, unless an earlier attempt of
+        this sink's batch staged it: then this attempt takes it over.
+        """
+
+    @abstractmethod
+    def publish_staged(
+        self, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]]
+    ) -> int | None:
+        """Make visible what (part, attempt) in `tags` staged for (sink, batch), drop what
+        other attempts staged, and record the batch, in one transaction. None if the batch
+        was published before (nothing changes but the other attempts' rows going)."""
+
+    @abstractmethod
+    def discard_staged(self, queue: str, sink: str, batch: int) -> int:
+        """Remove everything staged for (sink, batch); how many messages went."""
 
 
-def make_receipt(queue: str, row: int, message_id: str, token: str) -> str:
-    """An opaque receipt: the queue, the receive's token, the message's row and id."""
-    return f"{_queue_tag(queue)}.{token}.{row:x}.{message_id}"
-
-
-def claim_receipts(queue: str, token: str, rows: Sequence[Sequence[Any]]) -> list[str]:
-    """`make_receipt` for the rows of one receive: (row, message id, ...) each."""
-    prefix = f"{_queue_tag(queue)}.{token}."
-    return [f"{prefix}{r[0]:x}.{r[1]}" for r in rows]
-
-
-def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
-    """(row, message id, token) from a receipt of `queue`; ReceiptHandleInvalid otherwise."""
-    return _parse_receipt(_queue_tag(queue), queue, receipt)
-
-
-def _parse_receipt(tag: str, queue: str, receipt: str) -> tuple[int, str, str]:
-    parts = receipt.split(".", 3) if isinstance(receipt, str) and len(receipt) <= 2048 else []
-    try:
-        if len(parts) != 4 or len(parts[1]) != 16 or not parts[3]:
-            raise ValueError
-        row = int(parts[2], 16)
-        int(parts[1], 16)
-    except ValueError:
-        raise ReceiptHandleInvalid(
-            f"receipt handle {receipt!r:.60} is malformed: pass the receipt a receive returned"
-        ) from None
-    if parts[0] != tag:
-        try:
-            owner = base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)).decode()
-        except (ValueError, binascii.Error, UnicodeDecodeError):
-            owner = "?"
-        raise ReceiptHandleInvalid(f"this receipt handle belongs to queue {owner!r}, not {queue!r}")
-    return row, parts[3], parts[1]
-
-
-def receipt_claim(receipt: str) -> tuple[int, str, str]:
-    """(row, message id, token) of a receipt this store has just made (not validated)."""
-    _, token, row, message_id = receipt.split(".", 3)
-    return int(row, 16), message_id, token
-
-
-Parsed = tuple[int, str, str] | ReceiptHandleInvalid
-
-
-def group_receipts(
-    queue: str, receipts: Sequence[str]
-) -> tuple[list[Parsed], dict[str, list[int]]]:
-    """Each receipt parsed (or its error), and the rows to delete grouped by receive token:
-    receipts of one receive share its token, so one statement per token deletes them."""
-    tag = _queue_tag(queue)
-    parsed: list[Parsed] = []
-    by_token: dict[str, list[int]] = {}
-    for receipt in receipts:
-        try:
-            item = _parse_receipt(tag, queue, receipt)
-        except ReceiptHandleInvalid as exc:
-            parsed.append(exc)
-            continue
-        parsed.append(item)
-        rows = by_token.get(item[2])
-        if rows is None:
-            by_token[item[2]] = [item[0]]
-        else:
-            rows.append(item[0])
-    return parsed, by_token
-
-
-def receipt_results(parsed: Sequence[Parsed], gone: set[int]) -> list[Exception | None]:
-    """Per receipt: None if its row was deleted, else why not."""
-    results: list[Exception | None] = []
-    for item in parsed:
-        if isinstance(item, ReceiptHandleInvalid):
-            results.append(item)
-        elif item[0] in gone:
-            gone.discard(item[0])
-            results.append(None)
-        else:
-            results.append(stale_receipt(item[1]))
-    return results
-
-
-def stale_receipt(message_id: str) -> ReceiptHandleInvalid:
-    return ReceiptHandleInvalid(
-        f"receipt handle for message {message_id!r} is no longer valid: the message was"
-        " deleted or received again since (receive it again for a fresh receipt)"
-    )
-
-
-def bare_bodies(messages: Sequence[NewMessage]) -> bool:
-    """Whether the messages are bare bodies of one priority and delay, with ids to make up:
-    no attributes, group, deadline or compression."""
-    first = messages[0]
-    priority, delay = first.priority, first.delay
-    return all(
-        (m.generated_id or not m.id)
-        and not m.attributes
-        and m.group_id is None
-        and m.deadline is None
-        and not m.compressed
-        and m.priority == priority
-        and m.delay == delay
-        for m in messages
-    )
-
-
-def dedup_key(message: NewMessage, content_based: bool) -> str | None:
-    if message.dedup_id is not None:
-        return message.dedup_id
-    if content_based:
-        return hashlib.sha256(message.body).hexdigest()
-    return None
-
-
-def refill_tokens(tokens: float, tokens_at: float, rate: float, now: float) -> float:
-    """Token bucket with a one-second burst."""
-    return min(rate if rate >= 1 else 1.0, tokens + max(0.0, now - tokens_at) * rate)
+CONTRACTS: tuple[tuple[type, Capability], ...] = (
+    (Editing, Capability.EDIT_IN_PLACE),
+    (Topics, Capability.TOPICS),
+    (Consumers, Capability.CONSUMERS),
+    (Pipeline, Capability.PIPELINE),
+)

@@ -1,7 +1,8 @@
 """`sqs://?region=...&endpoint_url=...`: an adapter to any SQS endpoint (AWS, or `conveyor serve`).
 
 The SQS API has no inspection or editing, topics, consumers, priorities, archive, rate limits
-or at-most-once delivery, so this store declares only the core; message ids are SQS's.
+or at-most-once delivery, so this store implements the core contract alone, with the FIFO
+feature; message ids are SQS's.
 """
 
 from __future__ import annotations
@@ -9,8 +10,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..exceptions import (
@@ -23,16 +29,11 @@ from ..exceptions import (
     QueueExists,
     ReceiptHandleInvalid,
     StoreUnavailable,
-    Unsupported,
 )
 from ..models import (
     Capability,
-    Consumer,
     DeadLetterPolicy,
-    Delivery,
     Message,
-    MessageState,
-    MessageUpdate,
     NewMessage,
     QueueAttributes,
     QueueInfo,
@@ -69,27 +70,34 @@ def translate(code: str, message: str, status: int) -> ConveyorError:
 
 class SQSBackend(Backend):
     scheme = "sqs"
-    capabilities = frozenset({Capability.CROSS_PROCESS})
+    features = frozenset({Capability.CROSS_PROCESS, Capability.FIFO})
 
     def __init__(
         self, *, region: str, endpoint_url: str | None = None, clock: Clock = SYSTEM_CLOCK
     ) -> None:
         super().__init__(clock=clock)
-        import boto3
-        from botocore.config import Config
-
         self.region = region
         self.endpoint_url = endpoint_url
-        self._sqs = boto3.client(
-            "sqs",
-            region_name=region,
-            endpoint_url=endpoint_url,
-            config=Config(retries={"mode": "standard"}, max_pool_connections=32),
-        )
+        self._client: Any = None
+        self._lock = threading.Lock()
         self._urls: dict[str, str] = {}
 
+    @property
+    def _sqs(self) -> Any:
+        """The boto3 client, made on first use."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = boto3.client(
+                        "sqs",
+                        region_name=self.region,
+                        endpoint_url=self.endpoint_url,
+                        config=Config(retries={"mode": "standard"}, max_pool_connections=32),
+                    )
+        return self._client
+
     @classmethod
-    def from_url(cls, rest: str, params: dict[str, str], *, clock: Clock) -> Backend:
+    def from_url(cls, rest: str, params: dict[str, str], *, clock: Clock) -> SQSBackend:
         region = params.get("region") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         return cls(region=region, endpoint_url=params.get("endpoint_url"), clock=clock)
 
@@ -98,13 +106,12 @@ class SQSBackend(Backend):
         return f"sqs:{self.endpoint_url or 'aws'}:{self.region}"
 
     def close(self) -> None:
-        self._sqs.close()
+        if self._client is not None:
+            self._client.close()
 
     # -- calls ----------------------------------------------------------------------------
 
     def _call(self, fn: Callable[..., T], **kwargs: Any) -> T:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             return fn(**kwargs)
         except ClientError as exc:
@@ -130,10 +137,6 @@ class SQSBackend(Backend):
     # -- queues ---------------------------------------------------------------------------
 
     def _to_sqs(self, a: QueueAttributes, *, creating: bool) -> dict[str, str]:
-        if a.archive or a.rate_limit is not None or a.compress_over is not None:
-            raise Unsupported("the sqs store has no archive, rate limit or compression")
-        if a.delivery != Delivery.AT_LEAST_ONCE:
-            raise Unsupported("the sqs store delivers at least once only")
         out = {
             "VisibilityTimeout": str(round(a.visibility_timeout)),
             "DelaySeconds": str(round(a.delay)),
@@ -271,10 +274,6 @@ class SQSBackend(Backend):
         url = self._url(queue)
         entries = []
         for i, m in enumerate(messages):
-            if not m.generated_id:
-                raise Unsupported("the sqs store assigns message ids: send without an id")
-            if m.priority or m.deadline is not None:
-                raise Unsupported("the sqs store has no priorities or deadlines")
             try:
                 body = m.body.decode("utf-8")
             except UnicodeDecodeError:
@@ -366,80 +365,6 @@ class SQSBackend(Backend):
         )
         return _batch_errors(len(changes), got)
 
-    # -- what SQS cannot do ---------------------------------------------------------------
-
-    def _unsupported(self, operation: str) -> NoReturn:
-        raise Unsupported(f"the sqs store does not support {operation}")
-
-    def list_messages(
-        self, queue: str, *, state: MessageState | None = None, limit: int = 100, after: int = 0
-    ) -> list[Message]:
-        self._unsupported("peek")
-
-    def get_message(self, queue: str, message_id: str) -> Message:
-        self._unsupported("get")
-
-    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
-        self._unsupported("update")
-
-    def remove_message(self, queue: str, message_id: str) -> None:
-        self._unsupported("remove")
-
-    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
-        self._unsupported("move_to_dlq")
-
-    def redrive(
-        self,
-        queue: str,
-        *,
-        ids: Sequence[str] | None = None,
-        limit: int = 100,
-        to: str | None = None,
-    ) -> list[str]:
-        self._unsupported("redrive")
-
-    def reset_message(self, queue: str, message_id: str) -> Message:
-        self._unsupported("reset")
-
-    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
-        self._unsupported("fail")
-
-    def list_archive(self, queue: str, *, limit: int = 1000, after: int = 0) -> list[Any]:
-        self._unsupported("archive")
-
-    def create_topic(self, name: str) -> bool:
-        self._unsupported("topics")
-
-    def delete_topic(self, name: str) -> None:
-        self._unsupported("topics")
-
-    def list_topics(self, prefix: str = "") -> list[str]:
-        self._unsupported("topics")
-
-    def subscribe(self, topic: str, queue: str) -> None:
-        self._unsupported("topics")
-
-    def unsubscribe(self, topic: str, queue: str) -> None:
-        self._unsupported("topics")
-
-    def topic_queues(self, topic: str) -> list[str]:
-        self._unsupported("topics")
-
-    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
-        self._unsupported("topics")
-
-    def register_consumer(self, consumer: Consumer) -> Consumer:
-        self._unsupported("consumers")
-
-    def heartbeat(self, consumer_id: str) -> Consumer:
-        self._unsupported("consumers")
-
-    def unregister_consumer(self, consumer_id: str) -> None:
-        self._unsupported("consumers")
-
-    def list_consumers(self, queue: str | None = None) -> list[Consumer]:
-        self._unsupported("consumers")
-
 
 def _source(arn: str | None) -> str | None:
     return arn.rsplit(":", 1)[1] if arn else None
@@ -478,3 +403,6 @@ def _attribute_from_sqs(spec: dict[str, Any]) -> Any:
             number = float(text)
             return number if repr(number) == text else TypedValue(data_type, text)
     return TypedValue(data_type, value if isinstance(value, bytes) else str(value))
+
+
+from_url = SQSBackend.from_url

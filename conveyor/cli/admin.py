@@ -13,10 +13,11 @@ from click.shell_completion import get_completion_class
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from ..client import Client
 from ..exceptions import InvalidInput, MessageNotFound
 from ..models import Message, MessageState
 from ..queues import Queue
-from ..urls import open_backend, redact
+from ..urls import redact
 from . import render
 from .app import State, _done, cli, pass_state, queue_option
 
@@ -313,11 +314,8 @@ def enqueue_test(state: State, queue_name: str | None) -> None:
 @pass_state
 def migrate(state: State) -> None:
     """Create or upgrade the store's tables (stores also do it on first use)."""
-    backend = open_backend(state.store)
-    try:
-        result = backend.migrate()
-    finally:
-        backend.close()
+    with Client(state.store) as client:
+        result = client.migrate()
     where = redact(state.store)
     if result is None:
         text = f"{where}: this store has no schema to migrate"

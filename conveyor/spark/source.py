@@ -42,27 +42,26 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from ..backends.pipeline import PipelineStore
 from ..client import Client
 from ..exceptions import InvalidInput, Unsupported
-from ..models import Capability
-from ..queues import SendEntry, decode_archived, decode_message
+from ..pipeline import QueuePipeline
+from ..queues import SendEntry
 from .options import Options, parse_options
 from .rows import SCHEMA, WRITABLE, archived_row, message_row, record_batch
 
 STAGE_CHUNK = 5000  # messages per staging transaction
 
 
-def _open(options: Options) -> tuple[Client, PipelineStore]:
+def _open(options: Options) -> tuple[Client, QueuePipeline]:
     client = Client(options.store)
-    backend = client.backend
-    if Capability.PIPELINE not in backend.capabilities or not isinstance(backend, PipelineStore):
+    try:
+        return client, client.pipeline(options.queue)
+    except Unsupported:
         client.close()
         raise Unsupported(
-            f"store {backend.scheme}:// cannot serve Spark jobs (no bulk snapshots, leases or"
-            " staged writes): use a sqlite://, postgresql:// or mysql:// store"
-        )
-    return client, backend
+            f"store {client.backend.scheme}:// cannot serve Spark jobs (no bulk snapshots,"
+            " leases or staged writes): use a sqlite://, postgresql:// or mysql:// store"
+        ) from None
 
 
 class _Store:
@@ -70,7 +69,7 @@ class _Store:
 
     def __init__(self, options: Options) -> None:
         self.options = options
-        self._open: tuple[Client, PipelineStore] | None = None
+        self._open: tuple[Client, QueuePipeline] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"options": self.options, "_open": None}
@@ -82,7 +81,7 @@ class _Store:
         return self._open[0]
 
     @property
-    def store(self) -> PipelineStore:
+    def queue(self) -> QueuePipeline:
         if self._open is None:
             self._open = _open(self.options)
         return self._open[1]
@@ -217,9 +216,7 @@ class SnapshotReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         try:
-            bounds = self.conn.store.row_bounds(
-                self.options.queue, archive=self.options.source == "archive"
-            )
+            bounds = self.conn.queue.bounds(archive=self.options.source == "archive")
         finally:
             self.conn.close()
         ranges = bounds.split(self.options.partitions) or [(0, 0)]
@@ -227,17 +224,15 @@ class SnapshotReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
-        store, queue = self.conn.store, self.options.queue
+        queue = self.conn.queue
         try:
             if self.options.source == "archive":
-                archived = store.scan_archive(queue, partition.low, partition.high)
-                yield from _batches(archived_row(decode_archived(a)) for a in archived)
+                archived = queue.scan_archive(partition.low, partition.high)
+                yield from _batches(archived_row(a) for a in archived)
             else:
                 now = self.conn.client.clock.now()
-                messages = store.scan_messages(queue, partition.low, partition.high)
-                yield from _batches(
-                    message_row(decode_message(m) if m.compressed else m, now) for m in messages
-                )
+                messages = queue.scan(partition.low, partition.high)
+                yield from _batches(message_row(m, now) for m in messages)
         finally:
             self.conn.close()
 
@@ -249,7 +244,7 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.budget: int | None = None  # messages left to lease under availableNow
 
     def initialOffset(self) -> dict[str, int]:
-        return {"lease": self.conn.store.stream_position(self.options.queue, self.options.stream)}
+        return {"lease": self.conn.queue.position(self.options.stream)}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.options.max_per_batch)
@@ -259,9 +254,9 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.budget = stats.ready
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        o, store = self.options, self.conn.store
+        o, queue = self.options, self.conn.queue
         done = int(start["lease"])
-        store.acknowledge_leases(o.queue, o.stream, done)
+        queue.acknowledge(o.stream, done)
         want = o.max_per_batch
         if isinstance(limit, ReadMaxRows):
             want = min(want, limit.max_rows)
@@ -271,7 +266,7 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self.budget <= 0:
                 return {"lease": done}
             want = min(want, self.budget)
-        held = store.lease_messages(o.queue, o.stream, done + 1, want, o.lease_timeout)
+        held = queue.lease(o.stream, done + 1, want, o.lease_timeout)
         if self.budget is not None:
             self.budget -= held
         return {"lease": done + 1} if held else {"lease": done}
@@ -281,7 +276,7 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first, last = int(start["lease"]) + 1, int(end["lease"])
         if last < first:
             return []
-        bounds = self.conn.store.lease_bounds(o.queue, o.stream, first, last)
+        bounds = self.conn.queue.lease_bounds(o.stream, first, last)
         return [LeasePartition(first, last, lo, hi) for lo, hi in bounds.split(o.partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -289,17 +284,13 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         o, p = self.options, partition
         try:
             now = self.conn.client.clock.now()
-            messages = self.conn.store.read_leased(
-                o.queue, o.stream, p.first, p.last, p.low, p.high
-            )
-            yield from _batches(
-                message_row(decode_message(m) if m.compressed else m, now) for m in messages
-            )
+            messages = self.conn.queue.read_leased(o.stream, p.first, p.last, p.low, p.high)
+            yield from _batches(message_row(m, now) for m in messages)
         finally:
             self.conn.close()
 
     def commit(self, end: dict[str, int]) -> None:
-        self.conn.store.acknowledge_leases(self.options.queue, self.options.stream, end["lease"])
+        self.conn.queue.acknowledge(self.options.stream, end["lease"])
 
     def stop(self) -> None:
         self.conn.close()
@@ -347,23 +338,18 @@ class StagedWriter(DataSourceArrowWriter):
         ctx = TaskContext.get()
         part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
         batch = self._batch()
-        o = self.options
-        queue = self.conn.client.queue(o.queue)
+        queue = self.conn.queue
         count = 0
-        chunk = []
+        chunk: list[SendEntry] = []
         try:
             for records in iterator:
                 for entry in _entries(records):
-                    chunk.append(queue.prepare(entry))
+                    chunk.append(entry)
                     if len(chunk) >= STAGE_CHUNK:
-                        count += self.conn.store.stage_messages(
-                            o.queue, self.sink, batch, part, attempt, chunk
-                        )
+                        count += queue.stage(self.sink, batch, part, attempt, chunk)
                         chunk = []
             if chunk:
-                count += self.conn.store.stage_messages(
-                    o.queue, self.sink, batch, part, attempt, chunk
-                )
+                count += queue.stage(self.sink, batch, part, attempt, chunk)
         finally:
             self.conn.close()
         return Staged(part, attempt, count)
@@ -371,13 +357,13 @@ class StagedWriter(DataSourceArrowWriter):
     def _publish(self, messages: Sequence[WriterCommitMessage | None], batch: int) -> None:
         tags = [(m.part, m.attempt) for m in messages if isinstance(m, Staged)]
         try:
-            self.conn.store.publish_staged(self.options.queue, self.sink, batch, tags)
+            self.conn.queue.publish(self.sink, batch, tags)
         finally:
             self.conn.close()
 
     def _discard(self, batch: int) -> None:
         try:
-            self.conn.store.discard_staged(self.options.queue, self.sink, batch)
+            self.conn.queue.discard(self.sink, batch)
         finally:
             self.conn.close()
 

@@ -63,3 +63,21 @@ def test_reset_and_fail(client: Client, clock: ManualClock) -> None:
     assert q.receive()[0].receive_count == 2
     q.fail("x")
     assert q.receive()[0].receive_count == 3
+
+
+def test_one_delivery_order_for_peek_and_receive(client: Client) -> None:
+    """Peek lists in delivery order, the order receives follow: priority, then send order;
+    a message given a new priority goes to the back of that priority's messages."""
+    needs(client, Capability.EDIT_IN_PLACE, Capability.PRIORITY)
+    q = client.create_queue("order", visibility_timeout=60)
+    for name in ("a", "b", "c", "d"):
+        q.send(name, id=name)
+    q.update("c", priority=5)
+    q.update("a", priority=5)
+    peeked = q.peek(10)
+    assert [m.id for m in peeked] == ["c", "a", "b", "d"]
+    assert [m.priority for m in peeked] == [5, 5, 0, 0]
+    sequences = [m.sequence for m in peeked]
+    assert sequences == sorted(sequences)
+    assert [m.id for m in q.peek(10, after=peeked[1].sequence)] == ["b", "d"]
+    assert [m.id for m in q.receive(10)] == ["c", "a", "b", "d"]

@@ -29,7 +29,7 @@ def test_compression_is_transparent(client: Client) -> None:
     big = "abc" * 1000
     q.send(big)
     q.send("small")
-    stored = client.backend.list_messages("z")
+    stored = client.catalog.editing("peek").list_messages("z")  # as stored: compressed
     assert stored[0].compressed and zlib.decompress(stored[0].body) == big.encode()
     assert not stored[1].compressed
     assert [m.text for m in q.peek()] == [big, "small"]

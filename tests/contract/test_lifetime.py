@@ -62,3 +62,19 @@ def test_archive_keeps_deleted_messages(client: Client, clock: ManualClock) -> N
     kept = archived[0]
     assert kept.first_received_at is not None
     assert kept.removed_at - kept.sent_at == 5
+
+
+def test_at_most_once_given_as_text(client: Client, clock: ManualClock) -> None:
+    needs(client, Capability.AT_MOST_ONCE)
+    q = client.create_queue("amo-text", delivery="at-most-once", visibility_timeout=1)
+    assert q.attributes.delivery is Delivery.AT_MOST_ONCE
+    q.send("once")
+    assert [m.text for m in q.receive()] == ["once"]
+    clock.advance(3600)
+    assert q.receive() == []
+    other = client.create_queue("amo-later")
+    other.set_attributes(delivery="at-most-once")
+    other.send("once too")
+    assert len(other.receive()) == 1
+    clock.advance(3600)
+    assert other.receive() == []

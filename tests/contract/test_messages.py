@@ -250,3 +250,48 @@ def test_bodies_attributes_and_json(client: Client) -> None:
     assert a.body == b"\x00\xffbin"
     assert dict(a.attributes) == {"s": "v", "n": 3, "f": 1.5, "b": b"\x01"}
     assert b.json() == {"k": [1, 2]}
+
+
+def test_rule11_concurrent_sends_and_receives_strand_nothing(
+    client: Client, clock: ManualClock
+) -> None:
+    """One producer and four consumers at once, the clock moving on between sends: every
+    message is received exactly once, and the queue ends empty (a receive that read the time
+    before a concurrent send scheduled its message must not drop that message)."""
+    q = client.create_queue("stress", visibility_timeout=3600)
+    total = 600
+    sent: list[str] = []
+    done = threading.Event()
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def produce() -> None:
+        for start in range(0, total, 10):
+            clock.advance(0.001)
+            results = q.send_batch([f"m{start + i}" for i in range(10)])
+            sent.extend(r.result.id for r in results if r.result is not None)
+        done.set()
+
+    def consume() -> None:
+        empty = 0
+        while empty < 3:  # three empty receives after the producer is done
+            batch = q.receive(10, wait=0)
+            if not batch:
+                empty = empty + 1 if done.is_set() else 0
+                continue
+            with lock:
+                got.extend(m.id for m in batch)
+            assert all(r.ok for r in q.delete_batch([m.receipt or "" for m in batch]))
+
+    threads = [threading.Thread(target=produce)] + [
+        threading.Thread(target=consume) for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(sent) == total
+    assert sorted(got) == sorted(sent)  # each exactly once
+    stats = q.stats()
+    assert (stats.ready, stats.delayed, stats.in_flight) == (0, 0, 0)
+    assert q.receive(10, wait=0) == []

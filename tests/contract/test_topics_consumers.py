@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from conveyor import Client, ManualClock, NotFound, QueueDoesNotExist, TopicDoesNotExist
+from conveyor import (
+    Client,
+    InvalidInput,
+    ManualClock,
+    NotFound,
+    QueueDoesNotExist,
+    TopicDoesNotExist,
+)
 from conveyor.models import Capability as Capability
 
 from .conftest import needs
@@ -75,3 +82,35 @@ def test_consumers_register_heartbeat_and_expire(client: Client, clock: ManualCl
     assert {c.id for c in client.list_consumers("jobs")} == {"a", "b"}
     client.unregister_consumer("a")
     assert [c.id for c in client.list_consumers("jobs")] == ["b"]
+
+
+def test_every_copy_of_a_publish_shares_one_id(client: Client) -> None:
+    needs(client, Capability.TOPICS)
+    client.create_topic("shared")
+    for name in ("p1", "p2", "p3"):
+        client.create_queue(name)
+        client.subscribe("shared", name)
+    out = client.publish("shared", "hello")
+    ids = {result.id for result in out.values()}
+    assert len(ids) == 1
+    for name in ("p1", "p2", "p3"):
+        [m] = client.queue(name).receive()
+        assert m.id in ids
+
+
+def test_publish_is_checked_as_a_send_to_each_subscriber(client: Client) -> None:
+    """A FIFO queue refuses a message without a group, from a topic as from a sender: and
+    then no subscriber gets it."""
+    needs(client, Capability.TOPICS, Capability.FIFO)
+    client.create_queue("plain")
+    client.create_queue("orders.fifo", content_based_dedup=True)
+    client.create_topic("t")
+    client.subscribe("t", "plain")
+    client.subscribe("t", "orders.fifo")
+    with pytest.raises(InvalidInput, match="group_id"):
+        client.publish("t", "no group")
+    assert client.queue("plain").stats().total == 0
+    assert client.queue("orders.fifo").stats().total == 0
+    out = client.publish("t", "grouped", group_id="g1")
+    [m] = client.queue("orders.fifo").receive()
+    assert m.group_id == "g1" and m.id == out["orders.fifo"].id

@@ -1,0 +1,17 @@
+"""In-memory store: the reference behaviour of the queue contract.
+
+URL: ``memory://`` (``memory://NAME`` gives a named store shared by every client of this
+process that uses the same name). Implements the core, editing, topics and consumers with
+every feature but sharing across processes; no pipeline. Everything lives in dicts under
+one lock; standard queues keep a ready heap ordered by delivery order and a heap of
+invisible messages ordered by visible_at, so a receive costs O(log n) whatever the depth.
+FIFO queues walk their messages in send order.
+"""
+
+from __future__ import annotations
+
+from .store import MemoryBackend
+
+from_url = MemoryBackend.from_url
+
+__all__ = ["MemoryBackend", "from_url"]

@@ -1,0 +1,109 @@
+"""Receipts: opaque handles naming the queue, the receive that issued them (its token), the
+message's row and its id. Every store makes and checks them with these helpers, so a receipt
+of one queue is refused by another with the same words everywhere."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+from collections.abc import Sequence
+
+from ..exceptions import ReceiptHandleInvalid
+
+
+@functools.lru_cache(maxsize=4096)
+def _queue_tag(queue: str) -> str:
+    return base64.urlsafe_b64encode(queue.encode()).decode().rstrip("=")
+
+
+def make_receipt(queue: str, row: int, message_id: str, token: str) -> str:
+    """An opaque receipt: the queue, the receive's token, the message's row and id."""
+    return f"{_queue_tag(queue)}.{token}.{row:x}.{message_id}"
+
+
+def receipt_prefix(queue: str, token: str) -> str:
+    """What the receipts of one receive share: a receipt is this, then f"{row:x}.{id}"."""
+    return f"{_queue_tag(queue)}.{token}."
+
+
+def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
+    """(row, message id, token) from a receipt of `queue`; ReceiptHandleInvalid otherwise."""
+    return _parse_receipt(_queue_tag(queue), queue, receipt)
+
+
+def _parse_receipt(tag: str, queue: str, receipt: str) -> tuple[int, str, str]:
+    parts = receipt.split(".", 3) if isinstance(receipt, str) and len(receipt) <= 2048 else []
+    try:
+        if len(parts) != 4 or len(parts[1]) != 16 or not parts[3]:
+            raise ValueError
+        owner, token, row_hex, message_id = parts
+        row = int(row_hex, 16)
+        int(token, 16)
+    except ValueError:
+        raise ReceiptHandleInvalid(
+            f"receipt handle {receipt!r:.60} is malformed: pass the receipt a receive returned"
+        ) from None
+    if owner != tag:
+        try:
+            name = base64.urlsafe_b64decode(owner + "=" * (-len(owner) % 4)).decode()
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            name = "?"
+        raise ReceiptHandleInvalid(f"this receipt handle belongs to queue {name!r}, not {queue!r}")
+    return row, message_id, token
+
+
+def receipt_claim(receipt: str) -> tuple[int, str, str]:
+    """(row, message id, token) of a receipt this store has just made (not validated)."""
+    _, token, row, message_id = receipt.split(".", 3)
+    return int(row, 16), message_id, token
+
+
+Parsed = tuple[int, str, str] | ReceiptHandleInvalid
+
+
+def group_receipts(
+    queue: str, receipts: Sequence[str]
+) -> tuple[list[Parsed], dict[str, list[int]]]:
+    """Each receipt parsed (or its error), and the rows to delete grouped by receive token:
+    receipts of one receive share its token, so one statement per token deletes them."""
+    tag = _queue_tag(queue)
+    parsed: list[Parsed] = []
+    by_token: dict[str, list[int]] = {}
+    for receipt in receipts:
+        try:
+            item = _parse_receipt(tag, queue, receipt)
+        except ReceiptHandleInvalid as exc:
+            parsed.append(exc)
+            continue
+        parsed.append(item)
+        row, _, token = item
+        rows = by_token.get(token)
+        if rows is None:
+            by_token[token] = [row]
+        else:
+            rows.append(row)
+    return parsed, by_token
+
+
+def receipt_results(parsed: Sequence[Parsed], gone: set[int]) -> list[Exception | None]:
+    """Per receipt: None if its row was deleted, else why not."""
+    results: list[Exception | None] = []
+    for item in parsed:
+        if isinstance(item, ReceiptHandleInvalid):
+            results.append(item)
+            continue
+        row, message_id, _ = item
+        if row in gone:
+            gone.discard(row)
+            results.append(None)
+        else:
+            results.append(stale_receipt(message_id))
+    return results
+
+
+def stale_receipt(message_id: str) -> ReceiptHandleInvalid:
+    return ReceiptHandleInvalid(
+        f"receipt handle for message {message_id!r} is no longer valid: the message was"
+        " deleted or received again since (receive it again for a fresh receipt)"
+    )

@@ -1,0 +1,92 @@
+"""Rules of the queue contract that every store applies the same way: delivery order keys,
+de-duplication keys, the rate limit's token bucket, which sends are bare bodies, and what a
+receive claims with."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from ..models import FAR_FUTURE, Delivery, NewMessage, QueueAttributes
+
+# A message's place in delivery order as one number: its priority's band, then its send
+# sequence within the band. Higher priorities get lower bands.
+SEQ_BITS = 47
+SEQ_MASK = (1 << SEQ_BITS) - 1
+BAND = 1 << SEQ_BITS
+MAX_PRIORITY = 32767
+
+SWEEP_INTERVAL = 60.0  # how often a store reclaims expired messages of a queue it receives from
+SWEEP_ROWS = 1000  # how many rows of a queue's head one sweep looks at
+
+
+def band(priority: int) -> int:
+    """The first delivery-order number of a priority's band."""
+    return (MAX_PRIORITY - priority) << SEQ_BITS
+
+
+def order_key(priority: int, seq: int) -> int:
+    """A message's place in delivery order: its priority's band, then `seq`."""
+    return ((MAX_PRIORITY - max(-32768, min(MAX_PRIORITY, priority))) << SEQ_BITS) | (
+        seq & SEQ_MASK
+    )
+
+
+def order_after(after: int) -> tuple[int, int]:
+    """(priority, seq) of a place in delivery order, to list what comes after it."""
+    if after <= 0:
+        return MAX_PRIORITY + 1, 0
+    return MAX_PRIORITY - (after >> SEQ_BITS), after & SEQ_MASK
+
+
+def dedup_key(message: NewMessage, content_based: bool) -> str | None:
+    """The key a FIFO queue de-duplicates a send by: its dedup id, or its body's hash."""
+    if message.dedup_id is not None:
+        return message.dedup_id
+    if content_based:
+        return hashlib.sha256(message.body).hexdigest()
+    return None
+
+
+def refill_tokens(tokens: float, tokens_at: float, rate: float, now: float) -> float:
+    """Token bucket with a one-second burst."""
+    return min(rate if rate >= 1 else 1.0, tokens + max(0.0, now - tokens_at) * rate)
+
+
+def bare_bodies(messages: Sequence[NewMessage]) -> bool:
+    """Whether the messages are bare bodies of one priority and delay, with ids to make up:
+    no attributes, group, deadline or compression."""
+    first = messages[0]
+    priority, delay = first.priority, first.delay
+    return all(
+        (m.generated_id or not m.id)
+        and not m.attributes
+        and m.group_id is None
+        and m.deadline is None
+        and not m.compressed
+        and m.priority == priority
+        and m.delay == delay
+        for m in messages
+    )
+
+
+class ClaimTerms(NamedTuple):
+    """What one receive claims with: now, the claimed messages' visible_at, and the
+    retention horizon (messages sent before it are expired, never delivered)."""
+
+    now: float
+    visible_at: float
+    horizon: float
+
+
+def claim_terms(attrs: QueueAttributes, now: float, visibility_timeout: float) -> ClaimTerms:
+    at_most_once = attrs.delivery is Delivery.AT_MOST_ONCE
+    visible_at = FAR_FUTURE if at_most_once else now + visibility_timeout
+    return ClaimTerms(now, visible_at, now - attrs.retention)
+
+
+def walks_head(attrs: QueueAttributes) -> bool:
+    """Whether a receive walks the queue's head one message at a time (FIFO groups, dead
+    letters, rate limits) rather than claim its first ready messages in one step."""
+    return attrs.fifo or attrs.dead_letter is not None or bool(attrs.rate_limit)

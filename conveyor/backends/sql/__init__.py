@@ -1,0 +1,7 @@
+"""The SQL stores: ``sqlite://`` (embedded, the default), ``postgresql://`` and ``mysql://``.
+
+One implementation of every contract (`store.SQLStore`), over a `Dialect` per database
+(`sqlite.py`, `postgres.py`, `mysql.py`: where messages live, statements, the hot path) and
+a `Connections` object per database (how operations reach it). Nothing here is imported
+until a URL names the store (`conveyor.urls`).
+"""

@@ -1,0 +1,234 @@
+"""How the SQL store reaches its database: an `Exec` per operation (statements with ``%s``
+parameters), and a `Connections` object that runs operations in transactions.
+
+Each database supplies its own `Connections`: SQLite's per-thread connections with
+``BEGIN IMMEDIATE``; and, for PostgreSQL and MySQL, `ServerConnections`, which runs an
+operation on a pooled connection and runs it again on a lost connection or a conflict.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Generic, TypeVar
+
+from ...exceptions import ConveyorError, StoreUnavailable
+from ...notify import HUB
+from .rows import Row
+
+log = logging.getLogger("conveyor.store")
+
+T = TypeVar("T")
+
+
+class Exec(ABC):
+    """One operation's access to its database, inside the operation's transaction (or in
+    autocommit for reads and single statements). Statements take ``%s`` parameters."""
+
+    @abstractmethod
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run a statement; the rows it returns (none for statements without)."""
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """Run a statement; its first row, or None."""
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    @abstractmethod
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement; how many rows it changed."""
+
+    @abstractmethod
+    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run a statement once per row of parameters."""
+
+
+E = TypeVar("E", bound=Exec)
+
+
+class CursorExec(Exec):
+    """An `Exec` on a DB-API cursor that takes ``%s`` parameters (psycopg, PyMySQL)."""
+
+    __slots__ = ("cur",)
+
+    def __init__(self, cur: Any) -> None:
+        self.cur = cur
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        cur = self.cur
+        cur.execute(sql, params)
+        return list(cur.fetchall()) if cur.description else []
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self.cur.execute(sql, params)
+        return int(self.cur.rowcount)
+
+    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self.cur.executemany(sql, rows)
+
+
+class Connections(ABC, Generic[E]):
+    """Runs a store's operations on its database."""
+
+    display: str  # the store URL without its password, for logs and errors
+
+    @abstractmethod
+    def check(self) -> None:
+        """Reach the database once, so that a wrong URL fails at once with StoreUnavailable
+        saying what to check, instead of being retried."""
+
+    @abstractmethod
+    def read(self, fn: Callable[[E], T]) -> T:
+        """Run `fn` outside a transaction (each statement sees committed data)."""
+
+    @abstractmethod
+    def write(self, fn: Callable[[E], T], *, single: bool = False, durable: bool = True) -> T:
+        """Run `fn` in one transaction, committed when it returns and rolled back when it
+        raises. `fn` may run more than once (after a lost connection or a conflict), so it
+        must be safe to repeat. `single`: `fn` runs one statement, which needs no explicit
+        transaction where the database commits each statement on its own. `durable` False:
+        the commit need not wait for the disk (a power cut may undo it; SQLite at
+        durability=full relaxes its sync for such commits)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close every connection."""
+
+    def wait(self, key: str, queue: str, since: int, timeout: float) -> None:
+        """Block until a send to `queue` may have made a message ready, or `timeout`. The
+        generic version waits for a send in this process."""
+        HUB.wait(key, queue, since, timeout)
+
+    async def wait_async(
+        self, key: str, queue: str, since: int, timeout: float, interval: float
+    ) -> None:
+        """`wait` in the event loop; a ticker retries every `interval`."""
+        await HUB.wait_async(key, queue, since, timeout, interval)
+
+    def last_write(self, fn: Callable[[E], object]) -> None:
+        """Run a last write as the store is garbage-collected or the process exits (counts
+        not yet written). Best effort; the generic version does nothing."""
+
+
+class ServerConnections(Connections[CursorExec]):
+    """Connections to a database server: an operation runs on a pooled connection and runs
+    again on a lost connection or a conflict, for up to `reconnect_timeout` seconds."""
+
+    scheme: str
+    reconnect_timeout: float
+    driver_errors: tuple[type[Exception], ...]  # what the driver and its pool raise
+
+    @abstractmethod
+    def _transaction(self, tx: bool) -> AbstractContextManager[Any]:
+        """A cursor on a pooled connection; with `tx`, inside a transaction committed on a
+        clean exit and rolled back on an exception. Broken connections are discarded."""
+
+    @abstractmethod
+    def _retryable(self, exc: BaseException) -> str | None:
+        """'disconnect' for a lost or refused connection, 'conflict' for a deadlock or
+        serialization failure, 'busy' when every connection stayed in use (all retried),
+        None for anything else."""
+
+    @abstractmethod
+    def _connect_once(self) -> None:
+        """Open one connection and close it."""
+
+    def _on_disconnect(self) -> None:
+        """Drop idle connections that died with the server."""
+
+    def check(self) -> None:
+        try:
+            self._connect_once()
+        except self.driver_errors as exc:
+            raise StoreUnavailable(
+                f"cannot connect to {self.scheme} store {self.display}: {first_line(exc)}"
+                " (check the URL, and that the database server is running and reachable)"
+            ) from exc
+
+    def read(self, fn: Callable[[CursorExec], T]) -> T:
+        return self._run(fn, False)
+
+    def write(
+        self, fn: Callable[[CursorExec], T], *, single: bool = False, durable: bool = True
+    ) -> T:
+        return self._run(fn, not single)
+
+    def _run(self, fn: Callable[[CursorExec], T], tx: bool) -> T:
+        """Run `fn` on a cursor; on a lost connection or a conflict, run it again.
+
+        Retries go on for `reconnect_timeout` seconds, so a database restart is waited out;
+        the log says when the connection is lost and when it is back.
+        """
+        lost_at: float | None = None
+        lost = False
+        delay = 0.02
+        while True:
+            try:
+                with self._transaction(tx) as cur:
+                    result = fn(CursorExec(cur))
+            except ConveyorError:
+                raise
+            except self.driver_errors as exc:
+                kind = self._retryable(exc)
+                if kind is None:
+                    raise StoreUnavailable(
+                        f"{self.scheme} store {self.display} failed: {exc}"
+                    ) from exc
+                now = time.monotonic()
+                if lost_at is None:
+                    lost_at = now
+                    lost = kind == "disconnect"
+                    if lost:
+                        log.warning(
+                            "lost the connection to %s (%s); reconnecting",
+                            self.display,
+                            first_line(exc),
+                        )
+                        self._on_disconnect()
+                    elif kind == "busy":
+                        log.warning("%s; waiting", first_line(exc))
+                elif now - lost_at > self.reconnect_timeout:
+                    raise StoreUnavailable(
+                        _gave_up(kind, self.scheme, self.display, now - lost_at, exc)
+                    ) from exc
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
+                continue
+            if lost_at is not None and lost:  # a conflict retried is not worth a word
+                log.warning(
+                    "reconnected to %s after %.1f s", self.display, time.monotonic() - lost_at
+                )
+            return result
+
+
+def marks(values: Sequence[Any]) -> str:
+    """``%s, %s, ...`` for an IN (...) of `values`."""
+    return ", ".join(["%s"] * len(values))
+
+
+def _gave_up(kind: str, scheme: str, display: str, seconds: float, exc: BaseException) -> str:
+    """Why an operation retried for `reconnect_timeout` gave up, and what to do."""
+    if kind == "busy":
+        return (
+            f"{scheme} store {display}: {first_line(exc)} for {seconds:.0f} s: raise pool_size"
+            " in the store URL, or run fewer operations at once in this process"
+        )
+    if kind == "conflict":
+        return (
+            f"{scheme} store {display}: an operation kept conflicting with others for"
+            f" {seconds:.0f} s ({first_line(exc)}): retry it"
+        )
+    return (
+        f"{scheme} store {display} has been unreachable for {seconds:.0f} s ({exc}): check"
+        " that the database server is running and reachable"
+    )
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,378 @@
+"""What differs between the SQL databases: where a queue's messages live, the statements
+each database words its own way, and the hot path (insert, claim, delete).
+
+The SQL store (`store.py`) holds every rule of the queue contract once and asks its
+`Dialect` for these. Two layouts exist:
+
+- SQLite keeps each queue in a table of its own, ``q<queue id>``, whose rowid is the
+  delivery order (priority band, then sequence): the row key is the rowid.
+- PostgreSQL and MySQL keep every queue in one ``messages`` table; the row key is ``seq``
+  (a sequence) and delivery order is ``(queue_id, nprio, seq)`` with ``nprio`` minus the
+  priority. `ServerDialect` holds what the two share.
+
+Statements take ``%s`` parameters. Table names come from the dialect alone (the prefix is
+checked against ``PREFIX_RE``, queue ids are integers); names, ids and bodies are always
+parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+from typing import Any, Generic, NamedTuple
+
+from ...exceptions import InvalidInput
+from ...ids import new_ids
+from ..rules import ClaimTerms, order_after, order_key
+from .connections import CursorExec, E, marks
+from .rows import Fields, Row, claimed
+from .schema import Step
+
+PREFIX_RE = re.compile(r"[a-z][a-z0-9_]{0,29}")
+
+
+def check_prefix(prefix: str) -> str:
+    if not PREFIX_RE.fullmatch(prefix):
+        raise InvalidInput(
+            f"table prefix {prefix!r} is not valid: use 1-30 lower-case letters, digits or"
+            " underscores, starting with a letter (for example prefix=conveyor_)"
+        )
+    return prefix
+
+
+class Bare(NamedTuple):
+    """Bare bodies to insert together (see `rules.bare_bodies`) and what their rows share.
+    `ids` are made before the first attempt where a dialect needs them fixed (a retry after
+    an unconfirmed commit must not store a message twice), or None where it makes them."""
+
+    ids: list[str] | None
+    bodies: list[bytes]
+    priority: int
+    now: float
+    visible_at: float
+
+
+class NotAllHeld(Exception):
+    """A delete that counted its rows found fewer than it was given: run it again, exactly."""
+
+
+class Dialect(ABC, Generic[E]):
+    """One database's words for the SQL store. Thread-safe; holds no connections."""
+
+    name: str
+    prefix: str = ""
+    key: str  # the row key column of a queue's messages
+    order: str  # ORDER BY of delivery order
+    columns: str  # a message row's columns, in the order of rows.MessageRow
+    priority: str  # a row's priority as an expression
+    for_update: str = ""  # locks rows a SELECT reads, where the database has row locks
+    skip_locked: str = ""  # ... and skips rows others hold
+    single_insert = False  # an insert of rows is one statement (no explicit transaction)
+    single_claim = False  # claim_ready is one statement
+    polls_idle = False  # receives of an idle queue look before they take the write lock
+
+    @property
+    def single_delete(self) -> bool:
+        """Whether delete_held is one statement."""
+        return False
+
+    # -- layout ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def messages(self, qid: int) -> str:
+        """The table holding queue `qid`'s messages."""
+
+    @abstractmethod
+    def scope(self, qid: int) -> str:
+        """A condition selecting queue `qid`'s rows in its table, for statements that walk
+        the queue."""
+
+    def key_scope(self, qid: int) -> str:
+        """`scope` for statements that find rows by key (their plan must use the key)."""
+        return self.scope(qid)
+
+    def in_order(self, rows: list[Row]) -> list[Row]:
+        """Message rows sorted in delivery order."""
+        rows.sort(key=_delivery_order)
+        return rows
+
+    @abstractmethod
+    def sequence(self, key: int, priority: int) -> int:
+        """A row's place in delivery order (Message.sequence)."""
+
+    @abstractmethod
+    def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
+        """A condition selecting rows after place `after` in delivery order."""
+
+    # -- schema ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def migrations(self) -> list[Step]:
+        """The schema's versions: the change from version n to n + 1 at index n."""
+
+    @abstractmethod
+    def schema_version(self, ex: E) -> int:
+        """The version the database is at (creating what records it, if needed)."""
+
+    @abstractmethod
+    def set_schema_version(self, ex: E, version: int) -> None: ...
+
+    def lock_schema(self, ex: E) -> None:
+        """Take the lock that serialises migrations (held until `unlock_schema` or commit)."""
+
+    def unlock_schema(self, ex: E) -> None:
+        pass
+
+    def create_queue(self, ex: E, qid: int) -> None:
+        """Make room for a new queue's messages."""
+
+    @abstractmethod
+    def drop_queue(self, ex: E, qid: int) -> None:
+        """Remove a deleted queue's messages."""
+
+    def ignore(self, table: str, columns: str, key: str) -> str:
+        """A one-row insert that does nothing where a row with that key exists."""
+        values = marks(columns.split(","))
+        return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT ({key}) DO NOTHING"
+
+    def upsert(self, table: str, columns: str, key: str) -> str:
+        """A one-row insert that updates the other columns where a row with that key exists."""
+        cols = [c.strip() for c in columns.split(",")]
+        keys = {k.strip() for k in key.split(",")}
+        sets = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in keys)
+        return (
+            f"INSERT INTO {table} ({columns}) VALUES ({marks(cols)})"
+            f" ON CONFLICT ({key}) DO UPDATE SET {sets}"
+        )
+
+    def dropped(self, exc: BaseException) -> bool:
+        """Whether `exc` says a queue's table is gone (read its queue row again)."""
+        return False
+
+    # -- the hot path ---------------------------------------------------------------------
+
+    def new_ids(self, n: int) -> list[str] | None:
+        """Ids for n messages, made before the first attempt of their insert (None where
+        the dialect makes them as it inserts)."""
+        return new_ids(n)
+
+    @abstractmethod
+    def insert_bare(self, ex: E, qid: int, queue: str, bare: Bare, retry: bool) -> list[str]:
+        """Insert bare bodies into queue `qid` (named `queue`, for wake-ups); their ids. A
+        `retry` skips ids an earlier attempt stored."""
+
+    @abstractmethod
+    def insert(
+        self, ex: E, qid: int, queue: str, rows: Sequence[Fields], *, made: bool, retry: bool
+    ) -> list[str | None]:
+        """Insert rows; per row the id stored, or None where the queue held that id already.
+        `made`: every id was made by this store (an empty id: make one here), so none can be
+        present (a `retry` after an unconfirmed commit skips what it stored, and reports
+        every row stored)."""
+
+    @abstractmethod
+    def insert_one(self, ex: E, qid: int, row: Fields) -> tuple[int, str] | None:
+        """Insert one row; its key and id (an empty id: one made here), or None where the
+        queue holds its id already."""
+
+    def insert_keyed(self, ex: E, qid: int, rows: Sequence[Fields], made: bool) -> list[int | None]:
+        """Insert rows; per row its key, or None where the queue holds its id already
+        (`made`: none can be, every id made by this store)."""
+        keys: list[int | None] = []
+        for row in rows:
+            stored = self.insert_one(ex, qid, row)
+            keys.append(None if stored is None else stored[0])
+        return keys
+
+    @abstractmethod
+    def find(self, ex: E, qid: int, message_id: str) -> int | None:
+        """The key of a message by id, or None."""
+
+    def find_many(self, ex: E, qid: int, ids: Sequence[str]) -> list[tuple[int, float]]:
+        """(key, visible_at) of the queue's messages with these ids."""
+        found: list[tuple[int, float]] = []
+        for i in range(0, len(ids), 1000):
+            chunk = ids[i : i + 1000]
+            for key, visible_at in ex.rows(
+                f"SELECT {self.key}, visible_at FROM {self.messages(qid)}"
+                f" WHERE {self.scope(qid)} AND id IN ({marks(chunk)})",
+                chunk,
+            ):
+                found.append((int(key), float(visible_at)))
+        return found
+
+    @abstractmethod
+    def claim_ready(self, ex: E, qid: int, limit: int, terms: ClaimTerms, token: str) -> list[Row]:
+        """Claim up to `limit` ready messages of a queue (none expired), as a receive of a
+        plain queue does; the claimed rows, as the claim left them, in any order."""
+
+    def claim_keys(
+        self, ex: E, qid: int, keys: Sequence[int], terms: ClaimTerms, token: str
+    ) -> list[Row]:
+        """Claim the rows of `keys` (chosen by a walk of the queue's head); the rows as the
+        claim left them, in any order."""
+        t, scope = self.messages(qid), self.key_scope(qid)
+        found = ex.rows(
+            f"SELECT {self.columns} FROM {t} WHERE {scope} AND {self.key} IN ({marks(keys)})",
+            keys,
+        )
+        ex.run(
+            f"UPDATE {t} SET visible_at = %s, receive_count = receive_count + 1,"
+            " first_received_at = coalesce(first_received_at, %s), version = version + 1,"
+            f" token = %s WHERE {scope} AND {self.key} IN ({marks(keys)})",
+            (terms.visible_at, terms.now, token, *keys),
+        )
+        return [claimed(row, terms) for row in found]
+
+    @abstractmethod
+    def delete_held(
+        self, ex: E, qid: int, token: str, keys: Sequence[int], exact: bool
+    ) -> Collection[int]:
+        """Delete the rows of `keys` that still carry `token`; the keys deleted. Without
+        `exact` a dialect may only count, and raise NotAllHeld when it deleted fewer."""
+
+    def notify_waiters(self, ex: E, queue: str) -> None:
+        """Wake other processes' long polls on `queue` when this transaction commits."""
+
+    # -- bulk (the pipeline) --------------------------------------------------------------
+
+    def insert_many(self, ex: E, sql: str, rows: Sequence[Sequence[Any]], types: str) -> None:
+        """Run a one-row ``INSERT ... VALUES (%s, ...)`` for many rows, in few statements
+        (`types`: the columns' SQL types, comma-separated)."""
+        if not rows:
+            return
+        row_marks = f"({marks(rows[0])})"
+        for i in range(0, len(rows), 1000):
+            chunk = rows[i : i + 1000]
+            ex.run(
+                sql.replace(row_marks, ", ".join([row_marks] * len(chunk)), 1),
+                [v for row in chunk for v in row],
+            )
+
+    def lease_claim(
+        self, ex: E, qid: int, stream: str, lease: int, limit: int, terms: ClaimTerms,
+        token: str,
+    ) -> int | None:  # fmt: skip
+        """Claim up to `limit` ready messages of a plain queue and record each claim under
+        (stream, lease) without reading the messages; how many. None where the dialect has
+        no such statement (the pipeline then receives and records)."""
+        return None
+
+    def leased(self, qid: int, stream: str, upto: int) -> tuple[str, tuple[Any, ...]] | None:
+        """A condition selecting the rows leases <= `upto` of `stream` still hold (key and
+        claim token both), for one DELETE; None where the dialect has none."""
+        return None
+
+
+class ServerDialect(Dialect[CursorExec]):
+    """PostgreSQL and MySQL: every queue in one messages table, ``seq`` the row key."""
+
+    key = "seq"
+    order = "nprio, seq"
+    columns = (
+        "seq, id, body, attributes, group_id, dedup_id, -nprio, deadline, sent_at, visible_at,"
+        " receive_count, first_received_at, version, source_queue, error, compressed"
+    )
+    priority = "-nprio"
+    for_update = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    # every column of a row but seq, as `Fields` gives them after the queue id
+    insert_columns = (
+        "queue_id, id, body, attributes, group_id, dedup_id, nprio, deadline, sent_at,"
+        " visible_at, compressed, receive_count, first_received_at, version, source_queue,"
+        " error"
+    )
+    # the columns a send writes, as `send_values` orders them
+    send_columns = (
+        "queue_id, nprio, id, body, attributes, group_id, dedup_id, deadline, sent_at,"
+        " visible_at, compressed"
+    )
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = check_prefix(prefix)
+
+    def messages(self, qid: int) -> str:
+        return f"{self.prefix}messages"
+
+    def scope(self, qid: int) -> str:
+        return f"queue_id = {int(qid)}"
+
+    def sequence(self, key: int, priority: int) -> int:
+        return order_key(priority, key)
+
+    def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
+        priority, seq = order_after(after)
+        return "(nprio > %s OR (nprio = %s AND seq > %s))", (-priority, -priority, seq)
+
+    def schema_version(self, ex: CursorExec) -> int:
+        table = f"{self.prefix}schema"
+        ex.run(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER NOT NULL){self.table_options}")
+        row = ex.one(f"SELECT version FROM {table}")
+        if row is None:
+            ex.run(f"INSERT INTO {table} (version) VALUES (0)")
+            return 0
+        (version,) = row
+        return int(version)
+
+    def set_schema_version(self, ex: CursorExec, version: int) -> None:
+        ex.run(f"UPDATE {self.prefix}schema SET version = %s", (version,))
+
+    table_options = ""
+
+    def drop_queue(self, ex: CursorExec, qid: int) -> None:
+        ex.run(f"DELETE FROM {self.prefix}messages WHERE queue_id = %s", (qid,))
+
+    def find(self, ex: CursorExec, qid: int, message_id: str) -> int | None:
+        found = ex.one(
+            f"SELECT seq FROM {self.prefix}messages WHERE id = %s AND queue_id = %s",
+            (message_id, qid),
+        )
+        if found is None:
+            return None
+        (seq,) = found
+        return int(seq)
+
+    @staticmethod
+    def send_values(qid: int, row: Fields) -> tuple[Any, ...]:
+        """A sent row's values, in the order of `send_columns`."""
+        return (
+            qid,
+            -row.priority,
+            row.id,
+            row.body,
+            row.attributes,
+            row.group_id,
+            row.dedup_id,
+            row.deadline,
+            row.sent_at,
+            row.visible_at,
+            row.compressed,
+        )
+
+    @staticmethod
+    def all_values(qid: int, row: Fields) -> tuple[Any, ...]:
+        """A row's values, in the order of `insert_columns`."""
+        return (
+            qid,
+            row.id,
+            row.body,
+            row.attributes,
+            row.group_id,
+            row.dedup_id,
+            -row.priority,
+            row.deadline,
+            row.sent_at,
+            row.visible_at,
+            row.compressed,
+            row.receive_count,
+            row.first_received_at,
+            row.version,
+            row.source_queue,
+            row.error,
+        )
+
+
+def _delivery_order(row: Row) -> tuple[int, int]:
+    key, _, _, _, _, _, priority, *_ = row
+    return -priority, key

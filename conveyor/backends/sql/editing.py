@@ -1,0 +1,324 @@
+"""The SQL store's moves between queues (expiry, dead letters, redrive) and its inspection
+and editing in place: a part the store holds (its receives dead-letter and expire through
+it too)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...exceptions import QueueDoesNotExist
+from ...models import ArchivedMessage, Message, MessageState, MessageUpdate, QueueAttributes
+from ..errors import in_flight, no_dead_letter_policy, no_dead_letter_queue, no_message, no_source
+from .connections import Exec
+from .rows import (
+    ARCHIVE_COLUMNS,
+    Fields,
+    Row,
+    encode_attributes,
+    row_archived,
+    row_fields,
+    row_message,
+)
+
+if TYPE_CHECKING:
+    from .store import SQLStore
+
+
+class SQLEditor:
+    def __init__(self, store: SQLStore[Any]) -> None:
+        self.store = store
+        self.d = store.dialect
+
+    # -- moving messages ------------------------------------------------------------------
+
+    def archive(
+        self,
+        ex: Exec,
+        qid: int,
+        queue: str,
+        now: float,
+        outcome: str,
+        cond: str,
+        params: Sequence[Any],
+    ) -> None:
+        """Copy the queue's rows that `cond` selects to the archive."""
+        d = self.d
+        ex.run(
+            f"INSERT INTO {d.prefix}archive ({ARCHIVE_COLUMNS}) SELECT %s, id, body, attributes,"
+            f" group_id, {d.priority}, sent_at, first_received_at, %s, receive_count, %s,"
+            f" compressed FROM {d.messages(qid)} WHERE {cond}",
+            (queue, now, outcome, *params),
+        )
+
+    def expire(
+        self, ex: Exec, qid: int, queue: str, attrs: QueueAttributes, key: int, now: float
+    ) -> None:
+        d = self.d
+        cond = f"{d.key_scope(qid)} AND {d.key} = %s"
+        if attrs.archive:
+            self.archive(ex, qid, queue, now, "expired", cond, (key,))
+        ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", (key,))
+        ex.run(f"UPDATE {d.prefix}queues SET expired = expired + 1 WHERE id = %s", (qid,))
+
+    def _row(self, ex: Exec, qid: int, key: int) -> Row:
+        d = self.d
+        row = ex.one(
+            f"SELECT {d.columns} FROM {d.messages(qid)} WHERE {d.key_scope(qid)} AND {d.key} = %s",
+            (key,),
+        )
+        assert row is not None
+        return row
+
+    def _rewrite(self, ex: Exec, qid: int, key: int, dest: int, fields: Fields) -> int:
+        """Take row `key` out of queue `qid` and write `fields` at the back of queue
+        `dest` (the same queue, for a new priority); the new row's key. A message of the
+        same id in `dest` is replaced."""
+        d = self.d
+        ex.run(f"DELETE FROM {d.messages(qid)} WHERE {d.key_scope(qid)} AND {d.key} = %s", (key,))
+        old = d.find(ex, dest, fields.id)
+        if old is not None:
+            ex.run(
+                f"DELETE FROM {d.messages(dest)} WHERE {d.key_scope(dest)} AND {d.key} = %s",
+                (old,),
+            )
+        stored = d.insert_one(ex, dest, fields)
+        assert stored is not None
+        return stored[0]
+
+    def move(
+        self, ex: Exec, src: int, key: int, dest: int, *, dead_from: str | None, error: str | None
+    ) -> int:
+        """Move a message to the back of another queue; returns its new key.
+
+        Into a dead-letter queue (`dead_from` names the source): keeps sent_at, records the
+        source and `error` (or the error it had). Out of one (`dead_from` None, a redrive):
+        sent now, source and error cleared. A message of the same id already in the
+        destination is replaced; receive count and receipts start afresh.
+        """
+        now = self.store.clock.now()
+        f = row_fields(self._row(ex, src, key))
+        moved = f._replace(
+            sent_at=now if dead_from is None else f.sent_at,
+            visible_at=now,
+            receive_count=0,
+            first_received_at=None,
+            version=1,
+            source_queue=dead_from,
+            error=None if dead_from is None else (error if error is not None else f.error),
+        )
+        return self._rewrite(ex, src, key, dest, moved)
+
+    def to_dlq(
+        self, ex: Exec, qid: int, queue: str, dlq_id: int, key: int, error: str | None
+    ) -> int:
+        moved = self.move(ex, qid, key, dlq_id, dead_from=queue, error=error)
+        ex.run(f"UPDATE {self.d.prefix}queues SET dead = dead + 1 WHERE id = %s", (qid,))
+        return moved
+
+    # -- inspection and editing -----------------------------------------------------------
+
+    def _message_row(self, ex: Exec, qid: int, queue: str, message_id: str) -> Row:
+        key = self.d.find(ex, qid, message_id)
+        if key is None:
+            raise no_message(queue, message_id)
+        return self._row(ex, qid, key)
+
+    def _message(self, queue: str, row: Row) -> Message:
+        return row_message(queue, row, self.d.sequence)
+
+    def list_messages(
+        self,
+        queue: str,
+        *,
+        state: MessageState | None = None,
+        limit: int = 100,
+        after: int = 0,
+    ) -> list[Message]:
+        d = self.d
+        now = self.store.clock.now()
+        where, extra = {
+            None: ("", ()),
+            MessageState.READY: (" AND visible_at <= %s", (now,)),
+            MessageState.DELAYED: (" AND visible_at > %s AND receive_count = 0", (now,)),
+            MessageState.IN_FLIGHT: (" AND visible_at > %s AND receive_count > 0", (now,)),
+        }[state]
+        cond, params = d.after(after)
+
+        def run(ex: Exec) -> list[Row]:
+            qid, _ = self.store.queue_row(ex, queue)
+            return ex.rows(
+                f"SELECT {d.columns} FROM {d.messages(qid)} WHERE {d.scope(qid)} AND {cond}"
+                f"{where} ORDER BY {d.order} LIMIT %s",
+                (*params, *extra, limit),
+            )
+
+        return [self._message(queue, row) for row in self.store.read(run)]
+
+    def get_message(self, queue: str, message_id: str) -> Message:
+        def run(ex: Exec) -> Row:
+            qid, _ = self.store.queue_row(ex, queue)
+            return self._message_row(ex, qid, queue, message_id)
+
+        return self._message(queue, self.store.read(run))
+
+    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
+        d = self.d
+
+        def run(ex: Exec) -> Row:
+            qid, attrs = self.store.queue_row(ex, queue)
+            row = self._message_row(ex, qid, queue, message_id)
+            old = row_fields(row)
+            key, *_ = row
+            f = old._replace(version=old.version + 1)
+            if update.body is not None:
+                f = f._replace(body=update.body, compressed=int(bool(update.compressed)))
+            if update.attributes is not None:
+                f = f._replace(attributes=encode_attributes(update.attributes))
+            if update.visible_at is not None:
+                f = f._replace(visible_at=update.visible_at)
+            if update.priority is not None and not attrs.fifo and update.priority != old.priority:
+                # a new priority is a new place in the queue: the back of that priority
+                key = self._rewrite(ex, qid, key, qid, f._replace(priority=update.priority))
+            else:
+                ex.run(
+                    f"UPDATE {d.messages(qid)} SET body = %s, compressed = %s, attributes = %s,"
+                    f" visible_at = %s, version = version + 1 WHERE {d.key_scope(qid)}"
+                    f" AND {d.key} = %s",
+                    (f.body, f.compressed, f.attributes, f.visible_at, key),
+                )
+            d.notify_waiters(ex, queue)
+            return self._row(ex, qid, key)
+
+        message = self._message(queue, self.store.write(run))
+        self.store.notify(queue)
+        return message
+
+    def remove_message(self, queue: str, message_id: str) -> None:
+        d = self.d
+        now = self.store.clock.now()
+
+        def run(ex: Exec) -> None:
+            qid, attrs = self.store.queue_row(ex, queue)
+            key, *_ = self._message_row(ex, qid, queue, message_id)
+            cond = f"{d.key_scope(qid)} AND {d.key} = %s"
+            if attrs.archive:
+                self.archive(ex, qid, queue, now, "removed", cond, (key,))
+            ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", (key,))
+
+        self.store.write(run)
+
+    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
+        d = self.d
+
+        def run(ex: Exec) -> tuple[str, Row]:
+            qid, attrs = self.store.queue_row(ex, queue)
+            key, *_ = self._message_row(ex, qid, queue, message_id)
+            policy = attrs.dead_letter
+            if policy is None:
+                raise no_dead_letter_policy(queue)
+            try:
+                dlq_id, _ = self.store.queue_row(ex, policy.queue)
+            except QueueDoesNotExist:
+                raise no_dead_letter_queue(policy.queue, queue) from None
+            moved = self.to_dlq(ex, qid, queue, dlq_id, key, error)
+            d.notify_waiters(ex, policy.queue)
+            return policy.queue, self._row(ex, dlq_id, moved)
+
+        dlq, row = self.store.write(run)
+        self.store.notify(dlq)
+        return self._message(dlq, row)
+
+    def redrive(
+        self,
+        queue: str,
+        *,
+        ids: Sequence[str] | None = None,
+        limit: int = 100,
+        to: str | None = None,
+    ) -> list[str]:
+        d = self.d
+        now = self.store.clock.now()
+
+        def run(ex: Exec) -> tuple[list[str], dict[str, tuple[int, int]]]:
+            qid, _ = self.store.queue_row(ex, queue)
+            if ids is not None:
+                rows = [self._message_row(ex, qid, queue, mid) for mid in ids]
+            else:
+                rows = ex.rows(
+                    f"SELECT {d.columns} FROM {d.messages(qid)} WHERE {d.scope(qid)}"
+                    f" AND visible_at <= %s ORDER BY {d.order} LIMIT %s{d.skip_locked}",
+                    (now, limit),
+                )
+            picked: list[tuple[int, Fields]] = []
+            for row in rows:
+                key, *_ = row
+                picked.append((key, row_fields(row)))
+            for _, f in picked:
+                if ids is not None and f.visible_at > now and f.receive_count > 0:
+                    raise in_flight(f.id)
+            dests: dict[str, tuple[int, int]] = {}  # name: (queue id, messages moved in)
+            for _, f in picked:
+                dest = to or f.source_queue
+                if dest is None:
+                    raise no_source(f.id)
+                if dest not in dests:
+                    dests[dest] = (self.store.queue_row(ex, dest)[0], 0)
+            moved: list[str] = []
+            for key, f in picked:
+                dest = to or f.source_queue or ""
+                dest_id, n = dests[dest]
+                self.move(ex, qid, key, dest_id, dead_from=None, error=None)
+                dests[dest] = (dest_id, n + 1)
+                moved.append(f.id)
+            for name in dests:
+                d.notify_waiters(ex, name)
+            return moved, dests
+
+        # counted once the transaction has committed, not once per attempt
+        moved, dests = self.store.write(run)
+        for name, (dest_id, n) in dests.items():
+            self.store.count(dest_id, sent=n)
+            self.store.notify(name)
+        return moved
+
+    def reset_message(self, queue: str, message_id: str) -> Message:
+        return self._release(
+            queue, message_id, 0.0, "receive_count = 0, first_received_at = NULL, "
+        )
+
+    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
+        return self._release(queue, message_id, delay, "")
+
+    def _release(self, queue: str, message_id: str, delay: float, extra: str) -> Message:
+        d = self.d
+        now = self.store.clock.now()
+
+        def run(ex: Exec) -> Row:
+            qid, _ = self.store.queue_row(ex, queue)
+            key, *_ = self._message_row(ex, qid, queue, message_id)
+            ex.run(
+                f"UPDATE {d.messages(qid)} SET {extra}visible_at = %s, token = NULL,"
+                f" version = version + 1 WHERE {d.key_scope(qid)} AND {d.key} = %s",
+                (now + delay, key),
+            )
+            if delay == 0:
+                d.notify_waiters(ex, queue)
+            return self._row(ex, qid, key)
+
+        message = self._message(queue, self.store.write(run))
+        if delay == 0:
+            self.store.notify(queue)
+        return message
+
+    def list_archive(
+        self, queue: str, *, limit: int = 1000, after: int = 0
+    ) -> list[ArchivedMessage]:
+        rows = self.store.read(
+            lambda ex: ex.rows(
+                f"SELECT {ARCHIVE_COLUMNS} FROM {self.d.prefix}archive"
+                " WHERE queue_name = %s ORDER BY seq LIMIT %s OFFSET %s",
+                (queue, limit, after),
+            )
+        )
+        return [row_archived(row) for row in rows]

@@ -1,0 +1,367 @@
+"""MySQL and MariaDB store: ``mysql://user[:password]@host[:port]/database``
+(``mariadb://`` too).
+
+Options: ``prefix`` (table name prefix, default ``conveyor_``), ``pool_size`` (connections kept
+per process, default 10), ``reconnect_timeout`` (default 60 s), ``connect_timeout`` (default
+5 s). Needs MySQL 8.0.1+ or MariaDB 10.6+ (``SKIP LOCKED``).
+
+PyMySQL (pure Python: nothing to compile) with a small pool of its own. Sessions run at READ
+COMMITTED, so a claim (``SELECT ... FOR UPDATE SKIP LOCKED``, then ``UPDATE``) locks only the
+rows it takes. MySQL has no LISTEN: long polls poll with a bounded back-off, besides the
+in-process wake-up on a send. Implements every contract.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue as queue_mod
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+import pymysql
+
+from ...clock import Clock
+from ...exceptions import InvalidInput
+from ...urls import check_options, redact
+from ..rules import ClaimTerms
+from .connections import CursorExec, ServerConnections, marks
+from .dialect import Bare, ServerDialect
+from .rows import Fields, Row, claimed
+from .schema import ServerTypes, Step, server_migrations
+from .store import SQLStore
+
+TYPES = ServerTypes(
+    "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY",
+    "LONGBLOB",
+    "DOUBLE",
+    # binary collation: queue names and ids compare exactly, as on every other store
+    " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+    clustered_order=True,
+)
+
+# lost or refused connections, server shutting down, connection killed
+_DISCONNECTS = {0, 1053, 1927, 2003, 2006, 2013, 2055}
+# deadlock, lock wait timeout
+_CONFLICTS = {1205, 1213}
+
+if TYPE_CHECKING:
+    Conn = pymysql.connections.Connection[Any]
+
+
+def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[CursorExec]:
+    parts = urlsplit(f"mysql://{rest}")
+    database = parts.path.lstrip("/")
+    if not database or not parts.hostname:
+        raise InvalidInput(
+            "mysql URL needs a host and a database: mysql://user:password@host:3306/database"
+        )
+    check_options("mysql", params, ("prefix", "pool_size", "reconnect_timeout", "connect_timeout"))
+    try:
+        pool_size = int(params.get("pool_size", 10))
+        reconnect_timeout = float(params.get("reconnect_timeout", 60))
+        connect_timeout = float(params.get("connect_timeout", 5))
+    except ValueError as exc:
+        raise InvalidInput(f"bad mysql store option: {exc}") from None
+    db = MySQLConnections(
+        host=parts.hostname,
+        port=parts.port or 3306,
+        user=unquote(parts.username or "root"),
+        password=unquote(parts.password or ""),
+        database=database,
+        pool_size=pool_size,
+        reconnect_timeout=reconnect_timeout,
+        connect_timeout=connect_timeout,
+    )
+    dialect = MySQLDialect(params.get("prefix", "conveyor_"), db)
+    return SQLStore(
+        scheme="mysql", key=f"{db.display}#{dialect.prefix}", dialect=dialect, db=db, clock=clock
+    )
+
+
+class MySQLConnections(ServerConnections):
+    scheme = "mysql"
+    driver_errors = (pymysql.Error,)
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        user: str,
+        password: str,
+        database: str,
+        pool_size: int,
+        reconnect_timeout: float,
+        connect_timeout: float,
+    ) -> None:
+        if pool_size < 1:
+            raise InvalidInput(f"pool_size must be at least 1, got {pool_size}")
+        self._connect_args: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "user": user,
+            "password": password,
+            "database": database,
+            "autocommit": True,
+            "charset": "utf8mb4",
+            "binary_prefix": True,
+            "connect_timeout": connect_timeout,
+            "init_command": "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        }
+        self.display = redact(
+            f"mysql://{user}{':' + password if password else ''}@{host}:{port}/{database}"
+        )
+        self.reconnect_timeout = reconnect_timeout
+        self.mariadb = False  # known once the server has answered (`check`)
+        self._idle: queue_mod.LifoQueue[Conn] = queue_mod.LifoQueue(maxsize=pool_size)
+
+    def _get(self) -> Conn:
+        try:
+            return self._idle.get_nowait()
+        except queue_mod.Empty:
+            return pymysql.connect(**self._connect_args)
+
+    def _put(self, conn: Conn) -> None:
+        try:
+            self._idle.put_nowait(conn)
+        except queue_mod.Full:
+            conn.close()
+
+    @contextmanager
+    def _transaction(self, tx: bool) -> Iterator[Any]:
+        conn = self._get()
+        healthy = False
+        try:
+            with conn.cursor() as cur:
+                if tx:
+                    conn.begin()
+                try:
+                    yield cur
+                    if tx:
+                        conn.commit()
+                except BaseException:
+                    if tx:
+                        conn.rollback()
+                    raise
+            healthy = True
+        except pymysql.err.OperationalError as exc:
+            healthy = exc.args[0] in _CONFLICTS
+            raise
+        except pymysql.Error:
+            healthy = False
+            raise
+        except BaseException:
+            healthy = True  # the transaction was rolled back; the connection is fine
+            raise
+        finally:
+            if healthy:
+                self._put(conn)
+            else:
+                _discard(conn)
+
+    def _retryable(self, exc: BaseException) -> str | None:
+        if isinstance(exc, pymysql.err.InterfaceError):
+            return "disconnect"
+        if isinstance(exc, pymysql.err.OperationalError):
+            code = exc.args[0] if exc.args else 0
+            if code in _CONFLICTS:
+                return "conflict"
+            if code in _DISCONNECTS or code >= 2000:
+                return "disconnect"
+        return None
+
+    def _on_disconnect(self) -> None:
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue_mod.Empty:
+                return
+            _discard(conn)
+
+    def _connect_once(self) -> None:
+        conn = self._get()
+        with conn.cursor() as cur:
+            cur.execute("SELECT VERSION()")
+            (version,) = cur.fetchone()
+            # MariaDB deletes and says what it deleted in one statement; MySQL 8 cannot
+            self.mariadb = "mariadb" in str(version).lower()
+        self._put(conn)
+
+    def close(self) -> None:
+        self._on_disconnect()
+
+
+class MySQLDialect(ServerDialect):
+    name = "mysql"
+    table_options = TYPES.table_options
+
+    def __init__(self, prefix: str, db: MySQLConnections) -> None:
+        super().__init__(prefix)
+        self.db = db
+
+    @property
+    def single_delete(self) -> bool:
+        return self.db.mariadb  # DELETE ... RETURNING
+
+    def migrations(self) -> list[Step]:
+        return server_migrations(TYPES, self.prefix)
+
+    def lock_schema(self, ex: CursorExec) -> None:
+        ex.rows("SELECT GET_LOCK(%s, 60)", (f"conveyor-schema-{self.prefix}",))
+
+    def unlock_schema(self, ex: CursorExec) -> None:
+        ex.rows("SELECT RELEASE_LOCK(%s)", (f"conveyor-schema-{self.prefix}",))
+
+    def ignore(self, table: str, columns: str, key: str) -> str:
+        return f"INSERT IGNORE INTO {table} ({columns}) VALUES ({marks(columns.split(','))})"
+
+    def upsert(self, table: str, columns: str, key: str) -> str:
+        cols = [c.strip() for c in columns.split(",")]
+        keys = {k.strip() for k in key.split(",")}
+        sets = ", ".join(f"{c} = VALUES({c})" for c in cols if c not in keys)
+        return (
+            f"INSERT INTO {table} ({columns}) VALUES ({marks(cols)}) ON DUPLICATE KEY UPDATE {sets}"
+        )
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def _insert_all(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> None:
+        """One multi-row INSERT of rows none of whose ids can be present."""
+        values = [self.send_values(qid, row) for row in rows]
+        ex.run(
+            f"INSERT INTO {self.prefix}messages ({self.send_columns}) VALUES"
+            f" {', '.join([f'({marks(values[0])})'] * len(values))}",
+            [v for row in values for v in row],
+        )
+
+    def insert_bare(
+        self, ex: CursorExec, qid: int, queue: str, bare: Bare, retry: bool
+    ) -> list[str]:
+        ids = bare.ids or []
+        if retry:  # one by one, skipping ids a first attempt stored
+            for i, body in zip(ids, bare.bodies, strict=True):
+                row = Fields(
+                    i, body, None, None, None, bare.priority, None, bare.now, bare.visible_at, 0
+                )
+                self.insert_one(ex, qid, row)
+            return ids
+        # named parameters: the driver escapes each value once (it quotes parameters into
+        # the statement in Python), so what the rows share is escaped once, not per row
+        params: dict[str, Any] = {
+            "q": qid, "p": -bare.priority, "t": bare.now, "v": bare.visible_at,
+        }  # fmt: skip
+        for k, (message_id, body) in enumerate(zip(ids, bare.bodies, strict=True)):
+            params[f"i{k}"] = message_id
+            params[f"b{k}"] = body
+        ex.cur.execute(_bare_insert(self.prefix, len(ids)), params)
+        return ids
+
+    def insert(
+        self,
+        ex: CursorExec,
+        qid: int,
+        queue: str,
+        rows: Sequence[Fields],
+        *,
+        made: bool,
+        retry: bool,
+    ) -> list[str | None]:
+        if made and not retry:
+            self._insert_all(ex, qid, rows)
+            return [row.id for row in rows]
+        stored = [self.insert_one(ex, qid, row) for row in rows]
+        if made:  # a retry: what the first attempt stored counts as stored
+            return [row.id for row in rows]
+        return [None if s is None else row.id for s, row in zip(stored, rows, strict=True)]
+
+    def insert_one(self, ex: CursorExec, qid: int, row: Fields) -> tuple[int, str] | None:
+        if row.as_sent:
+            columns, values = self.send_columns, self.send_values(qid, row)
+        else:
+            columns, values = self.insert_columns, self.all_values(qid, row)
+        cur = ex.cur
+        cur.execute(
+            f"INSERT IGNORE INTO {self.prefix}messages ({columns}) VALUES ({marks(values)})",
+            values,
+        )
+        return (int(cur.lastrowid), row.id) if cur.rowcount > 0 else None
+
+    def insert_keyed(
+        self, ex: CursorExec, qid: int, rows: Sequence[Fields], made: bool
+    ) -> list[int | None]:
+        if not made:
+            return super().insert_keyed(ex, qid, rows, made)
+        keys: dict[str, int] = {}
+        for i in range(0, len(rows), 1000):
+            chunk = rows[i : i + 1000]
+            self._insert_all(ex, qid, chunk)
+            ids = [row.id for row in chunk]
+            for seq, message_id in ex.rows(
+                f"SELECT seq, id FROM {self.prefix}messages WHERE queue_id = %s"
+                f" AND id IN ({marks(ids)})",
+                (qid, *ids),
+            ):
+                keys[message_id] = int(seq)
+        return [keys.get(row.id) for row in rows]
+
+    # -- claims and deletes ---------------------------------------------------------------
+
+    def claim_ready(
+        self, ex: CursorExec, qid: int, limit: int, terms: ClaimTerms, token: str
+    ) -> list[Row]:
+        now = terms.now
+        rows = ex.rows(
+            f"SELECT {self.columns} FROM {self.prefix}messages WHERE queue_id = %s"
+            " AND visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
+            " ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED",
+            (qid, now, terms.horizon, now, limit),
+        )
+        if not rows:
+            return []
+        keys = [key for key, *_ in rows]
+        ex.run(
+            f"UPDATE {self.prefix}messages SET visible_at = %s, receive_count = receive_count + 1,"
+            " first_received_at = coalesce(first_received_at, %s), version = version + 1,"
+            f" token = %s WHERE seq IN ({marks(keys)})",
+            (terms.visible_at, now, token, *keys),
+        )
+        return [claimed(row, terms) for row in rows]
+
+    def delete_held(
+        self, ex: CursorExec, qid: int, token: str, keys: Sequence[int], exact: bool
+    ) -> Collection[int]:
+        p = self.prefix
+        if self.db.mariadb:
+            rows = ex.rows(
+                f"DELETE FROM {p}messages WHERE queue_id = %s AND token = %s"
+                f" AND seq IN ({marks(keys)}) RETURNING seq",
+                (qid, token, *keys),
+            )
+            return [int(seq) for (seq,) in rows]
+        found = [
+            int(seq)
+            for (seq,) in ex.rows(
+                f"SELECT seq FROM {p}messages WHERE queue_id = %s AND token = %s"
+                f" AND seq IN ({marks(keys)}) FOR UPDATE",
+                (qid, token, *keys),
+            )
+        ]
+        if found:
+            ex.run(f"DELETE FROM {p}messages WHERE seq IN ({marks(found)})", found)
+        return found
+
+
+@functools.lru_cache(maxsize=64)
+def _bare_insert(prefix: str, n: int) -> str:
+    rows = ", ".join(f"(%(q)s, %(p)s, %(i{k})s, %(b{k})s, %(t)s, %(v)s)" for k in range(n))
+    return (
+        f"INSERT INTO {prefix}messages (queue_id, nprio, id, body, sent_at, visible_at)"
+        f" VALUES {rows}"
+    )
+
+
+def _discard(conn: Conn) -> None:
+    with suppress(pymysql.Error):
+        conn.close()

@@ -1,0 +1,467 @@
+"""The SQL store's bulk access for parallel jobs (the `Pipeline` contract): a part the store
+holds.
+
+- snapshots read a queue's rows (or its archive's) by row-key range;
+- leases are rows of ``leases`` (queue, stream, lease number, row key, message id, claim
+  token), written as messages are claimed; acknowledging deletes the rows that still carry
+  their lease's token, then the lease rows, and records the stream's position;
+- staged writes insert messages with `visible_at` at HIDDEN + a tag: one ``stages`` row per
+  task attempt records the tag and the row-key range the attempt wrote, so publishing is one
+  range UPDATE per batch, not one per row. ``sinks`` records each sink's last published
+  batch.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...exceptions import InvalidInput
+from ...models import ArchivedMessage, Delivery, Message, NewMessage
+from ..base import Bounds
+from ..rules import claim_terms, walks_head
+from .connections import Exec, marks
+from .rows import ARCHIVE_COLUMNS, Row, new_fields, row_archived, row_message
+
+if TYPE_CHECKING:
+    from .store import SQLStore
+
+HIDDEN = 1e15  # staged messages have visible_at HIDDEN + their stage's tag: after any real time
+PAGE = 2000  # rows per statement when scanning or reading a lease
+LEASE_COLUMNS = "queue_id, stream, lease, row_key, message_id, token"
+LEASE_KEY = "queue_id, stream, lease, row_key"
+LEASE_TYPES = "bigint, text, bigint, bigint, text, text"
+LEASE_CHUNK = 5000  # messages claimed per receive when leasing, deleted per acknowledgement
+JOB_SINK_DAYS = 7  # how long a one-off job's commit record is kept
+
+Page = tuple[list[Row], "int | None"]  # rows, and the key to go on after (None: done)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One task attempt's staged messages: visible_at HIDDEN + tag, row keys low..high."""
+
+    tag: int
+    part: int
+    attempt: int
+    low: int | None
+    high: int | None
+
+
+class SQLPipeline:
+    def __init__(self, store: SQLStore[Any]) -> None:
+        self.store = store
+        self.d = store.dialect
+        self.p = store.dialect.prefix
+
+    def _qid(self, ex: Exec, queue: str) -> int:
+        qid, _ = self.store.queue_row(ex, queue)
+        return qid
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def row_bounds(self, queue: str, *, archive: bool = False) -> Bounds:
+        d = self.d
+
+        def run(ex: Exec) -> Row | None:
+            if archive:
+                return ex.one(
+                    f"SELECT count(*), min(seq), max(seq) FROM {self.p}archive"
+                    " WHERE queue_name = %s",
+                    (queue,),
+                )
+            qid = self._qid(ex, queue)
+            return ex.one(
+                f"SELECT count(*), min({d.key}), max({d.key}) FROM {d.messages(qid)}"
+                f" WHERE {d.scope(qid)} AND visible_at < %s",
+                (HIDDEN,),
+            )
+
+        return _bounds(self.store.read(run))
+
+    def _pages(self, fetch: Callable[[Exec, int], Page], low: int) -> Iterator[Row]:
+        """The rows `fetch` returns page by page, from `low` until it says there is no more."""
+        after: int | None = low
+        while after is not None:
+
+            def page(ex: Exec, start: int = after) -> Page:
+                return fetch(ex, start)
+
+            rows, after = self.store.read(page)
+            yield from rows
+
+    def scan_messages(self, queue: str, low: int, high: int) -> Iterator[Message]:
+        d = self.d
+
+        def fetch(ex: Exec, after: int) -> Page:
+            qid = self._qid(ex, queue)
+            rows = ex.rows(
+                f"SELECT {d.columns} FROM {d.messages(qid)} WHERE {d.scope(qid)}"
+                f" AND {d.key} > %s AND {d.key} <= %s AND visible_at < %s ORDER BY {d.key}"
+                " LIMIT %s",
+                (after, high, HIDDEN, PAGE),
+            )
+            return rows, _last_key(rows)
+
+        for row in self._pages(fetch, low):
+            yield row_message(queue, row, d.sequence)
+
+    def scan_archive(self, queue: str, low: int, high: int) -> Iterator[ArchivedMessage]:
+        def fetch(ex: Exec, after: int) -> Page:
+            rows = ex.rows(
+                f"SELECT seq, {ARCHIVE_COLUMNS} FROM {self.p}archive WHERE queue_name = %s"
+                " AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s",
+                (queue, after, high, PAGE),
+            )
+            return rows, _last_key(rows)
+
+        for _, *archived in self._pages(fetch, low):
+            yield row_archived(tuple(archived))
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def stream_position(self, queue: str, stream: str) -> int:
+        def run(ex: Exec) -> int:
+            row = ex.one(
+                f"SELECT acked FROM {self.p}streams WHERE queue_id = %s AND stream = %s",
+                (self._qid(ex, queue), stream),
+            )
+            return _first(row, 0)
+
+        return self.store.read(run)
+
+    def lease_messages(
+        self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
+    ) -> int:
+        count = self.lease_bounds(queue, stream, lease, lease).count
+        while count < max_messages:
+            got = self._lease_chunk(
+                queue, stream, lease, min(LEASE_CHUNK, max_messages - count), visibility_timeout
+            )
+            if not got:
+                break
+            count += got
+        return count
+
+    def _lease_chunk(
+        self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
+    ) -> int:
+        """Claim up to `max_messages` and record each claim under `lease`; how many."""
+        store, d = self.store, self.d
+        qid, attrs = store.lookup(queue)
+        if not walks_head(attrs):
+            # a plain queue: where the dialect can, one statement claims and records
+            now = store.clock.now()
+            store.sweep(qid, queue, attrs, now, force=False)
+            terms = claim_terms(attrs, now, visibility_timeout)
+            token = secrets.token_hex(8)
+            got = store.write(
+                lambda ex: d.lease_claim(ex, qid, stream, lease, max_messages, terms, token),
+                single=d.single_claim,
+                durable=attrs.delivery is Delivery.AT_MOST_ONCE,
+            )
+            if got is not None:
+                if got:
+                    store.count(qid, received=got)
+                return got
+        rows, token = store.fresh_on_drop(
+            queue, lambda: store.claim(queue, max_messages, visibility_timeout)
+        )
+        if not rows:
+            return 0
+        leased = []
+        for row in rows:
+            key, message_id, *_ = row
+            leased.append((qid, stream, lease, key, message_id, token))
+        upsert = d.upsert(f"{self.p}leases", LEASE_COLUMNS, LEASE_KEY)
+        store.write(lambda ex: d.insert_many(ex, upsert, leased, LEASE_TYPES))
+        return len(rows)
+
+    def _lease_rows(self, queue: str, stream: str, upto: int) -> list[tuple[int, str]]:
+        """(row key, claim token) of what leases <= `upto` hold."""
+
+        def run(ex: Exec) -> list[Row]:
+            return ex.rows(
+                f"SELECT row_key, token FROM {self.p}leases"
+                " WHERE queue_id = %s AND stream = %s AND lease <= %s",
+                (self._qid(ex, queue), stream, upto),
+            )
+
+        return [(int(key), str(token).strip()) for key, token in self.store.read(run)]
+
+    def lease_bounds(self, queue: str, stream: str, first: int, last: int) -> Bounds:
+        def run(ex: Exec) -> Row | None:
+            return ex.one(
+                f"SELECT count(*), min(row_key), max(row_key) FROM {self.p}leases"
+                " WHERE queue_id = %s AND stream = %s AND lease >= %s AND lease <= %s",
+                (self._qid(ex, queue), stream, first, last),
+            )
+
+        return _bounds(self.store.read(run))
+
+    def read_leased(
+        self, queue: str, stream: str, first: int, last: int, low: int, high: int
+    ) -> Iterator[Message]:
+        d = self.d
+        for lease in range(first, last + 1):
+
+            def fetch(ex: Exec, after: int, lease: int = lease) -> Page:
+                # the lease rows first (one lease number: the key's order is the index's),
+                # then their messages by key: a join would leave the plan to a planner that
+                # may walk the whole queue
+                qid = self._qid(ex, queue)
+                held = ex.rows(
+                    f"SELECT row_key, token FROM {self.p}leases WHERE queue_id = %s"
+                    " AND stream = %s AND lease = %s AND row_key > %s AND row_key <= %s"
+                    " ORDER BY row_key LIMIT %s",
+                    (qid, stream, lease, after, high, PAGE),
+                )
+                if not held:
+                    return [], None
+                tokens = {int(key): str(token).strip() for key, token in held}
+                # by key alone (keys are unique in the table, and the token must match): a
+                # prepared statement's generic plan could otherwise walk the whole queue
+                rows = ex.rows(
+                    f"SELECT {d.columns}, token FROM {d.messages(qid)}"
+                    f" WHERE {d.key} IN ({marks(held)}) ORDER BY {d.key}",
+                    list(tokens),
+                )
+                mine = []
+                for *row, token in rows:
+                    key, *_ = row
+                    if str(token or "").strip() == tokens[int(key)]:
+                        mine.append(tuple(row))
+                return mine, _last_key(held)
+
+            for row in self._pages(fetch, low):
+                yield row_message(queue, row, d.sequence)
+
+    def acknowledge_leases(self, queue: str, stream: str, upto: int) -> int:
+        p = self.p
+        store = self.store
+        deleted = self._delete_leased(queue, stream, upto)
+        upsert = self.d.upsert(
+            f"{p}streams", "queue_id, stream, acked, updated_at", "queue_id, stream"
+        )
+
+        def run(ex: Exec) -> None:
+            qid = self._qid(ex, queue)
+            ex.run(
+                f"DELETE FROM {p}leases WHERE queue_id = %s AND stream = %s AND lease <= %s",
+                (qid, stream, upto),
+            )
+            row = ex.one(
+                f"SELECT acked FROM {p}streams WHERE queue_id = %s AND stream = %s", (qid, stream)
+            )
+            acked = max(upto, _first(row, 0))
+            ex.run(upsert, (qid, stream, acked, store.clock.now()))
+
+        store.write(run)
+        return deleted
+
+    def _delete_leased(self, queue: str, stream: str, upto: int) -> int:
+        """Delete what leases <= `upto` still hold, as deletes by receipt would; how many."""
+        store, d = self.store, self.d
+        qid, attrs = store.lookup(queue)
+        leased = d.leased(qid, stream, upto)
+        if leased is not None:
+            # one statement: the rows the leases hold, where they still hold the claim
+            cond, params = leased
+            now = store.clock.now()
+
+            def run(ex: Exec) -> int:
+                if attrs.archive:
+                    store.editor.archive(ex, qid, queue, now, "deleted", cond, params)
+                return ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", params)
+
+            deleted = store.write(run, single=not attrs.archive)
+            if deleted:
+                store.count(qid, deleted=deleted)
+            return deleted
+        held = self._lease_rows(queue, stream, upto)
+        deleted = 0
+        for i in range(0, len(held), LEASE_CHUNK):
+            by_token: dict[str, list[int]] = {}
+            for key, token in held[i : i + LEASE_CHUNK]:
+                by_token.setdefault(token, []).append(key)
+            deleted += len(store.delete_claims(queue, by_token))
+        return deleted
+
+    # -- staged writes --------------------------------------------------------------------
+
+    def stage_messages(
+        self, queue: str, sink: str, batch: int, part: int, attempt: int,
+        messages: Sequence[NewMessage],
+    ) -> int:  # fmt: skip
+        d, p = self.d, self.p
+        now = self.store.clock.now()
+        mine_ids = [m.generated_id or not m.id for m in messages]
+        fresh = iter(d.new_ids(sum(mine_ids)) or ())
+        ids = [next(fresh, "") if own else m.id for m, own in zip(messages, mine_ids, strict=True)]
+
+        def run(ex: Exec) -> int:
+            qid, attrs = self.store.queue_row(ex, queue)
+            if attrs.fifo:
+                raise InvalidInput(
+                    f"queue {queue!r} is FIFO: parallel writers cannot keep group order;"
+                    " write to a standard queue"
+                )
+            stages = self._stages(ex, qid, sink, batch)
+            mine = next((s for s in stages if (s.part, s.attempt) == (part, attempt)), None)
+            if mine is None:
+                ex.run(
+                    f"INSERT INTO {p}stages (queue_id, sink, batch, part, attempt, created_at)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)",
+                    (qid, sink, batch, part, attempt, now),
+                )
+                stages = self._stages(ex, qid, sink, batch)
+                mine = next(s for s in stages if (s.part, s.attempt) == (part, attempt))
+            hidden = HIDDEN + mine.tag
+            rows = [
+                new_fields(m, i, None, now, False, hidden)
+                for m, i in zip(messages, ids, strict=True)
+            ]
+            stored = d.insert_keyed(ex, qid, rows, all(mine_ids))
+            keys = [k for k in stored if k is not None]
+            present = [row.id for row, k in zip(rows, stored, strict=True) if k is None]
+            if present:
+                # what an earlier attempt of this batch staged, this attempt takes over
+                others = {HIDDEN + s.tag for s in stages if s.tag != mine.tag}
+                taken = [k for k, v in d.find_many(ex, qid, present) if v in others]
+                if taken:
+                    ex.run(
+                        f"UPDATE {d.messages(qid)} SET visible_at = %s"
+                        f" WHERE {d.key_scope(qid)} AND {d.key} IN ({marks(taken)})",
+                        (hidden, *taken),
+                    )
+                keys += taken
+            if keys:
+                low = min(keys) if mine.low is None else min(mine.low, *keys)
+                high = max(keys) if mine.high is None else max(mine.high, *keys)
+                ex.run(
+                    f"UPDATE {p}stages SET low = %s, high = %s WHERE tag = %s",
+                    (low, high, mine.tag),
+                )
+            return len(keys)
+
+        return self.store.write(run)
+
+    def _stages(self, ex: Exec, qid: int, sink: str, batch: int) -> list[Stage]:
+        """The stages of (sink, batch)."""
+        return self._stage_rows(ex, "sink = %s AND batch = %s", (qid, sink, batch))
+
+    def _abandoned(self, ex: Exec, qid: int, before: float) -> list[Stage]:
+        """The stages of one-off jobs created before `before` (their jobs died unfinished)."""
+        return self._stage_rows(ex, "sink LIKE %s AND created_at < %s", (qid, "job:%", before))
+
+    def _stage_rows(self, ex: Exec, cond: str, params: Sequence[Any]) -> list[Stage]:
+        rows = ex.rows(
+            f"SELECT tag, part, attempt, low, high FROM {self.p}stages"
+            f" WHERE queue_id = %s AND {cond}",
+            params,
+        )
+        return [
+            Stage(int(tag), int(part), int(attempt), _int(low), _int(high))
+            for tag, part, attempt, low, high in rows
+        ]
+
+    def _tagged(self, qid: int, stages: Sequence[Stage]) -> tuple[str, list[Any]]:
+        """A condition on row key and visible_at selecting the stages' staged messages."""
+        held = [(s.tag, s.low, s.high) for s in stages if s.low is not None and s.high is not None]
+        if not held:
+            return "1 = 0", []
+        d = self.d
+        low = min(lo for _, lo, _ in held if lo is not None)
+        high = max(hi for _, _, hi in held if hi is not None)
+        # tags are unique across queues, so the key range and the tags select the rows alone
+        return (
+            f"{d.key_scope(qid)} AND {d.key} >= %s AND {d.key} <= %s"
+            f" AND visible_at IN ({marks(held)})",
+            [low, high, *(HIDDEN + tag for tag, _, _ in held)],
+        )
+
+    def publish_staged(
+        self, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]]
+    ) -> int | None:
+        d, p = self.d, self.p
+        store = self.store
+        now = store.clock.now()
+        upsert = d.upsert(f"{p}sinks", "queue_id, sink, batch, committed_at", "queue_id, sink")
+
+        def run(ex: Exec) -> tuple[int, int | None]:
+            qid = self._qid(ex, queue)
+            done = ex.one(
+                f"SELECT batch FROM {p}sinks WHERE queue_id = %s AND sink = %s", (qid, sink)
+            )
+            stages = self._stages(ex, qid, sink, batch)
+            published: int | None = None
+            if _first(done, -1) < batch:
+                wanted = set(tags)
+                cond, params = self._tagged(
+                    qid, [s for s in stages if (s.part, s.attempt) in wanted]
+                )
+                published = ex.run(
+                    f"UPDATE {d.messages(qid)} SET visible_at = %s, sent_at = %s WHERE {cond}",
+                    (now, now, *params),
+                )
+                ex.run(upsert, (qid, sink, batch, now))
+                ex.run(
+                    f"DELETE FROM {p}sinks WHERE sink LIKE %s AND committed_at < %s",
+                    ("job:%", now - JOB_SINK_DAYS * 86400),
+                )
+            # what other attempts staged goes, and so do one-off jobs abandoned long ago
+            stale = self._abandoned(ex, qid, now - JOB_SINK_DAYS * 86400)
+            self._drop_staged(ex, qid, stages + stale)
+            return qid, published
+
+        qid, published = store.write(run)
+        if published:
+            store.count(qid, sent=published)
+            store.notify(queue)
+        return published
+
+    def discard_staged(self, queue: str, sink: str, batch: int) -> int:
+        def run(ex: Exec) -> int:
+            qid = self._qid(ex, queue)
+            return self._drop_staged(ex, qid, self._stages(ex, qid, sink, batch))
+
+        return self.store.write(run)
+
+    def _drop_staged(self, ex: Exec, qid: int, stages: Sequence[Stage]) -> int:
+        """Delete the stages' messages still hidden, and the stages; how many messages went."""
+        if not stages:
+            return 0
+        cond, params = self._tagged(qid, stages)
+        gone = ex.run(f"DELETE FROM {self.d.messages(qid)} WHERE {cond}", params)
+        ex.run(
+            f"DELETE FROM {self.p}stages WHERE tag IN ({marks(stages)})",
+            [s.tag for s in stages],
+        )
+        return gone
+
+
+def _bounds(row: Row | None) -> Bounds:
+    count, low, high = row if row is not None else (0, None, None)
+    return Bounds(int(count), int(low or 0), int(high or 0))
+
+
+def _last_key(rows: Sequence[Row]) -> int | None:
+    """The key to read on from: the last row's first column, when a page came back full."""
+    if len(rows) < PAGE:
+        return None
+    key, *_ = rows[-1]
+    return int(key)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _first(row: Row | None, default: int) -> int:
+    """The one column of a row read as an integer, or `default` where there was no row."""
+    if row is None:
+        return default
+    (value,) = row
+    return int(value)

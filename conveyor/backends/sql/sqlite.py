@@ -1,0 +1,601 @@
+"""Embedded SQLite store: the default.
+
+URL: ``sqlite:///relative/or/absolute/path.db`` (``sqlite:////abs/path.db`` for an absolute
+path). Options: ``durability=full`` (default: an acknowledged send survives a power cut;
+``synchronous=FULL``) or ``durability=normal`` (survives a process crash; ``synchronous=NORMAL``),
+``busy_timeout`` in seconds (default 60), ``keep_heap=true`` (see `conveyor.tuning`).
+
+One file holds every queue, in WAL mode. Any number of threads and processes on one host may
+share it: every change runs inside ``BEGIN IMMEDIATE``, so claims are atomic. Each queue has
+a table of its own whose rowid is the delivery order (priority band, then sequence), so a
+receive walks the table from its head and its cost does not grow with queue depth. Ids the
+store makes up carry their rowid (`conveyor.ids.row_id`), so finding one is a primary-key
+lookup; only ids chosen by senders, and messages that changed rows (moved, re-prioritised),
+are in the partial unique index ``by_id`` (``indexed`` = 1). The schema is versioned
+(``PRAGMA user_version``) and migrated on first use. Implements every contract.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, TypeVar
+
+from ...clock import Clock
+from ...exceptions import InvalidInput, StoreUnavailable
+from ...ids import row_id, rowid_of
+from ...notify import HUB
+from ...tuning import keep_heap
+from ...urls import check_options
+from ..rules import BAND, ClaimTerms, band
+from .connections import Connections, Exec, marks
+from .dialect import Bare, Dialect, NotAllHeld
+from .rows import Fields, Row
+from .schema import SQLITE_MIGRATIONS, Step
+from .store import SQLStore
+
+T = TypeVar("T")
+
+# rows per statement of `_bare_insert`
+BARE_ROWS = 50
+
+COLUMNS = (
+    "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
+    " receive_count, first_received_at, version, source_queue, error, compressed"
+)
+# what a send writes (the receive state keeps its defaults)
+SEND_COLUMNS = (
+    "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
+    " compressed, indexed"
+)
+ALL_COLUMNS = f"{SEND_COLUMNS}, receive_count, first_received_at, version, source_queue, error"
+
+
+def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[SQLiteExec]:
+    path = rest[1:] if rest.startswith("/") else rest
+    if not path:
+        raise InvalidInput("sqlite URL needs a file: sqlite:///path/to/conveyor.db")
+    check_options("sqlite", params, ("durability", "busy_timeout", "keep_heap"))
+    try:
+        busy_timeout = float(params.get("busy_timeout", 60))
+    except ValueError:
+        raise InvalidInput(
+            f"busy_timeout must be a number of seconds, got {params['busy_timeout']!r}"
+        ) from None
+    return open_sqlite(
+        path,
+        durability=params.get("durability", "full"),
+        busy_timeout=busy_timeout,
+        heap=params.get("keep_heap", "false").lower() in ("1", "true", "yes"),
+        clock=clock,
+    )
+
+
+def open_sqlite(
+    path: str,
+    *,
+    durability: str = "full",
+    busy_timeout: float = 60.0,
+    heap: bool = False,
+    clock: Clock,
+) -> SQLStore[SQLiteExec]:
+    db = SQLiteConnections(path, durability=durability, busy_timeout=busy_timeout, heap=heap)
+    return SQLStore(
+        scheme="sqlite", key=f"sqlite:{db.path}", dialect=SQLiteDialect(), db=db, clock=clock
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _qmarks(sql: str) -> str:
+    return sql.replace("%s", "?")
+
+
+class SQLiteExec(Exec):
+    """An `Exec` on a sqlite3 connection (``%s`` parameters become ``?``)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self.conn.execute(_qmarks(sql), params).fetchall()
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self.conn.execute(_qmarks(sql), params).rowcount
+
+    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(_qmarks(sql), rows)
+
+
+class _Tx:
+    """`SQLiteConnections.write`: BEGIN IMMEDIATE; COMMIT, or ROLLBACK on any error (SQLite's
+    own errors raised as StoreUnavailable). A class rather than a generator-based context
+    manager: every send, receive and delete opens one."""
+
+    __slots__ = ("db", "ex", "relaxed")
+
+    def __init__(self, db: SQLiteConnections, relaxed: bool) -> None:
+        self.db = db
+        self.relaxed = relaxed
+
+    def __enter__(self) -> SQLiteExec:
+        ex = self.ex = self.db.exec()
+        conn = ex.conn
+        if self.relaxed:
+            conn.execute("PRAGMA synchronous = NORMAL")  # not allowed inside a transaction
+        try:
+            self.db.begin(conn)
+        except BaseException:
+            self._restore()
+            raise
+        return ex
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        conn = self.ex.conn
+        try:
+            if kind is None:
+                try:
+                    conn.execute("COMMIT")
+                    return
+                except BaseException as error:
+                    exc = error
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailable(f"SQLite store {self.db.path} failed: {exc}") from exc
+            if kind is None and exc is not None:
+                raise exc
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        if self.relaxed:
+            self.ex.conn.execute("PRAGMA synchronous = FULL")
+
+
+class SQLiteConnections(Connections[SQLiteExec]):
+    """One connection per thread; writes in `BEGIN IMMEDIATE` transactions."""
+
+    def __init__(self, path: str, *, durability: str, busy_timeout: float, heap: bool) -> None:
+        if durability not in ("full", "normal"):
+            raise InvalidInput(f"durability must be 'full' or 'normal', got {durability!r}")
+        self.path = path if path == ":memory:" else os.path.abspath(path)
+        self.display = f"sqlite:///{self.path}"
+        self.durability = durability
+        self._busy_ms = int(busy_timeout * 1000)
+        self._heap = heap
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+
+    def exec(self) -> SQLiteExec:
+        """This thread's connection (opened on first use)."""
+        ex: SQLiteExec | None = getattr(self._local, "ex", None)
+        if ex is not None:
+            return ex
+        if self._heap:
+            keep_heap()
+        parent = os.path.dirname(self.path)
+        if parent and not os.path.isdir(parent):
+            raise StoreUnavailable(
+                f"cannot open SQLite store {self.path}: directory {parent} does not exist"
+            )
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self._busy_ms / 1000,
+                cached_statements=512,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            sync = "FULL" if self.durability == "full" else "NORMAL"
+            conn.execute(f"PRAGMA synchronous = {sync}")
+            conn.execute("PRAGMA cache_size = -32000")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+        ex = self._local.ex = SQLiteExec(conn)
+        with self._lock:
+            self._connections.append(conn)
+        return ex
+
+    def check(self) -> None:
+        self.exec()
+
+    def read(self, fn: Callable[[SQLiteExec], T]) -> T:
+        try:
+            return fn(self.exec())
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+
+    def write(
+        self, fn: Callable[[SQLiteExec], T], *, single: bool = False, durable: bool = True
+    ) -> T:
+        # at durability=full a commit that need not be durable is made durable by the next
+        # durable commit (or checkpoint): a power cut before that can undo it
+        with _Tx(self, not durable and self.durability == "full") as ex:
+            return fn(ex)
+
+    def begin(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE, retrying a busy lock with short randomised sleeps.
+
+        SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms; under contention between
+        processes that wastes most of the lock's free time, so the first attempts here
+        do not wait inside SQLite at all and back off from 50 µs to 2 ms.
+        """
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
+        deadline = time.monotonic() + self._busy_ms / 1000
+        delay = 0.00005
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                time.sleep(delay * (0.5 + random.random()))
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if time.monotonic() > deadline:
+                        raise StoreUnavailable(
+                            f"SQLite store {self.path} stayed locked for"
+                            f" {self._busy_ms / 1000:g} s: {exc}"
+                        ) from exc
+                delay = min(delay * 2, 0.002)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+
+    def wait(self, key: str, queue: str, since: int, timeout: float) -> None:
+        """Wake on a send in this process, or on any commit by another (PRAGMA data_version)."""
+        conn = self.exec().conn
+        version = conn.execute("PRAGMA data_version").fetchone()
+        remaining = timeout
+        while remaining > 0:
+            step = min(remaining, 0.02)
+            if HUB.wait(key, queue, since, step):
+                return
+            if conn.execute("PRAGMA data_version").fetchone() != version:
+                return
+            remaining -= step
+
+    def last_write(self, fn: Callable[[SQLiteExec], object]) -> None:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=10)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                fn(SQLiteExec(conn))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+
+class SQLiteDialect(Dialect[SQLiteExec]):
+    """SQLite: a table per queue, the rowid its delivery order."""
+
+    name = "sqlite"
+    key = "rowid"
+    order = "rowid"
+    columns = COLUMNS
+    priority = "priority"
+    polls_idle = True
+
+    def messages(self, qid: int) -> str:
+        return f"q{int(qid)}"
+
+    def scope(self, qid: int) -> str:
+        return "1 = 1"
+
+    def sequence(self, key: int, priority: int) -> int:
+        return key
+
+    def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
+        return "rowid > %s", (after,)
+
+    def in_order(self, rows: list[Row]) -> list[Row]:
+        rows.sort()  # by rowid, the first column: delivery order (rowids are unique)
+        return rows
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def migrations(self) -> list[Step]:
+        return list(SQLITE_MIGRATIONS)
+
+    def schema_version(self, ex: SQLiteExec) -> int:
+        (version,) = ex.conn.execute("PRAGMA user_version").fetchone()
+        return int(version)
+
+    def set_schema_version(self, ex: SQLiteExec, version: int) -> None:
+        ex.conn.execute(f"PRAGMA user_version = {int(version)}")
+
+    def create_queue(self, ex: SQLiteExec, qid: int) -> None:
+        t = self.messages(qid)
+        for statement in (
+            f"""CREATE TABLE {t} (
+                id TEXT NOT NULL,
+                body BLOB NOT NULL,
+                attributes TEXT,
+                group_id TEXT,
+                dedup_id TEXT,
+                priority INTEGER NOT NULL DEFAULT 0,
+                deadline REAL,
+                sent_at REAL NOT NULL,
+                visible_at REAL NOT NULL,
+                receive_count INTEGER NOT NULL DEFAULT 0,
+                first_received_at REAL,
+                version INTEGER NOT NULL DEFAULT 1,
+                token TEXT,
+                source_queue TEXT,
+                error TEXT,
+                compressed INTEGER NOT NULL DEFAULT 0,
+                indexed INTEGER NOT NULL DEFAULT 0
+            )""",
+            f"CREATE UNIQUE INDEX {t}_by_id ON {t} (id) WHERE indexed",
+            f"CREATE INDEX {t}_by_deadline ON {t} (deadline) WHERE deadline IS NOT NULL",
+        ):
+            ex.conn.execute(statement)
+
+    def drop_queue(self, ex: SQLiteExec, qid: int) -> None:
+        ex.conn.execute(f"DROP TABLE {self.messages(qid)}")
+
+    def dropped(self, exc: BaseException) -> bool:
+        cause = exc.__cause__
+        return isinstance(cause, sqlite3.OperationalError) and "no such table" in str(cause)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def new_ids(self, n: int) -> list[str] | None:
+        return None  # ids are made as rows are written, and carry their rowid
+
+    @staticmethod
+    def _last_rowid(conn: sqlite3.Connection, t: str, priority: int) -> int:
+        """The highest rowid in a priority's band (or the band's base when it is empty)."""
+        base = band(priority)
+        (last,) = conn.execute(
+            f"SELECT max(rowid) FROM {t} WHERE rowid BETWEEN ? AND ?", (base, base + BAND - 1)
+        ).fetchone()
+        return base if last is None else int(last)
+
+    def insert_bare(
+        self, ex: SQLiteExec, qid: int, queue: str, bare: Bare, retry: bool
+    ) -> list[str]:
+        """Consecutive rowids, one multi-row statement per BARE_ROWS bodies, the values the
+        rows share bound once: most of what an insert costs from Python is binding."""
+        conn, t = ex.conn, self.messages(qid)
+        start = self._last_rowid(conn, t, bare.priority) + 1
+        rand = random.getrandbits
+        n = len(bare.bodies)
+        ids = [row_id(start + k, rand(59)) for k in range(n)]
+        for i in range(0, n, BARE_ROWS):
+            chunk = bare.bodies[i : i + BARE_ROWS]
+            params: list[Any] = [bare.priority, bare.now, bare.visible_at, start + i]
+            for message_id, body in zip(ids[i : i + BARE_ROWS], chunk, strict=True):
+                params += (message_id, body)
+            conn.execute(_bare_insert(t, len(chunk)), params)
+        return ids
+
+    def _write_rows(
+        self, ex: SQLiteExec, qid: int, rows: Sequence[Fields], check: bool
+    ) -> list[tuple[int, str] | None]:
+        """Insert rows at the back of their priority bands; per row (rowid, id), or None
+        where `check` found the id present (rows before it in `rows` included)."""
+        conn, t = ex.conn, self.messages(qid)
+        last: dict[int, int] = {}
+        send = f"INSERT INTO {t} ({SEND_COLUMNS}) VALUES ({marks(SEND_COLUMNS.split(','))})"
+        full = f"INSERT INTO {t} ({ALL_COLUMNS}) VALUES ({marks(ALL_COLUMNS.split(','))})"
+        out: list[tuple[int, str] | None] = []
+        for row in rows:
+            if row.id and check and self.find(ex, qid, row.id) is not None:
+                out.append(None)
+                continue
+            n = last.get(row.priority)
+            rowid = last[row.priority] = (
+                self._last_rowid(conn, t, row.priority) if n is None else n
+            ) + 1
+            message_id = row.id or row_id(rowid, random.getrandbits(59))
+            values = (
+                rowid,
+                message_id,
+                row.body,
+                row.attributes,
+                row.group_id,
+                row.dedup_id,
+                row.priority,
+                row.deadline,
+                row.sent_at,
+                row.visible_at,
+                row.compressed,
+                1 if row.id else 0,  # ids made here carry their rowid: no index entry
+            )
+            if row.as_sent:
+                conn.execute(_qmarks(send), values)
+            else:
+                received = (
+                    row.receive_count,
+                    row.first_received_at,
+                    row.version,
+                    row.source_queue,
+                    row.error,
+                )
+                conn.execute(_qmarks(full), (*values, *received))
+            out.append((rowid, message_id))
+        return out
+
+    def insert(
+        self,
+        ex: SQLiteExec,
+        qid: int,
+        queue: str,
+        rows: Sequence[Fields],
+        *,
+        made: bool,
+        retry: bool,
+    ) -> list[str | None]:
+        # a transaction here commits or fails whole: a retry never follows a commit
+        return [_id(stored) for stored in self._write_rows(ex, qid, rows, not made)]
+
+    def insert_one(self, ex: SQLiteExec, qid: int, row: Fields) -> tuple[int, str] | None:
+        [stored] = self._write_rows(ex, qid, [row], True)
+        return stored
+
+    def insert_keyed(
+        self, ex: SQLiteExec, qid: int, rows: Sequence[Fields], made: bool
+    ) -> list[int | None]:
+        return [_key(stored) for stored in self._write_rows(ex, qid, rows, True)]
+
+    def find(self, ex: SQLiteExec, qid: int, message_id: str) -> int | None:
+        """A primary-key lookup for ids this store made up, the partial index for others."""
+        conn, t = ex.conn, self.messages(qid)
+        rowid = rowid_of(message_id)
+        if (
+            rowid is not None
+            and conn.execute(
+                f"SELECT 1 FROM {t} WHERE rowid = ? AND id = ?", (rowid, message_id)
+            ).fetchone()
+        ):
+            return rowid
+        for (key,) in conn.execute(
+            f"SELECT rowid FROM {t} WHERE indexed AND id = ?", (message_id,)
+        ):
+            return int(key)
+        return None
+
+    def find_many(self, ex: SQLiteExec, qid: int, ids: Sequence[str]) -> list[tuple[int, float]]:
+        found: list[tuple[int, float]] = []
+        for message_id in ids:
+            key = self.find(ex, qid, message_id)
+            if key is not None:
+                (visible_at,) = ex.conn.execute(
+                    f"SELECT visible_at FROM {self.messages(qid)} WHERE rowid = ?", (key,)
+                ).fetchone()
+                found.append((key, float(visible_at)))
+        return found
+
+    # -- claims and deletes ---------------------------------------------------------------
+
+    def claim_ready(
+        self, ex: SQLiteExec, qid: int, limit: int, terms: ClaimTerms, token: str
+    ) -> list[Row]:
+        t = self.messages(qid)
+        return ex.conn.execute(
+            f"{_claim(t)} (SELECT rowid FROM {t} WHERE visible_at <= ? AND sent_at >= ?"
+            f" AND (deadline IS NULL OR deadline > ?) ORDER BY rowid LIMIT ?) RETURNING {COLUMNS}",
+            (terms.visible_at, terms.now, token, terms.now, terms.horizon, terms.now, limit),
+        ).fetchall()
+
+    def claim_keys(
+        self, ex: SQLiteExec, qid: int, keys: Sequence[int], terms: ClaimTerms, token: str
+    ) -> list[Row]:
+        return ex.conn.execute(
+            f"{_claim(self.messages(qid))} ({','.join('?' * len(keys))}) RETURNING {COLUMNS}",
+            (terms.visible_at, terms.now, token, *keys),
+        ).fetchall()
+
+    def delete_held(
+        self, ex: SQLiteExec, qid: int, token: str, keys: Sequence[int], exact: bool
+    ) -> Collection[int]:
+        t = self.messages(qid)
+        where = f"token = ? AND rowid IN ({','.join('?' * len(keys))})"
+        if not exact:
+            # counting is cheaper than returning each row; anything short of every row
+            # rolls the call back, to be run again exactly
+            if ex.conn.execute(f"DELETE FROM {t} WHERE {where}", (token, *keys)).rowcount != len(
+                keys
+            ):
+                raise NotAllHeld(t)
+            return keys
+        rows = ex.conn.execute(f"DELETE FROM {t} WHERE {where} RETURNING rowid", (token, *keys))
+        return [rowid for (rowid,) in rows.fetchall()]
+
+    # -- bulk -----------------------------------------------------------------------------
+
+    def insert_many(
+        self, ex: SQLiteExec, sql: str, rows: Sequence[Sequence[Any]], types: str
+    ) -> None:
+        ex.run_many(sql, rows)
+
+    def lease_claim(
+        self, ex: SQLiteExec, qid: int, stream: str, lease: int, limit: int,
+        terms: ClaimTerms, token: str,
+    ) -> int | None:  # fmt: skip
+        # a claim that returns row keys alone (no bodies copied); the claims are recorded
+        # straight from the table: the claimed rows are the ones in their key range that
+        # hold the claim's token
+        t = self.messages(qid)
+        keys = [
+            rowid
+            for (rowid,) in ex.conn.execute(
+                f"{_claim(t)} (SELECT rowid FROM {t} WHERE visible_at <= ? AND sent_at >= ?"
+                " AND (deadline IS NULL OR deadline > ?) ORDER BY rowid LIMIT ?) RETURNING rowid",
+                (terms.visible_at, terms.now, token, terms.now, terms.horizon, terms.now, limit),
+            ).fetchall()
+        ]
+        if keys:
+            ex.conn.execute(
+                "INSERT INTO leases (queue_id, stream, lease, row_key, message_id, token)"
+                f" SELECT ?, ?, ?, rowid, id, token FROM {t}"
+                " WHERE rowid BETWEEN ? AND ? AND token = ? ON CONFLICT"
+                " (queue_id, stream, lease, row_key) DO UPDATE SET"
+                " message_id = excluded.message_id, token = excluded.token",
+                (qid, stream, lease, min(keys), max(keys), token),
+            )
+        return len(keys)
+
+    def leased(self, qid: int, stream: str, upto: int) -> tuple[str, tuple[Any, ...]] | None:
+        return (
+            "(rowid, token) IN (SELECT row_key, token FROM leases"
+            " WHERE queue_id = %s AND stream = %s AND lease <= %s)",
+            (qid, stream, upto),
+        )
+
+
+def _id(stored: tuple[int, str] | None) -> str | None:
+    if stored is None:
+        return None
+    _, message_id = stored
+    return message_id
+
+
+def _key(stored: tuple[int, str] | None) -> int | None:
+    if stored is None:
+        return None
+    key, _ = stored
+    return key
+
+
+def _claim(t: str) -> str:
+    """The claim of a row set given after it (``... WHERE rowid IN``); parameters:
+    visible_at, now, token."""
+    return (
+        f"UPDATE {t} SET visible_at = ?, receive_count = receive_count + 1,"
+        " first_received_at = coalesce(first_received_at, ?), version = version + 1,"
+        " token = ? WHERE rowid IN"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _bare_insert(t: str, n: int) -> str:
+    """Insert n bodies that share priority, sent_at and visible_at (?1-?3), at consecutive
+    rowids from ?4, each with its id and body (?5 and ?6 for the first, and so on)."""
+    rows = ",".join(f"(?1, ?2, ?3, ?4 + {k}, ?{5 + 2 * k}, ?{6 + 2 * k})" for k in range(n))
+    return f"INSERT INTO {t} (priority, sent_at, visible_at, rowid, id, body) VALUES {rows}"

@@ -1,0 +1,932 @@
+"""The SQL store: every rule of the queue contract, once, for SQLite, PostgreSQL and MySQL.
+
+A `SQLStore` holds a `Dialect` (where messages live, how each database words a statement,
+its hot path) and a `Connections` object (how operations reach the database). This module
+holds the core and editing; topics and consumers are in `registry.py`, bulk access for
+Spark in `pipeline.py`, each a part the store holds.
+
+Receives of plain queues claim in one step (the dialect's `claim_ready`: ``SKIP LOCKED``
+on the servers, the write lock in SQLite); FIFO queues, queues with a dead-letter policy and
+rate-limited queues walk the queue's head, expiring and dead-lettering on the way (FIFO and
+rate limits hold the queue's row lock, which orders their receivers). Times are the clients'
+clocks (keep hosts in NTP sync).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from ...clock import Clock
+from ...exceptions import (
+    ConveyorError,
+    StoreUnavailable,
+)
+from ...models import (
+    ArchivedMessage,
+    Capability,
+    Consumer,
+    Delivery,
+    Message,
+    MessageState,
+    MessageUpdate,
+    NewMessage,
+    QueueAttributes,
+    QueueInfo,
+    QueueStats,
+    SendResult,
+    sent_result,
+)
+from ...validation import DEDUP_WINDOW
+from ..base import Backend, Bounds, Consumers, Editing, Pipeline, Topics
+from ..errors import no_queue, queue_exists
+from ..receipts import group_receipts, parse_receipt, receipt_prefix, receipt_results, stale_receipt
+from ..rules import (
+    SWEEP_INTERVAL,
+    SWEEP_ROWS,
+    ClaimTerms,
+    bare_bodies,
+    claim_terms,
+    dedup_key,
+    refill_tokens,
+    walks_head,
+)
+from .connections import Connections, E, Exec, marks
+from .dialect import Bare, Dialect, NotAllHeld
+from .editing import SQLEditor
+from .pipeline import SQLPipeline
+from .registry import SQLRegistry
+from .rows import (
+    Row,
+    new_fields,
+    row_message,
+)
+from .totals import CountRow, RunningTotals
+
+T = TypeVar("T")
+
+# how long a queue's id and attributes are trusted before they are read again (by the
+# store's clock); changes made through this store apply at once, changes made elsewhere
+# within this time (as on SQS, where attribute changes take up to a minute to propagate)
+QUEUE_CACHE_SECONDS = 1.0
+
+
+class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
+    """A queue store on a SQL database. Build one with its database's `from_url`."""
+
+    features = frozenset(
+        {
+            Capability.PRIORITY,
+            Capability.FIFO,
+            Capability.ARCHIVE,
+            Capability.AT_MOST_ONCE,
+            Capability.RATE_LIMIT,
+            Capability.CROSS_PROCESS,
+            Capability.SENDER_IDS,
+            Capability.DUPLICATE_REPORT,
+            Capability.TOTALS,
+            Capability.BINARY_BODIES,
+            Capability.COMPRESSION,
+        }
+    )
+
+    def __init__(
+        self,
+        *,
+        scheme: str,
+        key: str,
+        dialect: Dialect[E],
+        db: Connections[E],
+        clock: Clock,
+        poll_interval: float = 0.2,
+    ) -> None:
+        super().__init__(clock=clock)
+        self.scheme = scheme
+        self.dialect = dialect
+        self.db = db
+        self._key = key
+        self._poll_interval = poll_interval
+        self._queues: dict[str, tuple[float, int, QueueAttributes]] = {}
+        self._parsed: dict[str, QueueAttributes] = {}
+        self._swept: dict[int, float] = {}
+        self._idle: set[str] = set()  # queues whose last receive here found nothing
+        self._totals = RunningTotals()
+        self._migrated = False
+        self._schema_lock = threading.RLock()
+        self.editor = SQLEditor(self)
+        self.registry = SQLRegistry(self)
+        self.pipeline = SQLPipeline(self)
+        weakref.finalize(self, _last_counts, db, self._totals, dialect.prefix)
+
+    @property
+    def key(self) -> str:
+        return self._key
+
+    @property
+    def poll_interval(self) -> float:
+        return self._poll_interval
+
+    def __repr__(self) -> str:
+        return f"SQLStore({self.db.display!r})"
+
+    # -- running operations ---------------------------------------------------------------
+
+    def write(self, fn: Callable[[E], T], *, single: bool = False, durable: bool = True) -> T:
+        """Run `fn` in a transaction (see `Connections.write`), the schema made first."""
+        if not self._migrated:
+            self._first_use()
+        return self.db.write(fn, single=single, durable=durable)
+
+    def read(self, fn: Callable[[E], T]) -> T:
+        """Run `fn` outside a transaction, the schema made first."""
+        if not self._migrated:
+            self._first_use()
+        return self.db.read(fn)
+
+    def _first_use(self) -> None:
+        with self._schema_lock:
+            if not self._migrated:
+                self.migrate()
+
+    def migrate(self) -> tuple[int, int]:
+        """Bring the database's tables to this version's schema; (old, new) version."""
+        d = self.dialect
+        steps = d.migrations()
+
+        def run(ex: E) -> int:
+            d.lock_schema(ex)
+            try:
+                current = d.schema_version(ex)
+                if current > len(steps):
+                    raise StoreUnavailable(
+                        f"the tables of {self.db.display} have schema version {current}, newer"
+                        f" than this Conveyor ({len(steps)}): upgrade Conveyor"
+                    )
+                for version in range(current, len(steps)):
+                    step = steps[version]
+                    if callable(step):
+                        step(ex)
+                    else:
+                        for statement in step:
+                            ex.run(statement)
+                    d.set_schema_version(ex, version + 1)
+                return current
+            finally:
+                d.unlock_schema(ex)
+
+        with self._schema_lock:
+            self.db.check()
+            old = self.db.write(run)
+            self._migrated = True
+        return old, len(steps)
+
+    def fresh_on_drop(self, queue: str, operation: Callable[[], T]) -> T:
+        """Run an operation that used a remembered queue row; if the queue's table was
+        dropped meanwhile (the queue deleted, perhaps made again), forget it and run once
+        more."""
+        try:
+            return operation()
+        except StoreUnavailable as exc:
+            if not self.dialect.dropped(exc):
+                raise
+            self._queues.pop(queue, None)
+            return operation()
+
+    # -- queue rows -----------------------------------------------------------------------
+
+    def lookup(self, name: str) -> tuple[int, QueueAttributes]:
+        """The queue's id and attributes, as read at most QUEUE_CACHE_SECONDS ago."""
+        hit = self._queues.get(name)
+        if hit is not None and 0.0 <= self.clock.now() - hit[0] < QUEUE_CACHE_SECONDS:
+            return hit[1], hit[2]
+        return self.read(lambda ex: self.queue_row(ex, name))
+
+    def queue_row(self, ex: Exec, name: str, *, lock: bool = False) -> tuple[int, QueueAttributes]:
+        """Read the queue's id and attributes (locking its row with `lock`)."""
+        row = ex.one(
+            f"SELECT id, attrs FROM {self.dialect.prefix}queues WHERE name = %s"
+            + (self.dialect.for_update if lock else ""),
+            (name,),
+        )
+        if row is None:
+            self._queues.pop(name, None)
+            raise no_queue(name)
+        qid, text = row
+        attrs = self._parsed.get(text)
+        if attrs is None:
+            attrs = self._parsed[text] = QueueAttributes.from_json(text)
+        self._queues[name] = (self.clock.now(), int(qid), attrs)
+        return int(qid), attrs
+
+    def _info(self, ex: Exec, name: str) -> tuple[int, QueueInfo]:
+        row = ex.one(
+            f"SELECT id, attrs, created_at, updated_at FROM {self.dialect.prefix}queues"
+            " WHERE name = %s",
+            (name,),
+        )
+        if row is None:
+            raise no_queue(name)
+        qid, text, created_at, updated_at = row
+        attrs = QueueAttributes.from_json(text)
+        return int(qid), QueueInfo(
+            name=name, attributes=attrs, created_at=created_at, updated_at=updated_at
+        )
+
+    def names(self, table: str, prefix: str) -> list[str]:
+        """The names in a table of queues or topics that start with `prefix`, sorted."""
+        rows = self.read(lambda ex: ex.rows(f"SELECT name FROM {self.dialect.prefix}{table}"))
+        return sorted(name for (name,) in rows if name.startswith(prefix))
+
+    # -- running totals (see totals.py) ---------------------------------------------------
+
+    def count(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> None:
+        if self._totals.add(qid, sent, received, deleted):
+            self._flush()
+
+    def _flush(self) -> None:
+        rows = self._totals.take()
+        if rows:
+            self.write(lambda ex: write_counts(ex, self.dialect.prefix, rows))
+
+    def close(self) -> None:
+        with contextlib.suppress(ConveyorError):  # counts are best effort without a database
+            self._flush()
+        self.db.close()
+
+    # -- waiting --------------------------------------------------------------------------
+
+    def wait_for_messages(self, queue: str, since: int, timeout: float) -> None:
+        if self.clock.manual:
+            self.clock.sleep(timeout)
+            return
+        self.db.wait(self.key, queue, since, timeout)
+
+    async def wait_for_messages_async(self, queue: str, since: int, timeout: float) -> None:
+        if self.clock.manual:
+            self.clock.sleep(min(timeout, self.poll_interval))
+            return
+        await self.db.wait_async(self.key, queue, since, timeout, self.poll_interval)
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def create_queue(self, name: str, attributes: QueueAttributes) -> tuple[QueueInfo, bool]:
+        now = self.clock.now()
+        d = self.dialect
+
+        def run(ex: E) -> tuple[QueueInfo, bool]:
+            created = (
+                ex.run(
+                    d.ignore(
+                        f"{d.prefix}queues",
+                        "name, attrs, created_at, updated_at, tokens, tokens_at",
+                        "name",
+                    ),
+                    (name, attributes.to_json(), now, now, attributes.rate_limit or 0, now),
+                )
+                > 0
+            )
+            qid, info = self._info(ex, name)
+            if not created:
+                if info.attributes != attributes:
+                    raise queue_exists(name)
+                return info, False
+            d.create_queue(ex, qid)
+            return info, True
+
+        self._queues.pop(name, None)
+        return self.write(run)
+
+    def delete_queue(self, name: str) -> None:
+        d = self.dialect
+        p = d.prefix
+
+        def run(ex: E) -> int:
+            qid, _ = self.queue_row(ex, name, lock=True)
+            ex.run(f"DELETE FROM {p}queues WHERE id = %s", (qid,))
+            d.drop_queue(ex, qid)
+            for table in ("dedup", "subscriptions", "leases", "streams", "stages", "sinks"):
+                ex.run(f"DELETE FROM {p}{table} WHERE queue_id = %s", (qid,))
+            return qid
+
+        try:
+            qid = self.write(run)
+        finally:
+            self._queues.pop(name, None)
+        self._totals.forget(qid)
+
+    def list_queues(self, prefix: str = "") -> list[str]:
+        return self.names("queues", prefix)
+
+    def get_queue(self, name: str) -> QueueInfo:
+        return self.read(lambda ex: self._info(ex, name)[1])
+
+    def set_queue_attributes(self, name: str, attributes: QueueAttributes) -> QueueInfo:
+        now = self.clock.now()
+
+        def run(ex: E) -> QueueInfo:
+            self.queue_row(ex, name, lock=True)
+            ex.run(
+                f"UPDATE {self.dialect.prefix}queues SET attrs = %s, updated_at = %s"
+                " WHERE name = %s",
+                (attributes.to_json(), now, name),
+            )
+            return self._info(ex, name)[1]
+
+        try:
+            return self.write(run)
+        finally:
+            self._queues.pop(name, None)
+
+    def purge_queue(self, name: str) -> int:
+        d = self.dialect
+
+        def run(ex: E) -> int:
+            qid, _ = self.queue_row(ex, name)
+            ex.run(f"DELETE FROM {d.prefix}dedup WHERE queue_id = %s", (qid,))
+            return ex.run(f"DELETE FROM {d.messages(qid)} WHERE {d.scope(qid)}")
+
+        return self.write(run)
+
+    def sweep(self, qid: int, name: str, attrs: QueueAttributes, now: float, force: bool) -> None:
+        """Remove messages past retention or deadline (counted as expired); forget old
+        de-duplication keys.
+
+        Receives never deliver such messages, so this only reclaims space: once a minute per
+        queue and process, its cost bounded by what it removes: messages past their deadline
+        come from the deadline index, and those past retention from the queue's head in
+        delivery order (SWEEP_ROWS at a time, so a deep queue is cleared over several
+        sweeps). Stats read the whole queue anyway, and sweep it whole (`force`).
+        """
+        if not force and now - self._swept.get(qid, -1e18) < SWEEP_INTERVAL:
+            return
+        self._swept[qid] = now
+        d = self.dialect
+        t, scope = d.messages(qid), d.scope(qid)
+        horizon = now - attrs.retention
+
+        def run(ex: E) -> None:
+            if force:
+                cond = f"{scope} AND (sent_at < %s OR deadline <= %s)"
+                params: tuple[Any, ...] = (horizon, now)
+            else:
+                keys = {
+                    int(key)
+                    for (key,) in ex.rows(
+                        f"SELECT {d.key} FROM (SELECT {d.key}, sent_at FROM {t} WHERE {scope}"
+                        f" ORDER BY {d.order} LIMIT {SWEEP_ROWS}) h WHERE sent_at < %s",
+                        (horizon,),
+                    )
+                }
+                keys.update(
+                    int(key)
+                    for (key,) in ex.rows(
+                        f"SELECT {d.key} FROM {t} WHERE deadline <= %s AND {scope}"
+                        f" LIMIT {SWEEP_ROWS}",
+                        (now,),
+                    )
+                )
+                ordered = sorted(keys)
+                cond = f"{d.key_scope(qid)} AND {d.key} IN ({marks(ordered)})" if keys else ""
+                params = tuple(ordered)
+            if cond:
+                if attrs.archive:
+                    self.editor.archive(ex, qid, name, now, "expired", cond, params)
+                gone = ex.run(f"DELETE FROM {t} WHERE {cond}", params)
+                if gone:
+                    ex.run(
+                        f"UPDATE {d.prefix}queues SET expired = expired + %s WHERE id = %s",
+                        (gone, qid),
+                    )
+            ex.run(
+                f"DELETE FROM {d.prefix}dedup WHERE queue_id = %s AND expires_at <= %s",
+                (qid, now),
+            )
+
+        self.write(run)
+
+    def queue_stats(self, name: str) -> QueueStats:
+        now = self.clock.now()
+        d = self.dialect
+        qid, attrs = self.lookup(name)
+        self.sweep(qid, name, attrs, now, force=True)
+        self._flush()
+
+        def run(ex: E) -> QueueStats:
+            qid, _ = self.queue_row(ex, name)
+            counts = ex.one(
+                "SELECT coalesce(sum(CASE WHEN visible_at <= %s THEN 1 ELSE 0 END), 0),"
+                " coalesce(sum(CASE WHEN visible_at > %s AND receive_count = 0 THEN 1 ELSE 0"
+                " END), 0), coalesce(sum(CASE WHEN visible_at > %s AND receive_count > 0 THEN 1"
+                f" ELSE 0 END), 0), min(sent_at) FROM {d.messages(qid)} WHERE {d.scope(qid)}",
+                (now, now, now),
+            )
+            totals = ex.one(
+                f"SELECT sent, received, deleted, dead, expired FROM {d.prefix}queues"
+                " WHERE id = %s",
+                (qid,),
+            )
+            assert counts is not None and totals is not None
+            ready, delayed, in_flight, oldest = counts
+            sent, received, deleted, dead, expired = totals
+            return QueueStats(
+                queue=name,
+                ready=int(ready),
+                delayed=int(delayed),
+                in_flight=int(in_flight),
+                dead=int(dead),
+                expired=int(expired),
+                oldest_age=None if oldest is None else max(0.0, now - oldest),
+                sent=int(sent),
+                received=int(received),
+                deleted=int(deleted),
+            )
+
+        return self.fresh_on_drop(name, lambda: self.read(run))
+
+    # -- messages -------------------------------------------------------------------------
+
+    def send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
+        results = self.fresh_on_drop(queue, lambda: self._send(queue, messages))
+        self.notify(queue)
+        return results
+
+    def _send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
+        d = self.dialect
+        now = self.clock.now()
+        qid, attrs = self.lookup(queue)
+        if attrs.fifo:
+            results = self.write(
+                lambda ex: self.send_each(ex, queue, qid, attrs, messages, now, None)
+            )
+            sent = sum(1 for r in results if not r.duplicate)
+        elif bare_bodies(messages):
+            # one priority and delay, no options: rows built straight from the bodies
+            first = messages[0]
+            bare = Bare(
+                d.new_ids(len(messages)),
+                [m.body for m in messages],
+                first.priority,
+                now,
+                now + first.delay,
+            )
+            attempts = _Attempts()
+            ids = self.write(
+                lambda ex: d.insert_bare(ex, qid, queue, bare, attempts.next()),
+                single=d.single_insert,
+            )
+            results = [sent_result(i) for i in ids]
+            sent = len(ids)
+        else:
+            # ids are fixed before the first attempt, so a retried insert cannot duplicate
+            mine = [m.generated_id or not m.id for m in messages]
+            made = all(mine)
+            fresh = iter(d.new_ids(sum(mine)) or ())
+            rows = [
+                new_fields(m, next(fresh, "") if own else m.id, None, now, False, None)
+                for m, own in zip(messages, mine, strict=True)
+            ]
+            attempts = _Attempts()
+            stored = self.write(
+                lambda ex: d.insert(ex, qid, queue, rows, made=made, retry=attempts.next()),
+                single=d.single_insert or made,
+            )
+            results = [
+                sent_result(i) if i is not None else SendResult(id=row.id, duplicate=True)
+                for i, row in zip(stored, rows, strict=True)
+            ]
+            sent = sum(1 for i in stored if i is not None)
+        if sent:
+            self.count(qid, sent=sent)
+        return results
+
+    def send_each(
+        self,
+        ex: E,
+        queue: str,
+        qid: int,
+        attrs: QueueAttributes,
+        messages: Sequence[NewMessage],
+        now: float,
+        hidden: float | None,
+    ) -> list[SendResult]:
+        """Send one by one inside the caller's transaction (FIFO queues, topic fan-out,
+        staged writes: those hidden until `hidden`), with FIFO de-duplication.
+
+        FIFO sends hold the queue's row lock, so send order is commit order and a group is
+        never seen out of order.
+        """
+        d = self.dialect
+        p = d.prefix
+        fifo = attrs.fifo
+        if fifo:
+            self.queue_row(ex, queue, lock=True)
+        results: list[SendResult] = []
+        for m in messages:
+            key = dedup_key(m, attrs.content_based_dedup) if fifo else None
+            if key is not None:
+                seen = ex.one(
+                    f"SELECT message_id FROM {p}dedup WHERE queue_id = %s AND dkey = %s"
+                    " AND expires_at > %s",
+                    (qid, key, now),
+                )
+                if seen is not None:
+                    (original,) = seen
+                    results.append(SendResult(id=original, duplicate=True))
+                    continue
+            given = m.id if m.id and not m.generated_id else None
+            made = None if given is not None else d.new_ids(1)
+            message_id = given or (made[0] if made else "")
+            stored = d.insert_one(ex, qid, new_fields(m, message_id, key, now, fifo, hidden))
+            if stored is None:
+                results.append(SendResult(id=message_id, duplicate=True))
+                continue
+            row_key, message_id = stored
+            if key is not None:
+                ex.run(
+                    d.upsert(
+                        f"{p}dedup", "queue_id, dkey, message_id, expires_at", "queue_id, dkey"
+                    ),
+                    (qid, key, message_id, now + DEDUP_WINDOW),
+                )
+            results.append(
+                SendResult(id=message_id, sequence=d.sequence(row_key, 0) if fifo else None)
+            )
+        if any(not r.duplicate for r in results):
+            d.notify_waiters(ex, queue)
+        return results
+
+    def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
+        return self.fresh_on_drop(
+            queue, lambda: self._receive(queue, max_messages, visibility_timeout)
+        )
+
+    def _receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
+        d = self.dialect
+        rows, token = self.claim(queue, max_messages, visibility_timeout)
+        prefix = receipt_prefix(queue, token)
+        sequence = d.sequence
+        return [row_message(queue, row, sequence, prefix) for row in d.in_order(rows)]
+
+    def claim(
+        self, queue: str, max_messages: int, visibility_timeout: float
+    ) -> tuple[list[Row], str]:
+        """Receive: claim up to `max_messages` under a new token; the claimed rows and the
+        token.
+
+        A claim of an at-least-once queue need not wait for the disk: a power cut that undid
+        it would make its messages visible again as they were, as if their receiver had died.
+        At-most-once claims are durable (their messages must never come back).
+        """
+        d = self.dialect
+        token = secrets.token_hex(8)
+        qid, attrs = self.lookup(queue)
+        now = self.clock.now()
+        self.sweep(qid, queue, attrs, now, force=False)
+        if d.polls_idle and queue in self._idle and not self._maybe_ready(queue, qid, now):
+            return [], token
+        terms = claim_terms(attrs, now, visibility_timeout)
+        durable = attrs.delivery is Delivery.AT_MOST_ONCE
+        if walks_head(attrs):
+            rows = self.write(
+                lambda ex: self._claim_walking(ex, qid, queue, attrs, max_messages, terms, token),
+                durable=durable,
+            )
+        else:
+            rows = self.write(
+                lambda ex: d.claim_ready(ex, qid, max_messages, terms, token),
+                single=d.single_claim,
+                durable=durable,
+            )
+        if rows:
+            self.count(qid, received=len(rows))
+            self._idle.discard(queue)
+        else:
+            self._idle.add(queue)
+        return rows, token
+
+    def _maybe_ready(self, queue: str, qid: int, now: float) -> bool:
+        """Whether a receive could find anything, read without taking the write lock.
+
+        Receivers polling an idle queue (its last receive here found nothing) would
+        otherwise hold the lock that senders need. Only a definite "nothing is visible"
+        answers False; any doubt (a dropped table, a failed read) goes on to the claim.
+        """
+        d = self.dialect
+        sql = f"SELECT 1 FROM {d.messages(qid)} WHERE {d.scope(qid)} AND visible_at <= %s LIMIT 1"
+        try:
+            return self.read(lambda ex: ex.one(sql, (now,))) is not None
+        except ConveyorError:
+            self._queues.pop(queue, None)
+            return True
+
+    def _claim_walking(
+        self,
+        ex: E,
+        qid: int,
+        queue: str,
+        attrs: QueueAttributes,
+        max_messages: int,
+        terms: ClaimTerms,
+        token: str,
+    ) -> list[Row]:
+        """Receive from FIFO queues, rate-limited queues and queues with a dead-letter policy.
+
+        Walks the queue from its head: expires messages past their retention or deadline and
+        moves those at the max receive count to the dead-letter queue on the way. FIFO queues
+        skip every group whose earliest message is not visible; they and rate-limited queues
+        hold the queue's row lock, other queues skip rows other receivers hold.
+        """
+        d = self.dialect
+        p = d.prefix
+        now = terms.now
+        limit = max_messages
+        tokens = 0.0
+        if attrs.fifo or attrs.rate_limit:
+            bucket = ex.one(
+                f"SELECT tokens, tokens_at FROM {p}queues WHERE id = %s{d.for_update}", (qid,)
+            )
+            if bucket is None:
+                return []
+            if attrs.rate_limit:
+                left, left_at = bucket
+                tokens = refill_tokens(left, left_at, attrs.rate_limit, now)
+                limit = min(limit, int(tokens))
+        policy = attrs.dead_letter
+        dlq_id: int | None = None
+        if policy is not None:
+            found = ex.one(f"SELECT id FROM {p}queues WHERE name = %s", (policy.queue,))
+            dlq_id = None if found is None else int(found[0])
+        visible = "" if attrs.fifo else " AND visible_at <= %s"
+        lock = "" if attrs.fifo or attrs.rate_limit else d.skip_locked
+        walk = (
+            f"SELECT {d.key}, {d.priority}, group_id, visible_at, receive_count, deadline,"
+            f" sent_at FROM {d.messages(qid)} WHERE {d.scope(qid)} AND {{after}}{visible}"
+            f" ORDER BY {d.order} LIMIT %s{lock}"
+        )
+        chosen: list[int] = []
+        blocked: set[str | None] = set()
+        dead = False
+        after = 0
+        page = max(limit * 4, 64)
+        while len(chosen) < limit:
+            cond, params = d.after(after)
+            rows = ex.rows(
+                walk.format(after=cond), (*params, now, page) if visible else (*params, page)
+            )
+            for key, priority, group, visible_at, count, deadline, sent_at in rows:
+                after = d.sequence(key, priority)
+                if group in blocked:
+                    continue
+                if visible_at > now:
+                    blocked.add(group)
+                    continue
+                if (deadline is not None and deadline <= now) or sent_at < terms.horizon:
+                    self.editor.expire(ex, qid, queue, attrs, key, now)
+                    continue
+                if policy is not None and dlq_id is not None and count >= policy.max_receive_count:
+                    self.editor.to_dlq(ex, qid, queue, dlq_id, key, None)
+                    dead = True
+                    continue
+                chosen.append(key)
+                if len(chosen) >= limit:
+                    break
+            if len(rows) < page:
+                break
+        claimed = d.claim_keys(ex, qid, chosen, terms, token) if chosen else []
+        if attrs.rate_limit:
+            ex.run(
+                f"UPDATE {p}queues SET tokens = %s, tokens_at = %s WHERE id = %s",
+                (tokens - len(claimed), now, qid),
+            )
+        if dead and policy is not None:
+            d.notify_waiters(ex, policy.queue)
+        return claimed
+
+    def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        parsed, by_token = group_receipts(queue, receipts)
+        if not by_token:
+            return receipt_results(parsed, set())
+        try:
+            gone = self.fresh_on_drop(queue, lambda: self.delete_claims(queue, by_token, False))
+        except NotAllHeld:  # some receipts are stale: find out which
+            gone = self.fresh_on_drop(queue, lambda: self.delete_claims(queue, by_token, True))
+        return receipt_results(parsed, gone)
+
+    def delete_claims(
+        self, queue: str, by_token: Mapping[str, Sequence[int]], exact: bool = True
+    ) -> set[int]:
+        """Delete rows still held by their claim's token (archiving where the queue
+        archives); the rows deleted. One statement per token: the receipts of one receive
+        share it. Without `exact`, a dialect may count alone (NotAllHeld when short)."""
+        d = self.dialect
+        now = self.clock.now()
+        qid, attrs = self.lookup(queue)
+
+        def run(ex: E) -> set[int]:
+            gone: set[int] = set()
+            for token, keys in by_token.items():
+                if attrs.archive:
+                    cond = f"{d.key_scope(qid)} AND token = %s AND {d.key} IN ({marks(keys)})"
+                    self.editor.archive(ex, qid, queue, now, "deleted", cond, (token, *keys))
+                gone.update(d.delete_held(ex, qid, token, keys, exact))
+            return gone
+
+        single = d.single_delete and not attrs.archive and len(by_token) == 1
+        gone = self.write(run, single=single)
+        if gone:
+            self.count(qid, deleted=len(gone))
+        return gone
+
+    def change_visibility(
+        self, queue: str, entries: Sequence[tuple[str, float]]
+    ) -> list[Exception | None]:
+        return self.fresh_on_drop(queue, lambda: self._change_visibility(queue, entries))
+
+    def _change_visibility(
+        self, queue: str, entries: Sequence[tuple[str, float]]
+    ) -> list[Exception | None]:
+        d = self.dialect
+        now = self.clock.now()
+        qid, _ = self.lookup(queue)
+        update = (
+            f"UPDATE {d.messages(qid)} SET visible_at = %s, version = version + 1"
+            f" WHERE {d.key_scope(qid)} AND {d.key} = %s AND token = %s"
+        )
+
+        def run(ex: E) -> tuple[list[Exception | None], bool]:
+            results: list[Exception | None] = []
+            released = False
+            for receipt, timeout in entries:
+                try:
+                    key, mid, token = parse_receipt(queue, receipt)
+                except ConveyorError as exc:
+                    results.append(exc)
+                    continue
+                changed = ex.run(update, (now + timeout, key, token))
+                results.append(None if changed else stale_receipt(mid))
+                released = released or (changed > 0 and timeout == 0)
+            if released:
+                d.notify_waiters(ex, queue)
+            return results, released
+
+        results, released = self.write(run)
+        if released:
+            self.notify(queue)
+        return results
+
+    # -- inspection and editing (editing.py) ----------------------------------------------
+
+    def list_messages(
+        self,
+        queue: str,
+        *,
+        state: MessageState | None = None,
+        limit: int = 100,
+        after: int = 0,
+    ) -> list[Message]:
+        return self.editor.list_messages(queue, state=state, limit=limit, after=after)
+
+    def get_message(self, queue: str, message_id: str) -> Message:
+        return self.editor.get_message(queue, message_id)
+
+    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
+        return self.editor.update_message(queue, message_id, update)
+
+    def remove_message(self, queue: str, message_id: str) -> None:
+        self.editor.remove_message(queue, message_id)
+
+    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
+        return self.editor.move_to_dlq(queue, message_id, error)
+
+    def redrive(
+        self,
+        queue: str,
+        *,
+        ids: Sequence[str] | None = None,
+        limit: int = 100,
+        to: str | None = None,
+    ) -> list[str]:
+        return self.editor.redrive(queue, ids=ids, limit=limit, to=to)
+
+    def reset_message(self, queue: str, message_id: str) -> Message:
+        return self.editor.reset_message(queue, message_id)
+
+    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
+        return self.editor.fail_message(queue, message_id, delay)
+
+    def list_archive(
+        self, queue: str, *, limit: int = 1000, after: int = 0
+    ) -> list[ArchivedMessage]:
+        return self.editor.list_archive(queue, limit=limit, after=after)
+
+    # -- topics and consumers (registry.py) -----------------------------------------------
+
+    def create_topic(self, name: str) -> bool:
+        return self.registry.create_topic(name)
+
+    def delete_topic(self, name: str) -> None:
+        self.registry.delete_topic(name)
+
+    def list_topics(self, prefix: str = "") -> list[str]:
+        return self.names("topics", prefix)
+
+    def subscribe(self, topic: str, queue: str) -> None:
+        self.registry.subscribe(topic, queue)
+
+    def unsubscribe(self, topic: str, queue: str) -> None:
+        self.registry.unsubscribe(topic, queue)
+
+    def topic_queues(self, topic: str) -> list[str]:
+        return self.registry.topic_queues(topic)
+
+    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
+        return self.registry.publish(topic, message)
+
+    def register_consumer(self, consumer: Consumer) -> Consumer:
+        return self.registry.register_consumer(consumer)
+
+    def heartbeat(self, consumer_id: str) -> Consumer:
+        return self.registry.heartbeat(consumer_id)
+
+    def unregister_consumer(self, consumer_id: str) -> None:
+        self.registry.unregister_consumer(consumer_id)
+
+    def list_consumers(self, queue: str | None = None) -> list[Consumer]:
+        return self.registry.list_consumers(queue)
+
+    # -- bulk access for Spark (pipeline.py) ----------------------------------------------
+
+    def row_bounds(self, queue: str, *, archive: bool = False) -> Bounds:
+        return self.pipeline.row_bounds(queue, archive=archive)
+
+    def scan_messages(self, queue: str, low: int, high: int) -> Iterator[Message]:
+        return self.pipeline.scan_messages(queue, low, high)
+
+    def scan_archive(self, queue: str, low: int, high: int) -> Iterator[ArchivedMessage]:
+        return self.pipeline.scan_archive(queue, low, high)
+
+    def stream_position(self, queue: str, stream: str) -> int:
+        return self.pipeline.stream_position(queue, stream)
+
+    def lease_messages(
+        self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
+    ) -> int:
+        return self.pipeline.lease_messages(queue, stream, lease, max_messages, visibility_timeout)
+
+    def lease_bounds(self, queue: str, stream: str, first: int, last: int) -> Bounds:
+        return self.pipeline.lease_bounds(queue, stream, first, last)
+
+    def read_leased(
+        self, queue: str, stream: str, first: int, last: int, low: int, high: int
+    ) -> Iterator[Message]:
+        return self.pipeline.read_leased(queue, stream, first, last, low, high)
+
+    def acknowledge_leases(self, queue: str, stream: str, upto: int) -> int:
+        return self.pipeline.acknowledge_leases(queue, stream, upto)
+
+    def stage_messages(
+        self, queue: str, sink: str, batch: int, part: int, attempt: int,
+        messages: Sequence[NewMessage],
+    ) -> int:  # fmt: skip
+        return self.pipeline.stage_messages(queue, sink, batch, part, attempt, messages)
+
+    def publish_staged(
+        self, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]]
+    ) -> int | None:
+        return self.pipeline.publish_staged(queue, sink, batch, tags)
+
+    def discard_staged(self, queue: str, sink: str, batch: int) -> int:
+        return self.pipeline.discard_staged(queue, sink, batch)
+
+
+class _Attempts:
+    """Counts the attempts of a write: a retry must not store what a first attempt did."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def next(self) -> bool:
+        """Count an attempt; True when it is a retry."""
+        self.n += 1
+        return self.n > 1
+
+
+def write_counts(ex: Exec, prefix: str, rows: Sequence[CountRow]) -> None:
+    ex.run_many(
+        f"UPDATE {prefix}queues SET sent = sent + %s, received = received + %s,"
+        " deleted = deleted + %s WHERE id = %s",
+        rows,
+    )
+
+
+def _last_counts(db: Connections[Any], totals: RunningTotals, prefix: str) -> None:
+    """Write counts a store still holds when it is garbage collected or the process exits."""
+    rows = totals.take()
+    if rows:
+        db.last_write(lambda ex: write_counts(ex, prefix, rows))

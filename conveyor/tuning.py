@@ -1,0 +1,42 @@
+"""Process-wide tuning a program opts into; nothing here runs unless called.
+
+`keep_heap` is applied by the SQLite store when its URL says ``keep_heap=true`` (and by
+``conveyor serve --keep-heap``); see docs/stores.md for its measured effect.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_lock = threading.Lock()
+_kept = False
+
+
+def keep_heap() -> bool:
+    """Stop glibc from giving the top of the heap back to the kernel after every statement.
+
+    SQLite allocates and frees a scratch page cache (about 90 KiB) for each statement that
+    builds a temporary b-tree (RETURNING, IN lists). With glibc's default 128 KiB trim
+    threshold, freeing it often shrinks the heap, and the next statement faults the pages
+    back in, zero-filled. Keeping up to 64 MiB of freed heap (and serving blocks below
+    32 MiB from it) removes that, at the price of a process holding on to up to 64 MiB it
+    no longer uses. Once per process, on Linux with glibc only; True if it is in effect.
+    """
+    global _kept
+    with _lock:
+        if _kept:
+            return True
+        if not sys.platform.startswith("linux"):
+            return False
+        try:
+            mallopt = ctypes.CDLL(None).mallopt
+        except (OSError, AttributeError):
+            return False
+        mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+        mallopt(_M_TRIM_THRESHOLD, 64 << 20)
+        _kept = True
+        return True
