@@ -20,6 +20,7 @@ import time
 
 from conveyor import Client
 from conveyor.models import NewMessage
+from conveyor.tuning import keep_heap
 
 from .drivers import drivers
 from .runs import alternate, pct, run_multi, run_single
@@ -108,13 +109,20 @@ def main() -> None:
     ap.add_argument(
         "--repeat", type=int, default=3, help="rounds per row, drivers in turn; the median is shown"
     )
+    ap.add_argument(
+        "--default-heap",
+        action="store_true",
+        help="leave glibc's malloc as it is (by default the run keeps freed heap, as"
+        " `conveyor serve --keep-heap` and sqlite keep_heap=true do)",
+    )
     args = ap.parse_args()
+    heap = "glibc defaults" if args.default_heap or not keep_heap() else "freed heap kept"
     scale = 0.2 if args.quick else 1.0
     workdir = tempfile.mkdtemp(prefix="conveyor-bench-")
     only = set(args.stores.split(",")) if args.stores else None
     print(
         f"# Conveyor benchmark — {platform.platform()}, Python {platform.python_version()},"
-        f" {os.cpu_count()} CPUs, files in {workdir}"
+        f" {os.cpu_count()} CPUs, files in {workdir}, malloc: {heap}"
     )
     print(
         "# columns: msgs/s, p50 ms, p99 ms (send and recv+del per call; e2e per message);"

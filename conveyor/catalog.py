@@ -62,24 +62,28 @@ class Catalog:
             raise self.unsupported(what)
 
     def editing(self, what: str) -> Editing:
-        if not isinstance(self.backend, Editing):
+        part = self.backend.editing()
+        if part is None:
             raise self.unsupported(what)
-        return self.backend
+        return part
 
     def topics(self) -> Topics:
-        if not isinstance(self.backend, Topics):
+        part = self.backend.topics()
+        if part is None:
             raise self.unsupported("topics")
-        return self.backend
+        return part
 
     def consumers(self) -> Consumers:
-        if not isinstance(self.backend, Consumers):
+        part = self.backend.consumers()
+        if part is None:
             raise self.unsupported("the consumer registry")
-        return self.backend
+        return part
 
     def pipeline(self) -> Pipeline:
-        if not isinstance(self.backend, Pipeline):
+        part = self.backend.pipeline()
+        if part is None:
             raise self.unsupported("parallel jobs (no bulk snapshots, leases or staged writes)")
-        return self.backend
+        return part
 
     def check_attributes(self, name: str, attrs: QueueAttributes) -> QueueAttributes:
         """Validate a queue's attributes, and refuse those the store cannot honour."""

@@ -24,9 +24,7 @@ def env(
 ) -> Iterator[tuple[Client, Pipeline]]:
     url = STORES[request.param](tmp_path)
     client = Client(url, clock=clock)
-    backend = client.backend
-    assert isinstance(backend, Pipeline)
-    yield client, backend
+    yield client, client.catalog.pipeline()
     client.close()
     drop(url)
 
@@ -200,8 +198,7 @@ def test_an_upgrade_drops_what_the_old_staging_left_hidden(kind: str, tmp_path: 
             q = again.queue("q")
             assert sorted(m.text for m in q.peek(limit=10)) == ["kept0", "kept1"]
             assert q.stats().delayed == 0
-            upgraded = again.backend
-            assert isinstance(upgraded, Pipeline)
+            upgraded = again.catalog.pipeline()
             upgraded.stage_messages("q", "job:y", 0, 0, 0, [q.prepare(e) for e in entries(1, "y")])
             assert upgraded.publish_staged("q", "job:y", 0, [(0, 0)]) == 1
     finally:

@@ -2,11 +2,12 @@
 
 `Backend` is the core: queues, their stats, and the message operations (send, receive,
 delete, change visibility) with long-poll waiting. `Editing`, `Topics`, `Consumers` and
-`Pipeline` are optional: a store implements one by inheriting it. A store's capabilities
-follow from the contracts it implements (`isinstance`) plus `features`, the semantic flags
-it declares (priority, FIFO, at-most-once, archive, rate limit, compression, ...); the
-default is none. `Client` checks both before it calls a store and raises `Unsupported`
-naming the store, so a store never carries methods that only raise.
+`Pipeline` are optional: a store implements one by inheriting it, or by holding a part that
+does and returning it from the contract's accessor (`editing()`, `topics()`,
+`consumers()`, `pipeline()`). A store's capabilities follow from the contracts it provides
+plus `features`, the semantic flags it declares (priority, FIFO, at-most-once, archive, rate
+limit, compression, ...); the default is none. `Client` checks both before it calls a store
+and raises `Unsupported` naming the store, so a store never carries methods that only raise.
 
 Methods are queue operations, batch-first. Each docstring states the guarantee the store
 must give; the contract suite in ``tests/contract`` checks it on every store. Validation of
@@ -37,6 +38,22 @@ from ..models import (
 )
 from ..notify import HUB
 
+QUEUE_FEATURES = frozenset(
+    {
+        Capability.PRIORITY,
+        Capability.FIFO,
+        Capability.ARCHIVE,
+        Capability.AT_MOST_ONCE,
+        Capability.RATE_LIMIT,
+        Capability.SENDER_IDS,
+        Capability.DUPLICATE_REPORT,
+        Capability.TOTALS,
+        Capability.BINARY_BODIES,
+        Capability.COMPRESSION,
+    }
+)
+"""Every message-level feature of the contract: what a store that keeps all the rules has."""
+
 
 class Backend(ABC):
     """The core contract. Thread-safe: one instance serves any number of threads.
@@ -55,8 +72,28 @@ class Backend(ABC):
 
     @functools.cached_property
     def capabilities(self) -> frozenset[Capability]:
-        """`features` plus one capability per optional contract this store implements."""
-        return self.features | {cap for kind, cap in CONTRACTS if isinstance(self, kind)}
+        """`features` plus one capability per optional contract this store provides."""
+        provided = (
+            (self.editing(), Capability.EDIT_IN_PLACE),
+            (self.topics(), Capability.TOPICS),
+            (self.consumers(), Capability.CONSUMERS),
+            (self.pipeline(), Capability.PIPELINE),
+        )
+        return self.features | {cap for part, cap in provided if part is not None}
+
+    # -- the optional contracts this store provides (itself, a part it holds, or none) ----
+
+    def editing(self) -> Editing | None:
+        return self if isinstance(self, Editing) else None
+
+    def topics(self) -> Topics | None:
+        return self if isinstance(self, Topics) else None
+
+    def consumers(self) -> Consumers | None:
+        return self if isinstance(self, Consumers) else None
+
+    def pipeline(self) -> Pipeline | None:
+        return self if isinstance(self, Pipeline) else None
 
     # -- identity and waiting -------------------------------------------------------------
 
@@ -410,11 +447,3 @@ class Pipeline(ABC):
     @abstractmethod
     def discard_staged(self, queue: str, sink: str, batch: int) -> int:
         """Remove everything staged for (sink, batch); how many messages went."""
-
-
-CONTRACTS: tuple[tuple[type, Capability], ...] = (
-    (Editing, Capability.EDIT_IN_PLACE),
-    (Topics, Capability.TOPICS),
-    (Consumers, Capability.CONSUMERS),
-    (Pipeline, Capability.PIPELINE),
-)

@@ -35,6 +35,11 @@ from .app import State, cli
     help="Largest request body accepted, in bytes.",
 )
 @click.option("--access-log", is_flag=True, help="Log every request.")
+@click.option(
+    "--keep-heap",
+    is_flag=True,
+    help="Keep freed memory in the process (glibc): faster SQLite receives; see docs/stores.md.",
+)
 @click.pass_obj
 def serve(
     state: State,
@@ -50,6 +55,7 @@ def serve(
     statsd_prefix: str,
     max_body: int,
     access_log: bool,
+    keep_heap: bool,
 ) -> None:
     """Serve the SQS wire API, the REST API and /metrics over HTTP.
 
@@ -86,4 +92,5 @@ def serve(
         config=config,
         insecure=insecure,
         access_log=access_log,
+        keep_heap=keep_heap,
     )

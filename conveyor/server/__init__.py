@@ -10,6 +10,7 @@ from types import FrameType
 
 import uvicorn
 
+from .. import tuning
 from ..client import Client
 from ..exceptions import InvalidInput
 from ..urls import redact
@@ -71,11 +72,17 @@ def serve(
     insecure: bool = False,
     access_log: bool = False,
     log_level: str = "info",
+    keep_heap: bool = False,
 ) -> None:
     """Run the server until SIGTERM/SIGINT; returns once requests in flight are done."""
     config = config or ServerConfig()
     check_exposure(host, config, insecure)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    # the PostgreSQL pool logs every failed reconnection attempt; the store logs an outage
+    # once, and its end
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    if keep_heap:
+        tuning.keep_heap()
     client = Client(store)
     client.list_queues()  # fail now, with the store's message, if it cannot be reached
     server = ConveyorServer(client, config)

@@ -12,7 +12,6 @@ from ...exceptions import (
 )
 from ...models import (
     ArchivedMessage,
-    Capability,
     Consumer,
     Message,
     MessageState,
@@ -23,7 +22,7 @@ from ...models import (
     QueueStats,
     SendResult,
 )
-from ..base import Backend, Consumers, Editing, Topics
+from ..base import QUEUE_FEATURES, Backend, Consumers, Editing, Topics
 from ..errors import (
     consumer_gone,
     in_flight,
@@ -43,20 +42,7 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
     the clients of a process). Everything but sharing across processes and the pipeline."""
 
     scheme = "memory"
-    features = frozenset(
-        {
-            Capability.PRIORITY,
-            Capability.FIFO,
-            Capability.ARCHIVE,
-            Capability.AT_MOST_ONCE,
-            Capability.RATE_LIMIT,
-            Capability.SENDER_IDS,
-            Capability.DUPLICATE_REPORT,
-            Capability.TOTALS,
-            Capability.BINARY_BODIES,
-            Capability.COMPRESSION,
-        }
-    )
+    features = QUEUE_FEATURES
 
     def __init__(self, *, name: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__(clock=clock)

@@ -31,7 +31,7 @@ class Exec(ABC):
 
     @abstractmethod
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Run a statement; the rows it returns (none for statements without)."""
+        """Run a statement that returns rows (a SELECT, or a change RETURNING); its rows."""
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """Run a statement; its first row, or None."""
@@ -59,9 +59,12 @@ class CursorExec(Exec):
         self.cur = cur
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        # only statements that return rows come here; asking the cursor for its description
+        # first would cost a column object per column on psycopg
         cur = self.cur
         cur.execute(sql, params)
-        return list(cur.fetchall()) if cur.description else []
+        found = cur.fetchall()
+        return found if type(found) is list else list(found)
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         self.cur.execute(sql, params)

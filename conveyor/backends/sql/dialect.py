@@ -92,11 +92,6 @@ class Dialect(ABC, Generic[E]):
         """`scope` for statements that find rows by key (their plan must use the key)."""
         return self.scope(qid)
 
-    def in_order(self, rows: list[Row]) -> list[Row]:
-        """Message rows sorted in delivery order."""
-        rows.sort(key=_delivery_order)
-        return rows
-
     @abstractmethod
     def sequence(self, key: int, priority: int) -> int:
         """A row's place in delivery order (Message.sequence)."""
@@ -201,6 +196,15 @@ class Dialect(ABC, Generic[E]):
             ):
                 found.append((int(key), float(visible_at)))
         return found
+
+    def any_ready(self, ex: E, qid: int, now: float) -> bool:
+        """Whether queue `qid` has a message visible at `now` (a read, no lock taken)."""
+        found = ex.one(
+            f"SELECT 1 FROM {self.messages(qid)} WHERE {self.scope(qid)} AND visible_at <= %s"
+            " LIMIT 1",
+            (now,),
+        )
+        return found is not None
 
     @abstractmethod
     def claim_ready(self, ex: E, qid: int, limit: int, terms: ClaimTerms, token: str) -> list[Row]:
@@ -371,8 +375,3 @@ class ServerDialect(Dialect[CursorExec]):
             row.source_queue,
             row.error,
         )
-
-
-def _delivery_order(row: Row) -> tuple[int, int]:
-    key, _, _, _, _, _, priority, *_ = row
-    return -priority, key

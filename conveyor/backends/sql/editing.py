@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from ...exceptions import QueueDoesNotExist
 from ...models import ArchivedMessage, Message, MessageState, MessageUpdate, QueueAttributes
+from ..base import Editing
+from ..codec import encode_attributes
 from ..errors import in_flight, no_dead_letter_policy, no_dead_letter_queue, no_message, no_source
 from .connections import Exec
 from .rows import (
     ARCHIVE_COLUMNS,
     Fields,
     Row,
-    encode_attributes,
     row_archived,
     row_fields,
     row_message,
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from .store import SQLStore
 
 
-class SQLEditor:
+class SQLEditor(Editing):
     def __init__(self, store: SQLStore[Any]) -> None:
         self.store = store
         self.d = store.dialect

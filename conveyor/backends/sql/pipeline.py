@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...exceptions import InvalidInput
 from ...models import ArchivedMessage, Delivery, Message, NewMessage
-from ..base import Bounds
+from ..base import Bounds, Pipeline
 from ..rules import claim_terms, walks_head
 from .connections import Exec, marks
 from .rows import ARCHIVE_COLUMNS, Row, new_fields, row_archived, row_message
@@ -50,7 +50,7 @@ class Stage:
     high: int | None
 
 
-class SQLPipeline:
+class SQLPipeline(Pipeline):
     def __init__(self, store: SQLStore[Any]) -> None:
         self.store = store
         self.d = store.dialect

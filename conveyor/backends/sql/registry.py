@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ...models import Consumer, NewMessage, SendResult
+from ..base import Consumers, Topics
 from ..errors import consumer_gone, no_topic
 from .connections import Exec
 from .rows import CONSUMER_COLUMNS, row_consumer
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from .store import SQLStore
 
 
-class SQLRegistry:
+class SQLRegistry(Topics, Consumers):
     """Topics, subscriptions and consumers in the store's tables."""
 
     def __init__(self, store: SQLStore[Any]) -> None:
@@ -42,6 +43,9 @@ class SQLRegistry:
             ex.run(f"DELETE FROM {self.p}topics WHERE name = %s", (name,))
 
         self.store.write(run)
+
+    def list_topics(self, prefix: str = "") -> list[str]:
+        return self.store.names("topics", prefix)
 
     def subscribe(self, topic: str, queue: str) -> None:
         statement = self.store.dialect.ignore(
@@ -109,7 +113,10 @@ class SQLRegistry:
 
         def run(ex: Exec) -> float:
             old = ex.one(f"SELECT registered_at FROM {p}consumers WHERE id = %s", (consumer.id,))
-            registered = consumer.registered_at or (old[0] if old else now)
+            before = now
+            if old is not None:
+                (before,) = old
+            registered = consumer.registered_at or before
             ex.run(
                 upsert,
                 (

@@ -312,10 +312,6 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
         return "rowid > %s", (after,)
 
-    def in_order(self, rows: list[Row]) -> list[Row]:
-        rows.sort()  # by rowid, the first column: delivery order (rowids are unique)
-        return rows
-
     # -- schema ---------------------------------------------------------------------------
 
     def migrations(self) -> list[Step]:
@@ -492,6 +488,12 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         return found
 
     # -- claims and deletes ---------------------------------------------------------------
+
+    def any_ready(self, ex: SQLiteExec, qid: int, now: float) -> bool:
+        found = ex.conn.execute(
+            f"SELECT 1 FROM q{int(qid)} WHERE visible_at <= ? LIMIT 1", (now,)
+        ).fetchone()
+        return found is not None
 
     def claim_ready(
         self, ex: SQLiteExec, qid: int, limit: int, terms: ClaimTerms, token: str

@@ -15,10 +15,11 @@ clocks (keep hosts in NTP sync).
 from __future__ import annotations
 
 import contextlib
+import operator
 import secrets
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from ...clock import Clock
@@ -27,13 +28,9 @@ from ...exceptions import (
     StoreUnavailable,
 )
 from ...models import (
-    ArchivedMessage,
     Capability,
-    Consumer,
     Delivery,
     Message,
-    MessageState,
-    MessageUpdate,
     NewMessage,
     QueueAttributes,
     QueueInfo,
@@ -42,7 +39,7 @@ from ...models import (
     sent_result,
 )
 from ...validation import DEDUP_WINDOW
-from ..base import Backend, Bounds, Consumers, Editing, Pipeline, Topics
+from ..base import QUEUE_FEATURES, Backend
 from ..errors import no_queue, queue_exists
 from ..receipts import group_receipts, parse_receipt, receipt_prefix, receipt_results, stale_receipt
 from ..rules import (
@@ -69,30 +66,18 @@ from .totals import CountRow, RunningTotals
 
 T = TypeVar("T")
 
+_in_order = operator.attrgetter("sequence")  # a message's place in delivery order
+
 # how long a queue's id and attributes are trusted before they are read again (by the
 # store's clock); changes made through this store apply at once, changes made elsewhere
 # within this time (as on SQS, where attribute changes take up to a minute to propagate)
 QUEUE_CACHE_SECONDS = 1.0
 
 
-class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
+class SQLStore(Backend, Generic[E]):
     """A queue store on a SQL database. Build one with its database's `from_url`."""
 
-    features = frozenset(
-        {
-            Capability.PRIORITY,
-            Capability.FIFO,
-            Capability.ARCHIVE,
-            Capability.AT_MOST_ONCE,
-            Capability.RATE_LIMIT,
-            Capability.CROSS_PROCESS,
-            Capability.SENDER_IDS,
-            Capability.DUPLICATE_REPORT,
-            Capability.TOTALS,
-            Capability.BINARY_BODIES,
-            Capability.COMPRESSION,
-        }
-    )
+    features = QUEUE_FEATURES | {Capability.CROSS_PROCESS}
 
     def __init__(
         self,
@@ -119,7 +104,7 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
         self._schema_lock = threading.RLock()
         self.editor = SQLEditor(self)
         self.registry = SQLRegistry(self)
-        self.pipeline = SQLPipeline(self)
+        self.bulk = SQLPipeline(self)
         weakref.finalize(self, _last_counts, db, self._totals, dialect.prefix)
 
     @property
@@ -198,11 +183,16 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
 
     # -- queue rows -----------------------------------------------------------------------
 
-    def lookup(self, name: str) -> tuple[int, QueueAttributes]:
-        """The queue's id and attributes, as read at most QUEUE_CACHE_SECONDS ago."""
+    def lookup(self, name: str, now: float | None = None) -> tuple[int, QueueAttributes]:
+        """The queue's id and attributes, as read at most QUEUE_CACHE_SECONDS before `now`.
+
+        A row in the cache was read after the schema was made, so the hot paths that start
+        here run their statements on `db` directly."""
         hit = self._queues.get(name)
-        if hit is not None and 0.0 <= self.clock.now() - hit[0] < QUEUE_CACHE_SECONDS:
-            return hit[1], hit[2]
+        if hit is not None:
+            read_at, qid, attrs = hit
+            if 0.0 <= (self.clock.now() if now is None else now) - read_at < QUEUE_CACHE_SECONDS:
+                return qid, attrs
         return self.read(lambda ex: self.queue_row(ex, name))
 
     def queue_row(self, ex: Exec, name: str, *, lock: bool = False) -> tuple[int, QueueAttributes]:
@@ -457,9 +447,10 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
     def _send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
         d = self.dialect
         now = self.clock.now()
-        qid, attrs = self.lookup(queue)
+        qid, attrs = self.lookup(queue, now)
+        tries = [0]  # attempts of the insert: a retry must not store what a first one did
         if attrs.fifo:
-            results = self.write(
+            results = self.db.write(
                 lambda ex: self.send_each(ex, queue, qid, attrs, messages, now, None)
             )
             sent = sum(1 for r in results if not r.duplicate)
@@ -473,11 +464,13 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
                 now,
                 now + first.delay,
             )
-            attempts = _Attempts()
-            ids = self.write(
-                lambda ex: d.insert_bare(ex, qid, queue, bare, attempts.next()),
-                single=d.single_insert,
-            )
+
+            def insert_bare(ex: E) -> list[str]:
+                tries[0] += 1
+                return d.insert_bare(ex, qid, queue, bare, tries[0] > 1)
+
+            # one statement (a retry inserts row by row, each skipping an id stored before)
+            ids = self.db.write(insert_bare, single=True)
             results = [sent_result(i) for i in ids]
             sent = len(ids)
         else:
@@ -489,11 +482,12 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
                 new_fields(m, next(fresh, "") if own else m.id, None, now, False, None)
                 for m, own in zip(messages, mine, strict=True)
             ]
-            attempts = _Attempts()
-            stored = self.write(
-                lambda ex: d.insert(ex, qid, queue, rows, made=made, retry=attempts.next()),
-                single=d.single_insert or made,
-            )
+
+            def insert(ex: E) -> list[str | None]:
+                tries[0] += 1
+                return d.insert(ex, qid, queue, rows, made=made, retry=tries[0] > 1)
+
+            stored = self.db.write(insert, single=d.single_insert or made)
             results = [
                 sent_result(i) if i is not None else SendResult(id=row.id, duplicate=True)
                 for i, row in zip(stored, rows, strict=True)
@@ -565,11 +559,15 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
         )
 
     def _receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
-        d = self.dialect
         rows, token = self.claim(queue, max_messages, visibility_timeout)
+        if not rows:
+            return []
         prefix = receipt_prefix(queue, token)
-        sequence = d.sequence
-        return [row_message(queue, row, sequence, prefix) for row in d.in_order(rows)]
+        sequence = self.dialect.sequence
+        messages = [row_message(queue, row, sequence, prefix) for row in rows]
+        if len(messages) > 1:
+            messages.sort(key=_in_order)  # a claim returns its rows in any order
+        return messages
 
     def claim(
         self, queue: str, max_messages: int, visibility_timeout: float
@@ -582,21 +580,21 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
         At-most-once claims are durable (their messages must never come back).
         """
         d = self.dialect
-        token = secrets.token_hex(8)
-        qid, attrs = self.lookup(queue)
         now = self.clock.now()
-        self.sweep(qid, queue, attrs, now, force=False)
+        qid, attrs = self.lookup(queue, now)
         if d.polls_idle and queue in self._idle and not self._maybe_ready(queue, qid, now):
-            return [], token
+            return [], ""
+        token = secrets.token_hex(8)
+        self.sweep(qid, queue, attrs, now, force=False)
         terms = claim_terms(attrs, now, visibility_timeout)
         durable = attrs.delivery is Delivery.AT_MOST_ONCE
         if walks_head(attrs):
-            rows = self.write(
+            rows = self.db.write(
                 lambda ex: self._claim_walking(ex, qid, queue, attrs, max_messages, terms, token),
                 durable=durable,
             )
         else:
-            rows = self.write(
+            rows = self.db.write(
                 lambda ex: d.claim_ready(ex, qid, max_messages, terms, token),
                 single=d.single_claim,
                 durable=durable,
@@ -616,9 +614,8 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
         answers False; any doubt (a dropped table, a failed read) goes on to the claim.
         """
         d = self.dialect
-        sql = f"SELECT 1 FROM {d.messages(qid)} WHERE {d.scope(qid)} AND visible_at <= %s LIMIT 1"
         try:
-            return self.read(lambda ex: ex.one(sql, (now,))) is not None
+            return self.db.read(lambda ex: d.any_ready(ex, qid, now))
         except ConveyorError:
             self._queues.pop(queue, None)
             return True
@@ -724,7 +721,7 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
         share it. Without `exact`, a dialect may count alone (NotAllHeld when short)."""
         d = self.dialect
         now = self.clock.now()
-        qid, attrs = self.lookup(queue)
+        qid, attrs = self.lookup(queue, now)
 
         def run(ex: E) -> set[int]:
             gone: set[int] = set()
@@ -736,7 +733,7 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
             return gone
 
         single = d.single_delete and not attrs.archive and len(by_token) == 1
-        gone = self.write(run, single=single)
+        gone = self.db.write(run, single=single)
         if gone:
             self.count(qid, deleted=len(gone))
         return gone
@@ -751,7 +748,7 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
     ) -> list[Exception | None]:
         d = self.dialect
         now = self.clock.now()
-        qid, _ = self.lookup(queue)
+        qid, _ = self.lookup(queue, now)
         update = (
             f"UPDATE {d.messages(qid)} SET visible_at = %s, version = version + 1"
             f" WHERE {d.key_scope(qid)} AND {d.key} = %s AND token = %s"
@@ -773,148 +770,24 @@ class SQLStore(Backend, Editing, Topics, Consumers, Pipeline, Generic[E]):
                 d.notify_waiters(ex, queue)
             return results, released
 
-        results, released = self.write(run)
+        results, released = self.db.write(run)
         if released:
             self.notify(queue)
         return results
 
-    # -- inspection and editing (editing.py) ----------------------------------------------
+    # -- the optional contracts: parts the store holds -----------------------------------
 
-    def list_messages(
-        self,
-        queue: str,
-        *,
-        state: MessageState | None = None,
-        limit: int = 100,
-        after: int = 0,
-    ) -> list[Message]:
-        return self.editor.list_messages(queue, state=state, limit=limit, after=after)
+    def editing(self) -> SQLEditor:
+        return self.editor
 
-    def get_message(self, queue: str, message_id: str) -> Message:
-        return self.editor.get_message(queue, message_id)
+    def topics(self) -> SQLRegistry:
+        return self.registry
 
-    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
-        return self.editor.update_message(queue, message_id, update)
+    def consumers(self) -> SQLRegistry:
+        return self.registry
 
-    def remove_message(self, queue: str, message_id: str) -> None:
-        self.editor.remove_message(queue, message_id)
-
-    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
-        return self.editor.move_to_dlq(queue, message_id, error)
-
-    def redrive(
-        self,
-        queue: str,
-        *,
-        ids: Sequence[str] | None = None,
-        limit: int = 100,
-        to: str | None = None,
-    ) -> list[str]:
-        return self.editor.redrive(queue, ids=ids, limit=limit, to=to)
-
-    def reset_message(self, queue: str, message_id: str) -> Message:
-        return self.editor.reset_message(queue, message_id)
-
-    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
-        return self.editor.fail_message(queue, message_id, delay)
-
-    def list_archive(
-        self, queue: str, *, limit: int = 1000, after: int = 0
-    ) -> list[ArchivedMessage]:
-        return self.editor.list_archive(queue, limit=limit, after=after)
-
-    # -- topics and consumers (registry.py) -----------------------------------------------
-
-    def create_topic(self, name: str) -> bool:
-        return self.registry.create_topic(name)
-
-    def delete_topic(self, name: str) -> None:
-        self.registry.delete_topic(name)
-
-    def list_topics(self, prefix: str = "") -> list[str]:
-        return self.names("topics", prefix)
-
-    def subscribe(self, topic: str, queue: str) -> None:
-        self.registry.subscribe(topic, queue)
-
-    def unsubscribe(self, topic: str, queue: str) -> None:
-        self.registry.unsubscribe(topic, queue)
-
-    def topic_queues(self, topic: str) -> list[str]:
-        return self.registry.topic_queues(topic)
-
-    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
-        return self.registry.publish(topic, message)
-
-    def register_consumer(self, consumer: Consumer) -> Consumer:
-        return self.registry.register_consumer(consumer)
-
-    def heartbeat(self, consumer_id: str) -> Consumer:
-        return self.registry.heartbeat(consumer_id)
-
-    def unregister_consumer(self, consumer_id: str) -> None:
-        self.registry.unregister_consumer(consumer_id)
-
-    def list_consumers(self, queue: str | None = None) -> list[Consumer]:
-        return self.registry.list_consumers(queue)
-
-    # -- bulk access for Spark (pipeline.py) ----------------------------------------------
-
-    def row_bounds(self, queue: str, *, archive: bool = False) -> Bounds:
-        return self.pipeline.row_bounds(queue, archive=archive)
-
-    def scan_messages(self, queue: str, low: int, high: int) -> Iterator[Message]:
-        return self.pipeline.scan_messages(queue, low, high)
-
-    def scan_archive(self, queue: str, low: int, high: int) -> Iterator[ArchivedMessage]:
-        return self.pipeline.scan_archive(queue, low, high)
-
-    def stream_position(self, queue: str, stream: str) -> int:
-        return self.pipeline.stream_position(queue, stream)
-
-    def lease_messages(
-        self, queue: str, stream: str, lease: int, max_messages: int, visibility_timeout: float
-    ) -> int:
-        return self.pipeline.lease_messages(queue, stream, lease, max_messages, visibility_timeout)
-
-    def lease_bounds(self, queue: str, stream: str, first: int, last: int) -> Bounds:
-        return self.pipeline.lease_bounds(queue, stream, first, last)
-
-    def read_leased(
-        self, queue: str, stream: str, first: int, last: int, low: int, high: int
-    ) -> Iterator[Message]:
-        return self.pipeline.read_leased(queue, stream, first, last, low, high)
-
-    def acknowledge_leases(self, queue: str, stream: str, upto: int) -> int:
-        return self.pipeline.acknowledge_leases(queue, stream, upto)
-
-    def stage_messages(
-        self, queue: str, sink: str, batch: int, part: int, attempt: int,
-        messages: Sequence[NewMessage],
-    ) -> int:  # fmt: skip
-        return self.pipeline.stage_messages(queue, sink, batch, part, attempt, messages)
-
-    def publish_staged(
-        self, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]]
-    ) -> int | None:
-        return self.pipeline.publish_staged(queue, sink, batch, tags)
-
-    def discard_staged(self, queue: str, sink: str, batch: int) -> int:
-        return self.pipeline.discard_staged(queue, sink, batch)
-
-
-class _Attempts:
-    """Counts the attempts of a write: a retry must not store what a first attempt did."""
-
-    __slots__ = ("n",)
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def next(self) -> bool:
-        """Count an attempt; True when it is a retry."""
-        self.n += 1
-        return self.n > 1
+    def pipeline(self) -> SQLPipeline:
+        return self.bulk
 
 
 def write_counts(ex: Exec, prefix: str, rows: Sequence[CountRow]) -> None:
