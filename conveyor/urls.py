@@ -24,6 +24,8 @@ SCHEMES: dict[str, tuple[str, str | None]] = {
     "postgres": ("conveyor.backends.sql.postgres", "postgres"),
     "mysql": ("conveyor.backends.sql.mysql", "mysql"),
     "mariadb": ("conveyor.backends.sql.mysql", "mysql"),
+    "redis": ("conveyor.backends.redis", "redis"),
+    "rediss": ("conveyor.backends.redis", "redis"),
     "sqs": ("conveyor.backends.sqs", "aws"),
 }
 
@@ -72,7 +74,7 @@ def open_backend(url: str | None = None, *, clock: Clock = SYSTEM_CLOCK) -> Back
         raise InvalidInput(
             f"cannot use store {redact(url)}: the {scheme} store needs {exc.name}{hint}"
         ) from exc
-    factory: Factory = module.from_url
+    factory: Factory = module.from_tls_url if scheme.lower() == "rediss" else module.from_url
     path, _, query = rest.partition("?")
     params = dict(parse_qsl(query))
     return factory(path, params, clock=clock)

@@ -6,6 +6,7 @@ A store whose service is missing skips locally and fails in CI (CI=true).
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from conveyor import Client, ManualClock
 
-from . import sqlstores
+from . import redisservers, sqlstores
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -29,7 +30,8 @@ StoreFactory = Callable[[Path], str]
 
 
 def sql_store(kind: str) -> StoreFactory:
-    """A fresh table prefix on the local server; unavailable() if it does not answer."""
+    """A fresh table (or key) prefix on the local server; unavailable() if it does not
+    answer."""
 
     def make(tmp: Path) -> str:
         why = sqlstores.reachable(kind)
@@ -40,12 +42,26 @@ def sql_store(kind: str) -> StoreFactory:
     return make
 
 
+def redis_cluster(tmp: Path) -> str:
+    """A fresh key prefix on the test session's own 3-master Redis Cluster."""
+    why = redisservers.available()
+    if why is not None:
+        unavailable(why)
+    return f"{redisservers.cluster_url()}?prefix=t{secrets.token_hex(4)}"
+
+
 STORES: dict[str, StoreFactory] = {
     "memory": lambda tmp: "memory://",
     "sqlite": lambda tmp: f"sqlite:///{tmp}/conveyor.db?durability=normal",
     "postgres": sql_store("postgres"),
     "mysql": sql_store("mysql"),
+    "redis": sql_store("redis"),
+    "redis-cluster": redis_cluster,
 }
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    redisservers.stop_cluster()
 
 
 @pytest.fixture(params=sorted(STORES))

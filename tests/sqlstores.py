@@ -1,5 +1,6 @@
-"""PostgreSQL and MariaDB stores for tests: one table prefix per test in the `test` database,
-dropped afterwards. The servers are the ones on this machine (see scripts/services)."""
+"""Stores on this machine's servers for tests (see scripts/services): PostgreSQL and MariaDB
+with one table prefix per test in the `test` database, Redis with one key prefix per test;
+each dropped afterwards."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 PG_URL = os.environ.get("CONVEYOR_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 MYSQL_URL = os.environ.get("CONVEYOR_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
-BASES = {"postgres": PG_URL, "mysql": MYSQL_URL}
+REDIS_URL = os.environ.get("CONVEYOR_TEST_REDIS", "redis://127.0.0.1:6379/0")
+BASES = {"postgres": PG_URL, "mysql": MYSQL_URL, "redis": REDIS_URL}
 
 
 def reachable(kind: str) -> str | None:
@@ -20,6 +22,10 @@ def reachable(kind: str) -> str | None:
             import psycopg
 
             psycopg.connect(PG_URL, connect_timeout=3).close()
+        elif kind == "redis":
+            import redis
+
+            redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
         else:
             _mysql_conn().close()
     except Exception as exc:  # the reason goes into the skip or failure message
@@ -28,7 +34,7 @@ def reachable(kind: str) -> str | None:
 
 
 def fresh_url(kind: str, **options: str) -> str:
-    prefix = f"t{secrets.token_hex(4)}_"
+    prefix = f"t{secrets.token_hex(4)}" + ("" if kind == "redis" else "_")
     query = "&".join(f"{k}={v}" for k, v in {"prefix": prefix, **options}.items())
     return f"{BASES[kind]}?{query}"
 
@@ -55,6 +61,9 @@ def drop(url: str) -> None:
     if "prefix=" not in url:
         return
     prefix = url.split("prefix=", 1)[1].split("&", 1)[0]
+    if url.startswith("redis"):
+        drop_redis(url.split("?", 1)[0], prefix)
+        return
     with suppress(Exception):
         if url.startswith("postgresql"):
             import psycopg
@@ -90,3 +99,18 @@ def mysql_version_4_order(prefix: str) -> str:
         f"ALTER TABLE {p}messages DROP PRIMARY KEY, ADD PRIMARY KEY (seq),"
         f" DROP INDEX {p}messages_seq, ADD INDEX {p}messages_order (queue_id, nprio, seq)"
     )
+
+
+def drop_redis(url: str, prefix: str) -> None:
+    """Delete every key of a Redis store's prefix (its queues' and its registry's)."""
+    import redis
+
+    with suppress(Exception):
+        client: Any = redis.Redis.from_url(url)
+        if client.info("cluster").get("cluster_enabled") == 1:
+            client.close()
+            client = redis.RedisCluster.from_url(url)
+        for pattern in (f"{prefix}:*", f"{{{prefix}}}:*"):
+            for key in list(client.scan_iter(match=pattern, count=1000)):
+                client.delete(key)
+        client.close()

@@ -7,12 +7,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conveyor import Client, ManualClock
 from conveyor.models import NewMessage
+
+from . import sqlstores
+from .conftest import unavailable
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,8 +37,22 @@ def _wait_for(predicate, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def test_four_processes_drain_20000_exactly_once(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/shared.db?durability=normal"
+@pytest.fixture(params=["sqlite", "redis"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store several processes share: a SQLite file, or a Redis key prefix."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/shared.db?durability=normal"
+        return
+    why = sqlstores.reachable("redis")
+    if why is not None:
+        unavailable(why)
+    url = sqlstores.fresh_url("redis")
+    yield url
+    sqlstores.drop(url)
+
+
+def test_four_processes_drain_20000_exactly_once(tmp_path: Path, shared_url: str) -> None:
+    url = shared_url
     client = Client(url)
     client.create_queue("bulk")
     ids = [f"m{i:05d}" for i in range(20_000)]

@@ -1,0 +1,178 @@
+"""The Redis store's connection: the client (made on first use; a `RedisCluster` where the
+server is a cluster), its scripts, retries while the server is away, and the channel that
+wakes this process's long polls when another client sends."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import redis
+from redis.cluster import RedisCluster
+
+from ...exceptions import StoreUnavailable
+from ...notify import HUB
+from .scripts import Scripts
+
+log = logging.getLogger("conveyor.store")
+
+T = TypeVar("T")
+
+# what a lost connection, a restarting server or a resharding cluster raise (all retried)
+RETRIED = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.BusyLoadingError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+)
+
+
+class RedisConnection:
+    def __init__(
+        self, url: str, *, display: str, registry: str, channel: str, reconnect_timeout: float
+    ) -> None:
+        self.url = url
+        self.display = display
+        self.registry_key = registry  # the registry's keys start with this ("{prefix}:")
+        self.channel = channel
+        self.reconnect_timeout = reconnect_timeout
+        self.cluster = False
+        self._client: Any = None
+        self._scripts: Scripts | None = None
+        self._lock = threading.Lock()
+        self._listener: threading.Thread | None = None
+        self._listening = threading.Event()
+        self._closed = threading.Event()
+
+    def client(self) -> Any:
+        """The client, made on first use."""
+        if self._client is not None:
+            return self._client
+        with self._lock:
+            if self._client is None:
+                try:
+                    client: Any = redis.Redis.from_url(self.url)
+                    cluster = client.info("cluster").get("cluster_enabled") == 1
+                    if cluster:
+                        client.close()
+                        client = RedisCluster.from_url(self.url)
+                except redis.exceptions.RedisError as exc:
+                    raise StoreUnavailable(
+                        f"cannot connect to redis store {self.display}: {exc} (check the URL,"
+                        " and that the server is running and reachable)"
+                    ) from exc
+                self._scripts = Scripts(client)
+                self.cluster = cluster
+                self._client = client
+        return self._client
+
+    def run(self, fn: Callable[[Any], T]) -> T:
+        """Run `fn` on the client; on a lost connection, a loading or resharding server, run
+        it again for up to `reconnect_timeout` seconds. Every script is safe to run again:
+        sends carry their ids, deletes and visibility changes their tokens, and a claim whose
+        answer was lost only keeps its messages until their visibility timeout."""
+        client = self.client()
+        lost_at: float | None = None
+        delay = 0.02
+        while True:
+            try:
+                result = fn(client)
+            except RETRIED as exc:
+                now = time.monotonic()
+                if lost_at is None:
+                    lost_at = now
+                    log.warning("lost the connection to %s (%s); retrying", self.display, exc)
+                elif now - lost_at > self.reconnect_timeout:
+                    raise StoreUnavailable(
+                        f"redis store {self.display} has been unreachable for"
+                        f" {now - lost_at:.0f} s ({exc}): check that the server is running"
+                    ) from exc
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
+                continue
+            except redis.exceptions.RedisError as exc:
+                raise StoreUnavailable(f"redis store {self.display} failed: {exc}") from exc
+            if lost_at is not None:
+                log.warning(
+                    "reconnected to %s after %.1f s", self.display, time.monotonic() - lost_at
+                )
+            return result
+
+    def script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run a script whose keys are `keys` (all in one slot)."""
+        return self.run(lambda client: self._loaded().by_name[name](keys, args, client))
+
+    def registry(self, *args: Any) -> Any:
+        """Run an operation of the registry script."""
+        return self.run(
+            lambda client: self._loaded().registry(
+                [f"{self.registry_key}queues"], [self.registry_key, *args], client
+            )
+        )
+
+    def _loaded(self) -> Scripts:
+        self.client()
+        assert self._scripts is not None
+        return self._scripts
+
+    def close(self) -> None:
+        self._closed.set()
+        listener = self._listener
+        if listener is not None and listener is not threading.current_thread():
+            listener.join(3.0)  # it looks at the flag at least once a second
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    # -- the wake-up channel --------------------------------------------------------------
+
+    def listen(self, key: str) -> None:
+        """Start hearing the channel (once): each message wakes the waiters of its queue in
+        this process (`HUB`, under store key `key`)."""
+        if self._listener is None:
+            with self._lock:
+                if self._listener is None:
+                    self._listener = threading.Thread(
+                        target=self._subscribe, args=(key,), name="conveyor-redis-listen",
+                        daemon=True,
+                    )  # fmt: skip
+                    self._listener.start()
+            self._listening.wait(1.0)
+
+    def _subscribe(self, key: str) -> None:
+        delay = 0.1
+        lost = False
+        while not self._closed.is_set():
+            try:
+                pubsub = self.client().pubsub(ignore_subscribe_messages=True)
+                try:
+                    pubsub.subscribe(self.channel)
+                    self._listening.set()
+                    if lost:
+                        log.warning("listening for sends on %s again", self.display)
+                        HUB.wake_all()  # sends may have gone unheard while the link was down
+                    lost, delay = False, 0.1
+                    while not self._closed.is_set():
+                        note = pubsub.get_message(timeout=1.0)
+                        if note is not None:
+                            HUB.notify(key, note["data"].decode())
+                finally:
+                    pubsub.close()
+            except (redis.exceptions.RedisError, StoreUnavailable) as exc:
+                if self._closed.is_set():
+                    return
+                if not lost:
+                    log.warning(
+                        "lost the channel of %s (%s); long polls fall back to polling",
+                        self.display,
+                        exc,
+                    )
+                lost = True
+                self._closed.wait(delay)
+                delay = min(delay * 2, 2.0)

@@ -1,0 +1,111 @@
+-- Receive: claim up to `limit` messages of one queue under a new receipt token.
+-- KEYS[1] the queue's meta. ARGV: 1 prefix, 2 name, 3 now, 4 limit, 5 visible_at of the
+-- claimed messages, 6 token, 7 retention horizon, 8 fifo (1/0), 9 max receive count (0:
+-- no dead-letter queue), 10 dead-letter queue prefix ('' where it cannot be moved in this
+-- script), 11 dead-letter queue name, 12 archive (1/0), 13 rate limit (0: none),
+-- 14 wake channel.
+-- Returns {claimed messages (as `fetch` gives them), the next time a message becomes
+-- visible (when none was claimed), ids to dead-letter outside this script}.
+local prefix, name, now_text = ARGV[1], ARGV[2], ARGV[3]
+local now, limit, visible_text, token = tonumber(now_text), tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local horizon, fifo, max_count = tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
+local dlq, dlq_name, keep, rate = ARGV[10], ARGV[11], ARGV[12] == '1', tonumber(ARGV[13])
+local meta = prefix .. 'meta'
+
+promote(prefix, now_text, 1000)
+
+local tokens = 0
+if rate > 0 then
+  local bucket = redis.call('HMGET', meta, 'tokens', 'tokens_at')
+  local left, left_at = tonumber(bucket[1] or rate), tonumber(bucket[2] or now)
+  local burst = rate >= 1 and rate or 1
+  tokens = math.min(burst, left + math.max(0, now - left_at) * rate)
+  limit = math.min(limit, math.floor(tokens))
+end
+
+local claimed, outbox = {}, {}
+local dead = false
+
+-- A candidate is expired ('gone'), dead-lettered ('gone', or 'stays' where its dead-letter
+-- queue is in another slot: the client moves it), or claimed ('claimed').
+local function take(id, fields)
+  local sent, deadline, count = tonumber(fields[1]), fields[2], tonumber(fields[3] or 0)
+  if sent < horizon or (deadline and tonumber(deadline) <= now) then
+    expire(prefix, name, id, now_text, keep)
+    return 'gone'
+  end
+  if max_count > 0 and count >= max_count then
+    if dlq ~= '' then
+      move(prefix, name, id, dlq, dlq_name, now, now_text, name, false)
+      redis.call('HINCRBY', meta, 'dead', 1)
+      dead = true
+      return 'gone'
+    end
+    table.insert(outbox, id)
+    return 'stays'
+  end
+  local key = message_key(prefix, id)
+  redis.call('HINCRBY', key, 'n', 1)
+  redis.call('HINCRBY', key, 'r', 1)
+  redis.call('HSETNX', key, 'f', now_text)
+  redis.call('HSET', key, 'v', visible_text, 't', token)
+  redis.call('ZREM', prefix .. 'ready', id)
+  redis.call('ZADD', prefix .. 'inflight', visible_text, id)
+  table.insert(claimed, fetch(prefix, id))
+  return 'claimed'
+end
+
+if limit > 0 and not fifo then
+  local skipped = 0
+  while #claimed < limit do
+    local head = redis.call('ZRANGE', prefix .. 'ready', skipped, skipped)
+    local id = head[1]
+    if not id then break end
+    local fields = redis.call('HMGET', message_key(prefix, id), 's', 'dl', 'n')
+    if not fields[1] then
+      redis.call('ZREM', prefix .. 'ready', id) -- an index entry without its message
+    elseif take(id, fields) == 'stays' then
+      skipped = skipped + 1
+    end
+  end
+elseif limit > 0 then
+  -- FIFO: walk every message in send order; a group whose earliest message is not visible
+  -- yields nothing
+  local blocked = {}
+  local after = '-inf'
+  while #claimed < limit do
+    local page = redis.call('ZRANGEBYSCORE', prefix .. 'all', after, '+inf', 'WITHSCORES',
+                            'LIMIT', 0, 64)
+    if #page == 0 then break end
+    for i = 1, #page, 2 do
+      local id = page[i]
+      after = '(' .. page[i + 1]
+      local f = redis.call('HMGET', message_key(prefix, id), 'g', 'v', 's', 'dl', 'n')
+      local group = f[1] or ''
+      if f[2] and not blocked[group] then
+        if tonumber(f[2]) > now then
+          blocked[group] = true
+        else
+          local done = take(id, {f[3], f[4], f[5]})
+          if done == 'stays' then
+            blocked[group] = true -- it waits to be moved out of this slot
+          elseif done == 'claimed' and #claimed >= limit then
+            break
+          end
+        end
+      end
+    end
+    if #page < 128 then break end
+  end
+end
+
+if rate > 0 then
+  redis.call('HSET', meta, 'tokens', tostring(tokens - #claimed), 'tokens_at', now_text)
+end
+if #claimed > 0 then
+  redis.call('HINCRBY', meta, 'received', #claimed)
+end
+if dead then
+  redis.call('PUBLISH', ARGV[14], dlq_name)
+end
+return {claimed, #claimed == 0 and next_visible(prefix, now_text) or false, outbox}

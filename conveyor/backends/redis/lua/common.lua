@@ -1,0 +1,178 @@
+-- Shared by every script (prepended to each when it is loaded).
+--
+-- A queue's keys start with its prefix, "P:{tag}:name:id:", so every key of one queue lies
+-- in one Redis Cluster slot:
+--   meta      hash: seq, sent, received, deleted, dead, expired, tokens, tokens_at, archived
+--   m:<id>    hash: one message (fields below)
+--   all       zset: every message, by delivery order (priority band, then sequence)
+--   ready     zset: visible messages, by delivery order
+--   delayed   zset: invisible messages never received, by visible_at
+--   inflight  zset: invisible messages received, by visible_at
+--   sent      zset: every message, by sent_at (retention, oldest age)
+--   dl        zset: messages with a deadline, by deadline
+--   dedup     hash: FIFO de-duplication key -> "message id|expires at"; ddx zset by expiry
+--   archive   list of archive entry numbers; arch:<n> hash: an archived message
+-- Message fields: b body, a attributes (JSON), g group, d dedup key, p priority, dl
+-- deadline, s sent_at, v visible_at, n receive count, f first received, r version,
+-- t receipt token, o source queue, e error, z compressed, q sequence.
+-- Times travel as the decimal text the client sent, so no precision is lost in Lua.
+
+local FIELDS = {'b', 'a', 'g', 'd', 'p', 'dl', 's', 'v', 'n', 'f', 'r', 'o', 'e', 'z', 'q'}
+local BAND = 137438953472 -- 2^37: a delivery-order score stays exact in a double
+
+local function order(priority, seq)
+  return (32767 - priority) * BAND + seq
+end
+
+local function message_key(prefix, id)
+  return prefix .. 'm:' .. id
+end
+
+-- The message as the client reads it: its id, the fields above, and its order score.
+local function fetch(prefix, id)
+  local values = redis.call('HMGET', message_key(prefix, id), unpack(FIELDS))
+  if not values[1] then
+    return nil
+  end
+  local score = redis.call('ZSCORE', prefix .. 'all', id)
+  table.insert(values, 1, id)
+  table.insert(values, score or false)
+  return values
+end
+
+-- Put a message in the index its state belongs to: ready, delayed or in flight.
+local function place(prefix, id, now, visible_at, visible_text, count, score)
+  redis.call('ZREM', prefix .. 'ready', id)
+  redis.call('ZREM', prefix .. 'delayed', id)
+  redis.call('ZREM', prefix .. 'inflight', id)
+  if visible_at <= now then
+    redis.call('ZADD', prefix .. 'ready', score, id)
+  elseif count > 0 then
+    redis.call('ZADD', prefix .. 'inflight', visible_text, id)
+  else
+    redis.call('ZADD', prefix .. 'delayed', visible_text, id)
+  end
+end
+
+-- Remove a message from every index and delete it (archiving it first where asked).
+local function drop(prefix, name, id, now_text, outcome, keep)
+  local key = message_key(prefix, id)
+  for _, index in ipairs({'all', 'ready', 'delayed', 'inflight', 'sent', 'dl'}) do
+    redis.call('ZREM', prefix .. index, id)
+  end
+  if keep then
+    local n = redis.call('HINCRBY', prefix .. 'meta', 'archived', 1)
+    local entry = prefix .. 'arch:' .. n
+    redis.call('RENAME', key, entry)
+    redis.call('HSET', entry, 'i', id, 'x', now_text, 'y', outcome, 'u', name)
+    redis.call('RPUSH', prefix .. 'archive', n)
+  else
+    redis.call('DEL', key)
+  end
+end
+
+local function expire(prefix, name, id, now_text, keep)
+  drop(prefix, name, id, now_text, 'expired', keep)
+  redis.call('HINCRBY', prefix .. 'meta', 'expired', 1)
+end
+
+-- Store one new message (fields as the client gave them). Returns its sequence, or nil
+-- and the id it duplicates: an id the queue holds, or a FIFO dedup key seen before.
+local function store(prefix, now, id, body, attrs, group, dedup, priority, deadline, visible,
+                     compressed, now_text, dedup_until)
+  local key = message_key(prefix, id)
+  if redis.call('EXISTS', key) == 1 then
+    return nil, id
+  end
+  if dedup ~= '' then
+    local seen = redis.call('HGET', prefix .. 'dedup', dedup)
+    if seen then
+      local bar = string.find(seen, '|', 1, true)
+      if tonumber(string.sub(seen, bar + 1)) > now then
+        return nil, string.sub(seen, 1, bar - 1)
+      end
+    end
+    redis.call('HSET', prefix .. 'dedup', dedup, id .. '|' .. dedup_until)
+    redis.call('ZADD', prefix .. 'ddx', dedup_until, dedup)
+  end
+  local seq = redis.call('HINCRBY', prefix .. 'meta', 'seq', 1)
+  local p = tonumber(priority)
+  local score = order(p, seq)
+  local fields = {'b', body, 'p', priority, 's', now_text, 'v', visible, 'n', 0, 'r', 1, 'q', seq}
+  if attrs ~= '' then table.insert(fields, 'a'); table.insert(fields, attrs) end
+  if group ~= '' then table.insert(fields, 'g'); table.insert(fields, group) end
+  if dedup ~= '' then table.insert(fields, 'd'); table.insert(fields, dedup) end
+  if deadline ~= '' then
+    table.insert(fields, 'dl'); table.insert(fields, deadline)
+    redis.call('ZADD', prefix .. 'dl', deadline, id)
+  end
+  if compressed == '1' then table.insert(fields, 'z'); table.insert(fields, '1') end
+  redis.call('HSET', key, unpack(fields))
+  redis.call('ZADD', prefix .. 'all', score, id)
+  redis.call('ZADD', prefix .. 'sent', now_text, id)
+  place(prefix, id, now, tonumber(visible), visible, 0, score)
+  redis.call('HINCRBY', prefix .. 'meta', 'sent', 1)
+  return seq, id
+end
+
+-- Move a message to the back of another queue (`dead_from` names the source when it goes
+-- to a dead-letter queue; false for a redrive). A message of the same id there is replaced.
+-- Returns its new sequence.
+local function move(src, src_name, id, dest, dest_name, now, now_text, dead_from, err)
+  local f = redis.call('HMGET', message_key(src, id), 'b', 'a', 'g', 'd', 'p', 'dl', 's', 'z', 'e')
+  if redis.call('EXISTS', message_key(dest, id)) == 1 then
+    drop(dest, dest_name, id, now_text, 'replaced', false)
+  end
+  local seq = redis.call('HINCRBY', dest .. 'meta', 'seq', 1)
+  local score = order(tonumber(f[5]), seq)
+  local fields = {'b', f[1], 'p', f[5], 'v', now_text, 'n', 0, 'r', 1, 'q', seq}
+  local sent = now_text
+  if dead_from then
+    sent = f[7]
+    table.insert(fields, 'o'); table.insert(fields, dead_from)
+    local e = err or f[9]
+    if e then table.insert(fields, 'e'); table.insert(fields, e) end
+  end
+  table.insert(fields, 's'); table.insert(fields, sent)
+  if f[2] then table.insert(fields, 'a'); table.insert(fields, f[2]) end
+  if f[3] then table.insert(fields, 'g'); table.insert(fields, f[3]) end
+  if f[4] then table.insert(fields, 'd'); table.insert(fields, f[4]) end
+  if f[6] then
+    table.insert(fields, 'dl'); table.insert(fields, f[6])
+    redis.call('ZADD', dest .. 'dl', f[6], id)
+  end
+  if f[8] then table.insert(fields, 'z'); table.insert(fields, f[8]) end
+  drop(src, src_name, id, now_text, 'moved', false)
+  redis.call('HSET', message_key(dest, id), unpack(fields))
+  redis.call('ZADD', dest .. 'all', score, id)
+  redis.call('ZADD', dest .. 'ready', score, id)
+  redis.call('ZADD', dest .. 'sent', sent, id)
+  return seq
+end
+
+-- The earliest time after `now` at which an invisible message becomes visible (or false).
+local function next_visible(prefix, now_text)
+  local best = false
+  for _, index in ipairs({'delayed', 'inflight'}) do
+    local head = redis.call('ZRANGEBYSCORE', prefix .. index, '(' .. now_text, '+inf',
+                            'WITHSCORES', 'LIMIT', 0, 1)
+    if head[2] and (not best or tonumber(head[2]) < tonumber(best)) then
+      best = head[2]
+    end
+  end
+  return best
+end
+
+-- Make what became visible by `now` ready (at most `most` of each index at a time).
+local function promote(prefix, now_text, most)
+  for _, index in ipairs({'delayed', 'inflight'}) do
+    local due = redis.call('ZRANGEBYSCORE', prefix .. index, '-inf', now_text, 'LIMIT', 0, most)
+    for _, id in ipairs(due) do
+      local score = redis.call('ZSCORE', prefix .. 'all', id)
+      redis.call('ZREM', prefix .. index, id)
+      if score then
+        redis.call('ZADD', prefix .. 'ready', score, id)
+      end
+    end
+  end
+end

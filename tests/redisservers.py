@@ -1,0 +1,142 @@
+"""Redis servers the tests start themselves, on loopback ports, in temporary directories:
+one with an append-only file (to restart it), and a 3-master Redis Cluster. The machine's
+own Redis (127.0.0.1:6379) is never touched."""
+
+from __future__ import annotations
+
+import atexit
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_ports() -> int:
+    """A port free for a server, with its cluster bus port (port + 10000) free too."""
+    for _ in range(200):
+        port = random.randint(20000, 29999)
+        if _free(port) and _free(port + 10000):
+            return port
+    raise RuntimeError("no free port pair for a Redis Cluster node")
+
+
+def available() -> str | None:
+    """None if redis-server and redis-cli are installed, else why not."""
+    missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
+    return f"{' and '.join(missing)} (to start Redis servers)" if missing else None
+
+
+class RedisServer:
+    """One redis-server process; `options` are its command-line settings."""
+
+    def __init__(self, root: Path, port: int, *options: str) -> None:
+        self.root = root
+        self.port = port
+        self.options = options
+        self.proc: subprocess.Popen[bytes] | None = None
+        root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir",
+             str(self.root), "--save", "", "--protected-mode", "no", *self.options],
+            stdout=(self.root / "redis.log").open("ab"),
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_connect_timeout=1).ping()
+                return
+            except redis.exceptions.BusyLoadingError:
+                pass
+            except redis.exceptions.ConnectionError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "redis-server did not start:\n" + (self.root / "redis.log").read_text()
+                    ) from None
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL: what an acknowledged write survives is what was on disk."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Cluster:
+    """Three masters, no replicas; every slot covered."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="conveyor-redis-cluster-"))
+        options = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+        self.nodes = [
+            RedisServer(self.root / f"n{i}", cluster_ports(), *options, "--appendonly", "no")
+            for i in range(3)
+        ]
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while True:
+            states = [redis.Redis(port=n.port).cluster("info")["cluster_state"] for n in self.nodes]
+            if all(state == "ok" for state in states):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the cluster did not come up: {states}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+_cluster: Cluster | None = None
+
+
+def cluster_url() -> str:
+    """The URL of this test session's cluster, started on first use and stopped at exit."""
+    global _cluster
+    if _cluster is None:
+        _cluster = Cluster()
+        atexit.register(_cluster.stop)
+        _cluster.start()
+    return _cluster.url
+
+
+def stop_cluster() -> None:
+    global _cluster
+    if _cluster is not None:
+        _cluster.stop()
+        _cluster = None

@@ -1,0 +1,121 @@
+"""`conveyor serve` over the Redis store, driven by boto3: the SQS API as on every store, and a
+long poll woken by a send from another client of the same Redis."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conveyor import Client
+
+from .. import sqlstores
+from ..conftest import unavailable
+from ..live import LiveServer
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    why = sqlstores.reachable("redis")
+    if why is not None:
+        unavailable(why)
+    url = sqlstores.fresh_url("redis")
+    yield url
+    sqlstores.drop(url)
+
+
+@pytest.fixture(scope="module")
+def live(redis_url: str) -> Iterator[LiveServer]:
+    with Client(redis_url) as client, LiveServer(client) as server:
+        yield server
+
+
+def test_send_receive_delete_and_attributes(live: LiveServer) -> None:
+    sqs = live.sqs()
+    url = sqs.create_queue(QueueName="orders", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
+    sent = sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {
+                "Id": str(i),
+                "MessageBody": f"m{i}",
+                "MessageAttributes": {"n": {"DataType": "Number", "StringValue": str(i)}},
+            }
+            for i in range(10)
+        ],
+    )
+    assert len(sent["Successful"]) == 10
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])[
+        "Messages"
+    ]
+    assert [m["Body"] for m in got] == [f"m{i}" for i in range(10)]
+    assert got[3]["MessageAttributes"]["n"]["StringValue"] == "3"
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["ApproximateNumberOfMessagesNotVisible"] == "10"
+    deleted = sqs.delete_message_batch(
+        QueueUrl=url,
+        Entries=[{"Id": m["MessageId"], "ReceiptHandle": m["ReceiptHandle"]} for m in got],
+    )
+    assert len(deleted["Successful"]) == 10
+    again = sqs.delete_message_batch(
+        QueueUrl=url, Entries=[{"Id": "x", "ReceiptHandle": got[0]["ReceiptHandle"]}]
+    )
+    assert again.get("Successful") or again.get("Failed")  # answered, not an error
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"]
+
+
+def test_dead_letters_and_fifo(live: LiveServer) -> None:
+    sqs = live.sqs()
+    dlq = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    jobs = sqs.create_queue(
+        QueueName="jobs",
+        Attributes={
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+        },
+    )["QueueUrl"]
+    sqs.send_message(QueueUrl=jobs, MessageBody="poison")
+    [m] = sqs.receive_message(QueueUrl=jobs)["Messages"]
+    sqs.change_message_visibility(
+        QueueUrl=jobs, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+    )
+    assert "Messages" not in sqs.receive_message(QueueUrl=jobs)
+    [dead] = sqs.receive_message(QueueUrl=dlq)["Messages"]
+    assert dead["Body"] == "poison"
+
+    fifo = sqs.create_queue(
+        QueueName="o.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    for body in ("a1", "b1", "a2", "a1"):
+        sqs.send_message(QueueUrl=fifo, MessageBody=body, MessageGroupId=body[0])
+    got = sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in got) == ["a1", "a2", "b1"]  # "a1" again: a duplicate
+
+
+def test_a_long_poll_is_woken_by_a_send_from_another_client(
+    live: LiveServer, redis_url: str
+) -> None:
+    sqs = live.sqs()
+    url = sqs.create_queue(QueueName="wake")["QueueUrl"]
+    got: list[Any] = []
+
+    def poll() -> None:
+        got.append(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10))
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(0.5)
+    with Client(redis_url) as other:  # another client of the same Redis, not the server
+        sent = time.monotonic()
+        other.queue("wake").send("hello")
+    waiter.join(15)
+    woke = time.monotonic() - sent
+    assert [m["Body"] for m in got[0]["Messages"]] == ["hello"]
+    assert woke < 1.0, f"the send woke the long poll after {woke:.2f} s"
