@@ -109,7 +109,7 @@ def message(queue: str, values: Sequence[Any], prefix: str | None = None) -> Mes
     mid = message_id.decode()
     return message_from(
         {
-            "sequence": int(float(score)) if score is not None else 0,
+            "sequence": (32767 - int(priority)) * BAND + int(seq),
             "id": mid,
             "queue": queue,
             "body": body,

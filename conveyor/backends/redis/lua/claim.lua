@@ -25,11 +25,13 @@ end
 
 local claimed, outbox = {}, {}
 local dead = false
+local pending = {} -- ids claimed and still to move from 'ready' to 'inflight'
 
--- A candidate is expired ('gone'), dead-lettered ('gone', or 'stays' where its dead-letter
--- queue is in another slot: the client moves it), or claimed ('claimed').
-local function take(id, fields)
-  local sent, deadline, count = tonumber(fields[1]), fields[2], tonumber(fields[3] or 0)
+-- A candidate (its FIELDS, as HMGET read them) is expired ('gone'), dead-lettered ('gone',
+-- or 'stays' where its dead-letter queue is in another slot: the client moves it), or
+-- claimed ('claimed').
+local function take(id, f)
+  local sent, deadline, count = tonumber(f[7]), f[6], tonumber(f[9] or 0)
   if sent < horizon or (deadline and tonumber(deadline) <= now) then
     expire(prefix, name, id, now_text, keep)
     return 'gone'
@@ -44,29 +46,46 @@ local function take(id, fields)
     table.insert(outbox, id)
     return 'stays'
   end
-  local key = message_key(prefix, id)
-  redis.call('HINCRBY', key, 'n', 1)
-  redis.call('HINCRBY', key, 'r', 1)
-  redis.call('HSETNX', key, 'f', now_text)
-  redis.call('HSET', key, 'v', visible_text, 't', token)
-  redis.call('ZREM', prefix .. 'ready', id)
-  redis.call('ZADD', prefix .. 'inflight', visible_text, id)
-  table.insert(claimed, fetch(prefix, id))
+  f[8] = visible_text
+  f[9] = tostring(count + 1)
+  f[10] = f[10] or now_text
+  f[11] = tostring(tonumber(f[11] or 1) + 1)
+  redis.call('HSET', message_key(prefix, id), 'n', f[9], 'r', f[11], 'f', f[10],
+             'v', visible_text, 't', token)
+  table.insert(f, 1, id)
+  table.insert(f, false)
+  table.insert(claimed, f)
+  table.insert(pending, id)
   return 'claimed'
+end
+
+-- Move what was claimed since the last flush out of 'ready' and into 'inflight'.
+local function flush()
+  if #pending == 0 then return end
+  local scored = {}
+  for _, id in ipairs(pending) do
+    table.insert(scored, visible_text)
+    table.insert(scored, id)
+  end
+  redis.call('ZREM', prefix .. 'ready', unpack(pending))
+  redis.call('ZADD', prefix .. 'inflight', unpack(scored))
+  pending = {}
 end
 
 if limit > 0 and not fifo then
   local skipped = 0
   while #claimed < limit do
-    local head = redis.call('ZRANGE', prefix .. 'ready', skipped, skipped)
-    local id = head[1]
-    if not id then break end
-    local fields = redis.call('HMGET', message_key(prefix, id), 's', 'dl', 'n')
-    if not fields[1] then
-      redis.call('ZREM', prefix .. 'ready', id) -- an index entry without its message
-    elseif take(id, fields) == 'stays' then
-      skipped = skipped + 1
+    local page = redis.call('ZRANGE', prefix .. 'ready', skipped, skipped + limit - #claimed - 1)
+    if #page == 0 then break end
+    for _, id in ipairs(page) do
+      local f = redis.call('HMGET', message_key(prefix, id), unpack(FIELDS))
+      if not f[1] then
+        redis.call('ZREM', prefix .. 'ready', id) -- an index entry without its message
+      elseif take(id, f) == 'stays' then
+        skipped = skipped + 1
+      end
     end
+    flush()
   end
 elseif limit > 0 then
   -- FIFO: walk every message in send order; a group whose earliest message is not visible
@@ -80,13 +99,13 @@ elseif limit > 0 then
     for i = 1, #page, 2 do
       local id = page[i]
       after = '(' .. page[i + 1]
-      local f = redis.call('HMGET', message_key(prefix, id), 'g', 'v', 's', 'dl', 'n')
-      local group = f[1] or ''
-      if f[2] and not blocked[group] then
-        if tonumber(f[2]) > now then
+      local f = redis.call('HMGET', message_key(prefix, id), unpack(FIELDS))
+      local group = f[3] or ''
+      if f[8] and not blocked[group] then
+        if tonumber(f[8]) > now then
           blocked[group] = true
         else
-          local done = take(id, {f[3], f[4], f[5]})
+          local done = take(id, f)
           if done == 'stays' then
             blocked[group] = true -- it waits to be moved out of this slot
           elseif done == 'claimed' and #claimed >= limit then
@@ -97,6 +116,7 @@ elseif limit > 0 then
     end
     if #page < 128 then break end
   end
+  flush()
 end
 
 if rate > 0 then

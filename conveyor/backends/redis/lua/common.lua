@@ -28,15 +28,14 @@ local function message_key(prefix, id)
   return prefix .. 'm:' .. id
 end
 
--- The message as the client reads it: its id, the fields above, and its order score.
+-- The message as the client reads it: its id, the fields above, and a placeholder.
 local function fetch(prefix, id)
   local values = redis.call('HMGET', message_key(prefix, id), unpack(FIELDS))
   if not values[1] then
     return nil
   end
-  local score = redis.call('ZSCORE', prefix .. 'all', id)
   table.insert(values, 1, id)
-  table.insert(values, score or false)
+  table.insert(values, false) -- the order score: the client computes it from p and q
   return values
 end
 
@@ -71,6 +70,21 @@ local function drop(prefix, name, id, now_text, outcome, keep)
   end
 end
 
+-- Delete messages known to be claimed (never in 'delayed'), without archiving: one
+-- command per index for the whole batch.
+local function drop_claimed(prefix, ids, deadlines)
+  local keys = {}
+  for i, id in ipairs(ids) do keys[i] = message_key(prefix, id) end
+  redis.call('ZREM', prefix .. 'all', unpack(ids))
+  redis.call('ZREM', prefix .. 'sent', unpack(ids))
+  redis.call('ZREM', prefix .. 'inflight', unpack(ids))
+  redis.call('ZREM', prefix .. 'ready', unpack(ids))
+  if #deadlines > 0 then
+    redis.call('ZREM', prefix .. 'dl', unpack(deadlines))
+  end
+  redis.call('DEL', unpack(keys))
+end
+
 local function expire(prefix, name, id, now_text, keep)
   drop(prefix, name, id, now_text, 'expired', keep)
   redis.call('HINCRBY', prefix .. 'meta', 'expired', 1)
@@ -78,13 +92,19 @@ end
 
 -- Store one new message (fields as the client gave them). Returns its sequence, or nil
 -- and the id it duplicates: an id the queue holds, or a FIFO dedup key seen before.
+-- `seq` is the sequence it gets (the caller reserves them, and counts what was stored).
 local function store(prefix, now, id, body, attrs, group, dedup, priority, deadline, visible,
-                     compressed, now_text, dedup_until)
-  local key = message_key(prefix, id)
-  if redis.call('EXISTS', key) == 1 then
-    return nil, id
-  end
-  if dedup ~= '' then
+                     compressed, now_text, dedup_until, seq, adds)
+  local score = order(tonumber(priority), seq)
+  if dedup == '' then
+    -- 'all' holds every message of the queue: adding to it is the existence check
+    if redis.call('ZADD', prefix .. 'all', 'NX', score, id) == 0 then
+      return nil, id
+    end
+  else
+    if redis.call('EXISTS', message_key(prefix, id)) == 1 then
+      return nil, id
+    end
     local seen = redis.call('HGET', prefix .. 'dedup', dedup)
     if seen then
       local bar = string.find(seen, '|', 1, true)
@@ -94,10 +114,8 @@ local function store(prefix, now, id, body, attrs, group, dedup, priority, deadl
     end
     redis.call('HSET', prefix .. 'dedup', dedup, id .. '|' .. dedup_until)
     redis.call('ZADD', prefix .. 'ddx', dedup_until, dedup)
+    redis.call('ZADD', prefix .. 'all', score, id)
   end
-  local seq = redis.call('HINCRBY', prefix .. 'meta', 'seq', 1)
-  local p = tonumber(priority)
-  local score = order(p, seq)
   local fields = {'b', body, 'p', priority, 's', now_text, 'v', visible, 'n', 0, 'r', 1, 'q', seq}
   if attrs ~= '' then table.insert(fields, 'a'); table.insert(fields, attrs) end
   if group ~= '' then table.insert(fields, 'g'); table.insert(fields, group) end
@@ -107,12 +125,32 @@ local function store(prefix, now, id, body, attrs, group, dedup, priority, deadl
     redis.call('ZADD', prefix .. 'dl', deadline, id)
   end
   if compressed == '1' then table.insert(fields, 'z'); table.insert(fields, '1') end
-  redis.call('HSET', key, unpack(fields))
-  redis.call('ZADD', prefix .. 'all', score, id)
-  redis.call('ZADD', prefix .. 'sent', now_text, id)
-  place(prefix, id, now, tonumber(visible), visible, 0, score)
-  redis.call('HINCRBY', prefix .. 'meta', 'sent', 1)
+  redis.call('HSET', message_key(prefix, id), unpack(fields))
+  local sent = adds.sent
+  sent[#sent + 1] = now_text
+  sent[#sent + 1] = id
+  local index = adds.ready
+  if tonumber(visible) <= now then
+    index[#index + 1] = score
+  else
+    index = adds.delayed
+    index[#index + 1] = visible
+  end
+  index[#index + 1] = id
   return seq, id
+end
+
+-- What `store` leaves to add to the indexes, one command per index for a whole send.
+local function new_adds()
+  return {sent = {}, ready = {}, delayed = {}}
+end
+
+local function flush_adds(prefix, adds)
+  for index, scored in pairs(adds) do
+    if #scored > 0 then
+      redis.call('ZADD', prefix .. index, unpack(scored))
+    end
+  end
 end
 
 -- Move a message to the back of another queue (`dead_from` names the source when it goes

@@ -10,9 +10,15 @@ local out = {}
 for i = 10, #ARGV, 5 do
   local prefix, name, dedup, priority, visible = ARGV[i], ARGV[i + 1], ARGV[i + 2],
     ARGV[i + 3], ARGV[i + 4]
+  local meta = prefix .. 'meta'
+  local adds = new_adds()
   local seq, first = store(prefix, now, id, body, attrs, group, dedup, priority, deadline,
-                           visible, compressed, now_text, dedup_until)
+                           visible, compressed, now_text, dedup_until,
+                           tonumber(redis.call('HGET', meta, 'seq') or 0) + 1, adds)
+  flush_adds(prefix, adds)
   if seq then
+    redis.call('HINCRBY', meta, 'seq', 1)
+    redis.call('HINCRBY', meta, 'sent', 1)
     table.insert(out, 1); table.insert(out, seq)
     if channel ~= '' then redis.call('PUBLISH', channel, name) end
   else
