@@ -104,7 +104,7 @@ def message(queue: str, values: Sequence[Any], prefix: str | None = None) -> Mes
         error,
         compressed,
         seq,
-        score,
+        _placeholder,
     ) = values
     mid = message_id.decode()
     return message_from(
