@@ -26,6 +26,7 @@ SCHEMES: dict[str, tuple[str, str | None]] = {
     "mariadb": ("conveyor.backends.sql.mysql", "mysql"),
     "redis": ("conveyor.backends.redis", "redis"),
     "rediss": ("conveyor.backends.redis", "redis"),
+    "dynamodb": ("conveyor.backends.dynamodb", "aws"),
     "sqs": ("conveyor.backends.sqs", "aws"),
 }
 

@@ -14,7 +14,7 @@ import pytest
 
 from conveyor import Client, ManualClock
 
-from . import redisservers, sqlstores
+from . import dynamoservers, redisservers, sqlstores
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -50,6 +50,15 @@ def redis_cluster(tmp: Path) -> str:
     return f"{redisservers.cluster_url()}?prefix=t{secrets.token_hex(4)}"
 
 
+def dynamodb(tmp: Path) -> str:
+    """A fresh table on the test session's moto server."""
+    url = dynamoservers.fresh_url()
+    if url is None:
+        unavailable(dynamoservers.unavailable_reason())
+        raise AssertionError  # unreachable: unavailable() skips or fails
+    return url
+
+
 STORES: dict[str, StoreFactory] = {
     "memory": lambda tmp: "memory://",
     "sqlite": lambda tmp: f"sqlite:///{tmp}/conveyor.db?durability=normal",
@@ -57,11 +66,13 @@ STORES: dict[str, StoreFactory] = {
     "mysql": sql_store("mysql"),
     "redis": sql_store("redis"),
     "redis-cluster": redis_cluster,
+    "dynamodb": dynamodb,
 }
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     redisservers.stop_cluster()
+    dynamoservers.stop()
 
 
 @pytest.fixture(params=sorted(STORES))

@@ -57,7 +57,12 @@ def _mysql_conn() -> Any:
 
 
 def drop(url: str) -> None:
-    """Drop the tables a test's store made (its URL's prefix)."""
+    """Drop the tables a test's store made (its URL's prefix, or its DynamoDB table)."""
+    if url.startswith("dynamodb://"):
+        from . import dynamoservers
+
+        dynamoservers.drop(url)
+        return
     if "prefix=" not in url:
         return
     prefix = url.split("prefix=", 1)[1].split("&", 1)[0]

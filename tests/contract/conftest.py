@@ -55,6 +55,11 @@ def client(store_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) 
         c.close()
 
 
+def has(client: Client, capability: Capability) -> bool:
+    """Whether the store declares a capability (for checks only some stores can make)."""
+    return capability in client.capabilities
+
+
 def needs(client: Client, *capabilities: Capability) -> None:
     """Skip a contract test on stores that declare they cannot do this."""
     missing = [c.value for c in capabilities if c not in client.capabilities]

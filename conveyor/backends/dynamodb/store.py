@@ -1,0 +1,1210 @@
+"""The DynamoDB store: one table, optimistic claims, transactions for what touches several
+items.
+
+A claim is a conditional update on the message's `version`: of two receivers, one wins and
+the other moves on. Receives read a sparse index of ready messages only (`conveyor-ready`),
+so their cost does not grow with the messages in flight; delayed and in-flight messages sit
+in a second sparse index by the time they become visible (`conveyor-waiting`), from which a
+receive first releases those that are due. Sends of several messages, deletes of several
+receipts, fan-out, moves between queues and FIFO de-duplication are `TransactWriteItems`:
+all or nothing. DynamoMQ's queues (`STANDARD`, `DLQ`) are read through DynamoMQ's own index,
+as DynamoMQ does, because DynamoMQ's consumers, which may run beside, do not keep the sparse
+indexes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import re
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
+
+from ...clock import Clock
+from ...exceptions import ConveyorError, InvalidInput
+from ...ids import new_ids
+from ...models import (
+    ArchivedMessage,
+    Capability,
+    Consumer,
+    DeadLetterPolicy,
+    Message,
+    MessageState,
+    MessageUpdate,
+    NewMessage,
+    QueueAttributes,
+    QueueInfo,
+    QueueStats,
+    SendResult,
+    sent_result,
+)
+from ...validation import DEDUP_WINDOW
+from ..base import Backend, Consumers, Editing, Topics
+from ..errors import (
+    consumer_gone,
+    in_flight,
+    no_dead_letter_policy,
+    no_dead_letter_queue,
+    no_message,
+    no_queue,
+    no_source,
+    no_topic,
+    queue_exists,
+)
+from ..receipts import make_receipt, parse_receipt, stale_receipt
+from ..rules import ClaimTerms, claim_terms, dedup_key
+from .items import (
+    COMPAT,
+    COMPAT_MAX_RECEIVES,
+    CONSUMERS,
+    QUEUES,
+    TOPICS,
+    Doc,
+    Entry,
+    consumer_item,
+    consumer_of,
+    doc_item,
+    doc_of,
+    entry_of,
+    n,
+    num,
+    queue_id,
+    rank,
+    rfc3339,
+    s,
+    text,
+)
+from .items import (
+    Sequence as SendOrder,
+)
+from .table import (
+    META_ID,
+    READY_INDEX,
+    SCHEMA_VERSION,
+    WAITING_INDEX,
+    Cancelled,
+    ConditionFailed,
+    Item,
+    Table,
+)
+
+QUEUE_CACHE_SECONDS = 1.0  # how long a queue's registry entry is trusted (store clock)
+READY_PAGES = 10  # pages of the ready index one receive reads at most
+WAITING_PAGE = 50  # due messages one receive releases at most
+MAX_ACTIONS = 100  # TransactWriteItems' limit
+EDIT_ATTEMPTS = 8
+
+_NAME = re.compile(r"#(\w+)")
+
+
+def expr(**parts: Any) -> dict[str, Any]:
+    """Request parameters with every `#name` in the expressions aliased (DynamoDB reserves
+    hundreds of words, `data` and `ttl` among them)."""
+    names: dict[str, str] = {}
+    for key in ("UpdateExpression", "ConditionExpression", "KeyConditionExpression",
+                "ProjectionExpression", "FilterExpression"):  # fmt: skip
+        if key in parts:
+            names.update((f"#{m}", m) for m in _NAME.findall(parts[key]))
+    if names:
+        parts["ExpressionAttributeNames"] = names
+    return parts
+
+
+class DynamoStore(Backend, Editing, Topics, Consumers):
+    """A queue store on one DynamoDB table. Build one with `from_url`."""
+
+    scheme = "dynamodb"
+    features = frozenset(
+        {
+            Capability.PRIORITY,
+            Capability.FIFO,
+            Capability.AT_MOST_ONCE,
+            Capability.CROSS_PROCESS,
+            Capability.SENDER_IDS,
+            Capability.DUPLICATE_REPORT,
+            Capability.BINARY_BODIES,
+            Capability.COMPRESSION,
+        }
+    )
+
+    def __init__(self, table: Table, *, clock: Clock, poll_interval: float = 1.0) -> None:
+        super().__init__(clock=clock)
+        self.table = table
+        self._poll_interval = poll_interval
+        self._order = SendOrder()
+        self._entries: dict[str, tuple[float, Entry]] = {}
+        self._due: dict[str, tuple[float, float]] = {}  # qt -> (checked at, next due)
+        self._prepared = False
+
+    @property
+    def key(self) -> str:
+        return f"dynamodb:{self.table.endpoint_url or self.table.region}/{self.table.name}"
+
+    @property
+    def poll_interval(self) -> float:
+        return self._poll_interval
+
+    def close(self) -> None:
+        self.table.close()
+
+    def migrate(self) -> tuple[int, int] | None:
+        self._prepare()
+        return (0 if self.table.created else SCHEMA_VERSION, SCHEMA_VERSION)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def _call(self, operation: str, **kwargs: Any) -> Any:
+        if not self._prepared:
+            self._prepare()
+        return self.table.call(operation, TableName=self.table.name, **kwargs)
+
+    def _query(self, **kwargs: Any) -> Iterator[Item]:
+        if not self._prepared:
+            self._prepare()
+        return self.table.query(**kwargs)
+
+    def _transact(self, actions: list[dict[str, Any]]) -> None:
+        for action in actions:
+            next(iter(action.values()))["TableName"] = self.table.name
+        self.table.transact(actions)
+
+    def _prepare(self) -> None:
+        """Make the table ready; a table Conveyor did not create is DynamoMQ's: register its
+        two queues (once)."""
+        self.table.ensure()
+        got = self.table.call(
+            "get_item", TableName=self.table.name, Key={"id": s(META_ID)}, ConsistentRead=True
+        )
+        if "Item" not in got:
+            if not self.table.created:
+                now = self.clock.now()
+                for name in reversed(COMPAT):  # the DLQ first: the standard queue names it
+                    attrs = QueueAttributes(
+                        dead_letter=DeadLetterPolicy(
+                            queue="DLQ", max_receive_count=COMPAT_MAX_RECEIVES
+                        )
+                        if name == "STANDARD"
+                        else None
+                    )
+                    entry = Entry(name, name, "", attrs, now, now, compat=True)
+                    with contextlib.suppress(ConditionFailed):
+                        self.table.call(
+                            "put_item",
+                            TableName=self.table.name,
+                            Item=entry.item(),
+                            **expr(ConditionExpression="attribute_not_exists(#id)"),
+                        )
+            with contextlib.suppress(ConditionFailed):
+                self.table.call(
+                    "put_item",
+                    TableName=self.table.name,
+                    Item={"id": s(META_ID), "schema": n(SCHEMA_VERSION)},
+                    **expr(ConditionExpression="attribute_not_exists(#id)"),
+                )
+        self._prepared = True
+
+    # -- the queue registry ---------------------------------------------------------------
+
+    def _entry(self, name: str, *, fresh: bool = False) -> Entry:
+        now = self.clock.now()
+        hit = self._entries.get(name)
+        if hit is not None and not fresh and 0.0 <= now - hit[0] < QUEUE_CACHE_SECONDS:
+            return hit[1]
+        got = self._call("get_item", Key=queue_id(name), ConsistentRead=True)
+        if "Item" not in got:
+            self._entries.pop(name, None)
+            raise no_queue(name)
+        entry = entry_of(got["Item"])
+        self._entries[name] = (now, entry)
+        return entry
+
+    def _maybe(self, name: str) -> Entry | None:
+        try:
+            return self._entry(name)
+        except ConveyorError:
+            return None
+
+    def create_queue(self, name: str, attributes: QueueAttributes) -> tuple[QueueInfo, bool]:
+        now = self.clock.now()
+        qt = f"conveyor#{name}#{secrets.token_hex(4)}"
+        entry = Entry(name, qt, f"{qt}#", attributes, now, now)
+        try:
+            self._call(
+                "put_item",
+                Item=entry.item(),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **expr(ConditionExpression="attribute_not_exists(#id)"),
+            )
+        except ConditionFailed as exc:
+            old = entry_of(exc.item) if exc.item else self._entry(name, fresh=True)
+            if old.attrs != attributes:
+                raise queue_exists(name) from None
+            return _info(old), False
+        self._entries[name] = (now, entry)
+        return _info(entry), True
+
+    def delete_queue(self, name: str) -> None:
+        entry = self._entry(name, fresh=True)
+        try:
+            self._call(
+                "delete_item",
+                Key=queue_id(name),
+                **expr(ConditionExpression="attribute_exists(#id)"),
+            )
+        except ConditionFailed:
+            raise no_queue(name) from None
+        self._entries.pop(name, None)
+        self._drop_items(entry.qt)
+        self._drop_items(f"{entry.qt}#dedup")
+        for topic in self._registry(TOPICS):
+            if name in _subs(topic):
+                self._call(
+                    "update_item",
+                    Key={"id": topic["id"]},
+                    ExpressionAttributeValues={":q": {"SS": [name]}},
+                    **expr(UpdateExpression="DELETE #subs :q"),
+                )
+
+    def _drop_items(self, qt: str) -> int:
+        """Delete every item whose queue_type is `qt`, 25 to a request."""
+        keys = [
+            {"id": item["id"]}
+            for item in self._query(
+                IndexName=self.table.index,
+                ExpressionAttributeValues={":q": s(qt)},
+                **expr(KeyConditionExpression="#queue_type = :q", ProjectionExpression="#id"),
+            )
+        ]
+        for i in range(0, len(keys), 25):
+            requests = [{"DeleteRequest": {"Key": k}} for k in keys[i : i + 25]]
+            while requests:
+                out = self.table.call("batch_write_item", RequestItems={self.table.name: requests})
+                requests = out.get("UnprocessedItems", {}).get(self.table.name, [])
+        return len(keys)
+
+    def _registry(self, kind: str, prefix: str = "") -> Iterator[Item]:
+        """The registry items of a kind (queues, topics, consumers), in name order."""
+        if prefix:
+            return self._query(
+                IndexName=self.table.index,
+                ExpressionAttributeValues={":k": s(kind), ":p": s(prefix)},
+                **expr(KeyConditionExpression="#queue_type = :k AND begins_with(#sent_at, :p)"),
+            )
+        return self._query(
+            IndexName=self.table.index,
+            ExpressionAttributeValues={":k": s(kind)},
+            **expr(KeyConditionExpression="#queue_type = :k"),
+        )
+
+    def list_queues(self, prefix: str = "") -> list[str]:
+        return sorted(item["sent_at"]["S"] for item in self._registry(QUEUES, prefix))
+
+    def get_queue(self, name: str) -> QueueInfo:
+        return _info(self._entry(name, fresh=True))
+
+    def set_queue_attributes(self, name: str, attributes: QueueAttributes) -> QueueInfo:
+        entry = self._entry(name, fresh=True)
+        now = self.clock.now()
+        new = dataclasses.replace(entry, attrs=attributes, updated_at=now)
+        try:
+            self._call(
+                "put_item",
+                Item=new.item(),
+                ExpressionAttributeValues={":qt": s(entry.qt)},
+                **expr(ConditionExpression="#qt = :qt"),
+            )
+        except ConditionFailed:
+            raise no_queue(name) from None
+        self._entries[name] = (now, new)
+        return _info(new)
+
+    def purge_queue(self, name: str) -> int:
+        entry = self._entry(name, fresh=True)
+        self._drop_items(f"{entry.qt}#dedup")
+        self._due.pop(entry.qt, None)
+        return self._drop_items(entry.qt)
+
+    def _docs(self, entry: Entry) -> Iterator[Doc]:
+        """Every message of a queue (DynamoMQ's index: one partition per queue)."""
+        for item in self._query(
+            IndexName=self.table.index,
+            ExpressionAttributeValues={":q": s(entry.qt)},
+            **expr(KeyConditionExpression="#queue_type = :q"),
+        ):
+            yield doc_of(item, entry)
+
+    def queue_stats(self, name: str) -> QueueStats:
+        entry = self._entry(name)
+        now = self.clock.now()
+        ready = delayed = flying = 0
+        oldest: float | None = None
+        for doc in self._docs(entry):
+            if doc.vis <= now:
+                ready += 1
+            elif doc.rc:
+                flying += 1
+            else:
+                delayed += 1
+            oldest = doc.sat if oldest is None else min(oldest, doc.sat)
+        return QueueStats(
+            queue=name,
+            ready=ready,
+            delayed=delayed,
+            in_flight=flying,
+            oldest_age=None if oldest is None else max(0.0, now - oldest),
+        )
+
+    # -- sending --------------------------------------------------------------------------
+
+    def _new_doc(self, entry: Entry, m: NewMessage, mid: str, key: str | None, seq: int,
+                 now: float) -> Doc:  # fmt: skip
+        return Doc(
+            mid=mid,
+            qt=entry.qt,
+            body=m.body,
+            attributes=dict(m.attributes),
+            grp=m.group_id,
+            ddk=key,
+            pri=0 if entry.attrs.fifo else m.priority,
+            seq=seq,
+            dl=m.deadline,
+            sat=now,
+            vis=now + m.delay,
+            rc=0,
+            frx=None,
+            version=1,
+            tok=None,
+            src=None,
+            err=None,
+            z=m.compressed,
+            entered_at=now,
+        )
+
+    def _put_actions(self, entry: Entry, doc: Doc, now: float) -> list[dict[str, Any]]:
+        """The writes that store a new message: the message if its id is new, and on FIFO
+        queues its de-duplication record if the key was not seen in the window."""
+        actions: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "Item": doc_item(doc, entry, now),
+                    **expr(ConditionExpression="attribute_not_exists(#id)"),
+                }
+            }
+        ]
+        if doc.ddk is not None:
+            actions.append(
+                {
+                    "Put": {
+                        "Item": {
+                            "id": s(f"conveyor#dedup#{entry.qt}#{doc.ddk}"),
+                            "queue_type": s(f"{entry.qt}#dedup"),
+                            "sent_at": s(doc.ddk),
+                            "mid": s(doc.mid),
+                            "exp": n(now + DEDUP_WINDOW),
+                            "ttl": n(int(now + DEDUP_WINDOW) + 1),
+                        },
+                        "ExpressionAttributeValues": {":now": n(now)},
+                        **expr(ConditionExpression="attribute_not_exists(#id) OR #exp <= :now"),
+                    }
+                }
+            )
+        return actions
+
+    def _dedup_holder(self, entry: Entry, key: str) -> str:
+        got = self._call(
+            "get_item", Key={"id": s(f"conveyor#dedup#{entry.qt}#{key}")}, ConsistentRead=True
+        )
+        return text(got.get("Item", {}), "mid") or ""
+
+    def _store(self, writes: list[tuple[Entry, Doc]], now: float) -> dict[int, str]:
+        """Store new messages (each in its queue) all together, in one transaction; returns,
+        by index in `writes`, the id each duplicate duplicates (its own for an id the queue
+        holds, the first sender's for a FIFO de-duplication key seen in the window)."""
+        duplicates: dict[int, str] = {}
+        pending = list(range(len(writes)))
+        while pending:
+            actions: list[dict[str, Any]] = []
+            owners: list[tuple[int, bool]] = []  # (index in writes, is its dedup record)
+            for i in pending:
+                for j, action in enumerate(self._put_actions(*writes[i], now)):
+                    actions.append(action)
+                    owners.append((i, j == 1))
+            if len(actions) > MAX_ACTIONS:
+                raise InvalidInput(
+                    f"one send or publish writes at most {MAX_ACTIONS} items to DynamoDB in"
+                    " one transaction; send fewer messages, or subscribe fewer queues"
+                )
+            try:
+                if len(actions) == 1:
+                    self._call("put_item", **actions[0]["Put"])
+                else:
+                    self._transact(actions)
+                return duplicates
+            except ConditionFailed:
+                failed = [0]
+            except Cancelled as exc:
+                failed = exc.failed
+            for k in failed:
+                i, is_dedup = owners[k]
+                if i in duplicates:
+                    continue
+                entry, doc = writes[i]
+                duplicates[i] = (
+                    self._dedup_holder(entry, doc.ddk) if is_dedup and doc.ddk else doc.mid
+                )
+            pending = [i for i in pending if i not in duplicates]
+        return duplicates
+
+    def send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
+        entry = self._entry(queue)
+        now = self.clock.now()
+        fifo = entry.attrs.fifo
+        mine = [m.generated_id or not m.id for m in messages]
+        fresh = iter(new_ids(sum(mine)))
+        first = self._order.take(len(messages))
+        results: list[SendResult | None] = []
+        docs: list[Doc] = []
+        places: list[int] = []
+        seen_ids: set[str] = set()
+        seen_keys: dict[str, str] = {}
+        for i, (m, own) in enumerate(zip(messages, mine, strict=True)):
+            mid = next(fresh) if own else m.id
+            key = dedup_key(m, entry.attrs.content_based_dedup) if fifo else None
+            if mid in seen_ids:
+                results.append(SendResult(id=mid, duplicate=True))
+                continue
+            if key is not None and key in seen_keys:
+                results.append(SendResult(id=seen_keys[key], duplicate=True))
+                continue
+            seen_ids.add(mid)
+            if key is not None:
+                seen_keys[key] = mid
+            docs.append(self._new_doc(entry, m, mid, key, first + i, now))
+            places.append(len(results))
+            results.append(None)
+        duplicates = self._store([(entry, d) for d in docs], now) if docs else {}
+        woken = False
+        for i, (doc, place) in enumerate(zip(docs, places, strict=True)):
+            if i in duplicates:
+                results[place] = SendResult(id=duplicates[i], duplicate=True)
+                continue
+            results[place] = (
+                SendResult(id=doc.mid, sequence=doc.order) if fifo else sent_result(doc.mid)
+            )
+            if doc.vis <= now:
+                woken = True
+            else:
+                self._note_due(entry, doc.vis)
+        if woken:
+            self.notify(queue)
+        return [r for r in results if r is not None]
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def _note_due(self, entry: Entry, when: float) -> None:
+        """This process made a message invisible until `when`: look for due ones then."""
+        hit = self._due.get(entry.qt)
+        if hit is not None and when < hit[1]:
+            self._due[entry.qt] = (hit[0], when)
+
+    def _release(self, entry: Entry, item: Item) -> None:
+        """Move a message whose time has come from the waiting index to the ready one."""
+        seq = int(num(item, "seq") or 0)
+        pri = int(num(item, "pri") or 0)
+        # changed since, it is left to whoever changed it (who placed it)
+        with contextlib.suppress(ConditionFailed):
+            self._call(
+                "update_item",
+                Key={"id": item["id"]},
+                ExpressionAttributeValues={
+                    ":q": s(entry.qt),
+                    ":rk": s(rank(pri, seq)),
+                    ":v": item["version"],
+                },
+                **expr(
+                    UpdateExpression="SET #rq = :q, #rk = :rk REMOVE #fq, #fk",
+                    ConditionExpression="#version = :v AND attribute_exists(#fq)",
+                ),
+            )
+
+    def _promote(self, entry: Entry, now: float) -> None:
+        """Release what became visible by `now` (at most WAITING_PAGE messages a call)."""
+        hit = self._due.get(entry.qt)
+        if hit is not None and now < hit[1] and 0.0 <= now - hit[0] < self._poll_interval:
+            return
+        out = self._call(
+            "query",
+            IndexName=WAITING_INDEX,
+            Limit=WAITING_PAGE,
+            ExpressionAttributeValues={":q": s(entry.qt)},
+            **expr(KeyConditionExpression="#fq = :q"),
+        )
+        items = out.get("Items", [])
+        next_due = math.inf
+        for item in items:
+            due = float(item["fk"]["N"])
+            if due > now:
+                next_due = due
+                break
+            self._release(entry, item)
+        else:
+            if len(items) == WAITING_PAGE:
+                next_due = now  # more may be due: look again next time
+        self._due[entry.qt] = (now, next_due)
+
+    def _blocked(self, entry: Entry, now: float) -> dict[str | None, int]:
+        """FIFO: per group, the lowest sequence of its messages that are not visible (in
+        flight or delayed); its messages from there on wait."""
+        blocked: dict[str | None, int] = {}
+        for item in self._query(
+            IndexName=WAITING_INDEX,
+            ExpressionAttributeValues={":q": s(entry.qt), ":now": n(now)},
+            **expr(KeyConditionExpression="#fq = :q AND #fk > :now"),
+        ):
+            group = text(item, "grp")
+            seq = int(num(item, "seq") or 0)
+            blocked[group] = min(seq, blocked.get(group, seq))
+        return blocked
+
+    def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
+        entry = self._entry(queue)
+        now = self.clock.now()
+        terms = claim_terms(entry.attrs, now, visibility_timeout)
+        token = secrets.token_hex(8)
+        if entry.compat:
+            out = self._receive_walk(entry, max_messages, terms, token)
+        else:
+            out = self._receive_ready(entry, max_messages, terms, token)
+        if out:
+            self._note_due(entry, terms.visible_at)
+        return out
+
+    def _receive_ready(
+        self, entry: Entry, limit: int, terms: ClaimTerms, token: str
+    ) -> list[Message]:
+        now = terms.now
+        self._promote(entry, now)
+        fifo = entry.attrs.fifo
+        blocked = self._blocked(entry, now) if fifo else {}
+        out: list[Message] = []
+        start: dict[str, Any] | None = None
+        for _ in range(READY_PAGES):
+            page: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
+            got = self._call(
+                "query",
+                IndexName=READY_INDEX,
+                Limit=100 if fifo else max(10, 2 * (limit - len(out))),
+                ExpressionAttributeValues={":q": s(entry.qt)},
+                **page,
+                **expr(KeyConditionExpression="#rq = :q"),
+            )
+            items = got.get("Items", [])
+            contended = False
+            while items:
+                if len(out) >= limit:
+                    break
+                # in order while uncontended; once another receiver won a claim, the rest of
+                # the page in random order, so that receivers stop racing for the same head
+                item = items.pop(secrets.randbelow(len(items)) if contended and not fifo else 0)
+                group = text(item, "grp")
+                seq = int(num(item, "seq") or 0)
+                if fifo and seq > blocked.get(group, seq):
+                    continue
+                vis = num(item, "vis") or 0.0
+                if vis > now:  # placed by a clock ahead of this one
+                    if fifo:
+                        blocked[group] = min(seq, blocked.get(group, seq))
+                    continue
+                m = self._take(entry, item, terms, token, compat=False)
+                if isinstance(m, Message):
+                    out.append(m)
+                elif m == "held":
+                    contended = True
+                    if fifo:
+                        blocked[group] = min(seq, blocked.get(group, seq))
+            start = got.get("LastEvaluatedKey")
+            if not start or len(out) >= limit:
+                break
+        return out
+
+    def _receive_walk(
+        self, entry: Entry, limit: int, terms: ClaimTerms, token: str
+    ) -> list[Message]:
+        """DynamoMQ's queues: walk DynamoMQ's index in send order, as DynamoMQ does, and
+        claim the first ready messages (delay enforced, unlike DynamoMQ)."""
+        out: list[Message] = []
+        for item in self._query(
+            IndexName=self.table.index,
+            Limit=250,
+            ExpressionAttributeValues={":q": s(entry.qt)},
+            **expr(KeyConditionExpression="#queue_type = :q"),
+        ):
+            doc = doc_of(item, entry)
+            if doc.vis > terms.now:
+                continue
+            m = self._take(entry, item, terms, token, compat=True, doc=doc)
+            if isinstance(m, Message):
+                out.append(m)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def _take(
+        self,
+        entry: Entry,
+        item: Item,
+        terms: ClaimTerms,
+        token: str,
+        *,
+        compat: bool,
+        doc: Doc | None = None,
+    ) -> Message | Literal["gone", "held"]:
+        """Expire, dead-letter or claim one candidate: the claimed message, "gone" (expired
+        or moved to the dead-letter queue) or "held" (another receiver claimed it first)."""
+        now = terms.now
+        sent = num(item, "sat") if doc is None else doc.sat
+        deadline = num(item, "dl") if doc is None else doc.dl
+        count = int(num(item, "receive_count") or 0) if doc is None else doc.rc
+        version = item["version"]
+        if (sent is not None and sent < terms.horizon) or (
+            deadline is not None and deadline <= now
+        ):
+            with contextlib.suppress(ConditionFailed):
+                self._call(
+                    "delete_item",
+                    Key={"id": item["id"]},
+                    ExpressionAttributeValues={":v": version},
+                    **expr(ConditionExpression="#version = :v"),
+                )
+            return "gone"
+        policy = entry.attrs.dead_letter
+        if policy is not None and count >= policy.max_receive_count:
+            dlq = self._maybe(policy.queue)
+            if dlq is not None:
+                full = doc or self._read(entry, item)
+                if full is not None and full.version == int(version["N"]):
+                    try:
+                        self._move(entry, full, dlq, now, dead_from=entry.name, error=None)
+                        self.notify(dlq.name)
+                    except (ConditionFailed, Cancelled):
+                        return "held"
+                    return "gone"
+                return "held"
+        values: dict[str, Any] = {
+            ":one": n(1),
+            ":v": version,
+            ":vis": n(terms.visible_at),
+            ":vist": s(rfc3339(terms.visible_at)),
+            ":tok": s(token),
+            ":now": n(now),
+            ":nowt": s(rfc3339(now)),
+        }
+        update = (
+            "SET #version = #version + :one, #receive_count = #receive_count + :one,"
+            " #vis = :vis, #tok = :tok, #received_at = :nowt, #updated_at = :nowt,"
+            " #invisible_until_at = :vist, #frx = if_not_exists(#frx, :now)"
+        )
+        if compat:
+            condition = "#version = :v"
+            if doc is not None:
+                values[":mid"] = s(doc.mid)
+                values[":seq"] = n(doc.seq)
+                update += ", #mid = if_not_exists(#mid, :mid), #seq = if_not_exists(#seq, :seq)"
+        else:
+            condition = "#version = :v AND attribute_exists(#rq)"
+            values[":q"] = s(entry.qt)
+            update += ", #fq = :q, #fk = :vis REMOVE #rq, #rk"
+        try:
+            got = self._call(
+                "update_item",
+                Key={"id": item["id"]},
+                ReturnValues="ALL_NEW",
+                ExpressionAttributeValues=values,
+                **expr(UpdateExpression=update, ConditionExpression=condition),
+            )
+        except ConditionFailed:
+            return "held"
+        claimed = doc_of(got["Attributes"], entry)
+        return claimed.message(
+            entry.name, make_receipt(entry.name, claimed.seq, claimed.mid, token)
+        )
+
+    # -- receipts -------------------------------------------------------------------------
+
+    def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        entry = self._entry(queue)
+        results: list[Exception | None] = []
+        held: dict[str, tuple[str, list[int]]] = {}  # message id -> (token, result indexes)
+        for receipt in receipts:
+            try:
+                _, mid, token = parse_receipt(queue, receipt)
+            except ConveyorError as exc:
+                results.append(exc)
+                continue
+            if mid in held and held[mid][0] != token:
+                results.append(stale_receipt(mid))  # at most one receipt of a message holds
+                continue
+            held.setdefault(mid, (token, []))[1].append(len(results))
+            results.append(None)
+        pending = list(held)
+        while pending:
+            actions = [
+                {
+                    "Delete": {
+                        "Key": {"id": s(entry.item_id(mid))},
+                        "ExpressionAttributeValues": {":t": s(held[mid][0])},
+                        **expr(ConditionExpression="#tok = :t"),
+                    }
+                }
+                for mid in pending
+            ]
+            try:
+                if len(actions) == 1:
+                    self._call("delete_item", **actions[0]["Delete"])
+                else:
+                    self._transact(actions)
+                break
+            except ConditionFailed:
+                failed = [0]
+            except Cancelled as exc:
+                failed = exc.failed
+            for k in failed:
+                for index in held[pending[k]][1]:
+                    results[index] = stale_receipt(pending[k])
+            pending = [mid for k, mid in enumerate(pending) if k not in failed]
+        return results
+
+    def change_visibility(
+        self, queue: str, entries: Sequence[tuple[str, float]]
+    ) -> list[Exception | None]:
+        entry = self._entry(queue)
+        now = self.clock.now()
+        results: list[Exception | None] = []
+        released = False
+        for receipt, timeout in entries:
+            try:
+                _, mid, token = parse_receipt(queue, receipt)
+            except ConveyorError as exc:
+                results.append(exc)
+                continue
+            vis = now + timeout
+            values: dict[str, Any] = {
+                ":t": s(token),
+                ":one": n(1),
+                ":vis": n(vis),
+                ":vist": s(rfc3339(vis) if vis > now else ""),
+                ":nowt": s(rfc3339(now)),
+            }
+            update = (
+                "SET #version = #version + :one, #vis = :vis, #invisible_until_at = :vist,"
+                " #updated_at = :nowt"
+            )
+            if not entry.compat:
+                values[":q"] = s(entry.qt)
+                update += ", #fq = :q, #fk = :vis REMOVE #rq, #rk"
+            try:
+                got = self._call(
+                    "update_item",
+                    Key={"id": s(entry.item_id(mid))},
+                    ReturnValues="ALL_NEW",
+                    ExpressionAttributeValues=values,
+                    **expr(UpdateExpression=update, ConditionExpression="#tok = :t"),
+                )
+            except ConditionFailed:
+                results.append(stale_receipt(mid))
+                continue
+            results.append(None)
+            if entry.compat:
+                released = released or vis <= now
+            elif vis <= now:
+                self._release(entry, got["Attributes"])
+                released = True
+            else:
+                self._note_due(entry, vis)
+        if released:
+            self.notify(queue)
+        return results
+
+    # -- reading and editing --------------------------------------------------------------
+
+    def _read(self, entry: Entry, item: Item) -> Doc | None:
+        got = self._call("get_item", Key={"id": item["id"]}, ConsistentRead=True)
+        found = got.get("Item")
+        if found is None or text(found, "queue_type") != entry.qt:
+            return None
+        return doc_of(found, entry)
+
+    def _doc(self, entry: Entry, message_id: str) -> Doc:
+        doc = self._read(entry, {"id": s(entry.item_id(message_id))})
+        if doc is None:
+            raise no_message(entry.name, message_id)
+        return doc
+
+    def list_messages(
+        self,
+        queue: str,
+        *,
+        state: MessageState | None = None,
+        limit: int = 100,
+        after: int = 0,
+    ) -> list[Message]:
+        entry = self._entry(queue)
+        now = self.clock.now()
+        out: list[Message] = []
+        for doc in sorted(self._docs(entry), key=lambda d: d.order):
+            if doc.order <= after:
+                continue
+            m = doc.message(queue)
+            if state is None or m.state(now) is state:
+                out.append(m)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def get_message(self, queue: str, message_id: str) -> Message:
+        return self._doc(self._entry(queue), message_id).message(queue)
+
+    def _rewrite(self, queue: str, message_id: str, change: Callable[[Doc, float], None]) -> Doc:
+        """Read a message, change it, and write it back if nobody changed it meanwhile
+        (retried); its version goes up."""
+        entry = self._entry(queue)
+        for _ in range(EDIT_ATTEMPTS):
+            now = self.clock.now()
+            doc = self._doc(entry, message_id)
+            old = doc.version
+            change(doc, now)
+            doc.version = old + 1
+            try:
+                self._call(
+                    "put_item",
+                    Item=doc_item(doc, entry, now),
+                    ExpressionAttributeValues={":v": n(old), ":q": s(entry.qt)},
+                    **expr(ConditionExpression="#version = :v AND #queue_type = :q"),
+                )
+            except ConditionFailed:
+                continue
+            if doc.vis <= now:
+                self.notify(queue)
+            else:
+                self._note_due(entry, doc.vis)
+            return doc
+        raise _busy(message_id)
+
+    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
+        fifo = self._entry(queue).attrs.fifo
+
+        def change(doc: Doc, now: float) -> None:
+            if update.body is not None:
+                doc.body = update.body
+                doc.z = bool(update.compressed)
+            if update.attributes is not None:
+                doc.attributes = dict(update.attributes)
+            if update.priority is not None and not fifo and update.priority != doc.pri:
+                doc.pri = update.priority
+                doc.seq = self._order.take(1)  # the back of its new priority
+                doc.tok = None
+            if update.visible_at is not None:
+                doc.vis = update.visible_at
+
+        return self._rewrite(queue, message_id, change).message(queue)
+
+    def remove_message(self, queue: str, message_id: str) -> None:
+        entry = self._entry(queue)
+        try:
+            self._call(
+                "delete_item",
+                Key={"id": s(entry.item_id(message_id))},
+                ExpressionAttributeValues={":q": s(entry.qt)},
+                **expr(ConditionExpression="#queue_type = :q"),
+            )
+        except ConditionFailed:
+            raise no_message(queue, message_id) from None
+
+    def reset_message(self, queue: str, message_id: str) -> Message:
+        def change(doc: Doc, now: float) -> None:
+            doc.rc = 0
+            doc.frx = None
+            doc.vis = now
+            doc.tok = None
+
+        return self._rewrite(queue, message_id, change).message(queue)
+
+    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
+        def change(doc: Doc, now: float) -> None:
+            doc.vis = now + delay
+            doc.tok = None
+
+        return self._rewrite(queue, message_id, change).message(queue)
+
+    def _move(
+        self,
+        src: Entry,
+        doc: Doc,
+        dest: Entry,
+        now: float,
+        *,
+        dead_from: str | None,
+        error: str | None,
+    ) -> Doc:
+        """Move a message to the back of another queue, replacing one of the same id there.
+        Into a dead-letter queue it keeps sent_at and records the source and error; out of
+        one (a redrive) it is sent now, source and error cleared. ConditionFailed or
+        Cancelled if the message changed since it was read."""
+        moved = dataclasses.replace(
+            doc,
+            qt=dest.qt,
+            pri=0 if dest.attrs.fifo else doc.pri,
+            seq=self._order.take(1),
+            rc=0,
+            frx=None,
+            vis=now,
+            version=1,
+            tok=None,
+            sat=doc.sat if dead_from is not None else now,
+            src=dead_from,
+            err=(error or doc.err) if dead_from is not None else None,
+            entered_at=now,
+        )
+        old = n(doc.version)
+        if src.item_id(doc.mid) == dest.item_id(doc.mid):  # DynamoMQ's two queues: in place
+            moved.version = doc.version + 1
+            self._call(
+                "put_item",
+                Item=doc_item(moved, dest, now),
+                ExpressionAttributeValues={":v": old, ":q": s(src.qt)},
+                **expr(ConditionExpression="#version = :v AND #queue_type = :q"),
+            )
+        else:
+            self._transact(
+                [
+                    {
+                        "Delete": {
+                            "Key": {"id": s(src.item_id(doc.mid))},
+                            "ExpressionAttributeValues": {":v": old},
+                            **expr(ConditionExpression="#version = :v"),
+                        }
+                    },
+                    {"Put": {"Item": doc_item(moved, dest, now)}},
+                ]
+            )
+        return moved
+
+    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
+        entry = self._entry(queue)
+        policy = entry.attrs.dead_letter
+        if policy is None:
+            raise no_dead_letter_policy(queue)
+        dlq = self._maybe(policy.queue)
+        if dlq is None:
+            raise no_dead_letter_queue(policy.queue, queue)
+        for _ in range(EDIT_ATTEMPTS):
+            doc = self._doc(entry, message_id)
+            try:
+                moved = self._move(entry, doc, dlq, self.clock.now(), dead_from=queue, error=error)
+            except (ConditionFailed, Cancelled):
+                continue
+            self.notify(dlq.name)
+            return moved.message(dlq.name)
+        raise _busy(message_id)
+
+    def redrive(
+        self,
+        queue: str,
+        *,
+        ids: Sequence[str] | None = None,
+        limit: int = 100,
+        to: str | None = None,
+    ) -> list[str]:
+        entry = self._entry(queue)
+        now = self.clock.now()
+        if ids is not None:
+            docs = [self._doc(entry, mid) for mid in ids]
+            for doc in docs:
+                if doc.vis > now and doc.rc:
+                    raise in_flight(doc.mid)
+        else:
+            ready = (d for d in self._docs(entry) if d.vis <= now)
+            docs = sorted(ready, key=lambda d: d.order)[:limit]
+        targets: dict[str, Entry] = {}
+        for doc in docs:
+            dest = to or doc.src
+            if dest is None:
+                raise no_source(doc.mid)
+            if dest not in targets:
+                targets[dest] = self._entry(dest)
+        moved: list[str] = []
+        for doc in docs:
+            target = targets[to or doc.src or ""]
+            try:
+                self._move(entry, doc, target, now, dead_from=None, error=None)
+            except (ConditionFailed, Cancelled):
+                continue  # received or changed since it was read: it stays
+            moved.append(doc.mid)
+        for name in targets:
+            self.notify(name)
+        return moved
+
+    def list_archive(
+        self, queue: str, *, limit: int = 1000, after: int = 0
+    ) -> list[ArchivedMessage]:
+        self._entry(queue)
+        return []  # no archive on this store (the ARCHIVE feature is absent)
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def create_topic(self, name: str) -> bool:
+        try:
+            self._call(
+                "put_item",
+                Item={
+                    "id": s(f"conveyor#topic#{name}"),
+                    "queue_type": s(TOPICS),
+                    "sent_at": s(name),
+                },
+                **expr(ConditionExpression="attribute_not_exists(#id)"),
+            )
+        except ConditionFailed:
+            return False
+        return True
+
+    def _topic(self, name: str) -> Item:
+        got = self._call("get_item", Key={"id": s(f"conveyor#topic#{name}")}, ConsistentRead=True)
+        if "Item" not in got:
+            raise no_topic(name)
+        item: Item = got["Item"]
+        return item
+
+    def delete_topic(self, name: str) -> None:
+        try:
+            self._call(
+                "delete_item",
+                Key={"id": s(f"conveyor#topic#{name}")},
+                **expr(ConditionExpression="attribute_exists(#id)"),
+            )
+        except ConditionFailed:
+            raise no_topic(name) from None
+
+    def list_topics(self, prefix: str = "") -> list[str]:
+        return sorted(item["sent_at"]["S"] for item in self._registry(TOPICS, prefix))
+
+    def subscribe(self, topic: str, queue: str) -> None:
+        self._entry(queue, fresh=True)
+        self._subscription(topic, queue, "ADD")
+
+    def unsubscribe(self, topic: str, queue: str) -> None:
+        self._subscription(topic, queue, "DELETE")
+
+    def _subscription(self, topic: str, queue: str, verb: str) -> None:
+        try:
+            self._call(
+                "update_item",
+                Key={"id": s(f"conveyor#topic#{topic}")},
+                ExpressionAttributeValues={":q": {"SS": [queue]}},
+                **expr(
+                    UpdateExpression=f"{verb} #subs :q",
+                    ConditionExpression="attribute_exists(#id)",
+                ),
+            )
+        except ConditionFailed:
+            raise no_topic(topic) from None
+
+    def topic_queues(self, topic: str) -> list[str]:
+        return sorted(_subs(self._topic(topic)))
+
+    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
+        names = sorted(_subs(self._topic(topic)))
+        now = self.clock.now()
+        entries = [self._entry(name) for name in names]
+        mid = message.id
+        seq = self._order.take(len(entries))
+        docs = [
+            self._new_doc(
+                e,
+                message,
+                mid,
+                dedup_key(message, e.attrs.content_based_dedup) if e.attrs.fifo else None,
+                seq + i,
+                now,
+            )
+            for i, e in enumerate(entries)
+        ]
+        duplicates = self._store(list(zip(entries, docs, strict=True)), now)
+        out: dict[str, SendResult] = {
+            entries[i].name: SendResult(id=original, duplicate=True)
+            for i, original in duplicates.items()
+        }
+        for i, e in enumerate(entries):
+            if e.name not in out:
+                doc = docs[i]
+                out[e.name] = (
+                    SendResult(id=mid, sequence=doc.order) if e.attrs.fifo else sent_result(mid)
+                )
+                self.notify(e.name)
+        return {name: out[name] for name in names}
+
+    # -- consumers ------------------------------------------------------------------------
+
+    def _consumer(self, consumer_id: str) -> Consumer | None:
+        got = self._call(
+            "get_item", Key={"id": s(f"conveyor#consumer#{consumer_id}")}, ConsistentRead=True
+        )
+        return consumer_of(got["Item"]) if "Item" in got else None
+
+    def register_consumer(self, consumer: Consumer) -> Consumer:
+        now = self.clock.now()
+        old = self._consumer(consumer.id)
+        registered = consumer.registered_at or (old.registered_at if old else now)
+        c = dataclasses.replace(
+            consumer, info=dict(consumer.info), registered_at=registered, heartbeat_at=now
+        )
+        self._call("put_item", Item=consumer_item(c))
+        return c
+
+    def heartbeat(self, consumer_id: str) -> Consumer:
+        now = self.clock.now()
+        c = self._consumer(consumer_id)
+        if c is None or not c.alive(now):
+            if c is not None:
+                self.unregister_consumer(consumer_id)
+            raise consumer_gone(consumer_id)
+        c = dataclasses.replace(c, heartbeat_at=now)
+        self._call("put_item", Item=consumer_item(c))
+        return c
+
+    def unregister_consumer(self, consumer_id: str) -> None:
+        self._call("delete_item", Key={"id": s(f"conveyor#consumer#{consumer_id}")})
+
+    def list_consumers(self, queue: str | None = None) -> list[Consumer]:
+        now = self.clock.now()
+        out: list[Consumer] = []
+        for item in self._registry(CONSUMERS):
+            c = consumer_of(item)
+            if not c.alive(now):
+                self.unregister_consumer(c.id)
+            elif queue is None or c.queue == queue:
+                out.append(c)
+        return sorted(out, key=lambda c: (c.registered_at, c.id))
+
+
+def _info(entry: Entry) -> QueueInfo:
+    return QueueInfo(
+        name=entry.name,
+        attributes=entry.attrs,
+        created_at=entry.created_at,
+        updated_at=entry.updated_at,
+    )
+
+
+def _subs(item: Item) -> list[str]:
+    subs = item.get("subs")
+    return list(subs["SS"]) if subs else []
+
+
+def _busy(message_id: str) -> ConveyorError:
+    from ...exceptions import StoreUnavailable
+
+    return StoreUnavailable(
+        f"message {message_id!r} kept changing while it was edited (busy receivers?); retry"
+    )
