@@ -176,10 +176,18 @@ class SQLStore(Backend, Generic[E]):
         try:
             return operation()
         except StoreUnavailable as exc:
-            if not self.dialect.dropped(exc):
+            if not self.forgot_dropped(queue, exc):
                 raise
-            self._queues.pop(queue, None)
             return operation()
+
+    def forgot_dropped(self, queue: str, exc: StoreUnavailable) -> bool:
+        """Whether `exc` says the queue's table was dropped (then its row is forgotten, and
+        the operation may run once more). The hot paths call this inline rather than
+        through `fresh_on_drop`'s closure."""
+        if not self.dialect.dropped(exc):
+            return False
+        self._queues.pop(queue, None)
+        return True
 
     # -- queue rows -----------------------------------------------------------------------
 
@@ -440,7 +448,12 @@ class SQLStore(Backend, Generic[E]):
     # -- messages -------------------------------------------------------------------------
 
     def send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
-        results = self.fresh_on_drop(queue, lambda: self._send(queue, messages))
+        try:
+            results = self._send(queue, messages)
+        except StoreUnavailable as exc:
+            if not self.forgot_dropped(queue, exc):
+                raise
+            results = self._send(queue, messages)
         self.notify(queue)
         return results
 
@@ -554,9 +567,12 @@ class SQLStore(Backend, Generic[E]):
         return results
 
     def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
-        return self.fresh_on_drop(
-            queue, lambda: self._receive(queue, max_messages, visibility_timeout)
-        )
+        try:
+            return self._receive(queue, max_messages, visibility_timeout)
+        except StoreUnavailable as exc:
+            if not self.forgot_dropped(queue, exc):
+                raise
+            return self._receive(queue, max_messages, visibility_timeout)
 
     def _receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
         rows, token = self.claim(queue, max_messages, visibility_timeout)
@@ -708,7 +724,12 @@ class SQLStore(Backend, Generic[E]):
         if not by_token:
             return receipt_results(parsed, set())
         try:
-            gone = self.fresh_on_drop(queue, lambda: self.delete_claims(queue, by_token, False))
+            try:
+                gone = self.delete_claims(queue, by_token, False)
+            except StoreUnavailable as exc:
+                if not self.forgot_dropped(queue, exc):
+                    raise
+                gone = self.delete_claims(queue, by_token, False)
         except NotAllHeld:  # some receipts are stale: find out which
             gone = self.fresh_on_drop(queue, lambda: self.delete_claims(queue, by_token, True))
         return receipt_results(parsed, gone)
