@@ -44,7 +44,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import parse_receipt, receipt_prefix, stale_receipt
-from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, claim_terms, dedup_key
+from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, bare_bodies, claim_terms, dedup_key
 from .connection import RedisConnection
 from .values import (
     ARCHIVE_FIELDS,
@@ -239,6 +239,15 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         fresh = iter(new_ids(sum(mine)))
         args: list[Any] = [entry.prefix, queue, num(now), num(now + DEDUP_WINDOW), self.channel]
         ids: list[str] = []
+        if not fifo and bare_bodies(messages):
+            first = messages[0]
+            args += ("bare", str(first.priority), num(now + first.delay))
+            for m, own in zip(messages, mine, strict=True):
+                message_id = next(fresh) if own else m.id
+                ids.append(message_id)
+                args += (message_id, m.body)
+            return self._sent(entry, ids, mine, self._script("send", entry, args))
+        args.append("full")
         for m, own in zip(messages, mine, strict=True):
             message_id = next(fresh) if own else m.id
             ids.append(message_id)
@@ -254,7 +263,14 @@ class RedisStore(Backend, Editing, Topics, Consumers):
                 num(now + m.delay),
                 "1" if m.compressed else "0",
             )
-        out = self._script("send", entry, args)
+        return self._sent(entry, ids, mine, self._script("send", entry, args))
+
+    @staticmethod
+    def _sent(
+        entry: QueueEntry, ids: Sequence[str], mine: Sequence[bool], out: Sequence[Any]
+    ) -> list[SendResult]:
+        """A send's results from its script's answer."""
+        fifo = entry.attrs.fifo
         results: list[SendResult] = []
         for i, (message_id, own) in enumerate(zip(ids, mine, strict=True)):
             status, value = out[2 * i], out[2 * i + 1]

@@ -1,29 +1,41 @@
 -- Send messages to one queue, all or none (a script runs whole).
--- KEYS[1] the queue's meta. ARGV: prefix, queue name, now, dedup expiry, wake channel,
--- then 9 values per message: id, body, attributes, group, dedup key, priority, deadline,
--- visible_at, compressed.
+-- KEYS[1] the queue's meta. ARGV: prefix, queue name, now, dedup expiry, wake channel, then
+-- either 'full' and 9 values per message: id, body, attributes, group, dedup key, priority,
+-- deadline, visible_at, compressed; or 'bare', the priority and visible_at all share, and 2
+-- values per message: id, body (bodies without attributes, group, deadline or compression).
 -- Returns, per message: 1 and its sequence, or 0 and the id it duplicates.
 local prefix, now_text, dedup_until, channel = ARGV[1], ARGV[3], ARGV[4], ARGV[5]
 local now = tonumber(now_text)
-local out = {}
-local woken = false
+local bare = ARGV[6] == 'bare'
+local first, step = 7, 9
+if bare then first, step = 9, 2 end
+local count = (#ARGV - first + 1) / step
 local meta = prefix .. 'meta'
-local next_seq = redis.call('HINCRBY', meta, 'seq', (#ARGV - 5) / 9) - (#ARGV - 5) / 9 + 1
-local stored = 0
+local next_seq = redis.call('HINCRBY', meta, 'seq', count) - count + 1
+local out, stored, woken = {}, 0, false
 local adds = new_adds()
-for i = 6, #ARGV, 9 do
-  local seq, id = store(prefix, now, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-                        ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8],
-                        now_text, dedup_until, next_seq, adds)
+for i = first, #ARGV, step do
+  local seq, id
+  local visible
+  if bare then
+    visible = ARGV[8]
+    seq, id = store(prefix, now, ARGV[i], ARGV[i + 1], '', '', '', ARGV[7], '', visible, '0',
+                    now_text, dedup_until, next_seq, adds)
+  else
+    visible = ARGV[i + 7]
+    seq, id = store(prefix, now, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
+                    ARGV[i + 5], ARGV[i + 6], visible, ARGV[i + 8], now_text, dedup_until,
+                    next_seq, adds)
+  end
   if seq then
     next_seq = next_seq + 1
     stored = stored + 1
-    table.insert(out, 1)
-    table.insert(out, seq)
-    if tonumber(ARGV[i + 7]) <= now then woken = true end
+    out[#out + 1] = 1
+    out[#out + 1] = seq
+    if tonumber(visible) <= now then woken = true end
   else
-    table.insert(out, 0)
-    table.insert(out, id)
+    out[#out + 1] = 0
+    out[#out + 1] = id
   end
 end
 flush_adds(prefix, adds)
