@@ -84,18 +84,23 @@ def test_receive_cost_does_not_grow_with_messages_in_flight(url: str) -> None:
     q = client.create_queue("q", visibility_timeout=600)
 
     def requests_per_receive() -> int:
-        before = store.table.requests
-        assert len(q.receive(1)) == 1
-        return store.table.requests - before
+        """The fewest requests of two receives: the client looks at its queue once a second,
+        and the store writes running totals once a second, each at most one of the two."""
+        counts = []
+        for _ in range(2):
+            before = store.table.requests
+            assert len(q.receive(1)) == 1
+            counts.append(store.table.requests - before)
+        return min(counts)
 
     q.send_batch([f"a{i}" for i in range(10)])
     q.receive(1)  # the first receive looks for due messages to release
     alone = requests_per_receive()
     for start in range(0, 200, 10):
         q.send_batch([f"m{start + i}" for i in range(10)])
-    while q.stats().in_flight < 202:
+    while q.stats().in_flight < 203:
         q.receive(10)
-    assert q.stats().in_flight == 202
+    assert q.stats().in_flight == 203
     assert alone == requests_per_receive() == 2  # one query of the ready index, one claim
 
 

@@ -89,6 +89,8 @@ from .table import (
     Item,
     Table,
 )
+from .totals import FIELDS as TOTAL_FIELDS
+from .totals import Totals
 
 QUEUE_CACHE_SECONDS = 1.0  # how long a queue's registry entry is trusted (store clock)
 READY_PAGES = 10  # pages of the ready index one receive reads at most
@@ -126,6 +128,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             Capability.DUPLICATE_REPORT,
             Capability.BINARY_BODIES,
             Capability.COMPRESSION,
+            Capability.TOTALS,
         }
     )
 
@@ -137,6 +140,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         self._entries: dict[str, tuple[float, Entry]] = {}
         self._due: dict[str, tuple[float, float]] = {}  # qt -> (checked at, next due)
         self._prepared = False
+        self._totals = Totals()
 
     @property
     def key(self) -> str:
@@ -147,7 +151,28 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         return self._poll_interval
 
     def close(self) -> None:
+        with contextlib.suppress(ConveyorError):  # a table gone or unreachable: counts too
+            self._flush()
         self.table.close()
+
+    # -- running totals (see totals.py) ---------------------------------------------------
+
+    def _count(self, entry: Entry, field: str, n: int = 1) -> None:
+        if self._totals.add(entry.qt, field, n):
+            self._flush()
+
+    def _flush(self, qt: str | None = None) -> None:
+        for name, counts in self._totals.take(qt).items():
+            parts = [f"#{f} :{f}" for f, c in zip(TOTAL_FIELDS, counts, strict=True) if c]
+            if not parts:
+                continue
+            values = {f":{f}": n(c) for f, c in zip(TOTAL_FIELDS, counts, strict=True) if c}
+            self._call(
+                "update_item",
+                Key={"id": s(f"conveyor#totals#{name}")},
+                ExpressionAttributeValues=values,
+                **expr(UpdateExpression="ADD " + ", ".join(parts)),
+            )
 
     def migrate(self) -> tuple[int, int] | None:
         self._prepare()
@@ -256,6 +281,8 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         except ConditionFailed:
             raise no_queue(name) from None
         self._entries.pop(name, None)
+        self._totals.forget(entry.qt)
+        self._call("delete_item", Key={"id": s(f"conveyor#totals#{entry.qt}")})
         self._drop_items(entry.qt)
         self._drop_items(f"{entry.qt}#dedup")
         for topic in self._registry(TOPICS):
@@ -348,12 +375,18 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             else:
                 delayed += 1
             oldest = doc.sat if oldest is None else min(oldest, doc.sat)
+        self._flush(entry.qt)
+        got = self._call(
+            "get_item", Key={"id": s(f"conveyor#totals#{entry.qt}")}, ConsistentRead=True
+        )
+        totals = {f: int(num(got.get("Item", {}), f) or 0) for f in TOTAL_FIELDS}
         return QueueStats(
             queue=name,
             ready=ready,
             delayed=delayed,
             in_flight=flying,
             oldest_age=None if oldest is None else max(0.0, now - oldest),
+            **totals,
         )
 
     # -- sending --------------------------------------------------------------------------
@@ -485,6 +518,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             places.append(len(results))
             results.append(None)
         duplicates = self._store([(entry, d) for d in docs], now) if docs else {}
+        self._count(entry, "sent", len(docs) - len(duplicates))
         woken = False
         for i, (doc, place) in enumerate(zip(docs, places, strict=True)):
             if i in duplicates:
@@ -579,6 +613,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             out = self._receive_ready(entry, max_messages, terms, token)
         if out:
             self._note_due(entry, terms.visible_at)
+            self._count(entry, "received", len(out))
         return out
 
     def _receive_ready(
@@ -595,7 +630,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             got = self._call(
                 "query",
                 IndexName=READY_INDEX,
-                Limit=100 if fifo else max(10, 2 * (limit - len(out))),
+                Limit=100 if fifo else 2 * (limit - len(out)) + 2,
                 ExpressionAttributeValues={":q": s(entry.qt)},
                 **page,
                 **expr(KeyConditionExpression="#rq = :q"),
@@ -678,6 +713,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                     ExpressionAttributeValues={":v": version},
                     **expr(ConditionExpression="#version = :v"),
                 )
+                self._count(entry, "expired")
             return "gone"
         policy = entry.attrs.dead_letter
         if policy is not None and count >= policy.max_receive_count:
@@ -687,6 +723,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                 if full is not None and full.version == int(version["N"]):
                     try:
                         self._move(entry, full, dlq, now, dead_from=entry.name, error=None)
+                        self._count(entry, "dead")
                         self.notify(dlq.name)
                     except (ConditionFailed, Cancelled):
                         return "held"
@@ -765,6 +802,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                     self._call("delete_item", **actions[0]["Delete"])
                 else:
                     self._transact(actions)
+                self._count(entry, "deleted", len(pending))
                 break
             except ConditionFailed:
                 failed = [0]
@@ -1005,6 +1043,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                 moved = self._move(entry, doc, dlq, self.clock.now(), dead_from=queue, error=error)
             except (ConditionFailed, Cancelled):
                 continue
+            self._count(entry, "dead")
             self.notify(dlq.name)
             return moved.message(dlq.name)
         raise _busy(message_id)
@@ -1041,6 +1080,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                 self._move(entry, doc, target, now, dead_from=None, error=None)
             except (ConditionFailed, Cancelled):
                 continue  # received or changed since it was read: it stays
+            self._count(target, "sent")
             moved.append(doc.mid)
         for name in targets:
             self.notify(name)
@@ -1141,6 +1181,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                 out[e.name] = (
                     SendResult(id=mid, sequence=doc.order) if e.attrs.fifo else sent_result(mid)
                 )
+                self._count(e, "sent")
                 self.notify(e.name)
         return {name: out[name] for name in names}
 

@@ -56,8 +56,8 @@ class Cancelled(Exception):
 
 
 class Table:
-    """One DynamoDB table, opened lazily; thread-safe. Counts requests and consumed
-    capacity units (`requests`, `capacity`) for benchmarks and `conveyor` diagnostics."""
+    """One DynamoDB table, opened lazily; thread-safe. Counts requests, items read by
+    queries and consumed capacity units (`requests`, `items`, `capacity`) for benchmarks."""
 
     def __init__(
         self,
@@ -77,6 +77,7 @@ class Table:
         self._ready = False
         self.created = False  # this store created the table
         self.requests = 0
+        self.items = 0  # items queries read
         self.capacity = 0.0
 
     @property
@@ -128,6 +129,7 @@ class Table:
             raise StoreUnavailable(
                 f"cannot reach {self.where}: {exc}; check endpoint_url, region and credentials"
             ) from exc
+        self.items += int(out.get("ScannedCount", 0))
         consumed = out.get("ConsumedCapacity")
         if consumed:
             for c in consumed if isinstance(consumed, list) else [consumed]:

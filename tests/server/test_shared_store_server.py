@@ -1,5 +1,6 @@
-"""`conveyor serve` over the Redis store, driven by boto3: the SQS API as on every store, and a
-long poll woken by a send from another client of the same Redis."""
+"""`conveyor serve` over the stores several hosts share (Redis, DynamoDB), driven by boto3: the
+SQS API as on every store, and a long poll woken by a send from another client of the same
+store."""
 
 from __future__ import annotations
 
@@ -13,24 +14,35 @@ import pytest
 
 from conveyor import Client
 
-from .. import sqlstores
+from .. import dynamoservers, sqlstores
 from ..conftest import unavailable
 from ..live import LiveServer
 
+# how soon a send by another client wakes a long poll: Redis publishes on a channel; the
+# DynamoDB store polls, backing off to its poll_interval (1 s)
+WAKE_WITHIN = {"redis": 1.0, "dynamodb": 1.6}
 
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    why = sqlstores.reachable("redis")
-    if why is not None:
-        unavailable(why)
-    url = sqlstores.fresh_url("redis")
+
+@pytest.fixture(scope="module", params=sorted(WAKE_WITHIN))
+def store_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "redis":
+        why = sqlstores.reachable("redis")
+        if why is not None:
+            unavailable(why)
+        url = sqlstores.fresh_url("redis")
+    else:
+        made = dynamoservers.fresh_url()
+        if made is None:
+            unavailable(dynamoservers.unavailable_reason())
+            raise AssertionError
+        url = made
     yield url
     sqlstores.drop(url)
 
 
 @pytest.fixture(scope="module")
-def live(redis_url: str) -> Iterator[LiveServer]:
-    with Client(redis_url) as client, LiveServer(client) as server:
+def live(store_url: str) -> Iterator[LiveServer]:
+    with Client(store_url) as client, LiveServer(client) as server:
         yield server
 
 
@@ -100,7 +112,7 @@ def test_dead_letters_and_fifo(live: LiveServer) -> None:
 
 
 def test_a_long_poll_is_woken_by_a_send_from_another_client(
-    live: LiveServer, redis_url: str
+    live: LiveServer, store_url: str
 ) -> None:
     sqs = live.sqs()
     url = sqs.create_queue(QueueName="wake")["QueueUrl"]
@@ -112,10 +124,11 @@ def test_a_long_poll_is_woken_by_a_send_from_another_client(
     waiter = threading.Thread(target=poll)
     waiter.start()
     time.sleep(0.5)
-    with Client(redis_url) as other:  # another client of the same Redis, not the server
+    with Client(store_url) as other:  # another client of the same store, not the server
         sent = time.monotonic()
         other.queue("wake").send("hello")
     waiter.join(15)
     woke = time.monotonic() - sent
     assert [m["Body"] for m in got[0]["Messages"]] == ["hello"]
-    assert woke < 1.0, f"the send woke the long poll after {woke:.2f} s"
+    limit = WAKE_WITHIN[store_url.split(":", 1)[0]]
+    assert woke < limit, f"the send woke the long poll after {woke:.2f} s"
