@@ -1,0 +1,1 @@
+"""SKMQ's TCP push protocol (see `codec`)."""

@@ -1,0 +1,201 @@
+"""SKMQ's wire format, sans I/O: bytes in, frames out, and frames back to bytes.
+
+A frame is `key=value` lines, each ended by CRLF, and then an empty line. The keys are
+`type`, `appid`, `msgid` and `content`; the key is what comes before the first `=`, and
+`content` is raw bytes. A bare `ping` or `pong` line is a heartbeat frame. Empty lines
+between frames are skipped (SKMQ's broker ends its replies with two empty lines).
+
+SKMQ's `content` cannot hold a CRLF. This codec adds one key, `length=N`, written before
+`content` only when the content needs it: the next `content=` value is then exactly N bytes
+followed by CRLF, whatever they are. A frame without CRLF in its content encodes exactly as
+SKMQ encodes it, and SKMQ's peers ignore `length` as an unknown key.
+
+The decoder never raises on input: a malformed frame (a line without `=`, a frame without a
+type, a line or frame over the limits, a bad length) comes out as a `FrameError`, and decoding
+goes on with the next frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CRLF = b"\r\n"
+MAX_LINE = 8 * 1024  # bytes in a line other than content
+MAX_FRAME = 1024 * 1024  # bytes in a whole frame, content included
+KEYS = ("type", "appid", "msgid")
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One frame. `extra` holds keys this codec does not know (kept, never interpreted)."""
+
+    type: str
+    appid: str = ""
+    msgid: str = ""
+    content: bytes = b""
+    extra: tuple[tuple[str, str], ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class FrameError:
+    """Input that is not a frame, and why: the peer gets a `resp` error and goes on."""
+
+    reason: str
+
+
+PING = Frame(type="ping")
+PONG = Frame(type="pong")
+
+
+def encode(frame: Frame) -> bytes:
+    """A frame as SKMQ writes it: type, appid and msgid when set, then content (always),
+    then the empty line; `length=N` first where the content holds a CR or LF."""
+    if frame.type in ("ping", "pong") and not (frame.appid or frame.msgid or frame.content):
+        return frame.type.encode() + CRLF + CRLF
+    for name, value in (("type", frame.type), ("appid", frame.appid), ("msgid", frame.msgid)):
+        if "\r" in value or "\n" in value:
+            raise ValueError(f"frame {name} must not contain CR or LF: {value!r}")
+    parts = [b"type=", frame.type.encode(), CRLF]
+    if frame.appid:
+        parts += [b"appid=", frame.appid.encode(), CRLF]
+    if frame.msgid:
+        parts += [b"msgid=", frame.msgid.encode(), CRLF]
+    for key, value in frame.extra:
+        parts += [key.encode(), b"=", value.encode(), CRLF]
+    content = frame.content
+    if b"\r" in content or b"\n" in content:
+        parts += [b"length=", str(len(content)).encode(), CRLF]
+    parts += [b"content=", content, CRLF, CRLF]
+    return b"".join(parts)
+
+
+class Decoder:
+    """Feed it bytes as they arrive; it returns the frames (and errors) they complete."""
+
+    def __init__(self, *, max_line: int = MAX_LINE, max_frame: int = MAX_FRAME) -> None:
+        self.max_line = max_line
+        self.max_frame = max_frame
+        self._buf = bytearray()
+        self._fields: dict[str, str] = {}
+        self._extra: list[tuple[str, str]] = []
+        self._content: bytes | None = None
+        self._length: int | None = None  # reading a content of this many bytes
+        self._announced: int | None = None  # length= read; `content=` must follow
+        self._size = 0
+        self._error: str | None = None  # the frame is bad: skip to its end
+
+    def feed(self, data: bytes) -> list[Frame | FrameError]:
+        self._buf += data
+        out: list[Frame | FrameError] = []
+        while True:
+            if self._announced is not None:
+                if len(self._buf) < 8:
+                    return out
+                if self._buf.startswith(b"content="):
+                    del self._buf[:8]
+                    self._size += 8
+                    self._length = self._announced
+                else:
+                    self._fail("length= must come right before content=")
+                self._announced = None
+                continue
+            if self._length is not None:  # a content of known length
+                need = self._length + 2
+                if len(self._buf) < need:
+                    if self._size + len(self._buf) > self.max_frame:
+                        self._fail(f"frame over {self.max_frame} bytes")
+                        self._length = None
+                        continue
+                    return out
+                value = bytes(self._buf[: self._length])
+                fits = self._buf[self._length : need] == CRLF
+                taken = need if fits else self._length  # else the rest is read as lines
+                del self._buf[:taken]
+                self._size += taken
+                self._length = None
+                if fits:
+                    self._content = value
+                else:
+                    self._fail("content longer than its length= says")
+                continue
+            end = self._buf.find(CRLF)
+            if end < 0:
+                if len(self._buf) > self.max_frame:
+                    self._buf.clear()
+                    self._fail(f"line over {self.max_frame} bytes")
+                return out
+            line = bytes(self._buf[:end])
+            del self._buf[: end + 2]
+            self._size += end + 2
+            if not line:
+                done = self._finish()
+                if done is not None:
+                    out.append(done)
+                continue
+            if self._error is None:
+                self._line(line)
+            if self._size > self.max_frame and self._error is None:
+                self._fail(f"frame over {self.max_frame} bytes")
+
+    def _line(self, line: bytes) -> None:
+        key, eq, value = line.partition(b"=")
+        if not eq:
+            word = line.strip().decode("latin-1")
+            if word in ("ping", "pong") and not self._fields and self._content is None:
+                self._fields["type"] = word
+                self._fields["bare"] = "1"
+                return
+            self._fail(f"line {word[:40]!r} is not key=value")
+            return
+        if key == b"content":
+            if self._content is not None:
+                self._fail("content given twice")
+                return
+            self._content = value
+            return
+        if len(line) > self.max_line:
+            self._fail(f"line over {self.max_line} bytes")
+            return
+        try:
+            name, text = key.decode(), value.decode()
+        except UnicodeDecodeError:
+            self._fail("keys and values other than content must be UTF-8")
+            return
+        if name == "length":
+            if not text.isdigit() or int(text) > self.max_frame:
+                self._fail(f"length={text[:20]!r} is not a size up to {self.max_frame}")
+                return
+            if self._content is not None:
+                self._fail("length= must come before content=")
+                return
+            self._announced = int(text)
+            return
+        if name in KEYS:
+            self._fields[name] = text
+        else:
+            self._extra.append((name, text))
+
+    def _fail(self, reason: str) -> None:
+        if self._error is None:
+            self._error = reason
+
+    def _finish(self) -> Frame | FrameError | None:
+        fields, extra, content, error = self._fields, self._extra, self._content, self._error
+        self._fields, self._extra, self._content, self._error = {}, [], None, None
+        self._size = 0
+        if error is not None:
+            return FrameError(error)
+        if not fields and not extra and content is None:
+            return None  # an empty line between frames
+        kind = fields.get("type", "")
+        if not kind:
+            return FrameError("frame has no type= line")
+        if fields.get("bare"):
+            return PING if kind == "ping" else PONG
+        return Frame(
+            type=kind,
+            appid=fields.get("appid", ""),
+            msgid=fields.get("msgid", ""),
+            content=content or b"",
+            extra=tuple(extra),
+        )
