@@ -162,10 +162,11 @@ class Queue:
                     f"queue {self.name!r} is FIFO without content-based de-duplication:"
                     " give a dedup_id, or turn on content_based_dedup"
                 )
-            if entry.delay is not None:
+            if entry.delay:  # 0 is accepted, as SQS accepts DelaySeconds=0
                 raise InvalidInput(
                     "FIFO queues take no per-message delay: set the queue's delay instead"
                 )
+            entry = dataclasses.replace(entry, delay=None)
             if entry.priority:
                 raise InvalidInput("FIFO queues deliver in send order: priority must be 0")
         if entry.dedup_id is not None:

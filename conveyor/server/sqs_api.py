@@ -64,6 +64,13 @@ ATTEMPT_WINDOW = 300.0
 MAX_ATTEMPTS_KEPT = 10000
 
 
+def _require_groups(entries: list[Params]) -> None:
+    """A FIFO queue's send, or any entry of its batch, without MessageGroupId fails whole,
+    as on SQS."""
+    if any(not e.get("MessageGroupId") for e in entries):
+        raise MissingParameter("The request must contain the parameter MessageGroupId.")
+
+
 def _require(params: Params, key: str) -> Any:
     value = params.get(key)
     if value is None or value == "":
@@ -396,8 +403,10 @@ class SqsApi:
 
     def send_message(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        entry, out = self._entry(params, "0")
         queue = self.client.queue(name)
+        if queue.info.attributes.fifo:
+            _require_groups([params])
+        entry, out = self._entry(params, "0")
         sent = queue.send(
             entry.body,
             delay=entry.delay,
@@ -424,6 +433,9 @@ class SqsApi:
             raise BatchRequestTooLong(
                 f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes; this one is {total}"
             )
+        queue = self.client.queue(name)
+        if queue.info.attributes.fifo:
+            _require_groups(raw)
         for entry_id, e in zip(ids, raw, strict=True):
             try:
                 entry, extra = self._entry(e, entry_id)
@@ -432,7 +444,6 @@ class SqsApi:
                 continue
             entries.append(entry)
             extras[entry_id] = extra
-        queue = self.client.queue(name)
         successful: list[Result] = []
         if entries:
             fifo = queue.info.attributes.fifo

@@ -1,0 +1,71 @@
+"""FIFO queues answer as Amazon SQS does: DelaySeconds=0 accepted, a batch entry without a
+group fails the whole request, a purge forgets the de-duplication history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+
+def _fifo(sqs: Any, name: str) -> str:
+    url: str = sqs.create_queue(
+        QueueName=f"{name}.fifo",
+        Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+    )["QueueUrl"]
+    return url
+
+
+def test_delay_seconds_zero_is_accepted_and_other_delays_are_not(sqs: Any, name: str) -> None:
+    url = _fifo(sqs, name)
+    sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g", DelaySeconds=0)
+    sent = sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "1", "MessageBody": "b", "MessageGroupId": "g", "DelaySeconds": 0},
+            {"Id": "2", "MessageBody": "c", "MessageGroupId": "g"},
+        ],
+    )
+    assert [e["Id"] for e in sent["Successful"]] == ["1", "2"]
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in got] == ["a", "b", "c"]  # none was delayed
+    with pytest.raises(ClientError) as err:
+        sqs.send_message(QueueUrl=url, MessageBody="d", MessageGroupId="g", DelaySeconds=5)
+    assert err.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+def test_a_batch_entry_without_a_group_fails_the_whole_request(sqs: Any, name: str) -> None:
+    url = _fifo(sqs, name)
+    with pytest.raises(ClientError) as err:
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": "1", "MessageBody": "x", "MessageGroupId": "g"},
+                {"Id": "2", "MessageBody": "y"},
+            ],
+        )
+    assert err.value.response["Error"]["Code"] == "MissingParameter"
+    assert "MessageGroupId" in err.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as err:
+        sqs.send_message(QueueUrl=url, MessageBody="z")
+    assert err.value.response["Error"]["Code"] == "MissingParameter"
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)  # nothing was written
+
+
+def test_a_purge_forgets_the_deduplication_history(sqs: Any, name: str) -> None:
+    url = _fifo(sqs, name)
+    first = sqs.send_message(
+        QueueUrl=url, MessageBody="once", MessageGroupId="g", MessageDeduplicationId="d1"
+    )
+    again = sqs.send_message(
+        QueueUrl=url, MessageBody="once", MessageGroupId="g", MessageDeduplicationId="d1"
+    )
+    assert again["MessageId"] == first["MessageId"]  # a duplicate within 5 minutes
+    sqs.purge_queue(QueueUrl=url)
+    after = sqs.send_message(
+        QueueUrl=url, MessageBody="once", MessageGroupId="g", MessageDeduplicationId="d1"
+    )
+    assert after["MessageId"] != first["MessageId"]
+    [m] = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert m["MessageId"] == after["MessageId"]
