@@ -82,6 +82,23 @@ def sqs_code(error: ConveyorError) -> str:
     return SQS_CODES.get(error.code, error.code)
 
 
+# SQS's own words for errors whose text clients match on, by code: (Query, JSON) protocol
+AWS_MESSAGES = {
+    "AWS.SimpleQueueService.NonExistentQueue": (
+        "The specified queue does not exist for this wsdl version.",
+        "The specified queue does not exist.",
+    ),
+}
+
+
+def sqs_message(error: ConveyorError, protocol: str) -> str:
+    """The error's message as SQS words it where clients depend on the text, else ours."""
+    words = AWS_MESSAGES.get(sqs_code(error))
+    if words is None:
+        return error.message
+    return words[1] if protocol == "json" else words[0]
+
+
 # -- Query requests -----------------------------------------------------------------------
 
 
@@ -193,7 +210,7 @@ def query_error(error: ConveyorError, request_id: str) -> bytes:
     err = ET.SubElement(root, "Error")
     ET.SubElement(err, "Type").text = "Sender" if error.sender_fault else "Receiver"
     ET.SubElement(err, "Code").text = sqs_code(error)
-    ET.SubElement(err, "Message").text = error.message
+    ET.SubElement(err, "Message").text = sqs_message(error, "query")
     ET.SubElement(err, "Detail")
     ET.SubElement(root, "RequestId").text = request_id
     return XML_DECLARATION + ET.tostring(root)
@@ -219,7 +236,7 @@ def json_error(error: ConveyorError) -> tuple[bytes, dict[str, str]]:
     body = json.dumps(
         {
             "__type": f"com.amazonaws.sqs#{JSON_ERROR_TYPES.get(code, code)}",
-            "message": error.message,
+            "message": sqs_message(error, "json"),
         }
     ).encode()
     fault = "Sender" if error.sender_fault else "Receiver"

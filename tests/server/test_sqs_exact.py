@@ -1,12 +1,16 @@
-"""FIFO queues answer as Amazon SQS does: DelaySeconds=0 accepted, a batch entry without a
-group fails the whole request, a purge forgets the de-duplication history."""
+"""The SQS API answers as Amazon SQS does: on FIFO queues DelaySeconds=0 is accepted, a batch
+entry without a group fails the whole request, a purge forgets the de-duplication history;
+a missing queue is reported in SQS's words, in both protocols."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from botocore.exceptions import ClientError
+
+from ..live import LiveServer
 
 
 def _fifo(sqs: Any, name: str) -> str:
@@ -69,3 +73,19 @@ def test_a_purge_forgets_the_deduplication_history(sqs: Any, name: str) -> None:
     assert after["MessageId"] != first["MessageId"]
     [m] = sqs.receive_message(QueueUrl=url)["Messages"]
     assert m["MessageId"] == after["MessageId"]
+
+
+def test_a_missing_queue_is_reported_in_sqs_words(sqs: Any, server: LiveServer) -> None:
+    with pytest.raises(ClientError) as err:  # boto3 speaks the JSON protocol
+        sqs.get_queue_url(QueueName="no-such-queue")
+    assert err.value.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
+    assert err.value.response["Error"]["Message"] == "The specified queue does not exist."
+    query = httpx.post(
+        server.url,
+        data={"Action": "GetQueueUrl", "QueueName": "no-such-queue", "Version": "2012-11-05"},
+    )
+    assert query.status_code == 400
+    assert "<Code>AWS.SimpleQueueService.NonExistentQueue</Code>" in query.text
+    assert (
+        "<Message>The specified queue does not exist for this wsdl version.</Message>" in query.text
+    )
