@@ -177,6 +177,13 @@ class UnknownAction(InvalidInput):
     code = "InvalidAction"
 
 
+class UnknownOperation(InvalidInput):
+    """A request to a queue URL that names no action (SQS answers 404)."""
+
+    code = "UnknownOperationException"
+    status = 404
+
+
 class RequestTooLarge(InvalidInput):
     code = "RequestEntityTooLarge"
     status = 413

@@ -31,6 +31,7 @@ from ..exceptions import (
     MissingParameter,
     RequestTooLarge,
     UnknownAction,
+    UnknownOperation,
 )
 from ..notify import HUB
 from .auth import Auth, Key
@@ -48,6 +49,9 @@ from .sqs_wire import (
 )
 
 log = logging.getLogger("conveyor.server")
+
+# actions SQS refuses at a queue's URL (they act on no queue)
+QUEUELESS_ACTIONS = frozenset({"CreateQueue", "ListQueues"})
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -173,6 +177,11 @@ class ConveyorServer:
             else:
                 params = parse_query(body, request.url.query)
                 name = params.pop("Action", "")
+                if not name and request.path_params.get("queue") is not None:
+                    raise UnknownOperation(
+                        "An unknown operation was requested: a request to a queue URL needs an"
+                        " Action"
+                    )
                 if not name:
                     raise MissingParameter(
                         "The request must contain the parameter Action (Query protocol), or an"
@@ -184,6 +193,8 @@ class ConveyorServer:
             if name in self.sqs.actions:
                 action = name
             account, queue = request.path_params.get("account"), request.path_params.get("queue")
+            if account is not None and name in QUEUELESS_ACTIONS:
+                raise UnknownAction(f"The action {name} is not valid for this endpoint.")
             if account is not None and not params.get("QueueUrl"):
                 params["QueueUrl"] = f"/{account}/{queue}"
             host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"

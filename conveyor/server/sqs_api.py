@@ -246,7 +246,8 @@ class SqsApi:
             names = [n for n in names if n > after]
         out: Result = {}
         page = names[: limit or 1000]
-        out[key] = [self.ns.url(caller, n) for n in page]
+        if page or key != "QueueUrls":  # SQS leaves out an empty ListQueues list
+            out[key] = [self.ns.url(caller, n) for n in page]
         if limit is not None and len(names) > limit:
             out["NextToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode()
         return out

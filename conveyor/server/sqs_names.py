@@ -67,6 +67,12 @@ class Namespaces:
         """The stored name of the queue a QueueUrl names (its account, the caller's region)."""
         if not isinstance(url, str) or not url:
             raise InvalidInput("QueueUrl must be the URL of a queue, as CreateQueue returns it")
+        if "/" not in url:  # a queue's name, which SQS takes where a URL is expected
+            try:
+                check_queue_name(url)
+            except InvalidInput:
+                raise QueueDoesNotExist(f"The specified queue does not exist: {url}") from None
+            return self.store_name(caller.region, caller.account, url)
         path = urlsplit(url).path if "://" in url else url
         parts = [p for p in path.split("/") if p]
         if len(parts) != 2 or not ACCOUNT_RE.fullmatch(parts[0]):

@@ -89,3 +89,20 @@ def test_a_missing_queue_is_reported_in_sqs_words(sqs: Any, server: LiveServer) 
     assert (
         "<Message>The specified queue does not exist for this wsdl version.</Message>" in query.text
     )
+
+
+def test_requests_addressed_as_on_sqs(sqs: Any, server: LiveServer, name: str) -> None:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.send_message(QueueUrl=name, MessageBody="by name")  # a name where a URL is expected
+    [m] = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert m["Body"] == "by name"
+    assert "QueueUrls" not in sqs.list_queues(QueueNamePrefix="no-queue-has-this-prefix")
+    get = httpx.get(url)  # a queue URL without an action
+    assert get.status_code == 404 and "<Code>UnknownOperationException</Code>" in get.text
+    for action in ("CreateQueue", "ListQueues"):
+        at_queue = httpx.post(
+            url, data={"Action": action, "QueueName": "other", "Version": "2012-11-05"}
+        )
+        assert at_queue.status_code == 400
+        assert "<Code>InvalidAction</Code>" in at_queue.text, action
+    assert "other" not in str(sqs.list_queues().get("QueueUrls", []))
