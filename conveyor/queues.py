@@ -153,10 +153,11 @@ class Queue:
                 raise self.catalog.unsupported("message ids chosen by senders (it makes its own)")
         if entry.deadline is not None and not self._deadlines:
             raise self.catalog.unsupported("message deadlines")
+        if entry.group_id is not None:  # standard queues take groups too (fair queues)
+            check_group_id(entry.group_id)
         if attrs.fifo:
             if entry.group_id is None:
                 raise InvalidInput(f"queue {self.name!r} is FIFO: every message needs a group_id")
-            check_group_id(entry.group_id)
             if entry.dedup_id is None and not attrs.content_based_dedup:
                 raise InvalidInput(
                     f"queue {self.name!r} is FIFO without content-based de-duplication:"

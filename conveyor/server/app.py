@@ -37,7 +37,7 @@ from ..notify import HUB
 from .auth import Auth, Key
 from .metrics import Metrics
 from .rest import build_router, error_body, json_response
-from .sqs_api import SqsApi
+from .sqs_api import TRACE_PARAM, SqsApi
 from .sqs_names import Namespaces
 from .sqs_wire import (
     JSON_CONTENT_TYPE,
@@ -192,6 +192,10 @@ class ConveyorServer:
                 params.pop("Version", None)
             if name in self.sqs.actions:
                 action = name
+            params.pop(TRACE_PARAM, None)
+            trace = request.headers.get("x-amzn-trace-id")
+            if trace and name in ("SendMessage", "SendMessageBatch"):
+                params[TRACE_PARAM] = trace  # becomes AWSTraceHeader, as on SQS
             account, queue = request.path_params.get("account"), request.path_params.get("queue")
             if account is not None and name in QUEUELESS_ACTIONS:
                 raise UnknownAction(f"The action {name} is not valid for this endpoint.")

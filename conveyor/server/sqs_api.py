@@ -10,7 +10,6 @@ import asyncio
 import base64
 import binascii
 import json
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -30,7 +29,7 @@ from ..exceptions import (
 )
 from ..models import Message, QueueAttributes, TypedValue
 from ..queues import MAX_BATCH_BYTES, SendEntry
-from ..validation import check_batch
+from ..validation import check_batch, check_group_id
 from . import sqs_attributes
 from .metrics import Metrics
 from .sqs_message_attributes import (
@@ -43,12 +42,13 @@ from .sqs_message_attributes import (
 from .sqs_message_attributes import wanted as wanted_attribute
 from .sqs_move import MoveTasks
 from .sqs_names import Caller, Namespaces
-from .sqs_wire import md5_hex, md5_of_attributes, sqs_code
+from .sqs_wire import XML_UNSAFE, md5_hex, md5_of_attributes, sqs_code
 
 Params = dict[str, Any]
 Result = dict[str, Any]
 
-BODY_RE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+BODY_RE = XML_UNSAFE
+TRACE_PARAM = "\x00X-Amzn-Trace-Id"  # the request's trace header, set by the endpoint
 SYSTEM_ATTRIBUTES = (
     "SenderId",
     "SentTimestamp",
@@ -391,6 +391,11 @@ class SqsApi:
             trace, system_digest = parse_system_attributes(system)
             attributes["AWSTraceHeader"] = TypedValue(TRACE_TYPE, trace)
             extra["MD5OfMessageSystemAttributes"] = system_digest
+        elif isinstance(header := params.get(TRACE_PARAM), str):
+            attributes["AWSTraceHeader"] = TypedValue(TRACE_TYPE, header)
+        group = params.get("MessageGroupId")
+        if group is not None:
+            check_group_id(group, "MessageGroupId")
         delay = _int(params, "DelaySeconds", 0, 900)
         entry = SendEntry(
             entry_id=entry_id,
@@ -437,9 +442,12 @@ class SqsApi:
         queue = self.client.queue(name)
         if queue.info.attributes.fifo:
             _require_groups(raw)
+        trace = params.get(TRACE_PARAM)
         for entry_id, e in zip(ids, raw, strict=True):
             try:
-                entry, extra = self._entry(e, entry_id)
+                entry, extra = self._entry(
+                    e if trace is None else {**e, TRACE_PARAM: trace}, entry_id
+                )
             except ConveyorError as exc:
                 failed.append(_failure(entry_id, exc))
                 continue

@@ -7,10 +7,10 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from ..exceptions import InvalidInput
+from ..exceptions import InvalidInput, InvalidMessageContents
 from ..models import AttributeValue, TypedValue
 from ..validation import check_message_attributes
-from .sqs_wire import md5_of_attributes
+from .sqs_wire import XML_UNSAFE, md5_of_attributes
 
 TRACE_TYPE = "String.AWSTraceHeader"  # how a message's AWSTraceHeader is stored
 
@@ -45,6 +45,13 @@ def parse_message_attributes(raw: Any) -> tuple[dict[str, AttributeValue], str]:
                 raise InvalidInput(
                     f"The message attribute '{name}' must contain a non-empty message attribute"
                     " value for message attribute type 'String'."
+                )
+            bad = XML_UNSAFE.search(text)
+            if bad:
+                raise InvalidMessageContents(
+                    f"Invalid characters found in the value of message attribute '{name}':"
+                    f" {bad.group(0)!r} at {bad.start()} (SQS takes #x9, #xA, #xD, #x20 and"
+                    " above, no surrogates)"
                 )
             value = text
         out[name] = value if data_type in ("String", "Binary") else TypedValue(data_type, value)

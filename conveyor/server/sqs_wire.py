@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -74,6 +75,9 @@ JSON_ERROR_TYPES = {
     "InvalidAction": "UnknownOperationException",
     "MalformedQueryString": "SerializationException",
 }
+# characters SQS does not take in bodies and attribute values (XML 1.0's, minus surrogates)
+XML_UNSAFE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
 # Our codes that SQS spells differently.
 SQS_CODES = {"UnsupportedOperation": "AWS.SimpleQueueService.UnsupportedOperation"}
 

@@ -106,3 +106,31 @@ def test_requests_addressed_as_on_sqs(sqs: Any, server: LiveServer, name: str) -
         assert at_queue.status_code == 400
         assert "<Code>InvalidAction</Code>" in at_queue.text, action
     assert "other" not in str(sqs.list_queues().get("QueueUrls", []))
+
+
+def test_messages_checked_and_traced_as_on_sqs(sqs: Any, server: LiveServer, name: str) -> None:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="fair", MessageGroupId="tenant-1")  # fair queues
+    with pytest.raises(ClientError) as err:
+        sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="has space")
+    assert "MessageGroupId" in err.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as err:
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody="x",
+            MessageAttributes={"a": {"DataType": "String", "StringValue": "bad\x01value"}},
+        )
+    assert err.value.response["Error"]["Code"] == "InvalidMessageContents"
+    trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"
+    sent = httpx.post(
+        url,
+        data={"Action": "SendMessage", "MessageBody": "traced", "Version": "2012-11-05"},
+        headers={"X-Amzn-Trace-Id": trace},
+    )
+    assert sent.status_code == 200
+    got = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
+    )["Messages"]
+    by_body = {m["Body"]: m.get("Attributes", {}) for m in got}
+    assert by_body["traced"]["AWSTraceHeader"] == trace
+    assert by_body["fair"]["MessageGroupId"] == "tenant-1"
