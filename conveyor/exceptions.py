@@ -104,6 +104,10 @@ class ReceiptHandleInvalid(ConveyorError):
     sender_fault = True
 
 
+class MalformedReceipt(ReceiptHandleInvalid):
+    """A receipt handle that no receive could have returned."""
+
+
 class MessageNotInflight(ConveyorError):
     code = "AWS.SimpleQueueService.MessageNotInflight"
     status = 400

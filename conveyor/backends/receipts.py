@@ -9,7 +9,7 @@ import binascii
 import functools
 from collections.abc import Sequence
 
-from ..exceptions import ReceiptHandleInvalid
+from ..exceptions import MalformedReceipt, ReceiptHandleInvalid
 
 
 @functools.lru_cache(maxsize=4096)
@@ -41,7 +41,7 @@ def _parse_receipt(tag: str, queue: str, receipt: str) -> tuple[int, str, str]:
         row = int(row_hex, 16)
         int(token, 16)
     except ValueError:
-        raise ReceiptHandleInvalid(
+        raise MalformedReceipt(
             f"receipt handle {receipt!r:.60} is malformed: pass the receipt a receive returned"
         ) from None
     if owner != tag:

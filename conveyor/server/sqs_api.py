@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from ..aio import AsyncClient
@@ -20,8 +21,11 @@ from ..client import Client
 from ..exceptions import (
     BatchRequestTooLong,
     ConveyorError,
+    EmptyBatch,
     InvalidInput,
     InvalidMessageContents,
+    InvalidName,
+    MalformedReceipt,
     MissingParameter,
     QueueDoesNotExist,
     QueueExists,
@@ -64,11 +68,23 @@ ATTEMPT_WINDOW = 300.0
 MAX_ATTEMPTS_KEPT = 10000
 
 
-def _require_groups(entries: list[Params]) -> None:
-    """A FIFO queue's send, or any entry of its batch, without MessageGroupId fails whole,
-    as on SQS."""
+def _check_fifo(entries: list[Params], content_based: bool) -> None:
+    """A FIFO queue's send, or a batch with any entry, without MessageGroupId, without a
+    de-duplication id (unless content-based) or with a delay fails whole, as on SQS."""
     if any(not e.get("MessageGroupId") for e in entries):
         raise MissingParameter("The request must contain the parameter MessageGroupId.")
+    if not content_based and any(not e.get("MessageDeduplicationId") for e in entries):
+        raise InvalidInput(
+            "The queue should either have ContentBasedDeduplication enabled or"
+            " MessageDeduplicationId provided explicitly"
+        )
+    for e in entries:
+        delay = e.get("DelaySeconds")
+        if delay not in (None, 0, "0"):
+            raise InvalidInput(
+                f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request"
+                " include parameter that is not valid for this queue type."
+            )
 
 
 def _require(params: Params, key: str) -> Any:
@@ -100,16 +116,31 @@ def _list(params: Params, key: str) -> list[str]:
     return value
 
 
-def _entries(params: Params) -> list[Params]:
+def _entries(params: Params, action: str) -> list[Params]:
     entries = params.get("Entries")
     if entries is None:
         raise MissingParameter("The request must contain the parameter Entries.")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise InvalidInput("Entries must be a list of objects")
+    if not entries:
+        raise EmptyBatch(f"There should be at least one {action}RequestEntry in the request.")
     return entries
 
 
-def _failure(entry_id: str, error: Exception) -> Result:
+@contextlib.contextmanager
+def _receipt_words() -> Iterator[None]:
+    """A malformed receipt handle, reported in SQS's words."""
+    try:
+        yield
+    except MalformedReceipt:
+        raise MalformedReceipt("The input receipt handle is invalid.") from None
+
+
+def _failure(entry_id: str, error: Exception, receipt: str | None = None) -> Result:
+    if isinstance(error, MalformedReceipt) and receipt is not None:
+        error = MalformedReceipt(
+            f'The input receipt handle "{receipt}" is not a valid receipt handle.'
+        )
     if isinstance(error, ConveyorError):
         code, message, sender = sqs_code(error), error.message, error.sender_fault
     else:
@@ -191,7 +222,16 @@ class SqsApi:
     # -- queues ---------------------------------------------------------------------------
 
     def create_queue(self, params: Params, caller: Caller) -> Result:
-        name = self.ns.from_name(caller, _require(params, "QueueName"))
+        given = params.get("QueueName")
+        try:
+            if given == "" or (isinstance(given, str) and len(given) > 80):
+                raise InvalidName(given)
+            name = self.ns.from_name(caller, _require(params, "QueueName"))
+        except InvalidName:
+            raise InvalidInput(
+                "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in"
+                " length"
+            ) from None
         _, _, plain = self.ns.split(name)
         changes = sqs_attributes.attribute_changes(
             params.get("Attributes") or {},
@@ -410,8 +450,9 @@ class SqsApi:
     def send_message(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
         queue = self.client.queue(name)
-        if queue.info.attributes.fifo:
-            _require_groups([params])
+        attrs = queue.info.attributes
+        if attrs.fifo:
+            _check_fifo([params], attrs.content_based_dedup)
         entry, out = self._entry(params, "0")
         sent = queue.send(
             entry.body,
@@ -428,7 +469,7 @@ class SqsApi:
 
     def send_message_batch(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        raw = _entries(params)
+        raw = _entries(params, "SendMessageBatch")
         entries: list[SendEntry] = []
         extras: dict[str, Result] = {}
         failed: list[Result] = []
@@ -440,8 +481,9 @@ class SqsApi:
                 f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes; this one is {total}"
             )
         queue = self.client.queue(name)
-        if queue.info.attributes.fifo:
-            _require_groups(raw)
+        attrs = queue.info.attributes
+        if attrs.fifo:
+            _check_fifo(raw, attrs.content_based_dedup)
         trace = params.get(TRACE_PARAM)
         for entry_id, e in zip(ids, raw, strict=True):
             try:
@@ -552,20 +594,25 @@ class SqsApi:
 
     def delete_message(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        self.client.queue(name).delete(str(_require(params, "ReceiptHandle")))
+        with _receipt_words():
+            self.client.queue(name).delete(str(_require(params, "ReceiptHandle")))
         self.metrics.deleted(name, 1)
         return {}
 
     def delete_message_batch(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        raw = _entries(params)
+        raw = _entries(params, "DeleteMessageBatch")
         ids = [str(e.get("Id", "")) for e in raw]
         check_batch(ids)
         receipts = {i: str(e.get("ReceiptHandle") or "") for i, e in zip(ids, raw, strict=True)}
         results = self.client.queue(name).delete_batch(receipts)
         ok = [{"Id": r.entry_id} for r in results if r.error is None]
         self.metrics.deleted(name, len(ok))
-        failed = [_failure(r.entry_id, r.error) for r in results if r.error is not None]
+        failed = [
+            _failure(r.entry_id, r.error, receipts[r.entry_id])
+            for r in results
+            if r.error is not None
+        ]
         return {"Successful": ok, "Failed": failed}
 
     def change_message_visibility(self, params: Params, caller: Caller) -> Result:
@@ -574,12 +621,13 @@ class SqsApi:
         if params.get("VisibilityTimeout") in (None, ""):
             raise MissingParameter("The request must contain the parameter VisibilityTimeout.")
         timeout = _int(params, "VisibilityTimeout", 0, 43200) or 0
-        self.client.queue(name).change_visibility(receipt, float(timeout))
+        with _receipt_words():
+            self.client.queue(name).change_visibility(receipt, float(timeout))
         return {}
 
     def change_message_visibility_batch(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        raw = _entries(params)
+        raw = _entries(params, "ChangeMessageVisibilityBatch")
         ids = [str(e.get("Id", "")) for e in raw]
         check_batch(ids)
         entries: dict[str, tuple[str, float]] = {}
@@ -593,7 +641,11 @@ class SqsApi:
             entries[entry_id] = (str(e.get("ReceiptHandle") or ""), float(timeout))
         results = self.client.queue(name).change_visibility_batch(entries) if entries else []
         ok = [{"Id": r.entry_id} for r in results if r.error is None]
-        failed += [_failure(r.entry_id, r.error) for r in results if r.error is not None]
+        failed += [
+            _failure(r.entry_id, r.error, entries[r.entry_id][0])
+            for r in results
+            if r.error is not None
+        ]
         return {"Successful": ok, "Failed": failed}
 
     # -- message move tasks ---------------------------------------------------------------

@@ -102,6 +102,7 @@ def attribute_changes(
     """QueueAttributes fields for SQS attribute values (CreateQueue when `current` is None)."""
     if not isinstance(values, Mapping):
         raise InvalidAttribute("Attributes must be a map of attribute names to values")
+    values = {str(k).strip(): v for k, v in values.items()}  # SQS ignores spaces around names
     base = current or QueueAttributes()
     changes: dict[str, Any] = {}
     settings = dict(base.settings)
@@ -111,7 +112,7 @@ def attribute_changes(
         if current is not None and wanted != base.fifo:
             raise InvalidAttribute("FifoQueue cannot be changed after a queue is created")
         if wanted != name.endswith(".fifo"):
-            raise InvalidAttribute(
+            raise InvalidInput(
                 "The name of a FIFO queue must end with the .fifo suffix, and only FIFO"
                 " queues' names may"
             )

@@ -134,3 +134,45 @@ def test_messages_checked_and_traced_as_on_sqs(sqs: Any, server: LiveServer, nam
     by_body = {m["Body"]: m.get("Attributes", {}) for m in got}
     assert by_body["traced"]["AWSTraceHeader"] == trace
     assert by_body["fair"]["MessageGroupId"] == "tenant-1"
+
+
+def test_errors_in_sqs_words(sqs: Any, name: str) -> None:
+    def error(call: Any, **kwargs: Any) -> tuple[str, str]:
+        with pytest.raises(ClientError) as err:
+            call(**kwargs)
+        e = err.value.response["Error"]
+        return e["Code"], e["Message"]
+
+    url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout ": "5"})["QueueUrl"]
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])[
+        "Attributes"
+    ] == {"VisibilityTimeout": "5"}  # spaces around an attribute name are ignored
+    assert error(sqs.create_queue, QueueName="/my/test") == (
+        "InvalidParameterValue",
+        "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
+    )
+    assert error(sqs.send_message_batch, QueueUrl=url, Entries=[]) == (
+        "AWS.SimpleQueueService.EmptyBatchRequest",
+        "There should be at least one SendMessageBatchRequestEntry in the request.",
+    )
+    assert error(sqs.delete_message, QueueUrl=url, ReceiptHandle="not-a-receipt") == (
+        "ReceiptHandleIsInvalid",
+        "The input receipt handle is invalid.",
+    )
+    failed = sqs.delete_message_batch(
+        QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": "not-a-receipt"}]
+    )["Failed"]
+    assert failed[0]["Message"] == (
+        'The input receipt handle "not-a-receipt" is not a valid receipt handle.'
+    )
+    fifo = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    code, message = error(
+        sqs.send_message_batch,
+        QueueUrl=fifo,
+        Entries=[
+            {"Id": "1", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "d"},
+            {"Id": "2", "MessageBody": "y", "MessageGroupId": "g"},
+        ],
+    )
+    assert code == "InvalidParameterValue" and "ContentBasedDeduplication" in message
+    assert "Messages" not in sqs.receive_message(QueueUrl=fifo)  # nothing was written
