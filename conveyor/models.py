@@ -83,7 +83,7 @@ class QueueAttributes:
     visibility_timeout: float = 30.0
     delay: float = 0.0
     retention: float = 4 * 86400.0
-    max_message_bytes: int = 262144
+    max_message_bytes: int = 1048576  # SQS's default and maximum since 2025: 1 MiB
     receive_wait: float = 0.0
     dead_letter: DeadLetterPolicy | None = None
     fifo: bool = False

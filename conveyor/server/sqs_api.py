@@ -26,6 +26,7 @@ from ..exceptions import (
     InvalidMessageContents,
     InvalidName,
     MalformedReceipt,
+    MessageTooLong,
     MissingParameter,
     QueueDoesNotExist,
     QueueExists,
@@ -125,6 +126,12 @@ def _entries(params: Params, action: str) -> list[Params]:
     if not entries:
         raise EmptyBatch(f"There should be at least one {action}RequestEntry in the request.")
     return entries
+
+
+def _too_long(limit: int) -> MessageTooLong:
+    return MessageTooLong(
+        f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes."
+    )
 
 
 @contextlib.contextmanager
@@ -454,13 +461,16 @@ class SqsApi:
         if attrs.fifo:
             _check_fifo([params], attrs.content_based_dedup)
         entry, out = self._entry(params, "0")
-        sent = queue.send(
-            entry.body,
-            delay=entry.delay,
-            group_id=entry.group_id,
-            dedup_id=entry.dedup_id,
-            attributes=entry.attributes,
-        )
+        try:
+            sent = queue.send(
+                entry.body,
+                delay=entry.delay,
+                group_id=entry.group_id,
+                dedup_id=entry.dedup_id,
+                attributes=entry.attributes,
+            )
+        except MessageTooLong:
+            raise _too_long(attrs.max_message_bytes) from None
         self.metrics.sent(name, 1)
         out["MessageId"] = sent.id
         if sent.sequence is not None and queue.info.attributes.fifo:
@@ -498,9 +508,11 @@ class SqsApi:
         successful: list[Result] = []
         if entries:
             fifo = queue.info.attributes.fifo
+            limit = queue.info.attributes.max_message_bytes
             for r in queue.send_batch(entries):
                 if r.error is not None:
-                    failed.append(_failure(r.entry_id, r.error))
+                    error = _too_long(limit) if isinstance(r.error, MessageTooLong) else r.error
+                    failed.append(_failure(r.entry_id, error))
                     continue
                 item: Result = {"Id": r.entry_id, "MessageId": r.result.id, **extras[r.entry_id]}
                 if fifo and r.result.sequence is not None:

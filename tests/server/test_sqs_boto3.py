@@ -385,7 +385,10 @@ def test_bad_input_gets_sqs_errors(sqs: Any, server: LiveServer, name: str) -> N
             lambda: sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "x"}),
             "InvalidAttributeValue",
         ),
-        (lambda: sqs.send_message(QueueUrl=url, MessageBody="x" * 262145), "InvalidParameterValue"),
+        (
+            lambda: sqs.send_message(QueueUrl=url, MessageBody="x" * 1048577),
+            "InvalidParameterValue",
+        ),
         (
             lambda: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Bogus"]),
             "InvalidAttributeName",

@@ -151,6 +151,10 @@ def test_errors_in_sqs_words(sqs: Any, name: str) -> None:
         "InvalidParameterValue",
         "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
     )
+    assert error(sqs.send_message, QueueUrl=url, MessageBody="x" * 1048577) == (
+        "InvalidParameterValue",
+        "One or more parameters are invalid. Reason: Message must be shorter than 1048576 bytes.",
+    )
     assert error(sqs.send_message_batch, QueueUrl=url, Entries=[]) == (
         "AWS.SimpleQueueService.EmptyBatchRequest",
         "There should be at least one SendMessageBatchRequestEntry in the request.",
