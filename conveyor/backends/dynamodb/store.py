@@ -17,22 +17,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import re
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from ...clock import Clock
 from ...exceptions import ConveyorError, InvalidInput
 from ...ids import new_ids
 from ...models import (
-    ArchivedMessage,
     Capability,
-    Consumer,
     DeadLetterPolicy,
     Message,
-    MessageState,
-    MessageUpdate,
     NewMessage,
     QueueAttributes,
     QueueInfo,
@@ -41,30 +36,21 @@ from ...models import (
     sent_result,
 )
 from ...validation import DEDUP_WINDOW
-from ..base import Backend, Consumers, Editing, Topics
+from ..base import Backend
 from ..errors import (
-    consumer_gone,
-    in_flight,
-    no_dead_letter_policy,
-    no_dead_letter_queue,
     no_message,
     no_queue,
-    no_source,
-    no_topic,
     queue_exists,
 )
 from ..receipts import make_receipt, parse_receipt, stale_receipt
 from ..rules import ClaimTerms, claim_terms, dedup_key
+from .editing import DynamoEditor
 from .items import (
     COMPAT,
     COMPAT_MAX_RECEIVES,
-    CONSUMERS,
     QUEUES,
-    TOPICS,
     Doc,
     Entry,
-    consumer_item,
-    consumer_of,
     doc_item,
     doc_of,
     entry_of,
@@ -79,6 +65,7 @@ from .items import (
 from .items import (
     Sequence as SendOrder,
 )
+from .registry import DynamoRegistry
 from .table import (
     META_ID,
     READY_INDEX,
@@ -88,6 +75,7 @@ from .table import (
     ConditionFailed,
     Item,
     Table,
+    expr,
 )
 from .totals import FIELDS as TOTAL_FIELDS
 from .totals import Totals
@@ -96,25 +84,9 @@ QUEUE_CACHE_SECONDS = 1.0  # how long a queue's registry entry is trusted (store
 READY_PAGES = 10  # pages of the ready index one receive reads at most
 WAITING_PAGE = 50  # due messages one receive releases at most
 MAX_ACTIONS = 100  # TransactWriteItems' limit
-EDIT_ATTEMPTS = 8
-
-_NAME = re.compile(r"#(\w+)")
 
 
-def expr(**parts: Any) -> dict[str, Any]:
-    """Request parameters with every `#name` in the expressions aliased (DynamoDB reserves
-    hundreds of words, `data` and `ttl` among them)."""
-    names: dict[str, str] = {}
-    for key in ("UpdateExpression", "ConditionExpression", "KeyConditionExpression",
-                "ProjectionExpression", "FilterExpression"):  # fmt: skip
-        if key in parts:
-            names.update((f"#{m}", m) for m in _NAME.findall(parts[key]))
-    if names:
-        parts["ExpressionAttributeNames"] = names
-    return parts
-
-
-class DynamoStore(Backend, Editing, Topics, Consumers):
+class DynamoStore(Backend):
     """A queue store on one DynamoDB table. Build one with `from_url`."""
 
     scheme = "dynamodb"
@@ -136,11 +108,22 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         super().__init__(clock=clock)
         self.table = table
         self._poll_interval = poll_interval
-        self._order = SendOrder()
+        self.order = SendOrder()
         self._entries: dict[str, tuple[float, Entry]] = {}
         self._due: dict[str, tuple[float, float]] = {}  # qt -> (checked at, next due)
         self._prepared = False
         self._totals = Totals()
+        self._registry = DynamoRegistry(self)
+        self._editor = DynamoEditor(self)
+
+    def editing(self) -> DynamoEditor:
+        return self._editor
+
+    def topics(self) -> DynamoRegistry:
+        return self._registry
+
+    def consumers(self) -> DynamoRegistry:
+        return self._registry
 
     @property
     def key(self) -> str:
@@ -157,7 +140,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
 
     # -- running totals (see totals.py) ---------------------------------------------------
 
-    def _count(self, entry: Entry, field: str, n: int = 1) -> None:
+    def count(self, entry: Entry, field: str, n: int = 1) -> None:
         if self._totals.add(entry.qt, field, n):
             self._flush()
 
@@ -167,7 +150,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             if not parts:
                 continue
             values = {f":{f}": n(c) for f, c in zip(TOTAL_FIELDS, counts, strict=True) if c}
-            self._call(
+            self.call(
                 "update_item",
                 Key={"id": s(f"conveyor#totals#{name}")},
                 ExpressionAttributeValues=values,
@@ -180,7 +163,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
 
     # -- requests -------------------------------------------------------------------------
 
-    def _call(self, operation: str, **kwargs: Any) -> Any:
+    def call(self, operation: str, **kwargs: Any) -> Any:
         if not self._prepared:
             self._prepare()
         return self.table.call(operation, TableName=self.table.name, **kwargs)
@@ -232,12 +215,12 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
 
     # -- the queue registry ---------------------------------------------------------------
 
-    def _entry(self, name: str, *, fresh: bool = False) -> Entry:
+    def queue_entry(self, name: str, *, fresh: bool = False) -> Entry:
         now = self.clock.now()
         hit = self._entries.get(name)
         if hit is not None and not fresh and 0.0 <= now - hit[0] < QUEUE_CACHE_SECONDS:
             return hit[1]
-        got = self._call("get_item", Key=queue_id(name), ConsistentRead=True)
+        got = self.call("get_item", Key=queue_id(name), ConsistentRead=True)
         if "Item" not in got:
             self._entries.pop(name, None)
             raise no_queue(name)
@@ -245,9 +228,9 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         self._entries[name] = (now, entry)
         return entry
 
-    def _maybe(self, name: str) -> Entry | None:
+    def maybe_entry(self, name: str) -> Entry | None:
         try:
-            return self._entry(name)
+            return self.queue_entry(name)
         except ConveyorError:
             return None
 
@@ -256,14 +239,14 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         qt = f"conveyor#{name}#{secrets.token_hex(4)}"
         entry = Entry(name, qt, f"{qt}#", attributes, now, now)
         try:
-            self._call(
+            self.call(
                 "put_item",
                 Item=entry.item(),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 **expr(ConditionExpression="attribute_not_exists(#id)"),
             )
         except ConditionFailed as exc:
-            old = entry_of(exc.item) if exc.item else self._entry(name, fresh=True)
+            old = entry_of(exc.item) if exc.item else self.queue_entry(name, fresh=True)
             if old.attrs != attributes:
                 raise queue_exists(name) from None
             return _info(old), False
@@ -271,9 +254,9 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         return _info(entry), True
 
     def delete_queue(self, name: str) -> None:
-        entry = self._entry(name, fresh=True)
+        entry = self.queue_entry(name, fresh=True)
         try:
-            self._call(
+            self.call(
                 "delete_item",
                 Key=queue_id(name),
                 **expr(ConditionExpression="attribute_exists(#id)"),
@@ -282,17 +265,10 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             raise no_queue(name) from None
         self._entries.pop(name, None)
         self._totals.forget(entry.qt)
-        self._call("delete_item", Key={"id": s(f"conveyor#totals#{entry.qt}")})
+        self.call("delete_item", Key={"id": s(f"conveyor#totals#{entry.qt}")})
         self._drop_items(entry.qt)
         self._drop_items(f"{entry.qt}#dedup")
-        for topic in self._registry(TOPICS):
-            if name in _subs(topic):
-                self._call(
-                    "update_item",
-                    Key={"id": topic["id"]},
-                    ExpressionAttributeValues={":q": {"SS": [name]}},
-                    **expr(UpdateExpression="DELETE #subs :q"),
-                )
+        self._registry.drop_subscriptions(name)
 
     def _drop_items(self, qt: str) -> int:
         """Delete every item whose queue_type is `qt`, 25 to a request."""
@@ -311,7 +287,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                 requests = out.get("UnprocessedItems", {}).get(self.table.name, [])
         return len(keys)
 
-    def _registry(self, kind: str, prefix: str = "") -> Iterator[Item]:
+    def registry(self, kind: str, prefix: str = "") -> Iterator[Item]:
         """The registry items of a kind (queues, topics, consumers), in name order."""
         if prefix:
             return self._query(
@@ -326,17 +302,17 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         )
 
     def list_queues(self, prefix: str = "") -> list[str]:
-        return sorted(item["sent_at"]["S"] for item in self._registry(QUEUES, prefix))
+        return sorted(item["sent_at"]["S"] for item in self.registry(QUEUES, prefix))
 
     def get_queue(self, name: str) -> QueueInfo:
-        return _info(self._entry(name, fresh=True))
+        return _info(self.queue_entry(name, fresh=True))
 
     def set_queue_attributes(self, name: str, attributes: QueueAttributes) -> QueueInfo:
-        entry = self._entry(name, fresh=True)
+        entry = self.queue_entry(name, fresh=True)
         now = self.clock.now()
         new = dataclasses.replace(entry, attrs=attributes, updated_at=now)
         try:
-            self._call(
+            self.call(
                 "put_item",
                 Item=new.item(),
                 ExpressionAttributeValues={":qt": s(entry.qt)},
@@ -348,12 +324,12 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         return _info(new)
 
     def purge_queue(self, name: str) -> int:
-        entry = self._entry(name, fresh=True)
+        entry = self.queue_entry(name, fresh=True)
         self._drop_items(f"{entry.qt}#dedup")
         self._due.pop(entry.qt, None)
         return self._drop_items(entry.qt)
 
-    def _docs(self, entry: Entry) -> Iterator[Doc]:
+    def queue_docs(self, entry: Entry) -> Iterator[Doc]:
         """Every message of a queue (DynamoMQ's index: one partition per queue)."""
         for item in self._query(
             IndexName=self.table.index,
@@ -363,11 +339,11 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             yield doc_of(item, entry)
 
     def queue_stats(self, name: str) -> QueueStats:
-        entry = self._entry(name)
+        entry = self.queue_entry(name)
         now = self.clock.now()
         ready = delayed = flying = 0
         oldest: float | None = None
-        for doc in self._docs(entry):
+        for doc in self.queue_docs(entry):
             if doc.vis <= now:
                 ready += 1
             elif doc.rc:
@@ -376,7 +352,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                 delayed += 1
             oldest = doc.sat if oldest is None else min(oldest, doc.sat)
         self._flush(entry.qt)
-        got = self._call(
+        got = self.call(
             "get_item", Key={"id": s(f"conveyor#totals#{entry.qt}")}, ConsistentRead=True
         )
         totals = {f: int(num(got.get("Item", {}), f) or 0) for f in TOTAL_FIELDS}
@@ -446,7 +422,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         return actions
 
     def _dedup_holder(self, entry: Entry, key: str) -> str:
-        got = self._call(
+        got = self.call(
             "get_item", Key={"id": s(f"conveyor#dedup#{entry.qt}#{key}")}, ConsistentRead=True
         )
         return text(got.get("Item", {}), "mid") or ""
@@ -471,7 +447,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                 )
             try:
                 if len(actions) == 1:
-                    self._call("put_item", **actions[0]["Put"])
+                    self.call("put_item", **actions[0]["Put"])
                 else:
                     self._transact(actions)
                 return duplicates
@@ -491,12 +467,12 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         return duplicates
 
     def send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
-        entry = self._entry(queue)
+        entry = self.queue_entry(queue)
         now = self.clock.now()
         fifo = entry.attrs.fifo
         mine = [m.generated_id or not m.id for m in messages]
         fresh = iter(new_ids(sum(mine)))
-        first = self._order.take(len(messages))
+        first = self.order.take(len(messages))
         results: list[SendResult | None] = []
         docs: list[Doc] = []
         places: list[int] = []
@@ -518,7 +494,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             places.append(len(results))
             results.append(None)
         duplicates = self._store([(entry, d) for d in docs], now) if docs else {}
-        self._count(entry, "sent", len(docs) - len(duplicates))
+        self.count(entry, "sent", len(docs) - len(duplicates))
         woken = False
         for i, (doc, place) in enumerate(zip(docs, places, strict=True)):
             if i in duplicates:
@@ -530,14 +506,46 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             if doc.vis <= now:
                 woken = True
             else:
-                self._note_due(entry, doc.vis)
+                self.note_due(entry, doc.vis)
         if woken:
             self.notify(queue)
         return [r for r in results if r is not None]
 
+    def fan_out(self, names: list[str], message: NewMessage) -> dict[str, SendResult]:
+        """A topic's publish: `message` into each of the queues `names`, in one transaction."""
+        now = self.clock.now()
+        entries = [self.queue_entry(name) for name in names]
+        mid = message.id
+        seq = self.order.take(len(entries))
+        docs = [
+            self._new_doc(
+                e,
+                message,
+                mid,
+                dedup_key(message, e.attrs.content_based_dedup) if e.attrs.fifo else None,
+                seq + i,
+                now,
+            )
+            for i, e in enumerate(entries)
+        ]
+        duplicates = self._store(list(zip(entries, docs, strict=True)), now)
+        out: dict[str, SendResult] = {
+            entries[i].name: SendResult(id=original, duplicate=True)
+            for i, original in duplicates.items()
+        }
+        for i, e in enumerate(entries):
+            if e.name not in out:
+                doc = docs[i]
+                out[e.name] = (
+                    SendResult(id=mid, sequence=doc.order) if e.attrs.fifo else sent_result(mid)
+                )
+                self.count(e, "sent")
+                self.notify(e.name)
+        return {name: out[name] for name in names}
+
     # -- receiving ------------------------------------------------------------------------
 
-    def _note_due(self, entry: Entry, when: float) -> None:
+    def note_due(self, entry: Entry, when: float) -> None:
         """This process made a message invisible until `when`: look for due ones then."""
         hit = self._due.get(entry.qt)
         if hit is not None and when < hit[1]:
@@ -549,7 +557,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         pri = int(num(item, "pri") or 0)
         # changed since, it is left to whoever changed it (who placed it)
         with contextlib.suppress(ConditionFailed):
-            self._call(
+            self.call(
                 "update_item",
                 Key={"id": item["id"]},
                 ExpressionAttributeValues={
@@ -568,7 +576,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         hit = self._due.get(entry.qt)
         if hit is not None and now < hit[1] and 0.0 <= now - hit[0] < self._poll_interval:
             return
-        out = self._call(
+        out = self.call(
             "query",
             IndexName=WAITING_INDEX,
             Limit=WAITING_PAGE,
@@ -603,7 +611,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         return blocked
 
     def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
-        entry = self._entry(queue)
+        entry = self.queue_entry(queue)
         now = self.clock.now()
         terms = claim_terms(entry.attrs, now, visibility_timeout)
         token = secrets.token_hex(8)
@@ -612,8 +620,8 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         else:
             out = self._receive_ready(entry, max_messages, terms, token)
         if out:
-            self._note_due(entry, terms.visible_at)
-            self._count(entry, "received", len(out))
+            self.note_due(entry, terms.visible_at)
+            self.count(entry, "received", len(out))
         return out
 
     def _receive_ready(
@@ -627,7 +635,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         start: dict[str, Any] | None = None
         for _ in range(READY_PAGES):
             page: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
-            got = self._call(
+            got = self.call(
                 "query",
                 IndexName=READY_INDEX,
                 Limit=100 if fifo else 2 * (limit - len(out)) + 2,
@@ -707,23 +715,23 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             deadline is not None and deadline <= now
         ):
             with contextlib.suppress(ConditionFailed):
-                self._call(
+                self.call(
                     "delete_item",
                     Key={"id": item["id"]},
                     ExpressionAttributeValues={":v": version},
                     **expr(ConditionExpression="#version = :v"),
                 )
-                self._count(entry, "expired")
+                self.count(entry, "expired")
             return "gone"
         policy = entry.attrs.dead_letter
         if policy is not None and count >= policy.max_receive_count:
-            dlq = self._maybe(policy.queue)
+            dlq = self.maybe_entry(policy.queue)
             if dlq is not None:
                 full = doc or self._read(entry, item)
                 if full is not None and full.version == int(version["N"]):
                     try:
-                        self._move(entry, full, dlq, now, dead_from=entry.name, error=None)
-                        self._count(entry, "dead")
+                        self.move(entry, full, dlq, now, dead_from=entry.name, error=None)
+                        self.count(entry, "dead")
                         self.notify(dlq.name)
                     except (ConditionFailed, Cancelled):
                         return "held"
@@ -754,7 +762,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             values[":q"] = s(entry.qt)
             update += ", #fq = :q, #fk = :vis REMOVE #rq, #rk"
         try:
-            got = self._call(
+            got = self.call(
                 "update_item",
                 Key={"id": item["id"]},
                 ReturnValues="ALL_NEW",
@@ -771,7 +779,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
     # -- receipts -------------------------------------------------------------------------
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
-        entry = self._entry(queue)
+        entry = self.queue_entry(queue)
         results: list[Exception | None] = []
         held: dict[str, tuple[str, list[int]]] = {}  # message id -> (token, result indexes)
         for receipt in receipts:
@@ -799,10 +807,10 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             ]
             try:
                 if len(actions) == 1:
-                    self._call("delete_item", **actions[0]["Delete"])
+                    self.call("delete_item", **actions[0]["Delete"])
                 else:
                     self._transact(actions)
-                self._count(entry, "deleted", len(pending))
+                self.count(entry, "deleted", len(pending))
                 break
             except ConditionFailed:
                 failed = [0]
@@ -817,7 +825,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]
     ) -> list[Exception | None]:
-        entry = self._entry(queue)
+        entry = self.queue_entry(queue)
         now = self.clock.now()
         results: list[Exception | None] = []
         released = False
@@ -843,7 +851,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                 values[":q"] = s(entry.qt)
                 update += ", #fq = :q, #fk = :vis REMOVE #rq, #rk"
             try:
-                got = self._call(
+                got = self.call(
                     "update_item",
                     Key={"id": s(entry.item_id(mid))},
                     ReturnValues="ALL_NEW",
@@ -860,7 +868,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
                 self._release(entry, got["Attributes"])
                 released = True
             else:
-                self._note_due(entry, vis)
+                self.note_due(entry, vis)
         if released:
             self.notify(queue)
         return results
@@ -868,115 +876,19 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
     # -- reading and editing --------------------------------------------------------------
 
     def _read(self, entry: Entry, item: Item) -> Doc | None:
-        got = self._call("get_item", Key={"id": item["id"]}, ConsistentRead=True)
+        got = self.call("get_item", Key={"id": item["id"]}, ConsistentRead=True)
         found = got.get("Item")
         if found is None or text(found, "queue_type") != entry.qt:
             return None
         return doc_of(found, entry)
 
-    def _doc(self, entry: Entry, message_id: str) -> Doc:
+    def message_doc(self, entry: Entry, message_id: str) -> Doc:
         doc = self._read(entry, {"id": s(entry.item_id(message_id))})
         if doc is None:
             raise no_message(entry.name, message_id)
         return doc
 
-    def list_messages(
-        self,
-        queue: str,
-        *,
-        state: MessageState | None = None,
-        limit: int = 100,
-        after: int = 0,
-    ) -> list[Message]:
-        entry = self._entry(queue)
-        now = self.clock.now()
-        out: list[Message] = []
-        for doc in sorted(self._docs(entry), key=lambda d: d.order):
-            if doc.order <= after:
-                continue
-            m = doc.message(queue)
-            if state is None or m.state(now) is state:
-                out.append(m)
-                if len(out) >= limit:
-                    break
-        return out
-
-    def get_message(self, queue: str, message_id: str) -> Message:
-        return self._doc(self._entry(queue), message_id).message(queue)
-
-    def _rewrite(self, queue: str, message_id: str, change: Callable[[Doc, float], None]) -> Doc:
-        """Read a message, change it, and write it back if nobody changed it meanwhile
-        (retried); its version goes up."""
-        entry = self._entry(queue)
-        for _ in range(EDIT_ATTEMPTS):
-            now = self.clock.now()
-            doc = self._doc(entry, message_id)
-            old = doc.version
-            change(doc, now)
-            doc.version = old + 1
-            try:
-                self._call(
-                    "put_item",
-                    Item=doc_item(doc, entry, now),
-                    ExpressionAttributeValues={":v": n(old), ":q": s(entry.qt)},
-                    **expr(ConditionExpression="#version = :v AND #queue_type = :q"),
-                )
-            except ConditionFailed:
-                continue
-            if doc.vis <= now:
-                self.notify(queue)
-            else:
-                self._note_due(entry, doc.vis)
-            return doc
-        raise _busy(message_id)
-
-    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
-        fifo = self._entry(queue).attrs.fifo
-
-        def change(doc: Doc, now: float) -> None:
-            if update.body is not None:
-                doc.body = update.body
-                doc.z = bool(update.compressed)
-            if update.attributes is not None:
-                doc.attributes = dict(update.attributes)
-            if update.priority is not None and not fifo and update.priority != doc.pri:
-                doc.pri = update.priority
-                doc.seq = self._order.take(1)  # the back of its new priority
-                doc.tok = None
-            if update.visible_at is not None:
-                doc.vis = update.visible_at
-
-        return self._rewrite(queue, message_id, change).message(queue)
-
-    def remove_message(self, queue: str, message_id: str) -> None:
-        entry = self._entry(queue)
-        try:
-            self._call(
-                "delete_item",
-                Key={"id": s(entry.item_id(message_id))},
-                ExpressionAttributeValues={":q": s(entry.qt)},
-                **expr(ConditionExpression="#queue_type = :q"),
-            )
-        except ConditionFailed:
-            raise no_message(queue, message_id) from None
-
-    def reset_message(self, queue: str, message_id: str) -> Message:
-        def change(doc: Doc, now: float) -> None:
-            doc.rc = 0
-            doc.frx = None
-            doc.vis = now
-            doc.tok = None
-
-        return self._rewrite(queue, message_id, change).message(queue)
-
-    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
-        def change(doc: Doc, now: float) -> None:
-            doc.vis = now + delay
-            doc.tok = None
-
-        return self._rewrite(queue, message_id, change).message(queue)
-
-    def _move(
+    def move(
         self,
         src: Entry,
         doc: Doc,
@@ -994,7 +906,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             doc,
             qt=dest.qt,
             pri=0 if dest.attrs.fifo else doc.pri,
-            seq=self._order.take(1),
+            seq=self.order.take(1),
             rc=0,
             frx=None,
             vis=now,
@@ -1008,7 +920,7 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
         old = n(doc.version)
         if src.item_id(doc.mid) == dest.item_id(doc.mid):  # DynamoMQ's two queues: in place
             moved.version = doc.version + 1
-            self._call(
+            self.call(
                 "put_item",
                 Item=doc_item(moved, dest, now),
                 ExpressionAttributeValues={":v": old, ":q": s(src.qt)},
@@ -1029,205 +941,6 @@ class DynamoStore(Backend, Editing, Topics, Consumers):
             )
         return moved
 
-    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
-        entry = self._entry(queue)
-        policy = entry.attrs.dead_letter
-        if policy is None:
-            raise no_dead_letter_policy(queue)
-        dlq = self._maybe(policy.queue)
-        if dlq is None:
-            raise no_dead_letter_queue(policy.queue, queue)
-        for _ in range(EDIT_ATTEMPTS):
-            doc = self._doc(entry, message_id)
-            try:
-                moved = self._move(entry, doc, dlq, self.clock.now(), dead_from=queue, error=error)
-            except (ConditionFailed, Cancelled):
-                continue
-            self._count(entry, "dead")
-            self.notify(dlq.name)
-            return moved.message(dlq.name)
-        raise _busy(message_id)
-
-    def redrive(
-        self,
-        queue: str,
-        *,
-        ids: Sequence[str] | None = None,
-        limit: int = 100,
-        to: str | None = None,
-    ) -> list[str]:
-        entry = self._entry(queue)
-        now = self.clock.now()
-        if ids is not None:
-            docs = [self._doc(entry, mid) for mid in ids]
-            for doc in docs:
-                if doc.vis > now and doc.rc:
-                    raise in_flight(doc.mid)
-        else:
-            ready = (d for d in self._docs(entry) if d.vis <= now)
-            docs = sorted(ready, key=lambda d: d.order)[:limit]
-        targets: dict[str, Entry] = {}
-        for doc in docs:
-            dest = to or doc.src
-            if dest is None:
-                raise no_source(doc.mid)
-            if dest not in targets:
-                targets[dest] = self._entry(dest)
-        moved: list[str] = []
-        for doc in docs:
-            target = targets[to or doc.src or ""]
-            try:
-                self._move(entry, doc, target, now, dead_from=None, error=None)
-            except (ConditionFailed, Cancelled):
-                continue  # received or changed since it was read: it stays
-            self._count(target, "sent")
-            moved.append(doc.mid)
-        for name in targets:
-            self.notify(name)
-        return moved
-
-    def list_archive(
-        self, queue: str, *, limit: int = 1000, after: int = 0
-    ) -> list[ArchivedMessage]:
-        self._entry(queue)
-        return []  # no archive on this store (the ARCHIVE feature is absent)
-
-    # -- topics ---------------------------------------------------------------------------
-
-    def create_topic(self, name: str) -> bool:
-        try:
-            self._call(
-                "put_item",
-                Item={
-                    "id": s(f"conveyor#topic#{name}"),
-                    "queue_type": s(TOPICS),
-                    "sent_at": s(name),
-                },
-                **expr(ConditionExpression="attribute_not_exists(#id)"),
-            )
-        except ConditionFailed:
-            return False
-        return True
-
-    def _topic(self, name: str) -> Item:
-        got = self._call("get_item", Key={"id": s(f"conveyor#topic#{name}")}, ConsistentRead=True)
-        if "Item" not in got:
-            raise no_topic(name)
-        item: Item = got["Item"]
-        return item
-
-    def delete_topic(self, name: str) -> None:
-        try:
-            self._call(
-                "delete_item",
-                Key={"id": s(f"conveyor#topic#{name}")},
-                **expr(ConditionExpression="attribute_exists(#id)"),
-            )
-        except ConditionFailed:
-            raise no_topic(name) from None
-
-    def list_topics(self, prefix: str = "") -> list[str]:
-        return sorted(item["sent_at"]["S"] for item in self._registry(TOPICS, prefix))
-
-    def subscribe(self, topic: str, queue: str) -> None:
-        self._entry(queue, fresh=True)
-        self._subscription(topic, queue, "ADD")
-
-    def unsubscribe(self, topic: str, queue: str) -> None:
-        self._subscription(topic, queue, "DELETE")
-
-    def _subscription(self, topic: str, queue: str, verb: str) -> None:
-        try:
-            self._call(
-                "update_item",
-                Key={"id": s(f"conveyor#topic#{topic}")},
-                ExpressionAttributeValues={":q": {"SS": [queue]}},
-                **expr(
-                    UpdateExpression=f"{verb} #subs :q",
-                    ConditionExpression="attribute_exists(#id)",
-                ),
-            )
-        except ConditionFailed:
-            raise no_topic(topic) from None
-
-    def topic_queues(self, topic: str) -> list[str]:
-        return sorted(_subs(self._topic(topic)))
-
-    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
-        names = sorted(_subs(self._topic(topic)))
-        now = self.clock.now()
-        entries = [self._entry(name) for name in names]
-        mid = message.id
-        seq = self._order.take(len(entries))
-        docs = [
-            self._new_doc(
-                e,
-                message,
-                mid,
-                dedup_key(message, e.attrs.content_based_dedup) if e.attrs.fifo else None,
-                seq + i,
-                now,
-            )
-            for i, e in enumerate(entries)
-        ]
-        duplicates = self._store(list(zip(entries, docs, strict=True)), now)
-        out: dict[str, SendResult] = {
-            entries[i].name: SendResult(id=original, duplicate=True)
-            for i, original in duplicates.items()
-        }
-        for i, e in enumerate(entries):
-            if e.name not in out:
-                doc = docs[i]
-                out[e.name] = (
-                    SendResult(id=mid, sequence=doc.order) if e.attrs.fifo else sent_result(mid)
-                )
-                self._count(e, "sent")
-                self.notify(e.name)
-        return {name: out[name] for name in names}
-
-    # -- consumers ------------------------------------------------------------------------
-
-    def _consumer(self, consumer_id: str) -> Consumer | None:
-        got = self._call(
-            "get_item", Key={"id": s(f"conveyor#consumer#{consumer_id}")}, ConsistentRead=True
-        )
-        return consumer_of(got["Item"]) if "Item" in got else None
-
-    def register_consumer(self, consumer: Consumer) -> Consumer:
-        now = self.clock.now()
-        old = self._consumer(consumer.id)
-        registered = consumer.registered_at or (old.registered_at if old else now)
-        c = dataclasses.replace(
-            consumer, info=dict(consumer.info), registered_at=registered, heartbeat_at=now
-        )
-        self._call("put_item", Item=consumer_item(c))
-        return c
-
-    def heartbeat(self, consumer_id: str) -> Consumer:
-        now = self.clock.now()
-        c = self._consumer(consumer_id)
-        if c is None or not c.alive(now):
-            if c is not None:
-                self.unregister_consumer(consumer_id)
-            raise consumer_gone(consumer_id)
-        c = dataclasses.replace(c, heartbeat_at=now)
-        self._call("put_item", Item=consumer_item(c))
-        return c
-
-    def unregister_consumer(self, consumer_id: str) -> None:
-        self._call("delete_item", Key={"id": s(f"conveyor#consumer#{consumer_id}")})
-
-    def list_consumers(self, queue: str | None = None) -> list[Consumer]:
-        now = self.clock.now()
-        out: list[Consumer] = []
-        for item in self._registry(CONSUMERS):
-            c = consumer_of(item)
-            if not c.alive(now):
-                self.unregister_consumer(c.id)
-            elif queue is None or c.queue == queue:
-                out.append(c)
-        return sorted(out, key=lambda c: (c.registered_at, c.id))
-
 
 def _info(entry: Entry) -> QueueInfo:
     return QueueInfo(
@@ -1235,17 +948,4 @@ def _info(entry: Entry) -> QueueInfo:
         attributes=entry.attrs,
         created_at=entry.created_at,
         updated_at=entry.updated_at,
-    )
-
-
-def _subs(item: Item) -> list[str]:
-    subs = item.get("subs")
-    return list(subs["SS"]) if subs else []
-
-
-def _busy(message_id: str) -> ConveyorError:
-    from ...exceptions import StoreUnavailable
-
-    return StoreUnavailable(
-        f"message {message_id!r} kept changing while it was edited (busy receivers?); retry"
     )

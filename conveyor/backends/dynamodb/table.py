@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -36,6 +37,22 @@ SCHEMA_VERSION = 1
 INDEX_ATTRIBUTES = ["mid", "version", "vis", "sat", "dl", "receive_count", "grp", "seq", "pri"]
 
 CONFLICT_ATTEMPTS = 8
+
+
+_NAME = re.compile(r"#(\w+)")
+
+
+def expr(**parts: Any) -> dict[str, Any]:
+    """Request parameters with every `#name` in the expressions aliased (DynamoDB reserves
+    hundreds of words, `data` and `ttl` among them)."""
+    names: dict[str, str] = {}
+    for key in ("UpdateExpression", "ConditionExpression", "KeyConditionExpression",
+                "ProjectionExpression", "FilterExpression"):  # fmt: skip
+        if key in parts:
+            names.update((f"#{m}", m) for m in _NAME.findall(parts[key]))
+    if names:
+        parts["ExpressionAttributeNames"] = names
+    return parts
 
 
 class ConditionFailed(Exception):
