@@ -82,6 +82,7 @@ class Decoder:
         self._length: int | None = None  # reading a content of this many bytes
         self._announced: int | None = None  # length= read; `content=` must follow
         self._size = 0
+        self._bare = False  # the frame is a bare `ping` or `pong` line
         self._error: str | None = None  # the frame is bad: skip to its end
 
     def feed(self, data: bytes) -> list[Frame | FrameError]:
@@ -143,7 +144,7 @@ class Decoder:
             word = line.strip().decode("latin-1")
             if word in ("ping", "pong") and not self._fields and self._content is None:
                 self._fields["type"] = word
-                self._fields["bare"] = "1"
+                self._bare = True
                 return
             self._fail(f"line {word[:40]!r} is not key=value")
             return
@@ -181,6 +182,7 @@ class Decoder:
 
     def _finish(self) -> Frame | FrameError | None:
         fields, extra, content, error = self._fields, self._extra, self._content, self._error
+        bare, self._bare = self._bare, False
         self._fields, self._extra, self._content, self._error = {}, [], None, None
         self._size = 0
         if error is not None:
@@ -190,7 +192,7 @@ class Decoder:
         kind = fields.get("type", "")
         if not kind:
             return FrameError("frame has no type= line")
-        if fields.get("bare"):
+        if bare:
             return PING if kind == "ping" else PONG
         return Frame(
             type=kind,

@@ -52,7 +52,6 @@ from .sqs_wire import XML_UNSAFE, md5_hex, md5_of_attributes, sqs_code
 Params = dict[str, Any]
 Result = dict[str, Any]
 
-BODY_RE = XML_UNSAFE
 TRACE_PARAM = "\x00X-Amzn-Trace-Id"  # the request's trace header, set by the endpoint
 SYSTEM_ATTRIBUTES = (
     "SenderId",
@@ -423,7 +422,7 @@ class SqsApi:
         body = _require(params, "MessageBody")
         if not isinstance(body, str):
             raise InvalidInput("MessageBody must be a string")
-        bad = BODY_RE.search(body)
+        bad = XML_UNSAFE.search(body)
         if bad:
             raise InvalidMessageContents(
                 f"Invalid characters found in MessageBody: {bad.group(0)!r} at {bad.start()}"
@@ -473,7 +472,7 @@ class SqsApi:
             raise _too_long(attrs.max_message_bytes) from None
         self.metrics.sent(name, 1)
         out["MessageId"] = sent.id
-        if sent.sequence is not None and queue.info.attributes.fifo:
+        if sent.sequence is not None and attrs.fifo:
             out["SequenceNumber"] = str(sent.sequence)
         return out
 
@@ -507,8 +506,7 @@ class SqsApi:
             extras[entry_id] = extra
         successful: list[Result] = []
         if entries:
-            fifo = queue.info.attributes.fifo
-            limit = queue.info.attributes.max_message_bytes
+            fifo, limit = attrs.fifo, attrs.max_message_bytes
             for r in queue.send_batch(entries):
                 if r.error is not None:
                     error = _too_long(limit) if isinstance(r.error, MessageTooLong) else r.error
