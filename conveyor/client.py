@@ -20,7 +20,7 @@ from .models import (
 from .pipeline import QueuePipeline
 from .queues import Body, Queue, SendEntry, plain_message
 from .urls import open_backend
-from .validation import check_queue_name, check_topic_name
+from .validation import check_message_id, check_queue_name, check_topic_name
 
 
 class Client:
@@ -131,19 +131,21 @@ class Client:
         group_id: str | None = None,
         dedup_id: str | None = None,
         priority: int = 0,
+        id: str | None = None,
     ) -> dict[str, SendResult]:
         """Send one message to every queue subscribed to `topic`, atomically where the store
         has transactions. Returns each queue's result; every copy carries one id.
 
         The message is checked against every subscribed queue as a send to it would be (its
         size, a FIFO queue's group and de-duplication id): if one would refuse it, none
-        gets it.
+        gets it. With `id` every copy carries that id, and a queue that holds a message with
+        it already reports a duplicate.
         """
         topics = self.catalog.topics()
         entry = SendEntry(
             entry_id="0",
             body=body,
-            id=new_id(),
+            id=new_id() if id is None else check_message_id(id),
             group_id=group_id,
             dedup_id=dedup_id,
             priority=priority,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from ..exceptions import InvalidInput
+from ..push.config import GatewayConfig
 from .app import State, cli
 
 
@@ -40,6 +43,17 @@ from .app import State, cli
     is_flag=True,
     help="Keep freed memory in the process (glibc): faster SQLite receives; see docs/stores.md.",
 )
+@click.option(
+    "--tcp",
+    "tcp",
+    metavar="HOST:PORT",
+    help="Also serve the SKMQ push gateway there (e.g. 127.0.0.1:1734); see docs/push.md.",
+)
+@click.option(
+    "--conf",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The push gateway's settings: SKMQ's conf.json (retry_times, ack_timeout, rate, ...).",
+)
 @click.pass_obj
 def serve(
     state: State,
@@ -56,6 +70,8 @@ def serve(
     max_body: int,
     access_log: bool,
     keep_heap: bool,
+    tcp: str | None,
+    conf: Path | None,
 ) -> None:
     """Serve the SQS wire API, the REST API and /metrics over HTTP.
 
@@ -85,6 +101,9 @@ def serve(
         statsd=statsd,
         statsd_prefix=statsd_prefix,
     )
+    gateway = None
+    if tcp is not None or conf is not None:
+        gateway = gateway_config(conf, tcp, auth_token)
     run(
         store_url or state.store,
         host=host,
@@ -93,4 +112,90 @@ def serve(
         insecure=insecure,
         access_log=access_log,
         keep_heap=keep_heap,
+        gateway=gateway,
     )
+
+
+def gateway_config(conf: Path | None, listen: str | None, token: str | None) -> GatewayConfig:
+    overrides: dict[str, object] = {}
+    if listen is not None:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit():
+            raise InvalidInput(f"{listen!r}: give HOST:PORT, like 127.0.0.1:1734")
+        overrides.update(host=host.strip("[]"), port=int(port))
+    if token is not None:
+        overrides["auth_token"] = token
+    if conf is not None:
+        return GatewayConfig.from_json(conf, **overrides)
+    return GatewayConfig(**overrides)  # type: ignore[arg-type]
+
+
+@cli.command()
+@click.option("--store", "store_url", help="Store URL (default: the global --store).")
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    help="Address to listen on (default: conf.json's listener_host/port, or 127.0.0.1:1734).",
+)
+@click.option(
+    "--conf",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SKMQ's conf.json: retry_times, ack_timeout (ms), rate, listener_host, listener_port.",
+)
+@click.option(
+    "--auth-token",
+    envvar="CONVEYOR_PUSH_TOKEN",
+    help="Token every connection must give (an auth frame, or `token` when registering).",
+)
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
+@click.pass_obj
+def gateway(
+    state: State,
+    store_url: str | None,
+    listen: str | None,
+    conf: Path | None,
+    auth_token: str | None,
+    insecure: bool,
+) -> None:
+    """Serve the SKMQ push gateway alone: producers send over TCP, registered consumers
+    get messages pushed (docs/push.md). SIGTERM releases unanswered messages and exits 0."""
+    import logging
+    import signal
+
+    from ..client import Client
+    from ..push.config import check_gateway_exposure
+    from ..push.gateway import Gateway
+    from ..urls import redact
+
+    config = gateway_config(conf, listen, auth_token)
+    check_gateway_exposure(config, insecure)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    url = store_url or state.store
+    client = Client(url)
+    client.list_queues()  # fail now, with the store's message, if it cannot be reached
+
+    async def main() -> None:
+        push = Gateway(client, config)
+        await push.start()
+        logging.getLogger("conveyor.push").info("on store %s", redact(url))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await push.close()
+
+    try:
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            runner.run(main())
+    finally:
+        client.close()
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop where it is installed (it comes with the server extra), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop

@@ -85,6 +85,14 @@ class Decoder:
         self._bare = False  # the frame is a bare `ping` or `pong` line
         self._error: str | None = None  # the frame is bad: skip to its end
 
+    @property
+    def pending(self) -> bool:
+        """Whether part of a frame has arrived and its end has not."""
+        return bool(
+            self._buf or self._fields or self._extra or self._content is not None
+            or self._length is not None or self._announced is not None or self._error
+        )  # fmt: skip
+
     def feed(self, data: bytes) -> list[Frame | FrameError]:
         self._buf += data
         out: list[Frame | FrameError] = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import signal
 from types import FrameType
@@ -13,21 +12,20 @@ import uvicorn
 from .. import tuning
 from ..client import Client
 from ..exceptions import InvalidInput
+from ..push.config import GatewayConfig, check_gateway_exposure, is_loopback
+from ..push.gateway import Gateway
 from ..urls import redact
 from .app import ConveyorServer, ServerConfig
 
-__all__ = ["ConveyorServer", "ServerConfig", "check_exposure", "serve"]
+__all__ = [
+    "ConveyorServer",
+    "ServerConfig",
+    "check_exposure",
+    "check_gateway_exposure",
+    "serve",
+]
 
 log = logging.getLogger("conveyor.server")
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_exposure(host: str, config: ServerConfig, insecure: bool) -> None:
@@ -73,10 +71,16 @@ def serve(
     access_log: bool = False,
     log_level: str = "info",
     keep_heap: bool = False,
+    gateway: GatewayConfig | None = None,
 ) -> None:
-    """Run the server until SIGTERM/SIGINT; returns once requests in flight are done."""
+    """Run the server until SIGTERM/SIGINT; returns once requests in flight are done.
+
+    With `gateway`, the SKMQ push gateway serves beside HTTP in the same event loop.
+    """
     config = config or ServerConfig()
     check_exposure(host, config, insecure)
+    if gateway is not None:
+        check_gateway_exposure(gateway, insecure)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     # the PostgreSQL pool logs every failed reconnection attempt; the store logs an outage
     # once, and its end
@@ -111,9 +115,15 @@ def serve(
         flusher = None
         if config.statsd:
             flusher = asyncio.create_task(server.metrics.run_flusher(config.statsd_interval))
+        push = None
+        if gateway is not None:
+            push = Gateway(client, gateway)
+            await push.start()
         try:
             await uv.serve()
         finally:
+            if push is not None:
+                await push.close()
             if flusher is not None:
                 flusher.cancel()
 
