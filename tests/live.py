@@ -12,6 +12,7 @@ import uvicorn
 
 from conveyor import Client
 from conveyor.server import ConveyorServer, ServerConfig
+from conveyor.server.protocol import guarded
 
 
 def free_port() -> int:
@@ -22,12 +23,19 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, client: Client, config: ServerConfig | None = None) -> None:
+    def __init__(
+        self, client: Client, config: ServerConfig | None = None, request_timeout: float = 30.0
+    ) -> None:
         self.conveyor = ConveyorServer(client, config)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cfg = uvicorn.Config(
-            self.conveyor.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+            self.conveyor.app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="off",
+            http=guarded(request_timeout),
         )
         self.uv = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.uv.run, daemon=True)

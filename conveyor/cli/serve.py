@@ -19,6 +19,11 @@ from .app import State, cli
 @click.option("--port", default=9324, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--auth-token", envvar="CONVEYOR_AUTH_TOKEN", help="Bearer token for REST.")
 @click.option(
+    "--metrics-token",
+    envvar="CONVEYOR_METRICS_TOKEN",
+    help="A read-only bearer token that opens /metrics alone (for scrapers).",
+)
+@click.option(
     "--aws-credentials",
     type=click.Path(dir_okay=False, path_type=Path),
     help="AWS credentials file: SQS requests must be SigV4-signed by one of its keys.",
@@ -44,6 +49,19 @@ from .app import State, cli
     help="Keep freed memory in the process (glibc): faster SQLite receives; see docs/stores.md.",
 )
 @click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Serve HTTPS (and the push gateway over TLS) with this PEM certificate (chain).",
+)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="Its PEM key.")
+@click.option(
+    "--request-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds a request has to arrive whole; a silent or trickling connection is closed.",
+)
+@click.option(
     "--tcp",
     "tcp",
     metavar="HOST:PORT",
@@ -61,6 +79,7 @@ def serve(
     host: str,
     port: int,
     auth_token: str | None,
+    metrics_token: str | None,
     aws_credentials: Path | None,
     insecure: bool,
     region: str,
@@ -70,6 +89,9 @@ def serve(
     max_body: int,
     access_log: bool,
     keep_heap: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
+    request_timeout: float,
     tcp: str | None,
     conf: Path | None,
 ) -> None:
@@ -97,13 +119,16 @@ def serve(
         region=region,
         account=account,
         auth_token=auth_token,
+        metrics_token=metrics_token,
         aws_keys=load_credentials(aws_credentials) if aws_credentials else {},
         statsd=statsd,
         statsd_prefix=statsd_prefix,
     )
+    if (tls_cert is None) != (tls_key is None):
+        raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")
     gateway = None
     if tcp is not None or conf is not None:
-        gateway = gateway_config(conf, tcp, auth_token)
+        gateway = gateway_config(conf, tcp, auth_token, tls_cert, tls_key)
     run(
         store_url or state.store,
         host=host,
@@ -113,11 +138,22 @@ def serve(
         access_log=access_log,
         keep_heap=keep_heap,
         gateway=gateway,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        request_timeout=request_timeout,
     )
 
 
-def gateway_config(conf: Path | None, listen: str | None, token: str | None) -> GatewayConfig:
+def gateway_config(
+    conf: Path | None,
+    listen: str | None,
+    token: str | None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+) -> GatewayConfig:
     overrides: dict[str, object] = {}
+    if tls_cert is not None:
+        overrides.update(tls_cert=tls_cert, tls_key=tls_key)
     if listen is not None:
         host, _, port = listen.rpartition(":")
         if not host or not port.isdigit():
@@ -148,6 +184,10 @@ def gateway_config(conf: Path | None, listen: str | None, token: str | None) -> 
     help="Token every connection must give (an auth frame, or `token` when registering).",
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
+@click.option(
+    "--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Serve TLS: PEM certificate."
+)
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="Its PEM key.")
 @click.pass_obj
 def gateway(
     state: State,
@@ -156,6 +196,8 @@ def gateway(
     conf: Path | None,
     auth_token: str | None,
     insecure: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
 ) -> None:
     """Serve the SKMQ push gateway alone: producers send over TCP, registered consumers
     get messages pushed (docs/push.md). SIGTERM releases unanswered messages and exits 0."""
@@ -167,7 +209,9 @@ def gateway(
     from ..push.gateway import Gateway
     from ..urls import redact
 
-    config = gateway_config(conf, listen, auth_token)
+    if (tls_cert is None) != (tls_key is None):
+        raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")
+    config = gateway_config(conf, listen, auth_token, tls_cert, tls_key)
     check_gateway_exposure(config, insecure)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     url = store_url or state.store

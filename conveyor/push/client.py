@@ -11,6 +11,7 @@ import json
 import logging
 import signal
 import socket
+import ssl
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -61,15 +62,29 @@ class PushMessage:
         return json.loads(self.content)
 
 
-def parse_url(url: str) -> tuple[str, int, str | None]:
-    """`skmq://host:port?token=T` (or `tcp://`, or `host:port`) -> host, port, token."""
+def parse_url(url: str) -> tuple[str, int, str | None, bool]:
+    """`skmq://host:port?token=T` (`skmqs://` over TLS; or `tcp://`, or `host:port`) ->
+    host, port, token, TLS."""
     if "://" not in url:
         url = "skmq://" + url
     parts = urlsplit(url)
-    if parts.scheme not in ("skmq", "tcp") or not parts.hostname:
-        raise InvalidInput(f"push gateway URL {url!r}: give skmq://HOST:PORT")
+    if parts.scheme not in ("skmq", "skmqs", "tcp") or not parts.hostname:
+        raise InvalidInput(f"push gateway URL {url!r}: give skmq://HOST:PORT (skmqs:// for TLS)")
     tokens = parse_qs(parts.query).get("token")
-    return parts.hostname, parts.port or DEFAULT_PORT, tokens[0] if tokens else None
+    port = parts.port or DEFAULT_PORT
+    return parts.hostname, port, tokens[0] if tokens else None, parts.scheme == "skmqs"
+
+
+def connect(host: str, port: int, timeout: float, tls: ssl.SSLContext | None) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if tls is None:
+        return sock
+    try:
+        return tls.wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
 
 
 @dataclass(frozen=True)
@@ -101,8 +116,10 @@ class PushProducer:
     """
 
     def __init__(self, url: str = f"skmq://127.0.0.1:{DEFAULT_PORT}", *,
-                 token: str | None = None, timeout: float = 30.0) -> None:  # fmt: skip
-        self.host, self.port, url_token = parse_url(url)
+                 token: str | None = None, timeout: float = 30.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:  # fmt: skip
+        self.host, self.port, url_token, tls = parse_url(url)
+        self.tls = (ssl_context or ssl.create_default_context()) if tls else None
         self.token = token or url_token
         self.timeout = timeout
         self._sock: socket.socket | None = None
@@ -177,8 +194,7 @@ class PushProducer:
 
     def _connect(self) -> socket.socket:
         if self._sock is None:
-            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = connect(self.host, self.port, self.timeout, self.tls)
             self._sock, self._decoder, self._frames = sock, Decoder(), []
             if self.token is not None:
                 sock.sendall(encode(Frame(type="auth", content=self.token.encode())))
@@ -247,8 +263,10 @@ class PushConsumer:
         prefetch: int = 16,
         workers: int = 1,
         token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.host, self.port, url_token = parse_url(url)
+        self.host, self.port, url_token, tls = parse_url(url)
+        self.tls = (ssl_context or ssl.create_default_context()) if tls else None
         self.token = token or url_token
         self.appid = appid
         self.handler = handler
@@ -305,8 +323,7 @@ class PushConsumer:
             self._close()
 
     def _session(self, pool: ThreadPoolExecutor) -> None:
-        sock = socket.create_connection((self.host, self.port), timeout=10)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = connect(self.host, self.port, 10, self.tls)
         sock.settimeout(0.5)  # to notice stop()
         self._sock = sock
         register = {

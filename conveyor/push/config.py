@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import ssl
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ PLAIN_KEYS = {
     "listener_host": "host",
     "listener_port": "port",
     "auth_token": "auth_token",
+    "tls_cert": "tls_cert",
+    "tls_key": "tls_key",
     "prefetch": "prefetch",
     "max_frame": "max_frame",
     "max_connections": "max_connections",
@@ -70,6 +73,9 @@ class GatewayConfig:
     """A send waits this long at most for the rate limit; past it, it is rejected."""
     max_frame: int = MAX_FRAME
     max_connections: int = 10_000
+    tls_cert: str | None = None
+    """Serve TLS with this PEM certificate (chain) and `tls_key`."""
+    tls_key: str | None = None
 
     def __post_init__(self) -> None:
         checks = (
@@ -149,3 +155,15 @@ def check_gateway_exposure(config: GatewayConfig, insecure: bool) -> None:
         " --auth-token TOKEN (consumers send it when they register, producers in an auth"
         " frame), or --insecure to serve it without authentication"
     )
+
+
+def server_tls(config: GatewayConfig) -> ssl.SSLContext | None:
+    """The gateway's TLS context, or None to serve plain TCP."""
+    if config.tls_cert is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(config.tls_cert, config.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidInput(f"cannot load the TLS certificate {config.tls_cert}: {exc}") from exc
+    return context

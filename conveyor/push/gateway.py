@@ -58,7 +58,7 @@ from ..models import Capability, DeadLetterPolicy, Message, NewMessage, SendResu
 from ..queues import RECEIVE, SendEntry, Wait, decode_message, long_poll
 from ..validation import NAME_RE
 from .codec import PING, PONG, Decoder, Frame, FrameError, encode
-from .config import GatewayConfig
+from .config import GatewayConfig, server_tls
 
 log = logging.getLogger("conveyor.push")
 
@@ -420,12 +420,24 @@ class Gateway:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
+        tls = server_tls(self.config)
         self.server = await asyncio.start_server(
-            self._accept, self.config.host, self.config.port, limit=2**20, backlog=1024
+            self._accept,
+            self.config.host,
+            self.config.port,
+            limit=2**20,
+            backlog=1024,
+            ssl=tls,
+            ssl_handshake_timeout=self.config.read_timeout if tls else None,
         )
         self.spawn(self._heartbeats())
         self.spawn(self._expiry())
-        log.info("push gateway listening on %s:%d", self.config.host, self.port)
+        log.info(
+            "push gateway listening on %s:%d%s",
+            self.config.host,
+            self.port,
+            " (TLS)" if self.config.tls_cert else "",
+        )
 
     @property
     def port(self) -> int:

@@ -16,6 +16,7 @@ from ..push.config import GatewayConfig, check_gateway_exposure, is_loopback
 from ..push.gateway import Gateway
 from ..urls import redact
 from .app import ConveyorServer, ServerConfig
+from .protocol import REQUEST_TIMEOUT, guarded
 
 __all__ = [
     "ConveyorServer",
@@ -72,6 +73,9 @@ def serve(
     log_level: str = "info",
     keep_heap: bool = False,
     gateway: GatewayConfig | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    request_timeout: float = REQUEST_TIMEOUT,
 ) -> None:
     """Run the server until SIGTERM/SIGINT; returns once requests in flight are done.
 
@@ -98,11 +102,15 @@ def serve(
         access_log=access_log,
         timeout_graceful_shutdown=30,
         lifespan="off",
+        http=guarded(request_timeout),
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
     )
     uv = _Server(uv_config, server)
     log.info(
-        "conveyor serving http://%s:%d (SQS API, REST API, /metrics) on store %s;"
+        "conveyor serving %s://%s:%d (SQS API, REST API, /metrics) on store %s;"
         " SQS region %s, account %s%s",
+        "https" if tls_cert else "http",
         host,
         port,
         redact(store),

@@ -15,11 +15,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from .. import __version__
@@ -66,6 +69,7 @@ class ServerConfig:
     region: str = "us-east-1"
     account: str = "000000000000"
     auth_token: str | None = None
+    metrics_token: str | None = None  # a read-only token for /metrics alone
     aws_keys: dict[str, Key] = field(default_factory=dict)
     statsd: str | None = None
     statsd_prefix: str = ""
@@ -125,7 +129,9 @@ class ConveyorServer:
 
         @app.get("/metrics", tags=["operations"], summary="Prometheus metrics")
         async def metrics(request: Request) -> Response:
-            self.auth.check_bearer(request.headers.get("authorization"))
+            self.auth.check_bearer(
+                request.headers.get("authorization"), also=self.config.metrics_token
+            )
             body = await asyncio.to_thread(self.metrics.exposition)
             return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -142,6 +148,24 @@ class ConveyorServer:
                 {"error": f"invalid request: {problems}", "code": InvalidInput.code},
                 status_code=400,
             )
+
+        @app.exception_handler(StarletteHTTPException)
+        async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
+            # routing's own answers (404, 405 with its Allow header) in the one error shape
+            try:
+                code = HTTPStatus(exc.status_code).phrase.replace(" ", "").replace("-", "")
+            except ValueError:
+                code = f"HTTP{exc.status_code}"
+            return JSONResponse(
+                {"error": str(exc.detail), "code": code},
+                status_code=exc.status_code,
+                headers=exc.headers,
+            )
+
+        @app.exception_handler(ClientDisconnect)
+        async def on_gone(request: Request, exc: ClientDisconnect) -> Response:
+            log.debug("%s %s: the client went away mid-request", request.method, request.url.path)
+            return Response(status_code=499)
 
         @app.exception_handler(Exception)
         async def on_crash(request: Request, exc: Exception) -> Response:
@@ -226,6 +250,10 @@ class ConveyorServer:
         except ConveyorError as exc:
             status = exc.status
             return sqs_error(exc, protocol, request_id)
+        except ClientDisconnect:
+            log.debug("SQS %s: the client went away mid-request", action)
+            status = 499  # nginx's code for it: neither the server's fault nor an answer
+            return Response(status_code=499)
         except Exception:
             log.exception("SQS %s failed", action)
             status = 500

@@ -33,6 +33,8 @@ AUTH_RE = re.compile(
     r"SignedHeaders=([^,\s]+)\s*,\s*Signature=([0-9a-f]{64})"
 )
 MAX_SKEW = 15 * 60
+MAX_PRESIGNED = 7 * 24 * 3600  # the longest X-Amz-Expires AWS accepts
+UNSIGNED = "UNSIGNED-PAYLOAD"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +78,20 @@ class Auth:
     def verifies(self) -> bool:
         return bool(self.keys)
 
-    def check_bearer(self, header: str | None) -> None:
-        if self.token is None:
+    def check_bearer(self, header: str | None, *, also: str | None = None) -> None:
+        """The request must carry the server's token (or `also`, a route group's own),
+        compared in constant time."""
+        tokens = [t for t in (self.token, also) if t is not None]
+        if not tokens:
             return
         scheme, _, value = (header or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), self.token):
+        given = value.strip().encode()
+        # every token is compared, so the time taken does not say which one came close
+        matches = [hmac.compare_digest(given, t.encode()) for t in tokens]
+        if scheme.lower() != "bearer" or not any(matches):
             raise Unauthorized(
                 "this server requires 'Authorization: Bearer <token>' (the --auth-token it was"
-                " started with)"
+                " started with" + (", or --metrics-token for /metrics)" if also else ")")
             )
 
     def caller(
@@ -101,6 +109,11 @@ class Auth:
         header = headers.get("authorization", "")
         match = AUTH_RE.match(header)
         if match is None:
+            presigned = _presigned(query)
+            if presigned is not None:
+                return self._presigned_caller(
+                    presigned, method, raw_path, query, headers, body, base_url, now
+                )
             if self.verifies:
                 raise AccessDenied(
                     "this server requires requests signed with AWS Signature Version 4 by a"
@@ -113,32 +126,122 @@ class Auth:
             raise AccessDenied(f"the signature's region {region!r} is not a region name")
         account = key_id if ACCOUNT_RE.fullmatch(key_id) else ns.account
         if self.verifies:
-            key = self.keys.get(key_id)
-            if key is None:
-                raise InvalidClientTokenId(
-                    "The security token included in the request is invalid: unknown access key"
-                    f" {key_id}"
-                )
+            key = self._key(key_id)
             account = key.account or account
             amz_date = headers.get("x-amz-date", "")
             _check_time(amz_date, date, now)
+            signed_headers = signed.split(";")
+            payload = _payload(headers, signed_headers, body)
             expected = signature_v4(
                 secret=key.secret,
                 method=method,
                 raw_path=raw_path,
                 query=query,
                 headers=headers,
-                signed_headers=signed.split(";"),
-                body=body,
+                signed_headers=signed_headers,
+                payload=payload,
                 amz_date=amz_date,
                 scope=f"{date}/{region}/{service}/aws4_request",
             )
-            if not hmac.compare_digest(expected, signature):
-                raise SignatureDoesNotMatch(
-                    "The request signature we calculated does not match the signature you"
-                    " provided. Check your AWS Secret Access Key and signing method."
-                )
+            _compare(expected, signature)
         return Caller(region=region, account=account, base_url=base_url)
+
+    def _key(self, key_id: str) -> Key:
+        key = self.keys.get(key_id)
+        if key is None:
+            raise InvalidClientTokenId(
+                "The security token included in the request is invalid: unknown access key"
+                f" {key_id}"
+            )
+        return key
+
+    def _presigned_caller(
+        self,
+        params: dict[str, str],
+        method: str,
+        raw_path: str,
+        query: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        base_url: str,
+        now: float,
+    ) -> Caller:
+        """Query-string authentication (a presigned URL): the signature, its scope, date,
+        lifetime and signed headers are query parameters."""
+        if params.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256":
+            raise AccessDenied("X-Amz-Algorithm must be AWS4-HMAC-SHA256")
+        parts = params.get("X-Amz-Credential", "").split("/")
+        if len(parts) != 5 or parts[4] != "aws4_request" or not REGION_RE.fullmatch(parts[2]):
+            raise AccessDenied("X-Amz-Credential must be KEY/YYYYMMDD/REGION/SERVICE/aws4_request")
+        key_id, date, region, service, _ = parts
+        account = key_id if ACCOUNT_RE.fullmatch(key_id) else self.namespaces.account
+        if not self.verifies:
+            return Caller(region=region, account=account, base_url=base_url)
+        key = self._key(key_id)
+        amz_date = params.get("X-Amz-Date", "")
+        expires = params.get("X-Amz-Expires", "")
+        if not expires.isdigit() or not 1 <= int(expires) <= MAX_PRESIGNED:
+            raise AccessDenied(f"X-Amz-Expires must be 1 to {MAX_PRESIGNED} seconds")
+        _check_time(amz_date, date, now, expires=int(expires))
+        signed_headers = params.get("X-Amz-SignedHeaders", "").split(";")
+        if "host" not in signed_headers:
+            raise AccessDenied("X-Amz-SignedHeaders must include host")
+        unsigned = "&".join(p for p in query.split("&") if not p.startswith("X-Amz-Signature="))
+        scope = f"{date}/{region}/{service}/aws4_request"
+        # botocore signs the body's hash; other SDKs' presigners sign UNSIGNED-PAYLOAD, which
+        # binds nothing only where there is nothing to bind: a request without a body
+        payloads = [hashlib.sha256(body).hexdigest()] + ([UNSIGNED] if not body else [])
+        signature = params.get("X-Amz-Signature", "")
+        for payload in payloads:
+            expected = signature_v4(
+                secret=key.secret,
+                method=method,
+                raw_path=raw_path,
+                query=unsigned,
+                headers=headers,
+                signed_headers=signed_headers,
+                payload=payload,
+                amz_date=amz_date,
+                scope=scope,
+            )
+            if hmac.compare_digest(expected, signature):
+                return Caller(region=region, account=key.account or account, base_url=base_url)
+        _compare("", signature)
+        raise AssertionError  # _compare raised
+
+
+def _presigned(query: str) -> dict[str, str] | None:
+    if "X-Amz-Signature=" not in query:
+        return None
+    return {k: v for k, v in parse_qsl(query, keep_blank_values=True) if k.startswith("X-Amz-")}
+
+
+def _payload(headers: Mapping[str, str], signed_headers: list[str], body: bytes) -> str:
+    """The body's SHA-256, always computed: a client's x-amz-content-sha256 must equal it
+    and be signed, so a captured signature cannot carry another body."""
+    digest = hashlib.sha256(body).hexdigest()
+    if "host" not in signed_headers:
+        raise SignatureDoesNotMatch("SignedHeaders must include host")
+    claimed = headers.get("x-amz-content-sha256")
+    if claimed is not None:
+        if "x-amz-content-sha256" not in signed_headers:
+            raise SignatureDoesNotMatch(
+                "x-amz-content-sha256 was sent but not signed: add it to SignedHeaders"
+            )
+        if claimed != digest:
+            raise SignatureDoesNotMatch(
+                "x-amz-content-sha256 is not the SHA-256 of the request body (this server"
+                " accepts only signed payloads)"
+            )
+    return digest
+
+
+def _compare(expected: str, signature: str) -> None:
+    if not expected or not hmac.compare_digest(expected, signature):
+        raise SignatureDoesNotMatch(
+            "The request signature we calculated does not match the signature you"
+            " provided. Check your AWS Secret Access Key and signing method."
+        )
 
 
 def _region_from_query(query: str) -> str | None:
@@ -150,13 +253,21 @@ def _region_from_query(query: str) -> str | None:
     return None
 
 
-def _check_time(amz_date: str, date: str, now: float) -> None:
+def _check_time(amz_date: str, date: str, now: float, *, expires: int | None = None) -> None:
     try:
         when = dt.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
     except ValueError:
         raise SignatureDoesNotMatch("X-Amz-Date must be present as YYYYMMDDTHHMMSSZ") from None
     if not amz_date.startswith(date):
         raise SignatureDoesNotMatch("the credential scope's date differs from X-Amz-Date")
+    if expires is not None:  # a presigned URL: valid from its date (give or take the skew)
+        if when.timestamp() - now > MAX_SKEW:
+            raise AccessDenied("the presigned URL is dated in the future (check the clock)")
+        if now > when.timestamp() + expires:
+            raise AccessDenied(
+                f"Request has expired: the presigned URL was valid for {expires} s from {amz_date}"
+            )
+        return
     if abs(when.timestamp() - now) > MAX_SKEW:
         raise SignatureDoesNotMatch(
             "Signature expired: the request was signed more than 15 minutes from now"
@@ -176,7 +287,7 @@ def signature_v4(
     query: str,
     headers: Mapping[str, str],
     signed_headers: list[str],
-    body: bytes,
+    payload: str,
     amz_date: str,
     scope: str,
 ) -> str:
@@ -188,7 +299,6 @@ def signature_v4(
     canonical_headers = "".join(
         f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in signed_headers
     )
-    payload = headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()
     canonical = "\n".join(
         [
             method,

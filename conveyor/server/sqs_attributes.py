@@ -87,7 +87,7 @@ def _int(name: str, value: Any, low: int, high: int) -> int:
 def _json(name: str, value: Any) -> Any:
     try:
         return json.loads(value) if isinstance(value, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -280,7 +280,10 @@ def tags(tags: Any) -> dict[str, str]:
 
 def policy(text: str | None, arn: str) -> dict[str, Any]:
     if text:
-        policy = json.loads(text)
+        try:
+            policy = json.loads(text)
+        except (ValueError, RecursionError):
+            policy = None
         if isinstance(policy, dict) and isinstance(policy.get("Statement"), list):
             return policy
     return {"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": []}

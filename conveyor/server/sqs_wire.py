@@ -214,7 +214,9 @@ def query_error(error: ConveyorError, request_id: str) -> bytes:
     err = ET.SubElement(root, "Error")
     ET.SubElement(err, "Type").text = "Sender" if error.sender_fault else "Receiver"
     ET.SubElement(err, "Code").text = sqs_code(error)
-    ET.SubElement(err, "Message").text = sqs_message(error, "query")
+    # names and values echoed in a message may hold what XML cannot carry (NUL, U+FFFF)
+    message = XML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", sqs_message(error, "query"))
+    ET.SubElement(err, "Message").text = message
     ET.SubElement(err, "Detail")
     ET.SubElement(root, "RequestId").text = request_id
     return XML_DECLARATION + ET.tostring(root)
@@ -230,6 +232,8 @@ def parse_json(body: bytes) -> dict[str, Any]:
         params = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise MalformedRequest(f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise MalformedRequest("the request body nests JSON too deeply") from None
     if not isinstance(params, dict):
         raise MalformedRequest("the request body must be a JSON object")
     return params

@@ -1,0 +1,82 @@
+"""uvicorn's HTTP protocol with a deadline on each request's arrival.
+
+uvicorn closes a keep-alive connection idle between requests, but not one that connects and
+says nothing, nor one that sends its headers or body a byte at a time: each such connection
+is held for ever, and a few hundred exhaust the server. Here a request must arrive whole
+(request line, headers and body) within `request_timeout` of its first byte, or of the
+connection opening; otherwise the connection is closed (408 when nothing was answered yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger("conveyor.server")
+
+REQUEST_TIMEOUT = 30.0
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    request_timeout = REQUEST_TIMEOUT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._receiving = False  # a request has begun and not fully arrived
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._receiving:
+            self._receiving = True
+            self._arm()
+        super().data_received(data)
+
+    def on_message_complete(self) -> None:
+        self._receiving = False
+        self._disarm()
+        super().on_message_complete()
+
+    def shutdown(self) -> None:
+        """Server shutdown: an idle connection is dropped at once. (Closing a TLS connection
+        waits for the client's close_notify, which an idle keep-alive client never sends
+        while it is not reading: the process would hang for the graceful-shutdown timeout.)"""
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.abort()
+        else:
+            super().shutdown()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.request_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        log.debug("closing %s: no whole request within %g s", self.client, self.request_timeout)
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+        self.transport.close()
+
+
+def guarded(request_timeout: float) -> type[GuardedHttpProtocol]:
+    """The protocol class with this deadline."""
+    return type("GuardedHttp", (GuardedHttpProtocol,), {"request_timeout": request_timeout})

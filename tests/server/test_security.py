@@ -1,0 +1,295 @@
+"""The server against hostile clients: signatures bound to the body, presigned URLs,
+malformed and hostile input, connections that never finish, the one error shape, TLS."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+import httpx
+import pytest
+from botocore.auth import SigV4Auth, SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from conveyor import Client
+from conveyor.server import ServerConfig
+from conveyor.server.auth import load_credentials
+
+from ..live import LiveServer, free_port
+
+CREDENTIALS = """\
+[default]
+aws_access_key_id = AKIDGOOD
+aws_secret_access_key = s3cret
+"""
+GOOD = Credentials("AKIDGOOD", "s3cret")
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    path: Path = tmp_path_factory.mktemp("sec") / "credentials"
+    path.write_text(CREDENTIALS)
+    config = ServerConfig(
+        auth_token="t0ken", metrics_token="scrape", aws_keys=load_credentials(path)
+    )
+    with Client("memory://") as client, LiveServer(client, config, request_timeout=1) as live:
+        yield live
+
+
+def signed(url: str, body: str, *, extra: dict[str, str] | None = None) -> AWSRequest:
+    request = AWSRequest(
+        method="POST",
+        url=url + "/",
+        data=body.encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded", **(extra or {})},
+    )
+    SigV4Auth(GOOD, "sqs", "us-east-1").add_auth(request)
+    return request
+
+
+def send(request: AWSRequest, body: bytes | None = None) -> httpx.Response:
+    data = body if body is not None else request.body
+    assert isinstance(data, bytes)
+    return httpx.post(request.url, content=data, headers=dict(request.headers.items()))
+
+
+def test_a_signature_binds_the_body(secured: LiveServer) -> None:
+    listing = signed(secured.url, "Action=ListQueues")
+    assert send(listing).status_code == 200
+    # the captured signature replayed with another body (another action) is refused
+    replay = send(listing, b"Action=CreateQueue&QueueName=evil")
+    assert replay.status_code == 403 and b"SignatureDoesNotMatch" in replay.content
+    # a payload hash header that is signed but is not the body's hash
+    forged = signed(
+        secured.url,
+        "Action=ListQueues",
+        extra={"X-Amz-Content-SHA256": hashlib.sha256(b"Action=ListQueues").hexdigest()},
+    )
+    assert send(forged).status_code == 200
+    replay = send(forged, b"Action=CreateQueue&QueueName=evil")
+    assert replay.status_code == 403
+    # a payload hash header left out of the signature
+    unsigned = signed(secured.url, "Action=ListQueues")
+    headers = dict(unsigned.headers.items())
+    headers["X-Amz-Content-SHA256"] = "UNSIGNED-PAYLOAD"
+    r = httpx.post(unsigned.url, content=unsigned.body, headers=headers)
+    assert r.status_code == 403 and b"not signed" in r.content
+    with Client("memory://") as check:
+        assert "evil" not in check.list_queues()
+
+
+def test_a_signature_from_another_time_is_refused(secured: LiveServer) -> None:
+    then = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(minutes=20)
+    with mock.patch("botocore.auth.get_current_datetime", return_value=then):
+        old = signed(secured.url, "Action=ListQueues")
+    r = send(old)
+    assert r.status_code == 403 and b"Signature expired" in r.content
+
+
+def presign(url: str, expires: int, when: dt.datetime | None = None) -> str:
+    request = AWSRequest(
+        method="GET", url=url + "/", params={"Action": "ListQueues", "Version": "2012-11-05"}
+    )
+    if when is None:
+        SigV4QueryAuth(GOOD, "sqs", "us-east-1", expires=expires).add_auth(request)
+    else:
+        with mock.patch("botocore.auth.get_current_datetime", return_value=when):
+            SigV4QueryAuth(GOOD, "sqs", "us-east-1", expires=expires).add_auth(request)
+    return str(request.prepare().url)
+
+
+def test_presigned_urls(secured: LiveServer) -> None:
+    url = presign(secured.url, 300)
+    ok = httpx.get(url)
+    assert ok.status_code == 200 and b"ListQueuesResponse" in ok.content
+    tampered = url.replace("ListQueues", "ListQueuez", 1)
+    assert httpx.get(tampered).status_code == 403
+    bad = url[:-4] + ("0000" if not url.endswith("0000") else "1111")
+    r = httpx.get(bad)
+    assert r.status_code == 403 and b"SignatureDoesNotMatch" in r.content
+    then = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(minutes=10)
+    expired = httpx.get(presign(secured.url, 60, then))
+    assert expired.status_code == 403 and b"expired" in expired.content
+    still = httpx.get(presign(secured.url, 3600, then))
+    assert still.status_code == 200
+
+
+def test_deeply_nested_json_is_a_400(server: LiveServer) -> None:
+    body = b'{"QueueNamePrefix": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    r = httpx.post(
+        server.url + "/",
+        content=body,
+        headers={
+            "X-Amz-Target": "AmazonSQS.ListQueues",
+            "Content-Type": "application/x-amz-json-1.0",
+        },
+    )
+    assert r.status_code == 400, r.text
+    assert "__type" in r.json()
+    rest = httpx.post(
+        server.url + "/queues/nested/messages",
+        content=b'{"body": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        headers={"Content-Type": "application/json"},
+    )
+    assert rest.status_code in (400, 422) and set(rest.json()) == {"error", "code"}
+
+
+def test_query_errors_never_carry_what_xml_cannot(server: LiveServer) -> None:
+    for action in ("List\x00Queues", "Bad\uffffAction", "x\x1b"):
+        r = httpx.post(server.url + "/", data={"Action": action})
+        assert r.status_code == 400
+        root = ET.fromstring(r.content)  # parses: the reply is well-formed
+        assert root.find(".//{*}Code") is not None
+
+
+def test_rest_errors_have_one_shape(server: LiveServer) -> None:
+    missing = httpx.get(server.url + "/no/such/route")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "Not Found", "code": "NotFound"}
+    wrong = httpx.put(server.url + "/healthz")
+    assert wrong.status_code == 405 and wrong.json()["code"] == "MethodNotAllowed"
+    assert "GET" in wrong.headers["allow"]
+    invalid = httpx.post(server.url + "/queues/any/messages", json={"delay": "soon"})
+    assert invalid.status_code == 400 and set(invalid.json()) == {"error", "code"}
+
+
+def test_metrics_token_opens_metrics_alone(secured: LiveServer) -> None:
+    scrape = {"Authorization": "Bearer scrape"}
+    assert httpx.get(secured.url + "/metrics", headers=scrape).status_code == 200
+    assert httpx.get(secured.url + "/queues", headers=scrape).status_code == 401
+    full = {"Authorization": "Bearer t0ken"}
+    assert httpx.get(secured.url + "/metrics", headers=full).status_code == 200
+    assert httpx.get(secured.url + "/metrics").status_code == 401
+
+
+def test_silent_and_trickling_connections_are_closed(secured: LiveServer) -> None:
+    def connect() -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", secured.port), timeout=15)
+        return s
+
+    silent = [connect() for _ in range(200)]
+    trickling = connect()
+    trickling.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nAction=")
+    slow_headers = connect()
+    slow_headers.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+    for s in [*silent, trickling, slow_headers]:
+        data = b""
+        while True:  # read until the server closes it (the timeout is 1 s)
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        assert data in (b"", b"") or data.startswith(b"HTTP/1.1 408"), data
+        s.close()
+    # the server still answers
+    assert httpx.get(secured.url + "/healthz").status_code == 200
+
+
+def test_a_client_gone_mid_request_is_not_a_server_error(
+    server: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="conveyor.server"):
+        for path in ("/", "/queues"):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "X-Amz-Target: AmazonSQS.ListQueues\r\nContent-Length: 1000\r\n\r\n{".encode()
+            )
+            time.sleep(0.2)  # the request is being read: now the client vanishes
+            s.close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and "went away" not in caplog.text:
+            time.sleep(0.05)
+    assert "went away" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert 'status="500"' not in httpx.get(server.url + "/metrics").text
+
+
+def make_cert(tmp: Path) -> tuple[Path, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp / "cert.pem", tmp / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def test_tls_for_http_and_the_push_gateway(tmp_path: Path) -> None:
+    import boto3
+
+    from conveyor.push import PushProducer
+
+    cert, key = make_cert(tmp_path)
+    http, tcp = free_port(), free_port()
+    store = f"sqlite:///{tmp_path / 'tls.db'}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "conveyor", "--store", store, "serve", "--port", str(http),
+         "--tls-cert", str(cert), "--tls-key", str(key), "--tcp", f"127.0.0.1:{tcp}"],
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", tcp), timeout=1).close()
+                socket.create_connection(("127.0.0.1", http), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+        context = ssl.create_default_context(cafile=str(cert))
+        PushProducer(f"skmqs://localhost:{tcp}", ssl_context=context).send("tls", b"secret")
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=f"https://localhost:{http}",
+            region_name="us-east-1",
+            aws_access_key_id="k",
+            aws_secret_access_key="s",
+            verify=str(cert),
+        )
+        url = sqs.get_queue_url(QueueName="tls")["QueueUrl"]
+        assert url.startswith("https://")
+        [m] = sqs.receive_message(QueueUrl=url)["Messages"]
+        assert m["Body"] == "secret"
+        with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port gets nowhere
+            httpx.get(f"http://127.0.0.1:{http}/healthz", timeout=5)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert proc.stderr is not None
+    assert b"https://127.0.0.1" in proc.stderr.read()
