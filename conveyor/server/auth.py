@@ -144,7 +144,9 @@ class Auth:
                 scope=f"{date}/{region}/{service}/aws4_request",
             )
             _compare(expected, signature)
-        return Caller(region=region, account=account, base_url=base_url)
+        return Caller(
+            region=region, account=account, base_url=base_url, verified=self.verifies
+        )
 
     def _key(self, key_id: str) -> Key:
         key = self.keys.get(key_id)
@@ -205,7 +207,12 @@ class Auth:
                 scope=scope,
             )
             if hmac.compare_digest(expected, signature):
-                return Caller(region=region, account=key.account or account, base_url=base_url)
+                return Caller(
+                    region=region,
+                    account=key.account or account,
+                    base_url=base_url,
+                    verified=True,
+                )
         _compare("", signature)
         raise AssertionError  # _compare raised
 

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import dataclasses
 import json
 import time
 from collections import OrderedDict
@@ -47,6 +48,7 @@ from .sqs_message_attributes import (
 from .sqs_message_attributes import wanted as wanted_attribute
 from .sqs_move import MoveTasks
 from .sqs_names import Caller, Namespaces
+from .sqs_policy import check_access
 from .sqs_wire import XML_UNSAFE, md5_hex, md5_of_attributes, sqs_code
 
 Params = dict[str, Any]
@@ -220,10 +222,22 @@ class SqsApi:
         fn = self._actions.get(action)
         if fn is None:
             raise UnknownAction(f"The action {action} is not valid for this endpoint.")
-        return await fn(params, caller)
+        return await fn(params, dataclasses.replace(caller, action=action))
 
     def _queue(self, params: Params, caller: Caller) -> str:
-        return self.ns.from_url(caller, _require(params, "QueueUrl"))
+        return self._reachable(self.ns.from_url(caller, _require(params, "QueueUrl")), caller)
+
+    def _reachable(self, name: str, caller: Caller) -> str:
+        """The queue, if a verified caller of another account is allowed by its policy."""
+        if caller.verified and self.ns.split(name)[1] != caller.account:
+            info = self.client.queue_info(name)
+            check_access(
+                info.attributes.settings.get("Policy"),
+                account=caller.account,
+                action=caller.action,
+                arn=self.ns.arn(name),
+            )
+        return name
 
     # -- queues ---------------------------------------------------------------------------
 
@@ -302,6 +316,7 @@ class SqsApi:
         name = self.ns.from_name(
             caller, _require(params, "QueueName"), params.get("QueueOwnerAWSAccountId")
         )
+        self._reachable(name, caller)
         self.client.queue_info(name, fresh=True)
         return {"QueueUrl": self.ns.url(caller, name)}
 
@@ -661,13 +676,24 @@ class SqsApi:
     # -- message move tasks ---------------------------------------------------------------
 
     async def _start_move(self, params: Params, caller: Caller) -> Result:
+        self._own_arns(params, caller)
         return await self.moves.start(params)
 
     async def _cancel_move(self, params: Params, caller: Caller) -> Result:
         return self.moves.cancel(params)
 
     async def _list_moves(self, params: Params, caller: Caller) -> Result:
+        self._own_arns(params, caller)
         return self.moves.list_tasks(params)
+
+    def _own_arns(self, params: Params, caller: Caller) -> None:
+        """Move tasks are their queues' owner's: a verified caller names its own queues."""
+        for key in ("SourceArn", "DestinationArn"):
+            arn = params.get(key)
+            if caller.verified and isinstance(arn, str) and arn:
+                name = self.ns.from_arn(arn, key)
+                if self.ns.split(name)[1] != caller.account:
+                    check_access(None, account=caller.account, action=caller.action, arn=arn)
 
 
 # -- helpers ------------------------------------------------------------------------------

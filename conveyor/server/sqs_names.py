@@ -26,6 +26,8 @@ class Caller:
     region: str
     account: str
     base_url: str  # scheme://host:port the client addressed
+    verified: bool = False  # the signature was checked against a known key
+    action: str = ""  # the action called (what a queue policy is asked about)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import logging
 import socket
 import ssl
@@ -14,6 +15,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import httpx
@@ -293,3 +295,109 @@ def test_tls_for_http_and_the_push_gateway(tmp_path: Path) -> None:
         proc.wait(30)
     assert proc.stderr is not None
     assert b"https://127.0.0.1" in proc.stderr.read()
+
+
+PARTNER_CREDENTIALS = (
+    CREDENTIALS
+    + """
+[partner]
+aws_access_key_id = AKIDPARTNER
+aws_secret_access_key = other
+account = 111122223333
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def accounts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    path: Path = tmp_path_factory.mktemp("acct") / "credentials"
+    path.write_text(PARTNER_CREDENTIALS)
+    with (
+        Client("memory://") as client,
+        LiveServer(client, ServerConfig(aws_keys=load_credentials(path))) as live,
+    ):
+        yield live
+
+
+def code_of(call: Any) -> str:
+    from botocore.exceptions import ClientError
+
+    try:
+        call()
+    except ClientError as exc:
+        return str(exc.response["Error"]["Code"])
+    return "ok"
+
+
+def test_accounts_keep_others_out_unless_the_policy_lets_them_in(accounts: LiveServer) -> None:
+    owner = accounts.sqs(key="AKIDGOOD", secret="s3cret")
+    partner = accounts.sqs(key="AKIDPARTNER", secret="other")
+    url = owner.create_queue(QueueName="shared")["QueueUrl"]
+    assert "/000000000000/shared" in url
+    send = lambda: partner.send_message(QueueUrl=url, MessageBody="hi")  # noqa: E731
+    receive = lambda: partner.receive_message(QueueUrl=url)  # noqa: E731
+    assert code_of(send) == "AccessDenied"
+    assert code_of(lambda: partner.get_queue_attributes(QueueUrl=url)) == "AccessDenied"
+    lookup = lambda: partner.get_queue_url(  # noqa: E731
+        QueueName="shared", QueueOwnerAWSAccountId="000000000000"
+    )
+    assert code_of(lookup) == "AccessDenied"
+    owner.add_permission(
+        QueueUrl=url, Label="p1", AWSAccountIds=["111122223333"], Actions=["SendMessage"]
+    )
+    assert code_of(send) == "ok"
+    assert code_of(lambda: partner.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "b"}])) == "ok"  # fmt: skip
+    assert code_of(receive) == "AccessDenied"
+    owner.add_permission(QueueUrl=url, Label="p2", AWSAccountIds=["111122223333"], Actions=["*"])
+    assert code_of(receive) == "ok" and code_of(lookup) == "ok"
+    # some actions are the owner's alone, whatever the policy says
+    attrs = lambda: partner.set_queue_attributes(  # noqa: E731
+        QueueUrl=url, Attributes={"DelaySeconds": "1"}
+    )
+    assert code_of(attrs) == "AccessDenied"
+    assert code_of(lambda: partner.delete_queue(QueueUrl=url)) == "AccessDenied"
+    # a Deny wins over every Allow
+    owner.remove_permission(QueueUrl=url, Label="p2")
+    policy = json.loads(owner.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["Policy"])["Attributes"]["Policy"])  # fmt: skip
+    policy["Statement"].append(
+        {"Effect": "Deny", "Principal": "*", "Action": "sqs:Send*", "Resource": "*"}
+    )
+    owner.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(policy)})
+    assert code_of(send) == "AccessDenied"
+    # the owner is never limited by its own queue's policy
+    assert code_of(lambda: owner.send_message(QueueUrl=url, MessageBody="mine")) == "ok"
+    move = lambda: partner.start_message_move_task(  # noqa: E731
+        SourceArn="arn:aws:sqs:us-east-1:000000000000:shared"
+    )
+    assert code_of(move) == "AccessDenied"
+    # the partner's own queues are its own
+    mine = partner.create_queue(QueueName="shared")["QueueUrl"]
+    assert "/111122223333/shared" in mine
+    assert code_of(lambda: owner.send_message(QueueUrl=mine, MessageBody="x")) == "AccessDenied"
+
+
+def test_policy_evaluation() -> None:
+    from conveyor.server.sqs_policy import allows
+
+    arn = "arn:aws:sqs:us-east-1:000000000000:q"
+
+    def policy(*statements: dict[str, Any]) -> str:
+        return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+    grant = {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::111122223333:root"},
+             "Action": ["SQS:SendMessage"], "Resource": arn}  # fmt: skip
+    assert allows(policy(grant), "111122223333", "SendMessage", arn)
+    assert allows(policy(grant), "111122223333", "SendMessageBatch", arn)
+    assert not allows(policy(grant), "111122223333", "ReceiveMessage", arn)
+    assert not allows(policy(grant), "444455556666", "SendMessage", arn)
+    assert not allows(policy(grant), "111122223333", "SendMessage", arn + "2")
+    assert allows(policy({**grant, "Principal": "*", "Action": "sqs:*"}), "9" * 12,
+                  "DeleteMessage", arn)  # fmt: skip
+    assert not allows(policy({**grant, "Condition": {"Bool": {"aws:SecureTransport": "true"}}}),
+                      "111122223333", "SendMessage", arn)  # fmt: skip
+    assert not allows(policy({**grant, "NotAction": "x"}), "111122223333", "SendMessage", arn)
+    assert not allows(None, "111122223333", "SendMessage", arn)
+    assert not allows("not json", "111122223333", "SendMessage", arn)
+    assert not allows("[" * 100_000, "111122223333", "SendMessage", arn)
