@@ -20,10 +20,11 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
+from starlette.routing import Match
 
 from .. import __version__
 from ..aio import AsyncClient
@@ -37,9 +38,10 @@ from ..exceptions import (
     UnknownOperation,
 )
 from ..notify import HUB
+from ..validation import check_queue_name, check_topic_name
 from .auth import Auth, Key
 from .metrics import Metrics
-from .rest import build_router, error_body, json_response
+from .rest import ErrorBody, build_router, error_body, json_response
 from .sqs_api import TRACE_PARAM, SqsApi
 from .sqs_names import Namespaces
 from .sqs_wire import (
@@ -127,7 +129,16 @@ class ConveyorServer:
             self.client.list_queues("\x7f")  # a cheap round trip to the store
             return {"status": "ok", "draining": self.draining}
 
-        @app.get("/metrics", tags=["operations"], summary="Prometheus metrics")
+        @app.get(
+            "/metrics",
+            tags=["operations"],
+            summary="Prometheus metrics",
+            response_class=PlainTextResponse,
+            responses={
+                200: {"content": {"text/plain": {}}, "description": "the exposition format"},
+                401: {"model": ErrorBody, "description": "the bearer token is missing or wrong"},
+            },
+        )
         async def metrics(request: Request) -> Response:
             self.auth.check_bearer(
                 request.headers.get("authorization"), also=self.config.metrics_token
@@ -141,6 +152,14 @@ class ConveyorServer:
 
         @app.exception_handler(RequestValidationError)
         async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
+            for e in exc.errors():  # a bad name is said as the SDK says it
+                loc = tuple(e["loc"])
+                if loc in (("path", "queue"), ("path", "topic")):
+                    check = check_queue_name if loc[1] == "queue" else check_topic_name
+                    try:
+                        check(str(e.get("input", "")))
+                    except InvalidInput as bad:
+                        return json_response(bad)
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
             )
@@ -156,10 +175,13 @@ class ConveyorServer:
                 code = HTTPStatus(exc.status_code).phrase.replace(" ", "").replace("-", "")
             except ValueError:
                 code = f"HTTP{exc.status_code}"
+            headers = dict(exc.headers or {})
+            if exc.status_code == 405:  # every method of the path, not the first route's
+                headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
             return JSONResponse(
                 {"error": str(exc.detail), "code": code},
                 status_code=exc.status_code,
-                headers=exc.headers,
+                headers=headers,
             )
 
         @app.exception_handler(ClientDisconnect)
@@ -264,6 +286,16 @@ class ConveyorServer:
             )
         finally:
             self.metrics.observe("sqs", action, status, time.perf_counter() - started)
+
+
+def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """The methods some route serves at this request's path."""
+    methods: set[str] = set()
+    for route in app.routes:
+        match, _ = route.matches({**scope, "method": "\x00"})
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
 
 
 def sqs_error(error: ConveyorError, protocol: str, request_id: str) -> Response:

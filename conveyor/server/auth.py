@@ -144,9 +144,7 @@ class Auth:
                 scope=f"{date}/{region}/{service}/aws4_request",
             )
             _compare(expected, signature)
-        return Caller(
-            region=region, account=account, base_url=base_url, verified=self.verifies
-        )
+        return Caller(region=region, account=account, base_url=base_url, verified=self.verifies)
 
     def _key(self, key_id: str) -> Key:
         key = self.keys.get(key_id)

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from ..aio import AsyncClient
 from ..client import Client
@@ -33,8 +33,33 @@ from ..queues import decode_message
 from ..validation import check_queue_name
 from .metrics import Metrics
 
-QueueName = Annotated[str, Path(description="queue name", examples=["orders"])]
-TopicName = Annotated[str, Path(description="topic name", examples=["events"])]
+NAME_PATTERN = r"^(?:[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"
+QueueName = Annotated[
+    str, Path(description="queue name", examples=["orders"], pattern=NAME_PATTERN)
+]
+TopicName = Annotated[
+    str, Path(description="topic name", examples=["events"], pattern=NAME_PATTERN)
+]
+
+
+class ErrorBody(BaseModel):
+    """Every error of the REST API."""
+
+    error: str = Field(description="what went wrong and what to do")
+    code: str = Field(description="a stable code (SQS's where one fits)")
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in (
+        (400, "invalid input: names, ranges, sizes, malformed bodies"),
+        (401, "the bearer token is missing or wrong"),
+        (404, "no such queue, topic, message or receipt"),
+        (413, "the request body is over --max-body"),
+        (422, "the queue or topic exists with other attributes"),
+        (503, "the store cannot be reached"),
+    )
+}
 
 
 def rest_status(error: ConveyorError) -> int:
@@ -76,7 +101,7 @@ class QueueSettings(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     visibility_timeout: float | None = None
-    compressed_messages: bool | None = Field(
+    compressed_messages: StrictBool | None = Field(
         default=None, description="compress bodies that shrink (zlib)"
     )
 
@@ -98,12 +123,12 @@ class VisibilityRequest(BaseModel):
 
 class RedriveRequest(BaseModel):
     ids: list[str] | None = None
-    to: str | None = None
+    to: str | None = Field(default=None, pattern=NAME_PATTERN)
     limit: int = Field(default=100, ge=1, le=10000)
 
 
 class SendRequest(BaseModel):
-    body: str
+    body: str = Field(min_length=1)
     delay: float | None = None
     group_id: str | None = None
     dedup_id: str | None = None
@@ -126,7 +151,7 @@ def _changes(settings: QueueSettings) -> dict[str, Any]:
 
 
 def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: Any) -> APIRouter:
-    r = APIRouter()
+    r = APIRouter(responses=ERRORS)
 
     def queue_doc(name: str) -> dict[str, Any]:
         info = client.queue_info(check_queue_name(name), fresh=True)
@@ -205,13 +230,15 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         return sent.id
 
     @r.get(
-        "/queues/{queue}/messages/{batch_size}",
+        "/queues/{queue}/messages/{selector}",
         tags=["messages"],
-        summary="Receive up to batch_size messages (with receipts)",
+        summary="Receive up to `selector` messages, 1-100 (with receipts)",
     )
     async def get_messages(
-        queue: QueueName, batch_size: Annotated[int, Path(ge=1, le=100)]
+        queue: QueueName,
+        selector: Annotated[int, Path(ge=1, le=100, description="how many messages, at most")],
     ) -> list[dict[str, Any]]:
+        batch_size = selector
         q = aio.queue(check_queue_name(queue))
         out: list[Message] = []
         while len(out) < batch_size:
@@ -232,11 +259,15 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         return True
 
     @r.delete(
-        "/queues/{queue}/messages/{ids}",
+        "/queues/{queue}/messages/{selector}",
         tags=["messages"],
-        summary="Delete several messages by id (comma-separated)",
+        summary="Delete several messages by id (`selector`: ids, comma-separated)",
     )
-    def delete_by_ids(queue: QueueName, ids: str) -> dict[str, int]:
+    def delete_by_ids(
+        queue: QueueName,
+        selector: Annotated[str, Path(description="message ids, comma-separated")],
+    ) -> dict[str, int]:
+        ids = selector
         q = client.queue(queue)
         q.info  # noqa: B018 - a missing queue is a 404, not "0 deleted"
         deleted = 0

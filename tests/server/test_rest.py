@@ -94,7 +94,7 @@ def test_openapi_health_and_metrics(server: LiveServer, name: str) -> None:
         assert doc["info"]["title"] == "Conveyor"
         for path in (
             "/queues/{queue}",
-            "/queues/{queue}/messages/{batch_size}",
+            "/queues/{queue}/messages/{selector}",
             "/topics/{topic}/message",
         ):
             assert path in doc["paths"]
