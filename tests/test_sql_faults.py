@@ -1,24 +1,24 @@
-"""The PostgreSQL server restarts while a server and workers run: no acknowledged message is
-lost, both reconnect by themselves and say so in their logs, and clients never see a
-traceback (at worst a typed 503 while the database is down)."""
+"""A PostgreSQL server (a throwaway one of the test's own) restarts while a server and
+workers run: no acknowledged message is lost, both reconnect by themselves and say so in
+their logs, and clients never see a traceback (at worst a typed 503 while the database is
+down)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from conveyor import Client
 
+from . import pgserver
 from .conftest import unavailable
-from .test_sql_cluster import VISIBILITY, Cluster, cluster_for  # noqa: F401 - fixture
+from .pgserver import ThrowawayPostgres
+from .test_sql_cluster import VISIBILITY, Cluster
 
 pytestmark = pytest.mark.slow
 
@@ -28,28 +28,30 @@ TARGET = {
 }
 
 
-def restart_postgres() -> None:
-    versions = sorted(os.listdir("/etc/postgresql")) if os.path.isdir("/etc/postgresql") else []
-    if not versions or shutil.which("pg_ctlcluster") is None:
-        unavailable("pg_ctlcluster (to restart PostgreSQL)")
-    subprocess.run(
-        [
-            "pg_ctlcluster",
-            "--skip-systemctl-redirect",
-            versions[-1],
-            "main",
-            "restart",
-            "-m",
-            "fast",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+@pytest.fixture
+def throwaway_postgres() -> Iterator[ThrowawayPostgres]:
+    """A PostgreSQL of this test's own: restarting it disturbs nobody else."""
+    why = pgserver.unavailable_reason()
+    if why is not None:
+        unavailable(why)
+    pg = ThrowawayPostgres().start()
+    try:
+        yield pg
+    finally:
+        pg.stop()
 
 
-def test_database_restart_loses_nothing(cluster_for: Any, tmp_path: Path) -> None:  # noqa: F811
-    cluster: Cluster = cluster_for("postgres")
+def test_database_restart_loses_nothing(
+    throwaway_postgres: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    cluster = Cluster(throwaway_postgres.url, tmp_path)
+    try:
+        database_restart(cluster, throwaway_postgres)
+    finally:
+        cluster.close()
+
+
+def database_restart(cluster: Cluster, pg: ThrowawayPostgres) -> None:
     with Client(cluster.url) as client:
         client.create_queue("jobs", visibility_timeout=VISIBILITY)
     cluster.serve(1)
@@ -85,7 +87,7 @@ def test_database_restart_loses_nothing(cluster_for: Any, tmp_path: Path) -> Non
     sender.start()
     time.sleep(2)
     before = len(acked)
-    restart_postgres()
+    pg.restart()
     time.sleep(3)
     stop.set()
     sender.join(120)

@@ -1,0 +1,92 @@
+"""A throwaway PostgreSQL server for tests that restart or break one: `initdb` into a
+temporary directory, `pg_ctl` on a free loopback port, trust authentication. The machine's
+own PostgreSQL is never touched. PostgreSQL refuses to run as root: as root the server runs
+as the `postgres` user, which owns its directory."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+def _bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def unavailable_reason() -> str | None:
+    if _bin("initdb") is None or _bin("pg_ctl") is None:
+        return "PostgreSQL's initdb and pg_ctl (to run a throwaway server)"
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        return "runuser (to run a throwaway PostgreSQL as the postgres user)"
+    return None
+
+
+class ThrowawayPostgres:
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="conveyor-pg-"))
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._as: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+            self._as = ["runuser", "-u", "postgres", "--"]
+
+    def _run(self, *args: str, timeout: float = 120) -> None:
+        subprocess.run([*self._as, *args], check=True, capture_output=True, timeout=timeout)
+
+    def start(self) -> ThrowawayPostgres:
+        if not self.data.exists():
+            initdb = _bin("initdb")
+            assert initdb is not None
+            self._run(initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
+        self._pg_ctl("start")
+        return self
+
+    def _pg_ctl(self, action: str, *extra: str) -> None:
+        pg_ctl = _bin("pg_ctl")
+        assert pg_ctl is not None
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir}"
+            " -c fsync=off -c max_connections=200"
+        )
+        self._run(pg_ctl, "-D", str(self.data), "-l", str(self.dir / "log"), "-w",
+                  "-o", options, action, *extra)  # fmt: skip
+        if action != "stop":
+            self._wait()
+
+    def _wait(self) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def restart(self) -> None:
+        self._pg_ctl("restart", "-m", "fast")
+
+    def stop(self) -> None:
+        if self.data.exists():
+            self._pg_ctl("stop", "-m", "immediate")
+        shutil.rmtree(self.dir, ignore_errors=True)
