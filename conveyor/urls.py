@@ -7,6 +7,7 @@ part of its URL after ``scheme://`` and its query; building it opens nothing.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -50,6 +51,16 @@ def redact(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def described(url: str) -> str:
+    """The URL as logs should show it: no password, a SQLite file's path made absolute."""
+    if url.startswith("sqlite://"):
+        rest, sep, query = url[len("sqlite://") :].partition("?")
+        path = rest[1:] if rest.startswith("/") else rest
+        if path and path != ":memory:":
+            return f"sqlite:///{os.path.abspath(path)}{sep}{query}"
+    return redact(url)
 
 
 def open_backend(url: str | None = None, *, clock: Clock = SYSTEM_CLOCK) -> Backend:

@@ -39,6 +39,16 @@ def cv(tmp_path: Path) -> Conveyor:
     return Conveyor(tmp_path)
 
 
+def test_read_only_commands_create_no_store(cv: Conveyor, tmp_path: Path) -> None:
+    assert cv.json("queue", "list") == {"queues": []}
+    assert cv.json("topic", "list") is not None
+    assert "does not exist" in cv.run("-q", "orders", "qstat", code=1)
+    assert "does not exist" in cv.run("-q", "orders", "ls", code=1)
+    assert not list(tmp_path.iterdir()), "a read-only command created the store's file"
+    cv.run("queue", "create", "orders")
+    assert (tmp_path / "cli.db").exists()
+
+
 def test_queue_lifecycle_and_messages(cv: Conveyor) -> None:
     cv.run("queue", "create", "orders-dlq")
     created = cv.json(

@@ -7,6 +7,7 @@ With no sub-command, the interactive shell opens.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -41,6 +42,10 @@ class State:
     @property
     def client(self) -> Client:
         if self._client is None:
+            if _missing_sqlite_file(self.store) is not None and _read_only_command():
+                # nothing there to show: answer as an empty store would, creating no file
+                self._client = Client("memory://")
+                return self._client
             try:
                 self._client = Client(self.store)
                 self._client.list_queues()
@@ -63,6 +68,31 @@ class State:
 
 
 pass_state = click.make_pass_decorator(State)
+
+# commands that only look: they never create a store that is not there
+READ_ONLY = {
+    ("queue", "list"), ("queue", "show"), ("topic", "list"), ("qstat",), ("ls",), ("get",),
+    ("dlq",), ("consumers",),
+}  # fmt: skip
+
+
+def _read_only_command() -> bool:
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return False
+    return tuple(ctx.command_path.split()[1:]) in READ_ONLY
+
+
+def _missing_sqlite_file(url: str) -> str | None:
+    """The absolute path of a SQLite store's file when the URL names one that is absent."""
+    if not url.startswith("sqlite://"):
+        return None
+    path = url[len("sqlite://") :].split("?", 1)[0]
+    path = path[1:] if path.startswith("/") else path
+    if not path or path == ":memory:":
+        return None
+    path = os.path.abspath(path)
+    return None if os.path.exists(path) else path
 
 
 def fail(message: str) -> NoReturn:

@@ -207,7 +207,7 @@ def gateway(
     from ..client import Client
     from ..push.config import check_gateway_exposure
     from ..push.gateway import Gateway
-    from ..urls import redact
+    from ..urls import described
 
     if (tls_cert is None) != (tls_key is None):
         raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")
@@ -220,8 +220,14 @@ def gateway(
 
     async def main() -> None:
         push = Gateway(client, config)
-        await push.start()
-        logging.getLogger("conveyor.push").info("on store %s", redact(url))
+        try:
+            await push.start()
+        except OSError as exc:
+            raise InvalidInput(
+                f"cannot listen on {config.host}:{config.port}: {exc.strerror} (another server"
+                " there? stop it, or choose another --listen port)"
+            ) from None
+        logging.getLogger("conveyor.push").info("on store %s", described(url))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 from types import FrameType
 
 import uvicorn
@@ -14,7 +15,7 @@ from ..client import Client
 from ..exceptions import InvalidInput
 from ..push.config import GatewayConfig, check_gateway_exposure, is_loopback
 from ..push.gateway import Gateway
-from ..urls import redact
+from ..urls import described
 from .app import ConveyorServer, ServerConfig
 from .protocol import REQUEST_TIMEOUT, guarded
 
@@ -44,6 +45,26 @@ def check_exposure(host: str, config: ServerConfig, insecure: bool) -> None:
             + " and ".join(missing)
             + ", or --insecure to serve without authentication"
         )
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port, or InvalidInput saying the port is taken."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror as exc:
+        raise InvalidInput(f"cannot listen on {host}: {exc.strerror}") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(
+            f"cannot listen on {host}:{port}: {exc.strerror} (another server there? stop it,"
+            " or choose another --port)"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 class _Server(uvicorn.Server):
@@ -91,6 +112,8 @@ def serve(
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     if keep_heap:
         tuning.keep_heap()
+    sock = listen(host, port)  # a port in use is said before anything else happens
+    port = sock.getsockname()[1]
     client = Client(store)
     client.list_queues()  # fail now, with the store's message, if it cannot be reached
     server = ConveyorServer(client, config)
@@ -107,28 +130,34 @@ def serve(
         ssl_keyfile=tls_key,
     )
     uv = _Server(uv_config, server)
-    log.info(
-        "conveyor serving %s://%s:%d (SQS API, REST API, /metrics) on store %s;"
-        " SQS region %s, account %s%s",
-        "https" if tls_cert else "http",
-        host,
-        port,
-        redact(store),
-        config.region,
-        config.account,
-        "; auth on" if config.auth_token or config.aws_keys else "",
-    )
 
     async def main() -> None:
-        flusher = None
-        if config.statsd:
-            flusher = asyncio.create_task(server.metrics.run_flusher(config.statsd_interval))
         push = None
         if gateway is not None:
             push = Gateway(client, gateway)
-            await push.start()
+            try:
+                await push.start()
+            except OSError as exc:
+                raise InvalidInput(
+                    f"cannot listen on {gateway.host}:{gateway.port} for the push gateway:"
+                    f" {exc.strerror} (another server there? choose another --tcp port)"
+                ) from None
+        log.info(
+            "conveyor serving %s://%s:%d (SQS API, REST API, /metrics) on store %s;"
+            " SQS region %s, account %s%s",
+            "https" if tls_cert else "http",
+            host,
+            port,
+            described(store),
+            config.region,
+            config.account,
+            "; auth on" if config.auth_token or config.aws_keys else "",
+        )
+        flusher = None
+        if config.statsd:
+            flusher = asyncio.create_task(server.metrics.run_flusher(config.statsd_interval))
         try:
-            await uv.serve()
+            await uv.serve(sockets=[sock])
         finally:
             if push is not None:
                 await push.close()

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from ..aio import AsyncClient
+from ..backends.receipts import parse_receipt
 from ..client import Client
 from ..exceptions import (
     BatchRequestTooLong,
@@ -27,13 +28,15 @@ from ..exceptions import (
     InvalidMessageContents,
     InvalidName,
     MalformedReceipt,
+    MessageNotFound,
     MessageTooLong,
     MissingParameter,
     QueueDoesNotExist,
     QueueExists,
+    ReceiptHandleInvalid,
     UnknownAction,
 )
-from ..models import Message, QueueAttributes, TypedValue
+from ..models import Capability, Message, QueueAttributes, TypedValue
 from ..queues import MAX_BATCH_BYTES, SendEntry
 from ..validation import check_batch, check_group_id
 from . import sqs_attributes
@@ -619,10 +622,48 @@ class SqsApi:
 
     def delete_message(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
+        receipt = str(_require(params, "ReceiptHandle"))
         with _receipt_words():
-            self.client.queue(name).delete(str(_require(params, "ReceiptHandle")))
+            try:
+                self.client.queue(name).delete(receipt)
+            except ReceiptHandleInvalid as exc:
+                error = self._earlier_receipt(name, receipt, exc)
+                if error is not None:
+                    raise error from None
         self.metrics.deleted(name, 1)
         return {}
+
+    def _earlier_receipt(
+        self, name: str, receipt: str, error: Exception, visibility: float | None = None
+    ) -> Exception | None:
+        """SQS takes an earlier receipt of a message on a standard queue: a delete removes
+        the message (or succeeds when it is gone already), a visibility change applies to it
+        while it exists. The SDK keeps its stricter rule (a receipt holds until the message is
+        received again); this maps it, on stores that edit in place. FIFO queues refuse a
+        receipt that is no longer the message's, as SQS does ("expired"). None: done."""
+        if not isinstance(error, ReceiptHandleInvalid) or isinstance(error, MalformedReceipt):
+            return error
+        try:
+            _, message_id, _ = parse_receipt(name, receipt)
+        except ReceiptHandleInvalid:
+            return error  # another queue's receipt
+        queue = self.client.queue(name)
+        if queue.info.attributes.fifo:
+            return ReceiptHandleInvalid("The receipt handle has expired.")
+        if Capability.EDIT_IN_PLACE not in self.client.capabilities:
+            return error
+        try:
+            if visibility is None:
+                queue.remove(message_id)
+            else:
+                queue.update(message_id, visible_at=self.client.clock.now() + visibility)
+        except MessageNotFound:
+            if visibility is not None:
+                return InvalidInput(
+                    f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: Message"
+                    " does not exist or is not available for visibility timeout change."
+                )
+        return None
 
     def delete_message_batch(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
@@ -630,7 +671,11 @@ class SqsApi:
         ids = [str(e.get("Id", "")) for e in raw]
         check_batch(ids)
         receipts = {i: str(e.get("ReceiptHandle") or "") for i, e in zip(ids, raw, strict=True)}
-        results = self.client.queue(name).delete_batch(receipts)
+        results = [
+            r if r.error is None else dataclasses.replace(
+                r, error=self._earlier_receipt(name, receipts[r.entry_id], r.error))
+            for r in self.client.queue(name).delete_batch(receipts)
+        ]  # fmt: skip
         ok = [{"Id": r.entry_id} for r in results if r.error is None]
         self.metrics.deleted(name, len(ok))
         failed = [
@@ -647,7 +692,12 @@ class SqsApi:
             raise MissingParameter("The request must contain the parameter VisibilityTimeout.")
         timeout = _int(params, "VisibilityTimeout", 0, 43200) or 0
         with _receipt_words():
-            self.client.queue(name).change_visibility(receipt, float(timeout))
+            try:
+                self.client.queue(name).change_visibility(receipt, float(timeout))
+            except ReceiptHandleInvalid as exc:
+                error = self._earlier_receipt(name, receipt, exc, float(timeout))
+                if error is not None:
+                    raise error from None
         return {}
 
     def change_message_visibility_batch(self, params: Params, caller: Caller) -> Result:
@@ -664,7 +714,11 @@ class SqsApi:
                 failed.append(_failure(entry_id, exc))
                 continue
             entries[entry_id] = (str(e.get("ReceiptHandle") or ""), float(timeout))
-        results = self.client.queue(name).change_visibility_batch(entries) if entries else []
+        results = [
+            r if r.error is None else dataclasses.replace(r, error=self._earlier_receipt(
+                name, entries[r.entry_id][0], r.error, entries[r.entry_id][1]))
+            for r in (self.client.queue(name).change_visibility_batch(entries) if entries else [])
+        ]  # fmt: skip
         ok = [{"Id": r.entry_id} for r in results if r.error is None]
         failed += [
             _failure(r.entry_id, r.error, entries[r.entry_id][0])

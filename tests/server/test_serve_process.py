@@ -166,3 +166,38 @@ def test_500_idle_long_polls_cost_no_cpu_and_a_send_wakes_one(
     got = [r.json()["Messages"][0]["Body"] for r in responses if r.json().get("Messages")]
     assert got == ["one"]
     assert all(r.status_code == 200 for r in responses)
+
+
+def test_a_port_in_use_is_said_first_and_the_store_path_is_absolute(tmp_path: Path) -> None:
+    import socket
+
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "conveyor", "--store", "sqlite:///./here.db", "serve",
+             "--port", str(port)],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        taken.close()
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "in use" in proc.stderr
+    assert "serving" not in proc.stderr
+    assert not (tmp_path / "here.db").exists(), "nothing is opened before the port is ours"
+    free = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "conveyor", "--store", "sqlite:///./here.db", "serve",
+         "--port", str(free)],
+        stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        while "serving" not in line:
+            assert line, "the server exited"
+            line = server.stderr.readline()
+        assert f"on store sqlite:///{tmp_path.resolve() / 'here.db'}" in line
+    finally:
+        server.terminate()
+        server.wait(30)

@@ -180,3 +180,44 @@ def test_errors_in_sqs_words(sqs: Any, name: str) -> None:
     )
     assert code == "InvalidParameterValue" and "ContentBasedDeduplication" in message
     assert "Messages" not in sqs.receive_message(QueueUrl=fifo)  # nothing was written
+
+
+def test_earlier_receipts_work_as_on_sqs(sqs: Any, name: str) -> None:
+    url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="body")
+    first = sqs.receive_message(QueueUrl=url)["Messages"][0]["ReceiptHandle"]
+    second = sqs.receive_message(QueueUrl=url)["Messages"][0]["ReceiptHandle"]
+    assert first != second
+    # an earlier receipt changes the visibility of a message received again since
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first, VisibilityTimeout=100)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    batch = sqs.change_message_visibility_batch(
+        QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": first, "VisibilityTimeout": 100}]
+    )
+    assert [e["Id"] for e in batch["Successful"]] == ["a"]
+    # and deletes it; deleting again, with either receipt, succeeds
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first)
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) \
+        == ("0", "0")  # fmt: skip
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=second)
+    deleted = sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": "x", "ReceiptHandle": second}])
+    assert [e["Id"] for e in deleted["Successful"]] == ["x"]
+    # a visibility change on a message that is gone is SQS's error
+    with pytest.raises(ClientError) as exc:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first, VisibilityTimeout=5)
+    assert exc.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert "Message does not exist" in exc.value.response["Error"]["Message"]
+
+
+def test_a_fifo_receipt_that_is_no_longer_the_message_s_has_expired(sqs: Any, name: str) -> None:
+    url = _fifo(sqs, name)
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "0"})
+    sqs.send_message(QueueUrl=url, MessageBody="f", MessageGroupId="g")
+    first = sqs.receive_message(QueueUrl=url)["Messages"][0]["ReceiptHandle"]
+    sqs.receive_message(QueueUrl=url)
+    with pytest.raises(ClientError) as exc:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=first)
+    assert exc.value.response["Error"]["Code"] == "ReceiptHandleIsInvalid"
+    assert exc.value.response["Error"]["Message"] == "The receipt handle has expired."
