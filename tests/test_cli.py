@@ -49,6 +49,18 @@ def test_read_only_commands_create_no_store(cv: Conveyor, tmp_path: Path) -> Non
     assert (tmp_path / "cli.db").exists()
 
 
+def test_output_json_on_every_command_and_its_errors(cv: Conveyor) -> None:
+    cv.run("queue", "create", "orders")
+    listed = json.loads(cv.run("queue", "list", "-o", "json"))
+    assert [q["queue"] for q in listed["queues"]] == ["orders"]
+    shown = json.loads(cv.run("-q", "orders", "queue", "show", "--output", "json"))
+    assert shown["name"] == "orders"
+    error = json.loads(cv.run("-q", "nope", "qstat", "-o", "json", code=1))
+    assert error["code"] == "AWS.SimpleQueueService.NonExistentQueue"
+    assert "does not exist" in error["error"]
+    assert cv.run("-q", "nope", "qstat", code=1).startswith("error: ")
+
+
 def test_queue_lifecycle_and_messages(cv: Conveyor) -> None:
     cv.run("queue", "create", "orders-dlq")
     created = cv.json(

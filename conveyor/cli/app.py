@@ -84,7 +84,8 @@ def _read_only_command() -> bool:
 
 
 def _missing_sqlite_file(url: str) -> str | None:
-    """The absolute path of a SQLite store's file when the URL names one that is absent."""
+    """The absolute path of a SQLite store's file when the URL names one that is absent
+    (in a directory that exists)."""
     if not url.startswith("sqlite://"):
         return None
     path = url[len("sqlite://") :].split("?", 1)[0]
@@ -92,26 +93,62 @@ def _missing_sqlite_file(url: str) -> str | None:
     if not path or path == ":memory:":
         return None
     path = os.path.abspath(path)
-    return None if os.path.exists(path) else path
+    if os.path.exists(path) or not os.path.isdir(os.path.dirname(path)):
+        return None  # there, or a directory that is not: opening it says what is wrong
+    return path
 
 
-def fail(message: str) -> NoReturn:
-    render.errors.print(f"[red]error:[/red] {message}", markup=True)
+def fail(message: str, code: str = "Error") -> NoReturn:
+    """Say what went wrong (as JSON on standard output with --output json) and exit 1."""
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_object(State) if ctx is not None else None
+    if state is not None and state.json:
+        click.echo(json.dumps({"error": message, "code": code}))
+    else:
+        render.errors.print(f"[red]error:[/red] {message}", markup=True)
     sys.exit(1)
 
 
+OUTPUT = click.Choice(["table", "json"])
+
+
+class OutputCommand(click.Command):
+    """A command that also takes -o/--output itself, as the global option."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(
+            click.Option(
+                ["--output", "-o", "output_here"],
+                type=OUTPUT,
+                help="Tables for people, JSON for scripts (as the global --output).",
+            )
+        )
+
+    def invoke(self, ctx: click.Context) -> Any:
+        output = ctx.params.pop("output_here", None)
+        state = ctx.find_object(State)
+        if output is not None and state is not None:
+            state.output = output
+        return super().invoke(ctx)
+
+
 class ConveyorGroup(click.Group):
-    """Turns Conveyor errors into `error: ...` and exit code 1 (usage errors exit 2)."""
+    """Turns Conveyor errors into `error: ...` and exit code 1 (usage errors exit 2); its
+    commands and sub-groups take -o/--output too."""
+
+    command_class = OutputCommand
+    group_class = type
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ConveyorError as exc:
-            fail(exc.message)
+            fail(exc.message, exc.code)
         except json.JSONDecodeError as exc:
-            fail(f"not valid JSON: {exc}")
+            fail(f"not valid JSON: {exc}", "InvalidJSON")
         except OSError as exc:
-            fail(str(exc))
+            fail(str(exc), "OSError")
 
 
 def queue_option(f: F) -> F:
@@ -133,7 +170,7 @@ def queue_option(f: F) -> F:
 @click.option(
     "--output",
     "-o",
-    type=click.Choice(["table", "json"]),
+    type=OUTPUT,
     default="table",
     show_default=True,
     help="Tables for people, JSON for scripts.",
@@ -268,11 +305,11 @@ def queue_set(state: State, /, name: str, **opts: Any) -> None:
 
 
 @queue.command("show")
-@click.argument("name")
+@click.argument("name", required=False)
 @pass_state
-def queue_show(state: State, name: str) -> None:
-    """A queue's attributes."""
-    show_attributes(state, name)
+def queue_show(state: State, name: str | None) -> None:
+    """A queue's attributes (NAME, or the queue of --queue / the shell's `use`)."""
+    show_attributes(state, state.queue(name).name)
 
 
 @queue.command("list")
