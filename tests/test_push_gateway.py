@@ -493,7 +493,9 @@ def test_malformed_frames_get_an_error_and_the_connection_goes_on(start: Start) 
     assert p.resp() == {"status": "ack", "content": "Message enqueue successful"}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(junk=st.lists(st.binary(max_size=300), min_size=1, max_size=5))
 def test_fuzzed_input_never_stops_the_gateway(shared_gateway: Running, junk: list[bytes]) -> None:
     p = Peer(shared_gateway.port)

@@ -8,9 +8,23 @@ from pathlib import Path
 
 import click
 
+from .. import logs
 from ..exceptions import InvalidInput
 from ..push.config import GatewayConfig
-from .app import State, cli
+from .app import F, State, cli
+
+
+def log_options(f: F) -> F:
+    f = click.option(
+        "--log-format",
+        type=click.Choice(logs.FORMATS),
+        default="text",
+        show_default=True,
+        help="text for people; json: one object a line, for log collectors.",
+    )(f)
+    return click.option(
+        "--log-level", type=click.Choice(logs.LEVELS), default="info", show_default=True
+    )(f)
 
 
 @cli.command()
@@ -43,6 +57,7 @@ from .app import State, cli
     help="Largest request body accepted, in bytes.",
 )
 @click.option("--access-log", is_flag=True, help="Log every request.")
+@log_options
 @click.option(
     "--keep-heap",
     is_flag=True,
@@ -88,6 +103,8 @@ def serve(
     statsd_prefix: str,
     max_body: int,
     access_log: bool,
+    log_level: str,
+    log_format: str,
     keep_heap: bool,
     tls_cert: str | None,
     tls_key: str | None,
@@ -136,6 +153,8 @@ def serve(
         config=config,
         insecure=insecure,
         access_log=access_log,
+        log_level=log_level,
+        log_format=log_format,
         keep_heap=keep_heap,
         gateway=gateway,
         tls_cert=tls_cert,
@@ -188,6 +207,7 @@ def gateway_config(
     "--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Serve TLS: PEM certificate."
 )
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="Its PEM key.")
+@log_options
 @click.pass_obj
 def gateway(
     state: State,
@@ -198,6 +218,8 @@ def gateway(
     insecure: bool,
     tls_cert: str | None,
     tls_key: str | None,
+    log_level: str,
+    log_format: str,
 ) -> None:
     """Serve the SKMQ push gateway alone: producers send over TCP, registered consumers
     get messages pushed (docs/push.md). SIGTERM releases unanswered messages and exits 0."""
@@ -213,7 +235,7 @@ def gateway(
         raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")
     config = gateway_config(conf, listen, auth_token, tls_cert, tls_key)
     check_gateway_exposure(config, insecure)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logs.setup(log_level, log_format)
     url = store_url or state.store
     client = Client(url)
     client.list_queues()  # fail now, with the store's message, if it cannot be reached

@@ -10,7 +10,7 @@ from types import FrameType
 
 import uvicorn
 
-from .. import tuning
+from .. import logs, tuning
 from ..client import Client
 from ..exceptions import InvalidInput
 from ..push.config import GatewayConfig, check_gateway_exposure, is_loopback
@@ -92,6 +92,7 @@ def serve(
     insecure: bool = False,
     access_log: bool = False,
     log_level: str = "info",
+    log_format: str = "text",
     keep_heap: bool = False,
     gateway: GatewayConfig | None = None,
     tls_cert: str | None = None,
@@ -106,10 +107,7 @@ def serve(
     check_exposure(host, config, insecure)
     if gateway is not None:
         check_gateway_exposure(gateway, insecure)
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
-    # the PostgreSQL pool logs every failed reconnection attempt; the store logs an outage
-    # once, and its end
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    logs.setup(log_level, log_format)
     if keep_heap:
         tuning.keep_heap()
     sock = listen(host, port)  # a port in use is said before anything else happens
@@ -122,6 +120,7 @@ def serve(
         host=host,
         port=port,
         log_level=log_level,
+        log_config=None,  # uvicorn's lines go through the one format set above
         access_log=access_log,
         timeout_graceful_shutdown=30,
         lifespan="off",

@@ -39,7 +39,11 @@ QUEUE_URL = "http://127.0.0.1/000000000000/fuzz"
 
 text = st.text(max_size=40) | st.sampled_from(["fuzz", QUEUE_URL, "0", "-1", "99999999999", ""])
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | text,
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | text,
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(PARAMS), inner, max_size=4)
     ),
@@ -63,7 +67,10 @@ def no_tracebacks(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 
 SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 
