@@ -201,6 +201,14 @@ class AccessDenied(ConveyorError):
     sender_fault = True
 
 
+class OverLimit(ConveyorError):
+    """A request past one of SQS's per-request limits (actions in a permission, ...)."""
+
+    code = "OverLimit"
+    status = 403
+    sender_fault = True
+
+
 class InvalidClientTokenId(AccessDenied):
     code = "InvalidClientTokenId"
 

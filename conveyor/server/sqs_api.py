@@ -31,6 +31,7 @@ from ..exceptions import (
     MessageNotFound,
     MessageTooLong,
     MissingParameter,
+    OverLimit,
     QueueDoesNotExist,
     QueueExists,
     ReceiptHandleInvalid,
@@ -90,6 +91,22 @@ def _check_fifo(entries: list[Params], content_based: bool) -> None:
                 f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request"
                 " include parameter that is not valid for this queue type."
             )
+
+
+# what AddPermission may grant another account (the rest is the owner's alone)
+DELEGABLE = frozenset(
+    {
+        "*",
+        "ChangeMessageVisibility",
+        "DeleteMessage",
+        "GetQueueAttributes",
+        "GetQueueUrl",
+        "ListDeadLetterSourceQueues",
+        "PurgeQueue",
+        "ReceiveMessage",
+        "SendMessage",
+    }
+)
 
 
 def _require(params: Params, key: str) -> Any:
@@ -353,10 +370,13 @@ class SqsApi:
 
     def tag_queue(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
+        given = params.get("Tags")
+        if not given:
+            raise MissingParameter("The request must contain the parameter Tags.")
         tags = dict(self.client.queue_info(name, fresh=True).attributes.tags)
-        tags.update(sqs_attributes.tags(_require(params, "Tags")))
+        tags.update(sqs_attributes.tags(given))
         if len(tags) > 50:
-            raise InvalidInput("Too many tags: a queue has at most 50")
+            raise InvalidInput(f"Too many tags added for queue {self.ns.split(name)[2]}.")
         self.client.set_attributes(name, tags=tags)
         return {}
 
@@ -364,7 +384,7 @@ class SqsApi:
         name = self._queue(params, caller)
         keys = _list(params, "TagKeys")
         if not keys:
-            raise MissingParameter("The request must contain the parameter TagKeys.")
+            raise InvalidInput("Tag keys must be between 1 and 128 characters in length.")
         tags = dict(self.client.queue_info(name, fresh=True).attributes.tags)
         for key in keys:
             tags.pop(key, None)
@@ -392,8 +412,20 @@ class SqsApi:
         label = _require(params, "Label")
         accounts = _list(params, "AWSAccountIds")
         actions = _list(params, "Actions")
-        if not accounts or not actions:
-            raise MissingParameter("AddPermission needs AWSAccountIds and Actions")
+        if not actions:
+            raise MissingParameter("The request must contain the parameter Actions.")
+        if not accounts:
+            raise InvalidInput(
+                "Value [] for parameter PrincipalId is invalid. Reason: Unable to verify."
+            )
+        for action in actions:
+            if action not in DELEGABLE:
+                raise InvalidInput(
+                    f"Value SQS:{action} for parameter ActionName is invalid. Reason: Only the"
+                    " queue owner is allowed to invoke this action."
+                )
+        if len(actions) > 7:
+            raise OverLimit(f"{len(actions)} Actions were found, maximum allowed is 7.")
         info = self.client.queue_info(name, fresh=True)
         policy = sqs_attributes.policy(info.attributes.settings.get("Policy"), self.ns.arn(name))
         if any(s.get("Sid") == label for s in policy["Statement"]):
@@ -420,7 +452,8 @@ class SqsApi:
         kept = [s for s in policy["Statement"] if s.get("Sid") != label]
         if len(kept) == len(policy["Statement"]):
             raise InvalidInput(
-                f"Value {label} for parameter Label is invalid. Reason: can't find label."
+                f"Value {label} for parameter Label is invalid. Reason: can't find label on"
+                " existing policy."
             )
         policy["Statement"] = kept
         self._set_policy(name, info.attributes, policy if kept else None)

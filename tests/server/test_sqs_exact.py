@@ -221,3 +221,37 @@ def test_a_fifo_receipt_that_is_no_longer_the_message_s_has_expired(sqs: Any, na
         sqs.delete_message(QueueUrl=url, ReceiptHandle=first)
     assert exc.value.response["Error"]["Code"] == "ReceiptHandleIsInvalid"
     assert exc.value.response["Error"]["Message"] == "The receipt handle has expired."
+
+
+def test_permission_and_tag_errors_in_sqs_words(sqs: Any, name: str) -> None:
+    url = sqs.create_queue(QueueName=name, tags={"k": "v"})["QueueUrl"]
+
+    def error(call: Any, **kwargs: Any) -> tuple[str, str, int]:
+        with pytest.raises(ClientError) as exc:
+            call(QueueUrl=url, **kwargs)
+        r = exc.value.response
+        return r["Error"]["Code"], r["Error"]["Message"], r["ResponseMetadata"]["HTTPStatusCode"]
+
+    grant = {"Label": "p", "AWSAccountIds": ["111111111111"]}
+    assert error(sqs.add_permission, **grant, Actions=[])[:2] == (
+        "MissingParameter", "The request must contain the parameter Actions.")  # fmt: skip
+    assert error(sqs.add_permission, Label="p", AWSAccountIds=[], Actions=["SendMessage"])[1] \
+        == "Value [] for parameter PrincipalId is invalid. Reason: Unable to verify."  # fmt: skip
+    code, message, _ = error(sqs.add_permission, **grant, Actions=["RemovePermission"])
+    assert "InvalidParameterValue" in code and "Only the queue owner" in message
+    eight = [
+        "ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes", "GetQueueUrl",
+        "ListDeadLetterSourceQueues", "PurgeQueue", "ReceiveMessage", "SendMessage",
+    ]  # fmt: skip
+    assert error(sqs.add_permission, **grant, Actions=eight) == (
+        "OverLimit", "8 Actions were found, maximum allowed is 7.", 403)  # fmt: skip
+    assert error(sqs.remove_permission, Label="nope")[1] == (
+        "Value nope for parameter Label is invalid. Reason: can't find label on existing policy."
+    )
+    assert error(sqs.tag_queue, Tags={})[1] == "The request must contain the parameter Tags."
+    many = {f"t{i}": "x" for i in range(51)}
+    assert error(sqs.tag_queue, Tags=many)[1] == f"Too many tags added for queue {name}."
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"k": "v"}
+    assert error(sqs.untag_queue, TagKeys=[])[1] == (
+        "Tag keys must be between 1 and 128 characters in length."
+    )
