@@ -89,3 +89,33 @@ def test_shell_session_with_completion_and_message_mode(tmp_path: Path) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_shell_modes_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from conveyor import Client
+    from conveyor.cli.app import State
+    from conveyor.cli.shell import Shell
+
+    url = f"sqlite:///{tmp_path}/modes.db"
+    with Client(url) as client:
+        client.create_queue("jobs").send("x", id="m-1")
+    state = State(url, "table", None)
+    shell = Shell(state)
+    try:
+        shell.handle("use nope")
+        assert state.queue_name is None
+        assert "does not exist" in capsys.readouterr().err
+        shell.handle("use jobs")
+        assert state.queue_name == "jobs"
+        shell.handle("id m-1")
+        assert shell.message_id == "m-1"
+        shell.handle("id missing")  # a missing message leaves the mode as it was
+        assert shell.message_id == "m-1"
+        assert "missing" in capsys.readouterr().err
+        shell.handle("fail --delay nonsense")  # a usage error: said, and no stats after it
+        out = capsys.readouterr()
+        assert "nonsense" in out.err + out.out and "ready" not in out.out
+        shell.handle("clear")
+        assert shell.handle("id") and shell.message_id is None
+    finally:
+        state.close()

@@ -34,7 +34,7 @@ MESSAGE_COMMANDS = (
     "fail",
     "invalid",
 )
-SHELL_COMMANDS = ("help", "h", "?", "quit", "q", "exit", "use", "id", "qstats", "et")
+SHELL_COMMANDS = ("help", "h", "?", "quit", "q", "exit", "use", "id", "qstats", "et", "clear")
 ALIASES = {"qstats": "qstat", "et": "enqueue-test"}
 
 HELP = """\
@@ -46,7 +46,7 @@ commands (any `conveyor` command works here, without the word conveyor):
   purge   enqueue-test (et)   redrive --all [--rate N]
   id ID                  message mode: system (sys), data, info, reset, redrive,
                          delete, fail, invalid; `id` alone leaves it
-  help   quit"""
+  clear   help   quit"""
 
 
 class ShellCompleter(Completer):
@@ -104,7 +104,8 @@ class Shell:
             return f"{where} ID {self.message_id} >> Enter command: "
         return f"{where} >> Enter command: "
 
-    def run_cli(self, words: list[str]) -> None:
+    def run_cli(self, words: list[str]) -> bool:
+        """Run a command as `conveyor` would; whether it succeeded."""
         args = ["--store", self.state.store, "--output", self.state.output]
         if self.state.queue_name:
             args += ["--queue", self.state.queue_name]
@@ -112,10 +113,13 @@ class Shell:
             cli.main(args=args + words, prog_name="conveyor", standalone_mode=False)
         except click.exceptions.Abort:
             render.console.print("aborted")
+            return False
         except click.ClickException as exc:
             exc.show()
-        except SystemExit:
-            pass
+            return False
+        except SystemExit as exc:
+            return exc.code in (0, None)
+        return True
 
     def handle(self, line: str) -> bool:
         """Run one line; False to leave the shell."""
@@ -132,24 +136,43 @@ class Shell:
             return False
         if command in ("help", "h", "?"):
             render.console.print(HELP)
+        elif command == "clear":
+            render.console.clear()
         elif command == "use":
             if len(rest) != 1:
                 render.errors.print("error: use QUEUE")
-            else:
+            elif self._exists(rest[0]):
                 self.state.queue_name = rest[0]
                 self.message_id = None
         elif command == "id":
-            self.message_id = rest[0] if rest else None
-            if self.message_id:
+            if not rest:
+                self.message_id = None
+            elif self._found(rest[0]):  # a missing message leaves the mode as it was
+                self.message_id = rest[0]
                 self.run_cli(["get", "--id", self.message_id])
         elif command in MESSAGE_COMMANDS and (self.message_id or command not in cli.commands):
             self.message_command(command, rest)
         elif command in cli.commands:
-            self.run_cli([command, *rest])
-            if command == "receive":
+            if self.run_cli([command, *rest]) and command == "receive":
                 self.run_cli(["qstat"])
         else:
             render.errors.print(f"error: unknown command {command!r}: type help")
+        return True
+
+    def _exists(self, queue: str) -> bool:
+        try:
+            self.state.client.queue_info(queue)
+        except ConveyorError as exc:
+            render.errors.print(f"error: {exc.message} (queue list shows the queues)")
+            return False
+        return True
+
+    def _found(self, message_id: str) -> bool:
+        try:
+            self.state.queue().get(message_id)
+        except (ConveyorError, click.UsageError) as exc:
+            render.errors.print(f"error: {getattr(exc, 'message', exc)}")
+            return False
         return True
 
     def message_command(self, command: str, rest: list[str]) -> None:
@@ -174,10 +197,9 @@ class Shell:
                 }
                 render.emit_json(system) if self.state.json else render.pairs(None, system.items())
             return
-        if command == "redrive":
-            self.run_cli(["redrive", "--id", mid, *rest])
-        else:
-            self.run_cli([command, "--id", mid, *rest])
+        ok = self.run_cli([command, "--id", mid, *rest])
+        if not ok:
+            return  # a usage error or a failure: said already, no stats after it
         if command in ("delete", "fail", "invalid"):
             self.run_cli(["qstat"])
         if command in ("delete", "invalid", "redrive"):
