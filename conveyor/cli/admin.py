@@ -123,9 +123,20 @@ def qstat_table(data: dict[str, Any]) -> Any:
     t = Table(title=f"queue {data['queue']}", title_justify="left", show_header=False)
     t.add_column("field", style="bold")
     t.add_column("value", overflow="fold")
-    for key in ("ready", "delayed", "in_flight", "dead", "expired", "sent", "received", "deleted"):
-        t.add_row(key, str(data[key]))
-    t.add_row("oldest", render.age(data["oldest_age"]))
+    # what the queue holds now, apart from what happened to it since it was created
+    t.add_row("now", "", style="dim")
+    for key, label in (("ready", "ready"), ("delayed", "delayed"), ("in_flight", "in flight")):
+        t.add_row(f"  {label}", str(data[key]))
+    t.add_row("  oldest", render.age(data["oldest_age"]))
+    t.add_row("totals since created", "", style="dim")
+    for key, label in (
+        ("sent", "sent"),
+        ("received", "received"),
+        ("deleted", "deleted"),
+        ("dead", "dead-lettered"),
+        ("expired", "expired"),
+    ):
+        t.add_row(f"  {label}", str(data[key]))
     t.add_row("first ids", " ".join(data["first_ids"][:10]) or "-")
     t.add_row("first in flight", " ".join(data["first_ids_in_flight"][:10]) or "-")
     return t

@@ -40,11 +40,14 @@ def test_get_update_remove(client: Client, clock: ManualClock) -> None:
     assert [m.id for m in q.receive(10, visibility_timeout=5)] == ["b", "a"]
     q.update("a", visible_at=clock.now())
     assert q.receive()[0].id == "a"
+    deleted = q.stats().deleted
     q.remove(a.id)
     with pytest.raises(MessageNotFound):
         q.get("a")
     with pytest.raises(MessageNotFound):
         q.remove("a")
+    if has(client, Capability.TOTALS):  # an admin's delete counts as one
+        assert q.stats().deleted == deleted + 1
 
 
 def test_reset_and_fail(client: Client, clock: ManualClock) -> None:

@@ -105,6 +105,7 @@ class DynamoEditor(Editing):
             )
         except ConditionFailed:
             raise no_message(queue, message_id) from None
+        self.store.count(entry, "deleted")  # an admin's delete is a delete
 
     def reset_message(self, queue: str, message_id: str) -> Message:
         def change(doc: Doc, now: float) -> None:

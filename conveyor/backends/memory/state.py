@@ -156,7 +156,7 @@ class QueueState:
         self.keep(rec, outcome, now)
         if outcome == "expired":
             self.expired += 1
-        elif outcome == "deleted":
+        elif outcome in ("deleted", "removed"):  # an admin's delete by id is a delete too
             self.deleted += 1
 
     def expired_at(self, rec: Rec, now: float) -> bool:

@@ -199,15 +199,16 @@ class SQLEditor(Editing):
         d = self.d
         now = self.store.clock.now()
 
-        def run(ex: Exec) -> None:
+        def run(ex: Exec) -> int:
             qid, attrs = self.store.queue_row(ex, queue)
             key, *_ = self._message_row(ex, qid, queue, message_id)
             cond = f"{d.key_scope(qid)} AND {d.key} = %s"
             if attrs.archive:
                 self.archive(ex, qid, queue, now, "removed", cond, (key,))
             ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", (key,))
+            return qid
 
-        self.store.write(run)
+        self.store.count(self.store.write(run), deleted=1)  # an admin's delete is a delete
 
     def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
         d = self.d

@@ -14,6 +14,7 @@ if redis.call('EXISTS', key) == 0 then
 end
 if op == 'remove' then
   drop(prefix, name, id, now_text, 'removed', ARGV[7] == '1')
+  redis.call('HINCRBY', prefix .. 'meta', 'deleted', 1)  -- an admin's delete is a delete
   return {}
 elseif op == 'moved' then
   drop(prefix, name, id, now_text, 'moved', false)
