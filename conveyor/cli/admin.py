@@ -6,6 +6,7 @@ import contextlib
 import json
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import click
@@ -345,3 +346,25 @@ def completion(shell: str) -> None:
     cls = get_completion_class(shell)
     assert cls is not None
     click.echo(cls(cli, {}, "conveyor", "_CONVEYOR_COMPLETE").source())
+
+
+@cli.command("apply")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@pass_state
+def apply_file(state: State, file: Path) -> None:
+    """Create or update the queues, dead-letter policies, topics and subscriptions FILE
+    (TOML) declares; idempotent. See docs/cli.md."""
+    from ..declare import apply
+
+    report = apply(state.client, file)
+    if state.json:
+        render.emit_json([{"kind": k, "name": n, "result": r} for k, n, r in report])
+        return
+    from rich.table import Table
+
+    t = Table(show_header=True)
+    for column in ("kind", "name", "result"):
+        t.add_column(column)
+    for row in report:
+        t.add_row(*row)
+    render.console.print(t)

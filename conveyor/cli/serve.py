@@ -77,6 +77,12 @@ def log_options(f: F) -> F:
     help="Seconds a request has to arrive whole; a silent or trickling connection is closed.",
 )
 @click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Create or update the queues and topics this TOML file declares, then serve.",
+)
+@click.option(
     "--tcp",
     "tcp",
     metavar="HOST:PORT",
@@ -109,6 +115,7 @@ def serve(
     tls_cert: str | None,
     tls_key: str | None,
     request_timeout: float,
+    config_file: Path | None,
     tcp: str | None,
     conf: Path | None,
 ) -> None:
@@ -143,6 +150,13 @@ def serve(
     )
     if (tls_cert is None) != (tls_key is None):
         raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")
+    if config_file is not None:
+        from ..client import Client
+        from ..declare import apply
+
+        with Client(store_url or state.store) as client:
+            for kind, name, result in apply(client, config_file):
+                click.echo(f"{kind} {name}: {result}", err=True)
     gateway = None
     if tcp is not None or conf is not None:
         gateway = gateway_config(conf, tcp, auth_token, tls_cert, tls_key)
