@@ -161,7 +161,9 @@ def main() -> None:
     args = parser.parse_args()
     from conveyor.spark import session
 
-    spark = session(args.master, app="conveyor-bench", **{"spark.ui.showConsoleProgress": "false"})
+    spark = session(
+        args.master, app="conveyor-bench", conf={"spark.ui.showConsoleProgress": "false"}
+    )
     parts = spark.sparkContext.defaultParallelism
     spark.range(10).count()  # warm the JVM and a Python worker
     rows: list[list[str]] = []

@@ -6,6 +6,7 @@ prints a table (or JSON with --output json). Needs the `[spark]` extra and Java 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,6 +21,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def job_options(f: F) -> F:
     f = click.option(
+        "--verbose", is_flag=True, help="Show Spark's warnings and stage progress bars."
+    )(f)
+    f = click.option(
         "--master",
         default="local[*]",
         show_default=True,
@@ -28,20 +32,39 @@ def job_options(f: F) -> F:
     return click.option("--store", "job_store", help="Store URL (overrides the global --store).")(f)
 
 
-def _spark(master: str) -> Any:
+def _spark(master: str, verbose: bool) -> Any:
     try:
         from ..spark import session
     except ImportError as exc:  # pragma: no cover - the extra is part of the test install
-        fail(f"{exc}: install the Spark extra: pip install 'conveyor-mq[spark]'")
+        fail(f"{exc}: install the Spark extra from the clone: pip install '.[spark]'")
     render.errors.print(f"starting Spark ({master})...")
     try:
-        return session(master, app="conveyor-pipeline")
+        return session(master, app="conveyor-pipeline", quiet=not verbose)
     except Exception as exc:
         fail(f"cannot start Spark on {master}: {str(exc).splitlines()[0]} (is Java 17+ installed?)")
 
 
 def _store(state: State, job_store: str | None) -> str:
     return job_store or state.store
+
+
+def _local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _check(store: str, *queues: str, archive: str | None = None) -> None:
+    """What a job needs, checked before Spark starts (which takes a while)."""
+    from ..client import Client
+
+    with Client(store) as client:
+        present = set(client.list_queues())
+        missing = [name for name in queues if name not in present]
+        if missing:
+            fail(f"no such queue(s): {', '.join(missing)} on {redact(store)} (create them, or"
+                 " check --store)")  # fmt: skip
+        if archive is not None and not client.queue_info(archive).attributes.archive:
+            fail(f"queue {archive} keeps no archive: turn it on (conveyor queue set {archive}"
+                 " --archive) before there is one to export")  # fmt: skip
 
 
 @cli.group()
@@ -60,18 +83,21 @@ def pipeline() -> None:
 @click.option("--chart", "chart_path", help="Draw throughput per window to this PNG file.")
 @pass_state
 def stats(
-    state: State, queues: tuple[str, ...], job_store: str | None, master: str, window: str,
-    out_dir: str | None, fmt: str, chart_path: str | None,
+    state: State, queues: tuple[str, ...], job_store: str | None, master: str, verbose: bool,
+    window: str, out_dir: str | None, fmt: str, chart_path: str | None,
 ) -> None:  # fmt: skip
     """Throughput, latency percentiles, redelivery and dead letters per queue (all queues
     unless named)."""
     from ..spark import jobs
 
     store = _store(state, job_store)
-    spark = _spark(master)
+    _check(store, *queues)
+    spark = _spark(master, verbose)
     result = jobs.stats(spark, store, list(queues) or None, window=window)
     written = jobs.write_stats(result, out_dir, fmt) if out_dir else []
     drawn = jobs.chart(result, chart_path) if chart_path else None
+    if drawn and not result.throughput:
+        render.errors.print(f"{drawn}: {jobs.NOTHING_TO_CHART}")
     if state.json:
         out: dict[str, Any] = dict(result.tables())
         out["files"] = [str(p) for p in written] + ([str(drawn)] if drawn else [])
@@ -94,15 +120,18 @@ def stats(
 @click.option("--overwrite", is_flag=True, help="Replace what is at PATH.")
 @pass_state
 def export(
-    state: State, queue: str, path: str, job_store: str | None, master: str, archive: bool,
-    overwrite: bool,
+    state: State, queue: str, path: str, job_store: str | None, master: str, verbose: bool,
+    archive: bool, overwrite: bool,
 ) -> None:  # fmt: skip
     """Write QUEUE (or its archive) to Parquet at PATH, receiving nothing."""
     from ..spark import jobs
 
     store = _store(state, job_store)
+    _check(store, queue, archive=queue if archive else None)
+    if not overwrite and _local(path) and os.path.exists(path):
+        fail(f"{path} exists already: pass --overwrite to replace it, or choose another path")
     n = jobs.export(
-        _spark(master), store, queue, path, source="archive" if archive else "queue",
+        _spark(master, verbose), store, queue, path, source="archive" if archive else "queue",
         overwrite=overwrite,
     )  # fmt: skip
     _done(state, {"queue": queue, "path": path, "rows": n}, f"exported {n} rows to {path}")
@@ -113,13 +142,18 @@ def export(
 @click.argument("queue")
 @job_options
 @pass_state
-def import_cmd(state: State, path: str, queue: str, job_store: str | None, master: str) -> None:
+def import_cmd(
+    state: State, path: str, queue: str, job_store: str | None, master: str, verbose: bool
+) -> None:
     """Send the messages of a Parquet export at PATH to QUEUE, keeping their ids (running it
     again adds nothing)."""
     from ..spark import jobs
 
     store = _store(state, job_store)
-    rows, added = jobs.import_(_spark(master), store, queue, path)
+    if _local(path) and not os.path.exists(path):
+        fail(f"{path} does not exist: give the directory an export wrote")
+    _check(store, queue)
+    rows, added = jobs.import_(_spark(master, verbose), store, queue, path)
     _done(
         state,
         {"queue": queue, "path": path, "rows": rows, "added": added},
@@ -133,12 +167,15 @@ def import_cmd(state: State, path: str, queue: str, job_store: str | None, maste
 @job_options
 @click.option("--to", "to", help="Send every message here instead of its source queue.")
 @pass_state
-def redrive(state: State, dlq: str, job_store: str | None, master: str, to: str | None) -> None:
+def redrive(
+    state: State, dlq: str, job_store: str | None, master: str, verbose: bool, to: str | None
+) -> None:
     """Move the ready messages of dead-letter queue DLQ back to their source queues."""
     from ..spark import jobs
 
     store = _store(state, job_store)
-    counts = jobs.redrive(_spark(master), store, dlq, to=to)
+    _check(store, dlq, *([to] if to else []))
+    counts = jobs.redrive(_spark(master, verbose), store, dlq, to=to)
     if state.json:
         render.emit_json({"dlq": dlq, "moved": counts})
         return

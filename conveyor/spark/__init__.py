@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from .options import Options, parse_options
@@ -21,11 +23,19 @@ def register(spark: Any) -> None:
     spark.dataSource.register(ConveyorDataSource)
 
 
-def session(master: str = "local[*]", app: str = "conveyor", **conf: str) -> Any:
+def session(
+    master: str = "local[*]",
+    app: str = "conveyor",
+    conf: Mapping[str, str] | None = None,
+    *,
+    quiet: bool = False,
+) -> Any:
     """A SparkSession with the `conveyor` source registered.
 
     Python workers run this interpreter (PYSPARK_PYTHON), so they import this Conveyor; on a
     cluster, install Conveyor on the workers or ship it with ``spark.submit.pyFiles``.
+    `conf`: Spark settings over the defaults. `quiet`: Spark logs errors only, from its
+    start, and draws no stage progress bars.
     """
     from pyspark.sql import SparkSession
 
@@ -38,7 +48,11 @@ def session(master: str = "local[*]", app: str = "conveyor", **conf: str) -> Any
         "spark.sql.session.timeZone": "UTC",
         "spark.python.worker.reuse": "true",
     }
-    for key, value in {**defaults, **conf}.items():
+    if quiet:
+        quiet_log = Path(__file__).with_name("log4j2-quiet.properties")
+        defaults["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile={quiet_log}"
+        defaults["spark.ui.showConsoleProgress"] = "false"
+    for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -273,8 +273,15 @@ def write_stats(result: Stats, directory: str, fmt: str = "parquet") -> list[Pat
     return written
 
 
+NOTHING_TO_CHART = (
+    "no throughput to chart: throughput and latency come from a queue's archive; turn it on"
+    " (conveyor queue set NAME --archive) and chart again once messages were processed"
+)
+
+
 def chart(result: Stats, path: str) -> Path:
-    """Draw processed messages per window, one line per queue, as a PNG."""
+    """Draw messages processed per window as bars (one group of bars per window, one colour
+    per queue) to a PNG; with nothing to draw, the picture says why."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -282,16 +289,24 @@ def chart(result: Stats, path: str) -> Path:
 
     fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
     queues = sorted({r["queue"] for r in result.throughput})
-    for q in queues:
-        points = [(r["window_start"], r["processed"]) for r in result.throughput if r["queue"] == q]
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=q)
+    windows = sorted({r["window_start"] for r in result.throughput})
+    if queues:
+        width = 0.8 / len(queues)
+        counts = {(r["queue"], r["window_start"]): r["processed"] for r in result.throughput}
+        for i, q in enumerate(queues):
+            xs = [w + (i - (len(queues) - 1) / 2) * width for w in range(len(windows))]
+            ax.bar(xs, [counts.get((q, w), 0) for w in windows], width=width, label=q)
+        step = max(1, len(windows) // 12)  # at most a dozen labels
+        ticks = list(range(0, len(windows), step))
+        ax.set_xticks(ticks, [str(windows[t])[:16] for t in ticks])
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, NOTHING_TO_CHART, ha="center", va="center", wrap=True,
+                transform=ax.transAxes)  # fmt: skip
+        ax.set_xticks([])
     ax.set_title("Messages processed per window")
     ax.set_xlabel("window start (UTC)")
     ax.set_ylabel("messages")
-    if queues:
-        ax.legend()
-    else:
-        ax.text(0.5, 0.5, "no archived messages", ha="center", transform=ax.transAxes)
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path)

@@ -30,7 +30,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     s = session(
         "local[2,2]",
         app="conveyor-tests",
-        **{
+        conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "1g",
             "spark.ui.showConsoleProgress": "false",

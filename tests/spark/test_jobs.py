@@ -98,8 +98,22 @@ def test_pipeline_commands(spark: Any, store: str, client: Client, tmp_path: Pat
     out = runner.invoke(cli, [*args, "export", "work-dlq", str(tmp_path / "x")])
     assert out.exit_code == 0 and json.loads(out.stdout)["rows"] == 50
     out = runner.invoke(cli, [*args, "redrive", "work-dlq", "--to", "nowhere"])
-    assert out.exit_code == 1 and "missing queue(s) nowhere" in out.output
+    assert out.exit_code == 1 and "no such queue(s): nowhere" in out.output
     out = runner.invoke(cli, [*args, "redrive", "work-dlq"])
     assert out.exit_code == 0 and json.loads(out.stdout)["moved"] == {"work": 50}
     out = runner.invoke(cli, [*args, "stats", "nope"])
     assert out.exit_code == 1 and "no such queue(s): nope" in out.output
+    # inputs are checked before Spark starts: a master that cannot work is never reached
+    bad = ["--store", store, "pipeline"]
+    out = runner.invoke(cli, [*bad, "import", str(tmp_path / "x"), "nope", "--master", "no://"])
+    assert out.exit_code == 1 and "no such queue(s): nope" in out.output
+    out = runner.invoke(cli, [*bad, "import", str(tmp_path / "none"), "work", "--master", "no://"])
+    assert out.exit_code == 1 and "does not exist" in out.output
+    out = runner.invoke(cli, [*bad, "export", "work", str(tmp_path / "x"), "--master", "no://"])
+    assert out.exit_code == 1 and "--overwrite" in out.output
+    out = runner.invoke(cli, [*bad, "export", "work-dlq", "y", "--archive", "--master", "no://"])
+    assert out.exit_code == 1 and "keeps no archive" in out.output
+    assert "starting Spark" not in out.output
+    empty = jobs.Stats()
+    png = jobs.chart(empty, str(tmp_path / "empty.png"))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

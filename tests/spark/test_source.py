@@ -168,7 +168,7 @@ from pyspark.sql.types import StringType
 from conveyor.spark import session
 
 store, checkpoint = sys.argv[1], sys.argv[2]
-spark = session("local[2]", **{"spark.ui.showConsoleProgress": "false"})
+spark = session("local[2]", {"spark.ui.showConsoleProgress": "false"})
 
 def slow(body):
     time.sleep(0.002)
