@@ -28,7 +28,7 @@ def test_shell_session_with_completion_and_message_mode(tmp_path: Path) -> None:
         cwd=str(ROOT),
         env=env,
         encoding="utf-8",
-        timeout=20,
+        timeout=60,  # generous: a loaded machine is slow, not wrong
         dimensions=(50, 160),
     )
     prompt = ">> Enter command:"
