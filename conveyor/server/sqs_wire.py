@@ -172,7 +172,9 @@ def query_response(action: str, result: Mapping[str, Any], request_id: str) -> b
         _xml(body, key, value, action)
     meta = ET.SubElement(root, "ResponseMetadata")
     ET.SubElement(meta, "RequestId").text = request_id
-    return XML_DECLARATION + ET.tostring(root)
+    # a raw CR would reach the client as LF (XML parsers normalise line ends): SQS writes
+    # &#xD;, which comes back as the CR it was
+    return XML_DECLARATION + ET.tostring(root).replace(b"\r", b"&#xD;")
 
 
 def _xml(parent: ET.Element, key: str, value: Any, action: str) -> None:

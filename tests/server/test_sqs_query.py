@@ -128,3 +128,15 @@ def test_errors_in_documented_xml(server: LiveServer) -> None:
     r = httpx.post(server.url + "/", content=b"Action=ListQueues&" + b"x" * (5 * 1024 * 1024))
     assert r.status_code == 413
     assert text(ET.fromstring(r.content), "sqs:Error/sqs:Code") == "RequestEntityTooLarge"
+
+
+def test_a_carriage_return_survives_the_xml(server: LiveServer, name: str) -> None:
+    status, root, _ = query(server, Action="CreateQueue", QueueName=name)
+    url = text(root, "sqs:CreateQueueResult/sqs:QueueUrl")
+    assert status == 200 and url
+    body = "line 1\r\nline 2\rend"
+    status, _, _ = query(server, Action="SendMessage", QueueUrl=url, MessageBody=body)
+    assert status == 200
+    status, root, r = query(server, Action="ReceiveMessage", QueueUrl=url)
+    assert b"&#xD;" in r.content  # as SQS writes it
+    assert text(root, "sqs:ReceiveMessageResult/sqs:Message/sqs:Body") == body
