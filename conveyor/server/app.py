@@ -264,6 +264,15 @@ class ConveyorServer:
                     media_type=JSON_CONTENT_TYPE,
                     headers={"x-amzn-RequestId": request_id},
                 )
+            if "application/json" in request.headers.get("accept", ""):
+                # the Query protocol answers JSON when asked to, wrapped as its XML is
+                wrapped = {
+                    f"{name}Response": {
+                        f"{name}Result": result,
+                        "ResponseMetadata": {"RequestId": request_id},
+                    }
+                }
+                return JSONResponse(wrapped, headers={"x-amzn-RequestId": request_id})
             return Response(
                 query_response(name, result, request_id),
                 media_type="text/xml",

@@ -140,3 +140,16 @@ def test_a_carriage_return_survives_the_xml(server: LiveServer, name: str) -> No
     status, root, r = query(server, Action="ReceiveMessage", QueueUrl=url)
     assert b"&#xD;" in r.content  # as SQS writes it
     assert text(root, "sqs:ReceiveMessageResult/sqs:Message/sqs:Body") == body
+
+
+def test_a_query_get_asking_for_json_gets_json(server: LiveServer, name: str) -> None:
+    query(server, Action="CreateQueue", QueueName=name)
+    r = httpx.get(
+        server.url + "/",
+        params={"Action": "ListQueues", "QueueNamePrefix": name},
+        headers={"Accept": "application/json"},
+    )
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    body = r.json()["ListQueuesResponse"]
+    assert [u.rsplit("/", 1)[1] for u in body["ListQueuesResult"]["QueueUrls"]] == [name]
+    assert body["ResponseMetadata"]["RequestId"] == r.headers["x-amzn-RequestId"]
