@@ -65,6 +65,8 @@ class Capability(StrEnum):
     BINARY_BODIES = "binary_bodies"  # bodies may be any bytes, not only UTF-8 text
     COMPRESSION = "compression"  # compress_over
     PIPELINE = "pipeline"  # snapshots, leases and staged writes for parallel jobs (Spark)
+    # an earlier receipt is refused once the message was received again (SQS accepts it)
+    STRICT_RECEIPTS = "strict_receipts"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -50,6 +50,7 @@ QUEUE_FEATURES = frozenset(
         Capability.TOTALS,
         Capability.BINARY_BODIES,
         Capability.COMPRESSION,
+        Capability.STRICT_RECEIPTS,
     }
 )
 """Every message-level feature of the contract: what a store that keeps all the rules has."""

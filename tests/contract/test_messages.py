@@ -61,6 +61,8 @@ def test_rule3_every_receive_issues_a_new_receipt(client: Client, clock: ManualC
     clock.advance(1)
     [second] = q.receive()
     assert first.receipt != second.receipt
+    if not has(client, Capability.STRICT_RECEIPTS):
+        return  # SQS (the sqs:// adapter's endpoint) takes earlier receipts
     with pytest.raises(ReceiptHandleInvalid):
         q.delete(first.receipt or "")
     with pytest.raises(ReceiptHandleInvalid):
@@ -75,6 +77,7 @@ def test_rule3_every_receive_issues_a_new_receipt(client: Client, clock: ManualC
 def test_delete_batch_deletes_only_what_its_receipts_still_hold(
     client: Client, clock: ManualClock
 ) -> None:
+    needs(client, Capability.STRICT_RECEIPTS)
     q = client.create_queue("held", visibility_timeout=30)
     q.send_batch(["a", "b", "c"])
     a, b, c = sorted(q.receive(10), key=lambda m: m.text)

@@ -101,6 +101,7 @@ class DynamoStore(Backend):
             Capability.BINARY_BODIES,
             Capability.COMPRESSION,
             Capability.TOTALS,
+            Capability.STRICT_RECEIPTS,
         }
     )
 
