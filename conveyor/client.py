@@ -8,6 +8,7 @@ from typing import Any
 from .backends.base import Backend
 from .catalog import Catalog
 from .clock import Clock
+from .exceptions import InvalidName, QueueDoesNotExist
 from .ids import new_id
 from .models import (
     Attributes,
@@ -20,7 +21,7 @@ from .models import (
 from .pipeline import QueuePipeline
 from .queues import Body, Queue, SendEntry, plain_message
 from .urls import open_backend
-from .validation import check_message_id, check_queue_name, check_topic_name
+from .validation import NAMESPACE_RE, check_message_id, check_queue_name, check_topic_name
 
 
 class Client:
@@ -90,6 +91,25 @@ class Client:
 
     def list_queues(self, prefix: str = "") -> list[str]:
         return self.backend.list_queues(prefix)
+
+    def find_queue(self, name: str) -> str:
+        """The stored name of the queue called `name`: `name` itself when that queue exists,
+        else the one queue of that name made through the SQS API in another region or account
+        (stored as `REGION:ACCOUNT:NAME`). Raises QueueDoesNotExist when there is none, and
+        InvalidName, naming them, when there are several."""
+        check_queue_name(name)
+        if name in self.list_queues(name):
+            return name
+        if NAMESPACE_RE.match(name) is None:
+            found = [n for n in self.list_queues() if n.split(":")[-1] == name and ":" in n]
+            if len(found) == 1:
+                return found[0]
+            if found:
+                raise InvalidName(
+                    f"there are queues called {name!r} in several regions or accounts:"
+                    f" {', '.join(sorted(found))}; name one in full (REGION:ACCOUNT:NAME)"
+                )
+        raise QueueDoesNotExist(f"queue {name!r} does not exist: create it first")
 
     def queue_info(self, name: str, *, fresh: bool = False) -> QueueInfo:
         return self.catalog.info(check_queue_name(name), fresh=fresh)

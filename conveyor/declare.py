@@ -14,9 +14,10 @@ subscribers = ["orders"]
 
 A queue's table takes any `QueueAttributes` field (`visibility_timeout`, `delay`,
 `retention`, `max_message_bytes`, `receive_wait`, `dead_letter`, `fifo`,
-`content_based_dedup`, `delivery`, `archive`, `rate_limit`, `compress_over`, `tags`); what it
-leaves out keeps its default on creation and its current value on update. Nothing is
-deleted: queues and subscriptions the file does not name are left as they are.
+`content_based_dedup`, `dedup_per_group`, `delivery`, `archive`, `rate_limit`,
+`compress_over`, `tags`); what it leaves out keeps its default on creation and its current
+value on update. Nothing is deleted: queues and subscriptions the file does not name are
+left as they are.
 """
 
 from __future__ import annotations

@@ -90,6 +90,9 @@ class QueueAttributes:
     dead_letter: DeadLetterPolicy | None = None
     fifo: bool = False
     content_based_dedup: bool = False
+    dedup_per_group: bool = False
+    """De-duplicate within each message group, not across the queue (SQS's
+    DeduplicationScope=messageGroup): the same dedup id in two groups sends two messages."""
     delivery: Delivery = Delivery.AT_LEAST_ONCE
     archive: bool = False
     rate_limit: float | None = None
@@ -314,6 +317,16 @@ class Consumer:
 
     def alive(self, now: float) -> bool:
         return now - self.heartbeat_at <= self.timeout
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "queue": self.queue,
+            "info": dict(self.info),
+            "timeout": self.timeout,
+            "registered_at": self.registered_at,
+            "heartbeat_at": self.heartbeat_at,
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -32,6 +32,7 @@ from .models import (
 from .validation import (
     INDEX_IDS,
     MAX_DELAY,
+    MAX_MESSAGE_BYTES,
     attribute_size,
     check_batch,
     check_batch_size,
@@ -542,6 +543,7 @@ def plain_message(entry: SendEntry) -> NewMessage:
     body = encode_body(entry.body)
     attributes = dict(entry.attributes)
     check_message_attributes(attributes)
+    check_body_size(body, attributes, MAX_MESSAGE_BYTES)  # each queue checks its own limit too
     if entry.priority:
         check_priority(entry.priority)
     return NewMessage(

@@ -22,7 +22,8 @@ from .models import AttributeValue, QueueAttributes, TypedValue
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 FIFO_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
 ENTRY_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
-ATTRIBUTE_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+ATTRIBUTE_NAME_RE = re.compile(r"[A-Za-z0-9_.\u00c0-\u017f-]{1,256}")
+"""SQS's documented characters, and the Latin letters U+00C0 to U+017F SQS also takes."""
 MESSAGE_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
 GROUP_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
 NAMESPACE_RE = re.compile(r"[a-z0-9-]{1,32}:[0-9]{12}:")
@@ -32,6 +33,8 @@ MAX_BATCH = 10
 # the entry ids of a batch given as a plain list: each entry's index
 INDEX_IDS = tuple(str(i) for i in range(MAX_BATCH))
 MAX_MESSAGE_ATTRIBUTES = 10
+MAX_MESSAGE_BYTES = 1048576
+"""The most any queue accepts (SQS's maximum)."""
 MAX_RECEIVE = 10
 MAX_VISIBILITY = 12 * 3600.0
 MAX_DELAY = 15 * 60.0
@@ -73,7 +76,7 @@ def validate_attributes(name: str, attrs: QueueAttributes) -> QueueAttributes:
     _range("visibility_timeout", attrs.visibility_timeout, 0, MAX_VISIBILITY)
     _range("delay", attrs.delay, 0, MAX_DELAY)
     _range("retention", attrs.retention, 60, 14 * 86400)
-    _range("max_message_bytes", attrs.max_message_bytes, 1024, 1048576, "bytes")
+    _range("max_message_bytes", attrs.max_message_bytes, 1024, MAX_MESSAGE_BYTES, "bytes")
     _range("receive_wait", attrs.receive_wait, 0, MAX_WAIT)
     is_fifo_name = name.endswith(".fifo")
     if attrs.fifo != is_fifo_name:
@@ -83,6 +86,8 @@ def validate_attributes(name: str, attrs: QueueAttributes) -> QueueAttributes:
         )
     if attrs.content_based_dedup and not attrs.fifo:
         raise InvalidAttribute("content_based_dedup applies only to FIFO queues")
+    if attrs.dedup_per_group and not attrs.fifo:
+        raise InvalidAttribute("dedup_per_group applies only to FIFO queues")
     dl = attrs.dead_letter
     if dl is not None:
         check_queue_name(dl.queue)
@@ -189,6 +194,7 @@ def check_message_attributes(attributes: Mapping[str, AttributeValue]) -> None:
         if not isinstance(key, str) or not ATTRIBUTE_NAME_RE.fullmatch(key):
             raise InvalidInput(
                 f"attribute name {key!r}: use 1-256 characters from A-Z, a-z, 0-9, '_', '-', '.'"
+                " (and the letters U+00C0 to U+017F, such as ö or ß)"
             )
         if key.lower().startswith(("aws.", "amazon.")):
             raise InvalidInput(

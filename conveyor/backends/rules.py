@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ..models import FAR_FUTURE, Delivery, NewMessage, QueueAttributes
+from ..models import FAR_FUTURE, DeadLetterPolicy, Delivery, NewMessage, QueueAttributes
 
 # A message's place in delivery order as one number: its priority's band, then its send
 # sequence within the band. Higher priorities get lower bands.
@@ -40,13 +40,29 @@ def order_after(after: int) -> tuple[int, int]:
     return MAX_PRIORITY - (after >> SEQ_BITS), after & SEQ_MASK
 
 
-def dedup_key(message: NewMessage, content_based: bool) -> str | None:
-    """The key a FIFO queue de-duplicates a send by: its dedup id, or its body's hash."""
+def dedup_key(message: NewMessage, attrs: QueueAttributes) -> str | None:
+    """The key a FIFO queue de-duplicates a send by: its dedup id, or its body's hash; on a
+    queue that de-duplicates per group, a digest of the group and that (at most 66
+    characters, whatever the two are)."""
     if message.dedup_id is not None:
-        return message.dedup_id
-    if content_based:
-        return hashlib.sha256(message.body).hexdigest()
-    return None
+        key = message.dedup_id
+    elif attrs.content_based_dedup:
+        key = hashlib.sha256(message.body).hexdigest()
+    else:
+        return None
+    if attrs.dedup_per_group and message.group_id is not None:
+        scoped = f"{message.group_id}\0{key}".encode()
+        return "g:" + hashlib.sha256(scoped).hexdigest()
+    return key
+
+
+def receives_before_move(policy: DeadLetterPolicy | None, dead_letter_queue: str) -> int:
+    """How many receives a message that `policy` moved to `dead_letter_queue` had in its
+    source queue (SQS counts receives across queues; the SDK counts afresh there): the
+    policy's max receive count, or 0 when the policy does not name that queue (any more)."""
+    if policy is None or policy.queue != dead_letter_queue:
+        return 0
+    return policy.max_receive_count
 
 
 def refill_tokens(tokens: float, tokens_at: float, rate: float, now: float) -> float:

@@ -43,6 +43,7 @@ from ..models import (
     message_from,
 )
 from .base import Backend
+from .rules import receives_before_move
 
 T = TypeVar("T")
 
@@ -158,6 +159,7 @@ class SQSBackend(Backend):
             if creating:
                 out["FifoQueue"] = "true"
             out["ContentBasedDeduplication"] = "true" if a.content_based_dedup else "false"
+            out["DeduplicationScope"] = "messageGroup" if a.dedup_per_group else "queue"
         return out
 
     def create_queue(self, name: str, attributes: QueueAttributes) -> tuple[QueueInfo, bool]:
@@ -225,6 +227,7 @@ class SQSBackend(Backend):
             dead_letter=dead_letter,
             fifo=a.get("FifoQueue") == "true",
             content_based_dedup=a.get("ContentBasedDeduplication") == "true",
+            dedup_per_group=a.get("DeduplicationScope") == "messageGroup",
             tags=tags,
             settings={k: v for k, v in a.items() if k in known},
         )
@@ -316,9 +319,16 @@ class SQSBackend(Backend):
         )
         now = self.clock.now()
         out = []
+        before: dict[str, int] = {}
         for m in got.get("Messages", []):
             a = m.get("Attributes", {})
             first = a.get("ApproximateFirstReceiveTimestamp")
+            source = _source(a.get("DeadLetterQueueSourceArn"))
+            count = int(a.get("ApproximateReceiveCount", 1))
+            if source is not None:
+                if source not in before:
+                    before[source] = self._receives_in_source(source, queue)
+                count = max(1, count - before[source])
             out.append(
                 message_from(
                     {
@@ -335,11 +345,11 @@ class SQSBackend(Backend):
                         "deadline": None,
                         "sent_at": int(a.get("SentTimestamp", 0)) / 1000,
                         "visible_at": now + visibility_timeout,
-                        "receive_count": int(a.get("ApproximateReceiveCount", 1)),
+                        "receive_count": count,
                         "first_received_at": int(first) / 1000 if first else None,
                         "version": 1,
                         "sequence": int(a.get("SequenceNumber", 0)),
-                        "source_queue": _source(a.get("DeadLetterQueueSourceArn")),
+                        "source_queue": source,
                         "error": None,
                         "compressed": False,
                         "receipt": m["ReceiptHandle"],
@@ -347,6 +357,15 @@ class SQSBackend(Backend):
                 )
             )
         return out
+
+    def _receives_in_source(self, source: str, dead_letter_queue: str) -> int:
+        """SQS counts receives across queues; the SDK counts afresh in a dead-letter queue:
+        what a message moved here by `source`'s redrive policy had there."""
+        try:
+            policy = self.get_queue(source).attributes.dead_letter
+        except QueueDoesNotExist:
+            return 0
+        return receives_before_move(policy, dead_letter_queue)
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
         entries = [{"Id": str(i), "ReceiptHandle": r} for i, r in enumerate(receipts)]

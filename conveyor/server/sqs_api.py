@@ -19,11 +19,14 @@ from typing import Any
 
 from ..aio import AsyncClient
 from ..backends.receipts import parse_receipt
+from ..backends.rules import receives_before_move
 from ..client import Client
 from ..exceptions import (
+    BatchEntryIdsNotDistinct,
     BatchRequestTooLong,
     ConveyorError,
     EmptyBatch,
+    InvalidBatchEntryId,
     InvalidInput,
     InvalidMessageContents,
     InvalidName,
@@ -35,11 +38,12 @@ from ..exceptions import (
     QueueDoesNotExist,
     QueueExists,
     ReceiptHandleInvalid,
+    TooManyEntries,
     UnknownAction,
 )
 from ..models import Capability, Message, QueueAttributes, TypedValue
 from ..queues import MAX_BATCH_BYTES, SendEntry
-from ..validation import check_batch, check_group_id
+from ..validation import MAX_BATCH, check_batch, check_group_id
 from . import sqs_attributes
 from .metrics import Metrics
 from .sqs_message_attributes import (
@@ -147,6 +151,47 @@ def _entries(params: Params, action: str) -> list[Params]:
     if not entries:
         raise EmptyBatch(f"There should be at least one {action}RequestEntry in the request.")
     return entries
+
+
+def _entry_size(entry: Params) -> int:
+    """What a batch entry counts towards the batch's 1 MiB, as SQS counts it: the body and
+    each attribute's name, data type and value."""
+    size = len(str(entry.get("MessageBody", "")).encode())
+    attributes = entry.get("MessageAttributes")
+    if isinstance(attributes, dict):
+        for key, spec in attributes.items():
+            size += len(str(key).encode())
+            if isinstance(spec, dict):
+                size += len(str(spec.get("DataType", "")).encode())
+                binary = spec.get("BinaryValue")
+                if isinstance(binary, str | bytes):
+                    size += len(binary) * 3 // 4  # its decoded length
+                else:
+                    size += len(str(spec.get("StringValue", "")).encode())
+    return size
+
+
+def _one_or_list(values: list[str]) -> str | list[str]:
+    """As SQS writes a policy: one value alone, several as a list."""
+    return values[0] if len(values) == 1 else values
+
+
+def _check_batch(ids: list[str]) -> None:
+    """A batch's entry ids, checked by the SDK's rules and reported in SQS's words."""
+    try:
+        check_batch(ids)
+    except TooManyEntries:
+        raise TooManyEntries(
+            f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(ids)}."
+        ) from None
+    except InvalidBatchEntryId:
+        raise InvalidBatchEntryId(
+            "A batch entry id can only contain alphanumeric characters, hyphens and"
+            " underscores. It can be at most 80 letters long."
+        ) from None
+    except BatchEntryIdsNotDistinct:
+        repeated = next(i for n, i in enumerate(ids) if i in ids[:n])
+        raise BatchEntryIdsNotDistinct(f"Id {repeated} repeated.") from None
 
 
 def _too_long(limit: int) -> MessageTooLong:
@@ -268,10 +313,7 @@ class SqsApi:
                 raise InvalidName(given)
             name = self.ns.from_name(caller, _require(params, "QueueName"))
         except InvalidName:
-            raise InvalidInput(
-                "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in"
-                " length"
-            ) from None
+            raise InvalidInput(sqs_attributes.STANDARD_NAME) from None
         _, _, plain = self.ns.split(name)
         changes = sqs_attributes.attribute_changes(
             params.get("Attributes") or {},
@@ -436,8 +478,8 @@ class SqsApi:
             {
                 "Sid": label,
                 "Effect": "Allow",
-                "Principal": {"AWS": [f"arn:aws:iam::{a}:root" for a in accounts]},
-                "Action": [f"SQS:{a}" for a in actions],
+                "Principal": {"AWS": _one_or_list([f"arn:aws:iam::{a}:root" for a in accounts])},
+                "Action": _one_or_list([f"SQS:{a}" for a in actions]),
                 "Resource": self.ns.arn(name),
             }
         )
@@ -476,8 +518,9 @@ class SqsApi:
         bad = XML_UNSAFE.search(body)
         if bad:
             raise InvalidMessageContents(
-                f"Invalid characters found in MessageBody: {bad.group(0)!r} at {bad.start()}"
-                " (SQS bodies are XML text: #x9, #xA, #xD, #x20 and above, no surrogates)"
+                f"Invalid binary character '#x{ord(bad.group(0)):X}' was found in the message"
+                " body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF |"
+                " #xE000 to #xFFFD | #x10000 to #x10FFFF"
             )
         attributes, digest = parse_message_attributes(params.get("MessageAttributes") or {})
         extra: Result = {"MD5OfMessageBody": md5_hex(body.encode())}
@@ -534,11 +577,12 @@ class SqsApi:
         extras: dict[str, Result] = {}
         failed: list[Result] = []
         ids = [str(e.get("Id", "")) for e in raw]
-        check_batch(ids)
-        total = sum(len(str(e.get("MessageBody", "")).encode()) for e in raw)
+        _check_batch(ids)
+        total = sum(_entry_size(e) for e in raw)
         if total > MAX_BATCH_BYTES:
             raise BatchRequestTooLong(
-                f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes; this one is {total}"
+                f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes."
+                f" You have sent {total} bytes."
             )
         queue = self.client.queue(name)
         attrs = queue.info.attributes
@@ -607,6 +651,19 @@ class SqsApi:
         while len(self._attempts) > MAX_ATTEMPTS_KEPT:
             self._attempts.popitem(last=False)
 
+    def _receives_before(self, m: Message) -> int:
+        """SQS counts receives "across all queues": a message its source queue's redrive
+        policy moved here was received maxReceiveCount times there (the store counts afresh
+        in the dead-letter queue). Messages moved by hand (they carry an error) or whose
+        source no longer names this queue count from here."""
+        if m.source_queue is None or m.error is not None:
+            return 0
+        try:
+            policy = self.client.queue_info(m.source_queue).attributes.dead_letter
+        except QueueDoesNotExist:
+            return 0
+        return receives_before_move(policy, m.queue)
+
     def _render(self, m: Message, system: set[str], wanted: list[str], caller: Caller) -> Result:
         body = m.body.decode("utf-8", errors="replace")
         out: Result = {
@@ -622,7 +679,7 @@ class SqsApi:
             values: dict[str, str] = {
                 "SenderId": caller.account,
                 "SentTimestamp": _millis(m.sent_at),
-                "ApproximateReceiveCount": str(m.receive_count),
+                "ApproximateReceiveCount": str(m.receive_count + self._receives_before(m)),
                 "ApproximateFirstReceiveTimestamp": _millis(m.first_received_at or m.sent_at),
             }
             if m.group_id is not None:
@@ -702,7 +759,7 @@ class SqsApi:
         name = self._queue(params, caller)
         raw = _entries(params, "DeleteMessageBatch")
         ids = [str(e.get("Id", "")) for e in raw]
-        check_batch(ids)
+        _check_batch(ids)
         receipts = {i: str(e.get("ReceiptHandle") or "") for i, e in zip(ids, raw, strict=True)}
         results = [
             r if r.error is None else dataclasses.replace(
@@ -737,7 +794,7 @@ class SqsApi:
         name = self._queue(params, caller)
         raw = _entries(params, "ChangeMessageVisibilityBatch")
         ids = [str(e.get("Id", "")) for e in raw]
-        check_batch(ids)
+        _check_batch(ids)
         entries: dict[str, tuple[str, float]] = {}
         failed: list[Result] = []
         for entry_id, e in zip(ids, raw, strict=True):
@@ -787,4 +844,4 @@ class SqsApi:
 
 
 def _check_ids(ids: list[str]) -> None:
-    check_batch(ids)
+    _check_batch(ids)

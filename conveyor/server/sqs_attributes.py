@@ -22,7 +22,6 @@ INT_ATTRIBUTES = {
 SETTINGS = (
     "Policy",
     "RedriveAllowPolicy",
-    "DeduplicationScope",
     "FifoThroughputLimit",
     "KmsMasterKeyId",
     "KmsDataKeyReusePeriodSeconds",
@@ -39,16 +38,24 @@ WRITABLE = (
     "RedrivePolicy",
     "FifoQueue",
     "ContentBasedDeduplication",
+    "DeduplicationScope",
     *SETTINGS,
 )
 ALL_NAMES = frozenset((*READ_ONLY, *WRITABLE))
 FIFO_ONLY = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+STANDARD_NAME = (
+    "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
+)
+FIFO_NAME = (
+    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or"
+    " underscores, must end with .fifo suffix and be 1 to 80 in length."
+)
 
 
 def _bool(name: str, value: Any) -> bool:
     text = str(value).lower()
     if text not in ("true", "false"):
-        raise InvalidAttribute(f"Invalid value for the parameter {name}: use true or false")
+        raise InvalidAttribute(f"Invalid value for the parameter {name}.")
     return text == "true"
 
 
@@ -77,10 +84,7 @@ def dead_letter_sources(client: Client, dlq: str, candidates: Iterable[str]) -> 
 def _int(name: str, value: Any, low: int, high: int) -> int:
     number = int_in(value, low, high)
     if number is None:
-        raise InvalidAttribute(
-            f"Invalid value for the parameter {name}: {value!r} (use an integer from {low}"
-            f" to {high})"
-        )
+        raise InvalidAttribute(f"Invalid value for the parameter {name}.")
     return number
 
 
@@ -110,22 +114,24 @@ def attribute_changes(
     if "FifoQueue" in values:
         wanted = _bool("FifoQueue", values["FifoQueue"])
         if current is not None and wanted != base.fifo:
-            raise InvalidAttribute("FifoQueue cannot be changed after a queue is created")
-        if wanted != name.endswith(".fifo"):
-            raise InvalidInput(
-                "The name of a FIFO queue must end with the .fifo suffix, and only FIFO"
-                " queues' names may"
+            raise InvalidAttribute(
+                "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not"
+                " supported."
             )
+        if wanted and not name.endswith(".fifo"):
+            raise InvalidInput(FIFO_NAME)
+        if not wanted and name.endswith(".fifo"):
+            raise InvalidInput(STANDARD_NAME)
         changes["fifo"] = fifo = wanted
     elif current is None and fifo:
-        raise InvalidAttribute(
-            f"queue {name!r} ends in .fifo: set the FifoQueue attribute to true to create it"
-        )
+        raise InvalidInput(STANDARD_NAME)  # without FifoQueue=true the name is a standard one
     for key, value in values.items():
         if key in READ_ONLY or key not in ALL_NAMES:
-            raise InvalidAttributeName(f"Unknown or read-only attribute {key}.")
+            raise InvalidAttributeName(f"Unknown Attribute {key}.")
         if key in FIFO_ONLY and not fifo:
-            raise InvalidAttributeName(f"Attribute {key} is only for FIFO queues.")
+            if key == "ContentBasedDeduplication":
+                raise InvalidAttributeName(f"Unknown Attribute {key}.")
+            raise InvalidAttribute(f"You can specify the {key} only when FifoQueue is set to true.")
         if key in INT_ATTRIBUTES:
             field, low, high = INT_ATTRIBUTES[key]
             changes[field] = float(_int(key, value, low, high))
@@ -133,6 +139,11 @@ def attribute_changes(
                 changes[field] = int(changes[field])
         elif key == "ContentBasedDeduplication":
             changes["content_based_dedup"] = _bool(key, value)
+        elif key == "DeduplicationScope":
+            if str(value) not in ("messageGroup", "queue"):
+                raise InvalidAttribute("Invalid value for the parameter DeduplicationScope.")
+            changes["dedup_per_group"] = str(value) == "messageGroup"
+            settings.pop(key, None)  # once kept verbatim; now a queue attribute
         elif key == "RedrivePolicy":
             changes["dead_letter"] = _redrive_policy(value, name, ns, lookup)
         elif key in SETTINGS:
@@ -141,11 +152,11 @@ def attribute_changes(
                 settings[key] = text
             else:
                 settings.pop(key, None)
-    if settings.get("FifoThroughputLimit") == "perMessageGroupId" and (
-        settings.get("DeduplicationScope") != "messageGroup"
-    ):
+    per_group = changes.get("dedup_per_group", base.dedup_per_group)
+    if settings.get("FifoThroughputLimit") == "perMessageGroupId" and not per_group:
         raise InvalidAttribute(
-            "FifoThroughputLimit perMessageGroupId needs DeduplicationScope messageGroup"
+            "The perMessageGroupId value is allowed only when the value for DeduplicationScope"
+            " is messageGroup."
         )
     if settings != dict(base.settings):
         changes["settings"] = settings
@@ -154,16 +165,14 @@ def attribute_changes(
 
 def _setting(key: str, value: Any) -> str:
     text = str(value)
-    if key == "DeduplicationScope" and text not in ("messageGroup", "queue"):
-        raise InvalidAttribute("DeduplicationScope must be messageGroup or queue")
     if key == "FifoThroughputLimit" and text not in ("perQueue", "perMessageGroupId"):
-        raise InvalidAttribute("FifoThroughputLimit must be perQueue or perMessageGroupId")
+        raise InvalidAttribute("Invalid value for the parameter FifoThroughputLimit.")
     if key == "KmsDataKeyReusePeriodSeconds":
         return str(_int(key, text, 60, 86400))
     if key == "SqsManagedSseEnabled":
         return "true" if _bool(key, text) else "false"
     if key == "Policy" and text and not isinstance(_json(key, text), dict):
-        raise InvalidAttribute("Policy must be a JSON policy document")
+        raise InvalidAttribute("Invalid value for the parameter Policy.")
     if key == "RedriveAllowPolicy" and text:
         policy = _json(key, text)
         permission = policy.get("redrivePermission") if isinstance(policy, dict) else None
@@ -185,12 +194,24 @@ def _redrive_policy(
     if value in ("", None):
         return None
     policy = _json("RedrivePolicy", value)
-    if not isinstance(policy, dict) or "deadLetterTargetArn" not in policy:
+    if not isinstance(policy, dict):
         raise InvalidAttribute(
-            "RedrivePolicy must be JSON with deadLetterTargetArn and maxReceiveCount"
+            "Invalid value for the parameter RedrivePolicy. Reason: Redrive policy is not a valid"
+            " JSON map."
+        )
+    if "deadLetterTargetArn" not in policy or "maxReceiveCount" not in policy:
+        raise InvalidAttribute(
+            f"Value {value} for parameter RedrivePolicy is invalid. Reason: Redrive policy"
+            " must contain deadLetterTargetArn and maxReceiveCount."
         )
     target = ns.from_arn(policy["deadLetterTargetArn"], "deadLetterTargetArn")
-    count = _int("maxReceiveCount", policy.get("maxReceiveCount"), 1, 1000)
+    count = int_in(policy["maxReceiveCount"], 1, 1000)
+    if count is None:
+        raise InvalidAttribute(
+            f"Value {value} for parameter RedrivePolicy is invalid. Reason: Invalid value for"
+            f" maxReceiveCount: {policy['maxReceiveCount']}, valid values are from 1 to 1000"
+            " both inclusive."
+        )
     try:
         dlq = lookup(target)
     except QueueDoesNotExist:
@@ -252,9 +273,10 @@ def render(
     if a.fifo:
         values["FifoQueue"] = True
         values["ContentBasedDeduplication"] = a.content_based_dedup
-        values["DeduplicationScope"] = "queue"
         values["FifoThroughputLimit"] = "perQueue"
     values.update(a.settings)
+    if a.fifo:
+        values["DeduplicationScope"] = "messageGroup" if a.dedup_per_group else "queue"
     for key, value in values.items():
         if every or key in wanted:
             out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)

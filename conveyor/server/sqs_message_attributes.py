@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ..exceptions import InvalidInput, InvalidMessageContents
 from ..models import AttributeValue, TypedValue
-from ..validation import check_message_attributes
+from ..validation import ATTRIBUTE_NAME_RE, MAX_MESSAGE_ATTRIBUTES, check_message_attributes
 from .sqs_wire import XML_UNSAFE, md5_of_attributes
 
 TRACE_TYPE = "String.AWSTraceHeader"  # how a message's AWSTraceHeader is stored
@@ -18,14 +19,36 @@ TRACE_TYPE = "String.AWSTraceHeader"  # how a message's AWSTraceHeader is stored
 def parse_message_attributes(raw: Any) -> tuple[dict[str, AttributeValue], str]:
     if not isinstance(raw, Mapping):
         raise InvalidInput("MessageAttributes must be a map of names to values")
+    if len(raw) > MAX_MESSAGE_ATTRIBUTES:
+        raise InvalidInput(
+            f"Number of message attributes [{len(raw)}] exceeds the allowed maximum"
+            f" [{MAX_MESSAGE_ATTRIBUTES}]."
+        )
     out: dict[str, AttributeValue] = {}
     digest: list[tuple[str, str, str | bytes]] = []
     for name, spec in raw.items():
+        if (
+            not isinstance(name, str)
+            or not ATTRIBUTE_NAME_RE.fullmatch(name)
+            or name.startswith(".")
+            or name.endswith(".")
+            or ".." in name
+            or name.lower().startswith(("aws.", "amazon."))
+        ):
+            raise InvalidInput(
+                f"The message attribute name '{name}' is invalid. Attribute name can contain"
+                " A-Z, a-z, 0-9, underscore (_), hyphen (-), and period (.) characters."
+            )
         if not isinstance(spec, Mapping):
             raise InvalidInput(f"Message attribute {name!r} must have a DataType and a value")
         data_type = spec.get("DataType")
         if not isinstance(data_type, str) or not data_type:
             raise InvalidInput(f"The message attribute '{name}' must contain a non-empty DataType.")
+        if data_type.partition(".")[0] not in ("String", "Number", "Binary"):
+            raise InvalidInput(
+                f"The message attribute '{name}' has an invalid message attribute type, the set"
+                " of supported type prefixes is Binary, Number, and String."
+            )
         value: str | bytes
         if data_type.startswith("Binary"):
             encoded = spec.get("BinaryValue")
@@ -54,10 +77,21 @@ def parse_message_attributes(raw: Any) -> tuple[dict[str, AttributeValue], str]:
                     " above, no surrogates)"
                 )
             value = text
+            if data_type.startswith("Number") and not _is_number(text):
+                raise InvalidInput(
+                    f"Can't cast the value of message (user) attribute '{name}' to a number."
+                )
         out[name] = value if data_type in ("String", "Binary") else TypedValue(data_type, value)
         digest.append((name, data_type, value))
     check_message_attributes(out)
     return out, md5_of_attributes(digest) if digest else ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return Decimal(text.strip()).is_finite()
+    except InvalidOperation:
+        return False
 
 
 def parse_system_attributes(raw: Any) -> tuple[str, str]:

@@ -88,11 +88,9 @@ class MoveTasks:
         self.client.queue_info(source, fresh=True)
         if destination is not None:
             self.client.queue_info(destination, fresh=True)
-        elif not dead_letter_sources(self.client, source, self.client.list_queues()):
-            raise InvalidInput(
-                "Source queue must be configured as a Dead Letter Queue (no queue's"
-                " RedrivePolicy names it); give a DestinationArn to move its messages elsewhere"
-            )
+        if not dead_letter_sources(self.client, source, self.client.list_queues()):
+            # as on SQS, only a dead-letter queue's messages move, wherever they go
+            raise InvalidInput("Source queue must be configured as a Dead Letter Queue.")
         stats = self.client.queue(source).stats()
         return stats.ready + stats.in_flight + stats.delayed
 

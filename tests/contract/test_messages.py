@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from conveyor import Client, ManualClock, ReceiptHandleInvalid, SendEntry
+from conveyor import Client, InvalidAttribute, ManualClock, ReceiptHandleInvalid, SendEntry
 from conveyor.models import Capability as Capability
 
 from .conftest import has, needs
@@ -187,6 +187,21 @@ def test_rule5_content_based_dedup(client: Client, clock: ManualClock) -> None:
     assert not q.send("other", group_id="g").duplicate
     clock.advance(300)
     assert not q.send("same", group_id="g").duplicate
+
+
+def test_rule5_dedup_per_group(client: Client, clock: ManualClock) -> None:
+    needs(client, Capability.DUPLICATE_REPORT)
+    q = client.create_queue("dpg.fifo", dedup_per_group=True, content_based_dedup=True)
+    a = q.send("one", group_id="g1", dedup_id="d1")
+    assert not q.send("one", group_id="g2", dedup_id="d1").duplicate  # another group
+    again = q.send("two", group_id="g1", dedup_id="d1")
+    assert again.duplicate and again.id == a.id
+    assert not q.send("same", group_id="g1").duplicate
+    assert not q.send("same", group_id="g2").duplicate  # by body, also per group
+    assert q.send("same", group_id="g2").duplicate
+    assert q.stats().total == 4
+    with pytest.raises(InvalidAttribute):
+        client.create_queue("dpg-standard", dedup_per_group=True)
 
 
 def test_rule7_delay(client: Client, clock: ManualClock) -> None:

@@ -4,6 +4,7 @@ a missing queue is reported in SQS's words, in both protocols."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -255,3 +256,227 @@ def test_permission_and_tag_errors_in_sqs_words(sqs: Any, name: str) -> None:
     assert error(sqs.untag_queue, TagKeys=[])[1] == (
         "Tag keys must be between 1 and 128 characters in length."
     )
+
+
+def _error(call: Any, **params: Any) -> tuple[str, str]:
+    with pytest.raises(ClientError) as err:
+        call(**params)
+    e = err.value.response["Error"]
+    return e["Code"], e["Message"]
+
+
+def test_message_attribute_and_batch_errors_in_sqs_words(sqs: Any, name: str) -> None:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    for bad in ("日本", "a b", ".lead", "trail.", "two..dots", "AWS.reserved"):
+        _, text = _error(
+            sqs.send_message,
+            QueueUrl=url,
+            MessageBody="x",
+            MessageAttributes={bad: {"DataType": "String", "StringValue": "v"}},
+        )
+        assert text == (
+            f"The message attribute name '{bad}' is invalid. Attribute name can contain A-Z,"
+            " a-z, 0-9, underscore (_), hyphen (-), and period (.) characters."
+        )
+    sqs.send_message(  # not in the API Reference, but SQS takes these letters
+        QueueUrl=url,
+        MessageBody="x",
+        MessageAttributes={"öther_Straße": {"DataType": "String", "StringValue": "v"}},
+    )
+    (m,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
+    assert m["MessageAttributes"]["öther_Straße"]["StringValue"] == "v"
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    _, text = _error(
+        sqs.send_message,
+        QueueUrl=url,
+        MessageBody="x",
+        MessageAttributes={"when": {"DataType": "Timestamp", "StringValue": "1"}},
+    )
+    assert text == (
+        "The message attribute 'when' has an invalid message attribute type, the set of"
+        " supported type prefixes is Binary, Number, and String."
+    )
+    batch = sqs.send_message_batch
+    for bad_id in ("", ".!@#", "i" * 81):
+        code, text = _error(batch, QueueUrl=url, Entries=[{"Id": bad_id, "MessageBody": "b"}])
+        assert code == "AWS.SimpleQueueService.InvalidBatchEntryId"
+        assert text == (
+            "A batch entry id can only contain alphanumeric characters, hyphens and"
+            " underscores. It can be at most 80 letters long."
+        )
+    entries = [{"Id": i, "MessageBody": "b"} for i in ("1", "2", "2", "1")]
+    assert _error(batch, QueueUrl=url, Entries=entries)[1] == "Id 2 repeated."
+    entries = [{"Id": str(i), "MessageBody": "b"} for i in range(11)]
+    assert _error(batch, QueueUrl=url, Entries=entries)[1] == (
+        "Maximum number of entries per request are 10. You have sent 11."
+    )
+    _, text = _error(batch, QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "b" * 1048577}])
+    assert text == (
+        "Batch requests cannot be longer than 1048576 bytes. You have sent 1048577 bytes."
+    )
+    attribute = {"a": {"DataType": "String", "StringValue": "v" * 400}}
+    with_attributes: list[dict[str, Any]] = [
+        {"Id": str(i), "MessageBody": "b" * 524_000, "MessageAttributes": attribute}
+        for i in range(2)
+    ]  # the bodies alone are under 1 MiB; with their attributes the batch is over
+    assert _error(batch, QueueUrl=url, Entries=with_attributes)[1] == (
+        "Batch requests cannot be longer than 1048576 bytes. You have sent 1048814 bytes."
+    )
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)  # nothing was sent
+
+
+def test_add_permission_writes_the_policy_as_sqs_does(sqs: Any, name: str) -> None:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.add_permission(QueueUrl=url, Label="one", AWSAccountIds=["111111111111"], Actions=["*"])
+    sqs.add_permission(
+        QueueUrl=url,
+        Label="two",
+        AWSAccountIds=["222222222222", "333333333333"],
+        Actions=["SendMessage", "ReceiveMessage"],
+    )
+    policy = json.loads(
+        sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])["Attributes"]["Policy"]
+    )
+    one, two = sorted(policy["Statement"], key=lambda s: s["Sid"])
+    assert one["Principal"] == {"AWS": "arn:aws:iam::111111111111:root"}
+    assert one["Action"] == "SQS:*"
+    assert two["Principal"] == {
+        "AWS": ["arn:aws:iam::222222222222:root", "arn:aws:iam::333333333333:root"]
+    }
+    assert two["Action"] == ["SQS:SendMessage", "SQS:ReceiveMessage"]
+
+
+def test_deduplication_scope_message_group_is_honoured(sqs: Any, name: str) -> None:
+    url = sqs.create_queue(
+        QueueName=f"{name}.fifo",
+        Attributes={
+            "FifoQueue": "true",
+            "DeduplicationScope": "messageGroup",
+            "FifoThroughputLimit": "perMessageGroupId",
+        },
+    )["QueueUrl"]
+    for group in ("a", "b", "a"):
+        sqs.send_message(
+            QueueUrl=url, MessageBody=group, MessageGroupId=group, MessageDeduplicationId="d"
+        )
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in got) == ["a", "b"]  # the second "a" was a duplicate
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["DeduplicationScope"] == "messageGroup"
+    sqs.set_queue_attributes(
+        QueueUrl=url, Attributes={"DeduplicationScope": "queue", "FifoThroughputLimit": "perQueue"}
+    )
+    sqs.send_message(QueueUrl=url, MessageBody="c", MessageGroupId="c", MessageDeduplicationId="e")
+    sqs.send_message(QueueUrl=url, MessageBody="d", MessageGroupId="d", MessageDeduplicationId="e")
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in got] == ["c"]  # across the queue now
+    code, _ = _error(
+        sqs.set_queue_attributes,
+        QueueUrl=url,
+        Attributes={"FifoThroughputLimit": "perMessageGroupId"},
+    )
+    assert code == "InvalidAttributeValue"
+
+
+QUEUE_ERRORS = [
+    ({"MessageRetentionPeriod": "1"}, "Invalid value for the parameter MessageRetentionPeriod."),
+    ({"VisibilityTimeout": "abc"}, "Invalid value for the parameter VisibilityTimeout."),
+    ({"QueueArn": "x"}, "Unknown Attribute QueueArn."),
+    ({"ContentBasedDeduplication": "true"}, "Unknown Attribute ContentBasedDeduplication."),
+    (
+        {"DeduplicationScope": "queue"},
+        "You can specify the DeduplicationScope only when FifoQueue is set to true.",
+    ),
+    (
+        {"RedrivePolicy": "notjson"},
+        "Invalid value for the parameter RedrivePolicy. Reason: Redrive policy is not a valid"
+        " JSON map.",
+    ),
+    (
+        {"RedrivePolicy": '{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:x",'
+         '"maxReceiveCount":0}'},
+        'Value {"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:x",'
+        '"maxReceiveCount":0} for parameter RedrivePolicy is invalid. Reason: Invalid value for'
+        " maxReceiveCount: 0, valid values are from 1 to 1000 both inclusive.",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("attributes", "text"), QUEUE_ERRORS)
+def test_queue_attribute_errors_in_sqs_words(
+    sqs: Any, name: str, attributes: dict[str, str], text: str
+) -> None:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    assert _error(sqs.set_queue_attributes, QueueUrl=url, Attributes=attributes)[1] == text
+    assert _error(sqs.create_queue, QueueName=f"{name}x", Attributes=attributes)[1] == text
+
+
+def test_queue_kind_and_message_errors_in_sqs_words(sqs: Any, name: str) -> None:
+    fifo = _fifo(sqs, name)
+    assert _error(sqs.set_queue_attributes, QueueUrl=fifo, Attributes={"FifoQueue": "false"}) == (
+        "InvalidAttributeValue",
+        "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.",
+    )
+    assert _error(sqs.create_queue, QueueName=name, Attributes={"FifoQueue": "true"})[1] == (
+        "The name of a FIFO queue can only include alphanumeric characters, hyphens, or"
+        " underscores, must end with .fifo suffix and be 1 to 80 in length."
+    )
+    assert _error(sqs.create_queue, QueueName=f"{name}x.fifo")[1] == (
+        "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
+    )
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    assert _error(sqs.send_message, QueueUrl=url, MessageBody="a\x01") == (
+        "InvalidMessageContents",
+        "Invalid binary character '#x1' was found in the message body, the set of allowed"
+        " characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to"
+        " #x10FFFF",
+    )
+    many = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)}
+    assert _error(sqs.send_message, QueueUrl=url, MessageBody="x", MessageAttributes=many)[1] == (
+        "Number of message attributes [11] exceeds the allowed maximum [10]."
+    )
+    nan = {"n": {"DataType": "Number", "StringValue": "abc"}}
+    assert _error(sqs.send_message, QueueUrl=url, MessageBody="x", MessageAttributes=nan)[1] == (
+        "Can't cast the value of message (user) attribute 'n' to a number."
+    )
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    other = sqs.create_queue(QueueName=f"{name}-to")["QueueUrl"]
+    other_arn = sqs.get_queue_attributes(QueueUrl=other, AttributeNames=["QueueArn"])
+    moved = _error(
+        sqs.start_message_move_task,
+        SourceArn=arn["QueueArn"],
+        DestinationArn=other_arn["Attributes"]["QueueArn"],
+    )  # a destination does not make a queue that is no dead-letter queue a source
+    assert moved == (
+        "InvalidParameterValue",
+        "Source queue must be configured as a Dead Letter Queue.",
+    )
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_receive_count_runs_on_in_the_dead_letter_queue(sqs: Any, name: str) -> None:
+    dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]
+    policy = {"deadLetterTargetArn": arn["QueueArn"], "maxReceiveCount": 2}
+    src = sqs.create_queue(QueueName=name, Attributes={"RedrivePolicy": json.dumps(policy)})
+    sqs.send_message(QueueUrl=src["QueueUrl"], MessageBody="x")
+    counts = []
+    for _ in range(3):  # two receives, then the third attempt moves it
+        got = sqs.receive_message(
+            QueueUrl=src["QueueUrl"], AttributeNames=["All"], VisibilityTimeout=0
+        ).get("Messages", [])
+        counts += [m["Attributes"]["ApproximateReceiveCount"] for m in got]
+    assert counts == ["1", "2"]
+    (dead,) = sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"])["Messages"]
+    assert dead["Attributes"]["ApproximateReceiveCount"] == "3"  # "across all queues"
+    sqs.change_message_visibility(
+        QueueUrl=dlq, ReceiptHandle=dead["ReceiptHandle"], VisibilityTimeout=0
+    )
+    other = sqs.create_queue(QueueName=f"{name}-dlq2")["QueueUrl"]
+    other_arn = sqs.get_queue_attributes(QueueUrl=other, AttributeNames=["QueueArn"])
+    moved = {**policy, "deadLetterTargetArn": other_arn["Attributes"]["QueueArn"]}
+    sqs.set_queue_attributes(
+        QueueUrl=src["QueueUrl"], Attributes={"RedrivePolicy": json.dumps(moved)}
+    )
+    (again,) = sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"])["Messages"]
+    assert again["Attributes"]["ApproximateReceiveCount"] == "2"  # its source names it no more

@@ -364,18 +364,7 @@ def consumer_item(c: Consumer) -> Item:
         "id": s(f"conveyor#consumer#{c.id}"),
         "queue_type": s(CONSUMERS),
         "sent_at": s(f"{c.registered_at:020.6f}#{c.id}"),
-        "c": s(
-            json.dumps(
-                {
-                    "id": c.id,
-                    "queue": c.queue,
-                    "info": dict(c.info),
-                    "timeout": c.timeout,
-                    "registered_at": c.registered_at,
-                    "heartbeat_at": c.heartbeat_at,
-                }
-            )
-        ),
+        "c": s(json.dumps(c.to_dict())),
         "ttl": n(int(c.heartbeat_at + c.timeout) + 1),
     }
 

@@ -481,7 +481,7 @@ class DynamoStore(Backend):
         seen_keys: dict[str, str] = {}
         for i, (m, own) in enumerate(zip(messages, mine, strict=True)):
             mid = next(fresh) if own else m.id
-            key = dedup_key(m, entry.attrs.content_based_dedup) if fifo else None
+            key = dedup_key(m, entry.attrs) if fifo else None
             if mid in seen_ids:
                 results.append(SendResult(id=mid, duplicate=True))
                 continue
@@ -523,7 +523,7 @@ class DynamoStore(Backend):
                 e,
                 message,
                 mid,
-                dedup_key(message, e.attrs.content_based_dedup) if e.attrs.fifo else None,
+                dedup_key(message, e.attrs) if e.attrs.fifo else None,
                 seq + i,
                 now,
             )

@@ -253,7 +253,7 @@ class State:
             elif m.id in q.messages:
                 results.append(SendResult(id=m.id, duplicate=True))
                 continue
-            key = dedup_key(m, q.attrs.content_based_dedup) if fifo else None
+            key = dedup_key(m, q.attrs) if fifo else None
             if key is not None:
                 seen = q.dedup.get(key)
                 if seen is not None and seen[1] > now:

@@ -251,7 +251,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         for m, own in zip(messages, mine, strict=True):
             message_id = next(fresh) if own else m.id
             ids.append(message_id)
-            key = dedup_key(m, attrs.content_based_dedup) if fifo else None
+            key = dedup_key(m, attrs) if fifo else None
             args += (
                 message_id,
                 m.body,
@@ -670,7 +670,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             ]
             for entry in group:
                 fifo = entry.attrs.fifo
-                key = dedup_key(message, entry.attrs.content_based_dedup) if fifo else None
+                key = dedup_key(message, entry.attrs) if fifo else None
                 args += (
                     entry.prefix,
                     entry.name,

@@ -533,7 +533,7 @@ class SQLStore(Backend, Generic[E]):
             self.queue_row(ex, queue, lock=True)
         results: list[SendResult] = []
         for m in messages:
-            key = dedup_key(m, attrs.content_based_dedup) if fifo else None
+            key = dedup_key(m, attrs) if fifo else None
             if key is not None:
                 seen = ex.one(
                     f"SELECT message_id FROM {p}dedup WHERE queue_id = %s AND dkey = %s"
