@@ -206,3 +206,52 @@ def test_qstat_watch_refreshes_until_interrupted(cv: Conveyor) -> None:
     out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert "queue w" in out and "ready" in out
+
+
+def test_queues_of_other_regions_are_addressed_plainly(cv: Conveyor, tmp_path: Path) -> None:
+    from conveyor import Client
+
+    with Client(f"sqlite:///{tmp_path}/cli.db") as client:  # as the SQS API stores them
+        client.create_queue("eu-west-1:000000000000:eu-queue")
+        client.create_queue("eu-west-1:000000000000:twice")
+        client.create_queue("ap-south-1:111111111111:twice")
+        assert client.find_queue("eu-queue") == "eu-west-1:000000000000:eu-queue"
+    assert "sent" in cv.run("send", "-q", "eu-queue", "hello").lower()
+    got = cv.json("receive", "-q", "eu-queue")
+    assert [m["body"] for m in got["messages"]] == ["hello"]
+    out = cv.run("send", "-q", "twice", "x", code=1)
+    assert "ap-south-1:111111111111:twice" in out and "REGION:ACCOUNT:NAME" in out
+    cv.run("send", "-q", "ap-south-1:111111111111:twice", "x")
+    assert "does not exist" in cv.run("send", "-q", "nowhere", "x", code=1)
+
+
+def test_update_and_deadlines(cv: Conveyor, tmp_path: Path) -> None:
+    cv.run("queue", "create", "edits", "--delivery", "at-most-once")
+    first = cv.json("-q", "edits", "send", "one")["id"]
+    second = cv.json("-q", "edits", "send", "two", "--deadline", "60")["id"]
+    got = cv.json("-q", "edits", "update", "--id", first, "--body", '{"a": 1}', "--json",
+                  "--attr", "k=v", "--priority", "5")  # fmt: skip
+    assert (got["body"], got["attributes"], got["priority"]) == ('{"a":1}', {"k": "v"}, 5)
+    later = cv.json("-q", "edits", "update", "--id", first, "--visible-in", "3600")
+    assert later["state"] == "delayed"
+    assert "give what to change" in cv.run("-q", "edits", "update", "--id", first, code=2)
+    from conveyor import Client
+
+    with Client(f"sqlite:///{tmp_path}/cli.db") as client:
+        deadline = client.queue("edits").get(second).deadline
+        assert deadline is not None and 0 < deadline - client.clock.now() <= 60
+
+
+def test_consumer_registry_and_archive(cv: Conveyor) -> None:
+    got = cv.json("consumer", "register", "--id", "w1", "-q", "jobs", "--info", "host=h1")
+    assert (got["id"], got["queue"], got["info"]) == ("w1", "jobs", {"host": "h1"})
+    assert cv.json("consumer", "heartbeat", "w1")["id"] == "w1"
+    assert [c["id"] for c in cv.json("consumers")["consumers"]] == ["w1"]
+    cv.run("consumer", "unregister", "w1")
+    assert cv.json("consumers")["consumers"] == []
+    cv.run("queue", "create", "jobs", "--archive")
+    cv.run("-q", "jobs", "send", "done")
+    cv.json("-q", "jobs", "receive", "--ack")
+    got = cv.json("-q", "jobs", "archive")
+    assert [(a["body"], a["outcome"]) for a in got["archived"]] == [("done", "deleted")]
+    assert "--limit takes 1 to 1000" in cv.run("-q", "jobs", "archive", "--limit", "0", code=1)

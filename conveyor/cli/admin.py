@@ -20,7 +20,16 @@ from ..models import Message, MessageState
 from ..queues import Queue
 from ..urls import redact
 from . import render
-from .app import State, _done, cli, pass_state, queue_option
+from .app import (
+    State,
+    _done,
+    cli,
+    compact_json,
+    parse_attrs,
+    pass_state,
+    queue_option,
+    read_body,
+)
 
 TEST_IDS = ("A-101", "A-202", "A-303", "A-404")
 
@@ -192,6 +201,77 @@ def dlq(state: State, queue_name: str | None) -> None:
     render.pairs(f"dead-letter queue {dead.name}", [("total", len(messages))])
     render.table(None, ["source queue", "messages"], by_source.most_common())
     render.table(None, ["error", "messages"], by_error.most_common())
+
+
+@cli.command()
+@queue_option
+@_id_option
+@click.option("--body", help="New body.")
+@click.option("--file", "file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="The new body must be JSON (kept compact).")
+@click.option("--attr", "attrs", multiple=True, metavar="K=V", help="Replace the attributes.")
+@click.option("--priority", type=int, help="New priority (higher first).")
+@click.option("--visible-in", type=float, help="Seconds until visible (0: now; reorders by time).")
+@pass_state
+def update(
+    state: State,
+    queue_name: str | None,
+    message_id: str,
+    body: str | None,
+    file: Path | None,
+    as_json: bool,
+    attrs: tuple[str, ...],
+    priority: int | None,
+    visible_in: float | None,
+) -> None:
+    """Edit a message in place: body, attributes, priority, visibility."""
+    data = read_body(body, file) if body is not None or file is not None else None
+    if data is not None and as_json:
+        data = compact_json(data)
+    if data is None and not attrs and priority is None and visible_in is None:
+        raise click.UsageError(
+            "give what to change: --body/--file, --attr, --priority or --visible-in"
+        )
+    if visible_in is not None and visible_in < 0:
+        raise InvalidInput(f"--visible-in takes 0 or more seconds, got {visible_in}")
+    q = state.queue(queue_name)
+    visible_at = None if visible_in is None else state.client.clock.now() + visible_in
+    show_message(
+        state,
+        q.update(
+            message_id,
+            body=data,
+            attributes=parse_attrs(attrs) if attrs else None,
+            priority=priority,
+            visible_at=visible_at,
+        ),
+    )
+
+
+@cli.command()
+@queue_option
+@click.option("--limit", type=int, default=20, show_default=True, help="How many, 1 to 1000.")
+@click.option("--after", type=int, default=0, help="Skip this many (paging).")
+@pass_state
+def archive(state: State, queue_name: str | None, limit: int, after: int) -> None:
+    """Deleted and expired messages a queue with --archive kept, oldest first."""
+    if not 1 <= limit <= 1000:
+        raise InvalidInput(f"--limit takes 1 to 1000, got {limit}")
+    found = state.queue(queue_name).archive(limit, after)
+    rows = [render.archived_dict(a) for a in found]
+    if state.json:
+        render.emit_json({"archived": rows, "next_after": after + len(found)})
+        return
+    render.table(
+        None,
+        ["id", "outcome", "removed", "receives", "body"],
+        [
+            (r["id"], r["outcome"], r["removed_at"], r["receive_count"], r["body"][:60])
+            for r in rows
+        ],
+    )
+    if len(found) == limit:
+        render.console.print(f"more: conveyor archive --after {after + limit}")
 
 
 @cli.command("fail")

@@ -17,8 +17,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from ..client import Client
-from ..exceptions import ConveyorError, InvalidInput, StoreUnavailable
-from ..models import DeadLetterPolicy, Delivery, QueueAttributes
+from ..exceptions import ConveyorError, InvalidInput, QueueDoesNotExist, StoreUnavailable
+from ..models import Consumer, DeadLetterPolicy, Delivery, QueueAttributes
 from ..queues import Queue
 from ..urls import DEFAULT_URL, redact
 from . import render
@@ -59,7 +59,10 @@ class State:
         name = name or self.queue_name
         if not name:
             raise click.UsageError("name a queue with --queue NAME (or `use NAME` in the shell)")
-        return self.client.queue(name)
+        try:
+            return self.client.queue(self.client.find_queue(name))
+        except QueueDoesNotExist:
+            return self.client.queue(name)  # the command says what is missing, as it always has
 
     def close(self) -> None:
         if self._client is not None:
@@ -209,7 +212,7 @@ def attribute_options(f: F) -> F:
         click.option(
             "--retention", type=float, help="Seconds messages are kept (345600 = 4 days)."
         ),
-        click.option("--max-message-bytes", type=int, help="Largest body + attributes (262144)."),
+        click.option("--max-message-bytes", type=int, help="Largest body + attributes (1048576)."),
         click.option("--receive-wait", type=float, help="Default long-poll wait in seconds (0)."),
         click.option("--dead-letter-queue", help="Queue that takes messages received too often."),
         click.option(
@@ -221,6 +224,11 @@ def attribute_options(f: F) -> F:
             "--content-based-dedup/--no-content-based-dedup",
             default=None,
             help="FIFO: de-duplicate by body hash.",
+        ),
+        click.option(
+            "--dedup-per-group/--no-dedup-per-group",
+            default=None,
+            help="FIFO: de-duplicate within each message group, not across the queue.",
         ),
         click.option(
             "--delivery", type=click.Choice([d.value for d in Delivery]), help="Delivery guarantee."
@@ -247,6 +255,7 @@ def _changes(current: QueueAttributes | None, **opts: Any) -> dict[str, Any]:
         "max_message_bytes",
         "receive_wait",
         "content_based_dedup",
+        "dedup_per_group",
         "archive",
         "rate_limit",
         "compress_over",
@@ -435,6 +444,60 @@ def topic_publish(
 # -- consumers ----------------------------------------------------------------------------
 
 
+@cli.group()
+def consumer() -> None:
+    """Register a consumer, beat its heart, unregister it (`consumers` lists them)."""
+
+
+def _show_consumer(state: State, c: Consumer) -> None:
+    data = render.consumer_dict(c, time.time())
+    if state.json:
+        render.emit_json(data)
+    else:
+        render.pairs(f"consumer {c.id}", data.items())
+
+
+@consumer.command("register")
+@click.option("--id", "consumer_id", help="Its id (default: a new one).")
+@queue_option
+@click.option(
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds without a heartbeat before it counts as gone.",
+)
+@click.option("--info", "infos", multiple=True, metavar="K=V", help="What to keep with it.")
+@pass_state
+def consumer_register(
+    state: State, consumer_id: str | None, queue_name: str | None, timeout: float,
+    infos: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Register (or re-register) a consumer; its heartbeat is now."""
+    c = state.client.register_consumer(
+        consumer_id, queue=queue_name or state.queue_name, timeout=timeout,
+        info=parse_attrs(infos),
+    )  # fmt: skip
+    _show_consumer(state, c)
+
+
+@consumer.command("heartbeat")
+@click.argument("consumer_id")
+@pass_state
+def consumer_heartbeat(state: State, consumer_id: str) -> None:
+    """Refresh a consumer's heartbeat."""
+    _show_consumer(state, state.client.heartbeat(consumer_id))
+
+
+@consumer.command("unregister")
+@click.argument("consumer_id")
+@pass_state
+def consumer_unregister(state: State, consumer_id: str) -> None:
+    """Forget a consumer."""
+    state.client.unregister_consumer(consumer_id)
+    _done(state, {"unregistered": consumer_id}, f"unregistered {consumer_id}")
+
+
 @cli.command()
 @queue_option
 @pass_state
@@ -476,6 +539,11 @@ def read_body(body: str | None, file: Path | None) -> bytes:
     return sys.stdin.buffer.read()
 
 
+def compact_json(data: bytes) -> bytes:
+    """A body given with --json: it must be JSON, and travels compact."""
+    return json.dumps(json.loads(data), separators=(",", ":")).encode()
+
+
 def parse_attrs(attrs: tuple[str, ...]) -> dict[str, str | int | float]:
     out: dict[str, str | int | float] = {}
     for item in attrs:
@@ -497,6 +565,11 @@ def parse_attrs(attrs: tuple[str, ...]) -> dict[str, str | int | float]:
 @click.option("--priority", type=int, default=0, show_default=True, help="Higher first.")
 @click.option("--attr", "attrs", multiple=True, metavar="K=V", help="Message attribute (repeat).")
 @click.option("--id", "message_id", help="Message id (a second send with it is a duplicate).")
+@click.option(
+    "--deadline",
+    type=float,
+    help="Seconds to deliver it in; past that it is dropped (at-most-once).",
+)
 @pass_state
 def send(
     state: State,
@@ -510,11 +583,12 @@ def send(
     priority: int,
     attrs: tuple[str, ...],
     message_id: str | None,
+    deadline: float | None,
 ) -> None:
     """Send a message (BODY, --file, or standard input)."""
     data = read_body(body, file)
     if as_json:
-        data = json.dumps(json.loads(data), separators=(",", ":")).encode()
+        data = compact_json(data)
     result = state.queue(queue_name).send(
         data,
         id=message_id,
@@ -523,6 +597,7 @@ def send(
         dedup_id=dedup_id,
         priority=priority,
         attributes=parse_attrs(attrs),
+        deadline=None if deadline is None else state.client.clock.now() + deadline,
     )
     out = {"id": result.id, "duplicate": result.duplicate}
     if result.sequence is not None:

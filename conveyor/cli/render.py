@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..models import Consumer, Message, QueueAttributes, QueueStats
+from ..models import ArchivedMessage, Consumer, Message, QueueAttributes, QueueStats
 
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -86,6 +86,21 @@ def attributes_dict(a: QueueAttributes) -> dict[str, Any]:
 
 def stats_dict(s: QueueStats) -> dict[str, Any]:
     return s.to_dict()
+
+
+def archived_dict(a: ArchivedMessage) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "queue": a.queue,
+        "outcome": a.outcome,
+        "removed_at": when(a.removed_at),
+        "sent_at": when(a.sent_at),
+        "receive_count": a.receive_count,
+        "priority": a.priority,
+        "group_id": a.group_id,
+        "attributes": {k: str(v) for k, v in a.attributes.items()},
+        "body": a.body.decode("utf-8", errors="replace"),
+    }
 
 
 def consumer_dict(c: Consumer, now: float) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 Every one-shot command works here too (``send hello``, ``ls --state ready``). On top:
 ``use QUEUE`` picks the queue, ``id ID`` enters message mode (``id`` alone leaves it),
-where ``system`` (``sys``), ``data``, ``info``, ``reset``, ``redrive``, ``delete``, ``fail``
-and ``invalid`` act on that message. ``qstats`` and ``et`` are aliases of ``qstat`` and
+where ``system`` (``sys``), ``data``, ``info``, ``reset``, ``redrive``, ``delete``, ``fail``,
+``invalid`` and ``update`` act on that message. ``qstats`` and ``et`` are aliases of ``qstat`` and
 ``enqueue-test``. An error is printed and the shell goes on.
 """
 
@@ -33,6 +33,7 @@ MESSAGE_COMMANDS = (
     "delete",
     "fail",
     "invalid",
+    "update",
 )
 SHELL_COMMANDS = ("help", "h", "?", "quit", "q", "exit", "use", "id", "qstats", "et", "clear")
 ALIASES = {"qstats": "qstat", "et": "enqueue-test"}
@@ -40,12 +41,12 @@ ALIASES = {"qstats": "qstat", "et": "enqueue-test"}
 HELP = """\
 commands (any `conveyor` command works here, without the word conveyor):
   use QUEUE              act on QUEUE from now on
-  queue list|create|show|set|delete, topic ..., consumers
+  queue list|create|show|set|delete, topic ..., consumers, consumer register|heartbeat|unregister
   send BODY [--priority N --delay S --attr K=V ...]     receive [--max N --ack]
   ls [--state ready|delayed|in_flight] [--limit N]      qstat (qstats)   dlq
   purge   enqueue-test (et)   redrive --all [--rate N]
   id ID                  message mode: system (sys), data, info, reset, redrive,
-                         delete, fail, invalid; `id` alone leaves it
+                         delete, fail, invalid, update; `id` alone leaves it
   clear   help   quit"""
 
 

@@ -8,18 +8,25 @@ messages in place. Errors are ``{"error": "...", "code": "..."}`` with the statu
 
 from __future__ import annotations
 
+import base64
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 
 from ..aio import AsyncClient
 from ..client import Client
 from ..exceptions import (
     ConveyorError,
-    InvalidInput,
     MessageNotFound,
     NotFound,
     QueueDoesNotExist,
@@ -28,9 +35,17 @@ from ..exceptions import (
     TopicDoesNotExist,
     TopicExists,
 )
-from ..models import Message, MessageState, QueueAttributes
+from ..models import DeadLetterPolicy, Message, MessageState
 from ..queues import decode_message
-from ..validation import check_queue_name
+from ..validation import (
+    ATTRIBUTE_NAME_RE,
+    GROUP_ID_RE,
+    MAX_DELAY,
+    MAX_MESSAGE_BYTES,
+    MAX_VISIBILITY,
+    MAX_WAIT,
+    check_queue_name,
+)
 from .metrics import Metrics
 
 NAME_PATTERN = r"^(?:[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"
@@ -55,10 +70,34 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (400, "invalid input: names, ranges, sizes, malformed bodies"),
         (401, "the bearer token is missing or wrong"),
         (404, "no such queue, topic, message or receipt"),
+        (409, "the message or queue is in a state that does not allow this"),
         (413, "the request body is over --max-body"),
         (422, "the queue or topic exists with other attributes"),
         (503, "the store cannot be reached"),
     )
+}
+
+
+JSON_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": doc["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    }
+    for status, doc in ERRORS.items()
+}
+"""The errors of a route whose success answer is not JSON: still JSON."""
+
+RAW_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "the message body, as sent",
+        "content": {
+            "text/plain": {"schema": {"type": "string", "minLength": 1}},
+            "application/octet-stream": {
+                "schema": {"type": "string", "format": "binary", "minLength": 1}
+            },
+        },
+    }
 }
 
 
@@ -75,10 +114,21 @@ def error_body(error: ConveyorError) -> dict[str, str]:
     return {"error": error.message, "code": error.code}
 
 
-def message_json(m: Message, *, with_body: bool = True) -> dict[str, Any]:
+def body_json(body: bytes) -> dict[str, str]:
+    """A body as JSON: its text, or, when it is not UTF-8, its base64 with `"encoding":
+    "base64"` (nothing is lost either way)."""
+    try:
+        return {"body": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"body": base64.b64encode(body).decode("ascii"), "encoding": "base64"}
+
+
+def message_json(m: Message, *, with_body: bool = True, now: float | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"id": m.id}
+    if now is not None:
+        out["state"] = m.state(now).value
     if with_body:
-        out["body"] = m.body.decode("utf-8", errors="replace")
+        out.update(body_json(m.body))
     if m.receipt is not None:
         out["receipt"] = m.receipt
     out.update(
@@ -89,6 +139,7 @@ def message_json(m: Message, *, with_body: bool = True) -> dict[str, Any]:
             "sent_at": m.sent_at,
             "visible_at": m.visible_at,
             "receive_count": m.receive_count,
+            "sequence": m.sequence,
             "source_queue": m.source_queue,
             "error": m.error,
         }
@@ -96,57 +147,171 @@ def message_json(m: Message, *, with_body: bool = True) -> dict[str, Any]:
     return out
 
 
-class QueueSettings(BaseModel):
-    """Queue attributes: any field of QueueAttributes, plus the predecessor's names."""
+class StrictBody(BaseModel):
+    """A JSON body whose values must have their schema's types (no true for 1, no "5" for
+    5); a whole number may be written 5.0, as JSON Schema allows."""
 
-    model_config = ConfigDict(extra="allow")
-    visibility_timeout: float | None = None
-    compressed_messages: StrictBool | None = Field(
+    model_config = ConfigDict(strict=True, regex_engine="python-re")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for key, value in data.items():
+            field = cls.model_fields.get(key)
+            if (
+                field is not None
+                and isinstance(value, float)
+                and value.is_integer()
+                and field.annotation in (int, int | None)
+            ):
+                out[key] = int(value)
+        return out
+
+
+ATTRIBUTE_PATTERN = rf"^(?![Aa][Ww][Ss]\.|[Aa][Mm][Aa][Zz][Oo][Nn]\.){ATTRIBUTE_NAME_RE.pattern}$"
+MessageAttributes = Annotated[
+    dict[Annotated[str, StringConstraints(pattern=ATTRIBUTE_PATTERN)], str],
+    Field(max_length=10),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": 10,
+            "propertyNames": {"pattern": ATTRIBUTE_PATTERN},
+            "additionalProperties": {"type": "string"},
+        }
+    ),
+]
+"""Up to 10 message attributes, named as the SDK takes them."""
+GROUP_PATTERN = f"^{GROUP_ID_RE.pattern}$"
+
+
+class DeadLetterSettings(StrictBody):
+    """Where a message goes after `max_receive_count` receives."""
+
+    model_config = ConfigDict(extra="forbid")  # and StrictBody's
+    queue: str = Field(description="the dead-letter queue (it must exist)", pattern=NAME_PATTERN)
+    max_receive_count: int = Field(ge=1, le=1000)
+
+
+class QueueSettings(StrictBody):
+    """Queue attributes (`QueueAttributes`), plus the predecessor's names. An attribute left
+    out, or given as null, keeps its value; `dead_letter`, `rate_limit` and `compress_over`
+    given as null are removed."""
+
+    model_config = ConfigDict(extra="forbid")  # and StrictBody's
+    visibility_timeout: float | None = Field(default=None, ge=0, le=MAX_VISIBILITY)
+    delay: float | None = Field(default=None, ge=0, le=MAX_DELAY)
+    retention: float | None = Field(default=None, ge=60, le=14 * 86400)
+    max_message_bytes: int | None = Field(default=None, ge=1024, le=MAX_MESSAGE_BYTES)
+    receive_wait: float | None = Field(default=None, ge=0, le=MAX_WAIT)
+    dead_letter: DeadLetterSettings | None = None
+    content_based_dedup: bool | None = Field(
+        default=None, description="de-duplicate by body hash (FIFO queues only)"
+    )
+    dedup_per_group: bool | None = Field(
+        default=None, description="de-duplicate within each message group (FIFO queues only)"
+    )
+    delivery: Literal["at-least-once", "at-most-once"] | None = None
+    archive: bool | None = None
+    rate_limit: float | None = Field(default=None, ge=0.001, le=1_000_000)
+    compress_over: int | None = Field(default=None, ge=0, le=MAX_MESSAGE_BYTES)
+    tags: dict[Annotated[str, StringConstraints(min_length=1, max_length=128)], str] | None = Field(
+        default=None, max_length=50
+    )
+    compressed_messages: bool | None = Field(
         default=None, description="compress bodies that shrink (zlib)"
     )
+    min_partitions: int | None = Field(default=None, description="accepted and ignored")
+    max_partitions: int | None = Field(default=None, description="accepted and ignored")
+    max_partition_age: int | None = Field(default=None, description="accepted and ignored")
 
 
-class ReceiveRequest(BaseModel):
+class ReceiveRequest(StrictBody):
     max_messages: int = Field(default=1, ge=1, le=10)
     visibility_timeout: float | None = Field(default=None, ge=0, le=43200)
     wait: float | None = Field(default=None, ge=0, le=20)
 
 
-class ReceiptsRequest(BaseModel):
+class ReceiptsRequest(StrictBody):
     receipts: list[str] = Field(min_length=1, max_length=10)
 
 
-class VisibilityRequest(BaseModel):
+class VisibilityRequest(StrictBody):
     receipt: str
     timeout: float = Field(ge=0, le=43200)
 
 
-class RedriveRequest(BaseModel):
+class RedriveRequest(StrictBody):
+    """`ids` moves those; otherwise up to `limit` ready messages move, or with `all` every
+    one, at most `rate` a second (the answer comes when they have moved; `rate` paces only
+    `all`)."""
+
     ids: list[str] | None = None
     to: str | None = Field(default=None, pattern=NAME_PATTERN)
     limit: int = Field(default=100, ge=1, le=10000)
+    all: bool = False
+    rate: float | None = Field(default=None, ge=0.001, le=1_000_000)
 
 
-class SendRequest(BaseModel):
+class UpdateRequest(StrictBody):
+    """What to change in a message; what is left out stays."""
+
+    body: str | None = Field(default=None, min_length=1)
+    attributes: MessageAttributes | None = None
+    priority: int | None = Field(default=None, ge=-(2**31), lt=2**31)
+    visible_in: float | None = Field(
+        default=None, ge=0, le=43200, description="seconds until visible (0: now)"
+    )
+
+
+class ConsumerRequest(StrictBody):
+    id: str | None = Field(default=None, pattern=r"^[\x21-\x7e]{1,128}$")
+    queue: str | None = Field(default=None, pattern=NAME_PATTERN)
+    timeout: float = Field(default=30.0, gt=0, le=86400)
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class FailRequest(StrictBody):
+    delay: float = Field(default=0, ge=0, le=43200, description="seconds until redelivery")
+
+
+class InvalidRequest(StrictBody):
+    error: str | None = Field(default=None, max_length=1024, description="why, kept with it")
+
+
+class SendRequest(StrictBody):
     body: str = Field(min_length=1)
-    delay: float | None = None
-    group_id: str | None = None
-    dedup_id: str | None = None
-    priority: int = 0
-    attributes: dict[str, str] = Field(default_factory=dict)
+    delay: float | None = Field(default=None, ge=0, le=900)
+    group_id: str | None = Field(default=None, pattern=GROUP_PATTERN)
+    dedup_id: str | None = Field(default=None, pattern=GROUP_PATTERN)
+    priority: int = Field(default=0, ge=-(2**31), lt=2**31)
+    attributes: MessageAttributes = Field(default_factory=dict)
+    deadline: float | None = Field(
+        default=None,
+        gt=0,
+        le=14 * 86400,
+        description="seconds to deliver it in; later it is dropped (at-most-once queues)",
+    )
+
+
+REMOVABLE = frozenset({"dead_letter", "rate_limit", "compress_over"})
+IGNORED = ("min_partitions", "max_partitions", "max_partition_age")
 
 
 def _changes(settings: QueueSettings) -> dict[str, Any]:
-    data = settings.model_dump(exclude_none=True)
-    compressed = data.pop("compressed_messages", None)
-    for legacy in ("min_partitions", "max_partitions", "max_partition_age"):
+    given = settings.model_dump(exclude_unset=True)
+    data = {k: v for k, v in given.items() if v is not None or k in REMOVABLE}
+    for legacy in IGNORED:
         data.pop(legacy, None)  # the predecessor's partitioning has no meaning here
+    compressed = data.pop("compressed_messages", None)
     if compressed is not None:
         data["compress_over"] = 0 if compressed else None
-    try:
-        QueueAttributes().replace(**data)
-    except TypeError as exc:
-        raise InvalidInput(f"unknown queue attribute: {exc}") from None
+    dl = data.get("dead_letter")
+    if dl is not None:
+        data["dead_letter"] = DeadLetterPolicy(**dl)
     return data
 
 
@@ -164,6 +329,13 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
             "CompressedMessages": a.compress_over is not None,
         }
 
+    def checked(settings: QueueSettings) -> dict[str, Any]:
+        changes = _changes(settings)
+        dl = changes.get("dead_letter")
+        if dl is not None:
+            client.queue_info(check_queue_name(dl.queue))  # a missing one is a 404
+        return changes
+
     # -- queues ---------------------------------------------------------------------------
 
     @r.get("/queues", tags=["queues"], summary="List queues")
@@ -180,7 +352,7 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
     ) -> str:
         if queue in client.list_queues(queue):
             raise QueueExists("Queue already exists.")
-        client.create_queue(queue, **_changes(settings or QueueSettings()))
+        client.create_queue(queue, **checked(settings or QueueSettings()))
         return "created"
 
     @r.delete("/queues/{queue}", tags=["queues"], summary="Delete a queue")
@@ -194,7 +366,7 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
 
     @r.patch("/queues/{queue}", tags=["queues"], summary="Change queue attributes")
     def patch_queue(queue: QueueName, settings: QueueSettings) -> dict[str, Any]:
-        attrs = client.set_attributes(check_queue_name(queue), **_changes(settings))
+        attrs = client.set_attributes(check_queue_name(queue), **checked(settings))
         return attrs.to_dict()
 
     @r.get("/queues/{queue}/stats", tags=["queues"], summary="Message counts and totals")
@@ -212,14 +384,16 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         tags=["messages"],
         summary="Send the raw request body as a message; answers its id as text",
         response_class=PlainTextResponse,
+        responses=JSON_ERRORS,
+        openapi_extra=RAW_BODY,
     )
     async def put_message(
         queue: QueueName,
         request: Request,
-        delay: Annotated[float | None, Query()] = None,
-        group_id: Annotated[str | None, Query()] = None,
-        dedup_id: Annotated[str | None, Query()] = None,
-        priority: Annotated[int, Query()] = 0,
+        delay: Annotated[float | None, Query(ge=0, le=900)] = None,
+        group_id: Annotated[str | None, Query(pattern=GROUP_PATTERN)] = None,
+        dedup_id: Annotated[str | None, Query(pattern=GROUP_PATTERN)] = None,
+        priority: Annotated[int, Query(ge=-(2**31), lt=2**31)] = 0,
     ) -> str:
         body = await request.body()
         q = aio.queue(check_queue_name(queue))
@@ -247,7 +421,7 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
             if not got:
                 break
         metrics.received(queue, len(out), batch_size)
-        return [{"id": m.id, "body": m.text, "receipt": m.receipt} for m in out]
+        return [{"id": m.id, **body_json(m.body), "receipt": m.receipt} for m in out]
 
     @r.delete("/queues/{queue}/message/{message_id}", tags=["messages"], summary="Delete by id")
     def delete_by_id(queue: QueueName, message_id: str) -> bool:
@@ -291,6 +465,7 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
             dedup_id=message.dedup_id,
             priority=message.priority,
             attributes=message.attributes,
+            deadline=None if message.deadline is None else client.clock.now() + message.deadline,
         )
         metrics.sent(queue, 1)
         return {"id": sent.id, "duplicate": sent.duplicate, "sequence": sent.sequence}
@@ -334,20 +509,99 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         state: MessageState | None = None,
         after: int = 0,
     ) -> list[dict[str, Any]]:
-        return [message_json(m) for m in client.queue(queue).peek(limit, state=state, after=after)]
+        found = client.queue(queue).peek(limit, state=state, after=after)
+        now = client.clock.now()
+        return [message_json(m, now=now) for m in found]
 
     @r.get("/queues/{queue}/message/{message_id}", tags=["admin"], summary="One message by id")
     def get_message(queue: QueueName, message_id: str) -> dict[str, Any]:
-        return message_json(client.queue(queue).get(message_id))
+        return message_json(client.queue(queue).get(message_id), now=client.clock.now())
 
     @r.post("/queues/{queue}/message/{message_id}/reset", tags=["admin"], summary="Reset")
     def reset(queue: QueueName, message_id: str) -> dict[str, Any]:
         return message_json(client.queue(queue).reset(message_id))
 
+    @r.patch("/queues/{queue}/message/{message_id}", tags=["admin"], summary="Edit in place")
+    def update(queue: QueueName, message_id: str, req: UpdateRequest) -> dict[str, Any]:
+        visible_at = None if req.visible_in is None else client.clock.now() + req.visible_in
+        return message_json(
+            client.queue(queue).update(
+                message_id,
+                body=req.body,
+                attributes=req.attributes,
+                priority=req.priority,
+                visible_at=visible_at,
+            )
+        )
+
+    @r.post(
+        "/queues/{queue}/message/{message_id}/fail",
+        tags=["admin"],
+        summary="Release for redelivery (after `delay`)",
+    )
+    def fail(queue: QueueName, message_id: str, req: FailRequest | None = None) -> dict[str, Any]:
+        return message_json(client.queue(queue).fail(message_id, (req or FailRequest()).delay))
+
+    @r.post(
+        "/queues/{queue}/message/{message_id}/invalid",
+        tags=["admin"],
+        summary="Move to the dead-letter queue now",
+    )
+    def invalid(
+        queue: QueueName, message_id: str, req: InvalidRequest | None = None
+    ) -> dict[str, Any]:
+        error = (req or InvalidRequest()).error or "marked invalid"
+        return message_json(client.queue(queue).move_to_dlq(message_id, error))
+
     @r.post("/queues/{queue}/redrive", tags=["admin"], summary="Redrive dead letters")
     def redrive(queue: QueueName, req: RedriveRequest) -> dict[str, Any]:
-        moved = client.queue(queue).redrive(req.ids, to=req.to, limit=req.limit)
-        return {"moved": moved}
+        q = client.queue(queue)
+        if req.all and not req.ids:
+            return {"moved": q.redrive_all(to=req.to, rate=req.rate)}
+        return {"moved": q.redrive(req.ids, to=req.to, limit=req.limit)}
+
+    @r.get("/queues/{queue}/archive", tags=["admin"], summary="Archived messages, oldest first")
+    def archive(
+        queue: QueueName,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        after: Annotated[int, Query(ge=0, description="skip this many")] = 0,
+    ) -> dict[str, Any]:
+        found = client.queue(queue).archive(limit, after)
+        return {
+            "archived": [
+                {
+                    "id": a.id,
+                    **body_json(a.body),
+                    "attributes": {k: str(v) for k, v in a.attributes.items()},
+                    "group_id": a.group_id,
+                    "priority": a.priority,
+                    "sent_at": a.sent_at,
+                    "removed_at": a.removed_at,
+                    "receive_count": a.receive_count,
+                    "outcome": a.outcome,
+                }
+                for a in found
+            ],
+            "next_after": after + len(found),
+        }
+
+    @r.post("/consumers", tags=["admin"], summary="Register (or re-register) a consumer")
+    def register_consumer(req: ConsumerRequest) -> dict[str, Any]:
+        c = client.register_consumer(req.id, queue=req.queue, timeout=req.timeout, info=req.info)
+        return c.to_dict()
+
+    @r.post("/consumers/{consumer_id}/heartbeat", tags=["admin"], summary="Heartbeat")
+    def heartbeat(consumer_id: str) -> dict[str, Any]:
+        return client.heartbeat(consumer_id).to_dict()
+
+    @r.delete("/consumers/{consumer_id}", tags=["admin"], summary="Unregister a consumer")
+    def unregister_consumer(consumer_id: str) -> dict[str, Any]:
+        client.unregister_consumer(consumer_id)
+        return {"unregistered": consumer_id}
+
+    @r.get("/consumers", tags=["admin"], summary="Live consumers and their last heartbeat")
+    def consumers(queue: str | None = None) -> dict[str, Any]:
+        return {"consumers": [c.to_dict() for c in client.list_consumers(queue)]}
 
     # -- topics ---------------------------------------------------------------------------
 
@@ -400,6 +654,7 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         "/topics/{topic}/message",
         tags=["topics"],
         summary="Publish the raw body to every subscribed queue; answers {queue: id}",
+        openapi_extra=RAW_BODY,
     )
     async def publish(topic: TopicName, request: Request) -> dict[str, str]:
         body = await request.body()

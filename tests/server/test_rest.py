@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+from typing import Any
+
 import httpx
 
 from ..live import LiveServer
@@ -108,3 +111,164 @@ def test_openapi_health_and_metrics(server: LiveServer, name: str) -> None:
         assert f'conveyor_queue_visible{{queue="{name}"}} 1.0' in text
         assert f'conveyor_queue_in_flight{{queue="{name}"}} 1.0' in text
         assert "conveyor_request_seconds_bucket" in text
+
+
+ATTRIBUTES = [
+    ("visibility_timeout", 12, 12.0),
+    ("delay", 5, 5.0),
+    ("retention", 3600, 3600.0),
+    ("max_message_bytes", 2048.0, 2048),
+    ("receive_wait", 3, 3.0),
+    ("delivery", "at-most-once", "at-most-once"),
+    ("archive", True, True),
+    ("rate_limit", 50, 50.0),
+    ("compress_over", 100, 100),
+    ("tags", {"team": "billing"}, {"team": "billing"}),
+]
+
+
+def test_every_queue_attribute_on_put_and_patch(server: LiveServer, name: str) -> None:
+    with httpx.Client(base_url=server.url) as http:
+        assert http.put(f"/queues/{name}-dlq").status_code == 201
+        policy = {"queue": f"{name}-dlq", "max_receive_count": 3}
+        for i, (attribute, given, stored) in enumerate(
+            [*ATTRIBUTES, ("dead_letter", policy, policy)]
+        ):
+            created = f"{name}-{i}"
+            r = http.put(f"/queues/{created}", json={attribute: given})
+            assert r.status_code == 201, (attribute, r.text)
+            got = http.get(f"/queues/{created}").json()["attributes"][attribute]
+            assert got == stored, attribute
+            r = http.patch(f"/queues/{name}-dlq", json={attribute: given})
+            if attribute == "dead_letter":  # a queue cannot be its own dead-letter queue
+                r = http.patch(f"/queues/{created}", json={attribute: None})
+                assert r.status_code == 200 and r.json()["dead_letter"] is None
+                r = http.patch(f"/queues/{created}", json={attribute: given})
+            assert r.status_code == 200, (attribute, r.text)
+            assert r.json()[attribute] == stored, attribute
+        doc = http.get(f"/queues/{name}-dlq").json()["attributes"]
+        assert doc["visibility_timeout"] == 12 and doc["tags"] == {"team": "billing"}
+
+
+def test_queue_settings_refuse_wrong_types_and_unknown_names(server: LiveServer, name: str) -> None:
+    with httpx.Client(base_url=server.url) as http:
+        for body, word in [
+            ({"visibility_timeout": False}, "visibility_timeout"),
+            ({"visibility_timeout": "5"}, "visibility_timeout"),
+            ({"max_message_bytes": 2048.5}, "max_message_bytes"),
+            ({"dead_letter": {"queue": "x"}}, "max_receive_count"),
+            ({"dead_letter": {"queue": "x", "max_receive_count": True}}, "max_receive_count"),
+            ({"delivery": "sometimes"}, "delivery"),
+            ({"colour": "blue"}, "colour"),
+        ]:
+            r = http.put(f"/queues/{name}", json=body)
+            assert r.status_code == 400, body
+            assert r.json()["code"] == "InvalidParameterValue" and word in r.json()["error"]
+        assert name not in http.get("/queues").json()["queues"]  # nothing partly made
+        r = http.put(
+            f"/queues/{name}", json={"dead_letter": {"queue": "nope", "max_receive_count": 2}}
+        )
+        assert r.status_code == 404 and "nope" in r.json()["error"]
+
+
+def test_binary_bodies_travel_as_base64_and_empty_publishes_are_refused(
+    server: LiveServer, name: str
+) -> None:
+    body = b"\xff\xd8\xff\xe0 not text"
+    with httpx.Client(base_url=server.url) as http:
+        http.put(f"/queues/{name}")
+        http.put(
+            f"/queues/{name}/message",
+            content=body,
+            headers={"content-type": "application/octet-stream"},
+        )
+        (m,) = http.get(f"/queues/{name}/messages/5").json()
+        assert m["encoding"] == "base64" and base64.b64decode(m["body"]) == body
+        http.put(f"/topics/{name}")  # no subscriber yet: the body is still checked
+        r = http.put(f"/topics/{name}/message", content=b"")
+        assert r.status_code == 400 and "empty" in r.json()["error"]
+
+
+def test_every_admin_operation_is_a_route(server: LiveServer, name: str) -> None:
+    with httpx.Client(base_url=server.url) as http:
+        http.put(f"/queues/{name}-dlq")
+        policy = {"queue": f"{name}-dlq", "max_receive_count": 5}
+        http.put(f"/queues/{name}", json={"dead_letter": policy})
+        ids = [
+            http.post(f"/queues/{name}/messages", json={"body": f"m{i}"}).json()["id"]
+            for i in range(4)
+        ]
+        r = http.patch(
+            f"/queues/{name}/message/{ids[3]}",
+            json={"body": "edited", "attributes": {"k": "v"}, "priority": 9},
+        )
+        assert r.status_code == 200, r.text
+        assert (r.json()["body"], r.json()["attributes"], r.json()["priority"]) == (
+            "edited",
+            {"k": "v"},
+            9,
+        )
+        got = http.post(f"/queues/{name}/receive", json={"max_messages": 1}).json()["messages"]
+        assert got[0]["id"] == ids[3]  # the highest priority first
+        r = http.patch(f"/queues/{name}/message/{ids[0]}", json={"visible_in": 3600})
+        assert r.json()["visible_at"] > got[0]["sent_at"] + 3000  # put back an hour
+        r = http.post(f"/queues/{name}/message/{ids[3]}/fail", json={"delay": 0})
+        assert r.status_code == 200 and r.json()["receive_count"] == 1
+        r = http.post(f"/queues/{name}/message/{ids[1]}/invalid", json={"error": "bad sku"})
+        assert r.status_code == 200 and r.json()["error"] == "bad sku"
+        r = http.post(f"/queues/{name}/message/{ids[2]}/invalid")
+        assert r.json()["error"] == "marked invalid"
+        dead = http.get(f"/queues/{name}-dlq/stats").json()
+        assert dead["ready"] == 2
+        r = http.post(f"/queues/{name}-dlq/redrive", json={"all": True, "rate": 1000})
+        assert r.json() == {"moved": 2}
+        assert http.get(f"/queues/{name}-dlq/stats").json()["ready"] == 0
+        r = http.post(f"/queues/{name}-dlq/redrive", json={"ids": ["x"], "all": True})
+        assert r.status_code == 404  # the ids named are what moves
+        r = http.patch(f"/queues/{name}/message/nope", json={"priority": 1})
+        assert r.status_code == 404
+        assert (
+            http.patch(f"/queues/{name}/message/{ids[3]}", json={"priority": True}).status_code
+            == 400
+        )
+        consumers = http.get("/consumers").json()["consumers"]
+        assert isinstance(consumers, list)
+
+
+def test_consumers_and_deadlines_through_rest(server: LiveServer, store: Any, name: str) -> None:
+    worker = store.register_consumer(f"{name}-w", queue=name, info={"host": "h1"})
+    with httpx.Client(base_url=server.url) as http:
+        listed = http.get("/consumers", params={"queue": name}).json()["consumers"]
+        assert [(c["id"], c["info"]) for c in listed] == [(worker.id, {"host": "h1"})]
+        assert listed[0]["heartbeat_at"] >= listed[0]["registered_at"] > 0
+        http.put(f"/queues/{name}", json={"delivery": "at-most-once"})
+        before = store.clock.now()
+        r = http.post(f"/queues/{name}/messages", json={"body": "soon", "deadline": 60})
+        assert r.status_code == 200, r.text
+        kept = store.queue(name).get(r.json()["id"]).deadline  # the store drops it past this
+        assert before + 60 <= kept <= store.clock.now() + 60
+    store.unregister_consumer(worker.id)
+
+
+def test_consumer_registry_and_archive_routes(server: LiveServer, store: Any, name: str) -> None:
+    with httpx.Client(base_url=server.url) as http:
+        r = http.post("/consumers", json={"id": f"{name}-w", "queue": name, "info": {"pid": 7}})
+        assert r.status_code == 200, r.text
+        first = r.json()
+        beat = http.post(f"/consumers/{name}-w/heartbeat").json()
+        assert beat["heartbeat_at"] >= first["heartbeat_at"] and beat["info"] == {"pid": 7}
+        listed = http.get("/consumers", params={"queue": name}).json()["consumers"]
+        assert [c["id"] for c in listed] == [f"{name}-w"]
+        assert http.delete(f"/consumers/{name}-w").json() == {"unregistered": f"{name}-w"}
+        assert http.get("/consumers", params={"queue": name}).json()["consumers"] == []
+        assert http.post(f"/consumers/{name}-w/heartbeat").status_code == 404
+        assert http.post("/consumers", json={"timeout": 0}).status_code == 400
+        http.put(f"/queues/{name}", json={"archive": True})
+        sent = http.post(f"/queues/{name}/messages", json={"body": "kept"}).json()
+        (m,) = http.post(f"/queues/{name}/receive", json={}).json()["messages"]
+        http.post(f"/queues/{name}/delete", json={"receipts": [m["receipt"]]})
+        got = http.get(f"/queues/{name}/archive").json()
+        assert [(a["id"], a["body"], a["outcome"]) for a in got["archived"]] == [
+            (sent["id"], "kept", "deleted")
+        ]
+        assert got["next_after"] == 1
