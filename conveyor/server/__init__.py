@@ -18,6 +18,7 @@ from ..push.gateway import Gateway
 from ..urls import described
 from .app import ConveyorServer, ServerConfig
 from .protocol import REQUEST_TIMEOUT, guarded
+from .ui import run_sampler
 
 __all__ = [
     "ConveyorServer",
@@ -142,7 +143,7 @@ def serve(
                     f" {exc.strerror} (another server there? choose another --tcp port)"
                 ) from None
         log.info(
-            "conveyor serving %s://%s:%d (SQS API, REST API, /metrics) on store %s;"
+            "conveyor serving %s://%s:%d (SQS API, REST API, /ui, /metrics) on store %s;"
             " SQS region %s, account %s%s",
             "https" if tls_cert else "http",
             host,
@@ -155,6 +156,7 @@ def serve(
         flusher = None
         if config.statsd:
             flusher = asyncio.create_task(server.metrics.run_flusher(config.statsd_interval))
+        sampler = asyncio.create_task(run_sampler(client, server.history))
         try:
             await uv.serve(sockets=[sock])
         finally:
@@ -162,6 +164,7 @@ def serve(
                 await push.close()
             if flusher is not None:
                 flusher.cancel()
+            sampler.cancel()
 
     try:
         asyncio.run(main())

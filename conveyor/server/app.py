@@ -52,6 +52,7 @@ from .sqs_wire import (
     query_error,
     query_response,
 )
+from .ui import History, build_ui
 
 log = logging.getLogger("conveyor.server")
 
@@ -92,6 +93,7 @@ class ConveyorServer:
             client, namespaces=self.namespaces, metrics=self.metrics, draining=self.is_draining
         )
         self.aio = AsyncClient(client=client)
+        self.history = History()
         self.app = BodyLimit(self._build(), self)
 
     def is_draining(self) -> bool:
@@ -123,6 +125,7 @@ class ConveyorServer:
             build_router(self.client, self.aio, self.metrics, self.is_draining),
             dependencies=[Depends(check_token)],
         )
+        app.include_router(build_ui(self.client, self.history, check_token, self.auth))
 
         @app.get("/healthz", tags=["operations"], summary="Liveness and store reachability")
         def healthz() -> dict[str, Any]:

@@ -1,0 +1,185 @@
+"""The web dashboard at /ui: three static files (no build step, no CDN) over the REST API,
+and one route of its own, the overview with an hour of history for the sparklines.
+
+Every figure and action goes through the REST API, behind the server's bearer token (the
+page asks for it once and keeps it in the browser tab's session storage). When the server
+has a token, a browser beyond loopback gets nothing but a sign-in form until it gives the
+token: the form keeps it in the tab and in a cookie scoped to /ui, which opens the static
+files (the API itself takes the token only as a bearer header, so the cookie cannot be used
+to act on the API from another site).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from importlib import resources
+from itertools import pairwise
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, Response
+
+from ..client import Client
+from ..exceptions import ConveyorError, NotFound, QueueDoesNotExist, Unauthorized
+from ..models import QueueStats
+from ..push.config import is_loopback
+
+log = logging.getLogger(__name__)
+
+HOUR = 3600.0
+STEP = 10.0
+"""Seconds between two points of a sparkline: an hour is 360 points."""
+
+ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
+COOKIE = "conveyor_token"
+
+SIGN_IN = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Conveyor: sign in</title>
+<link rel="icon" href="data:,"></head>
+<body style="font: 14px system-ui, sans-serif; margin: 40px">
+<form id="login-form"><h2>This server needs its token</h2>
+<p>The token <code>conveyor serve</code> was started with (<code>--auth-token</code>).</p>
+<input type="password" id="token" placeholder="token" required>
+<button id="login-submit" type="submit">Sign in</button></form>
+<script>
+document.getElementById("login-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const token = document.getElementById("token").value;
+  sessionStorage.setItem("conveyor-token", token);
+  document.cookie = "conveyor_token=" + encodeURIComponent(token) +
+    "; path=/ui; SameSite=Strict" + (location.protocol === "https:" ? "; Secure" : "");
+  location.reload();
+});
+</script></body></html>
+"""
+
+
+class History:
+    """Per queue, an hour of (time, depth, sent total, received total) samples, one every
+    STEP seconds at most, taken by the server's sampler and when the overview is read."""
+
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self._now = now
+        self._lock = threading.Lock()
+        self._points: dict[str, deque[tuple[float, int, int, int]]] = {}
+
+    def record(self, stats: QueueStats, *, force: bool = False) -> None:
+        now = self._now()
+        sent = stats.sent or stats.received + stats.total  # stores without totals: an estimate
+        with self._lock:
+            points = self._points.setdefault(stats.queue, deque(maxlen=int(HOUR / STEP) + 1))
+            if force or not points or now - points[-1][0] >= STEP:
+                points.append((now, stats.total, sent, stats.received))
+            while points and now - points[0][0] > HOUR:
+                points.popleft()
+
+    def series(self, queue: str) -> dict[str, Any]:
+        with self._lock:
+            points = list(self._points.get(queue, ()))
+        depth = [[round(t, 3), d] for t, d, _, _ in points]
+        rate, received = [], []
+        for (t0, _, s0, r0), (t1, _, s1, r1) in pairwise(points):
+            if t1 > t0:
+                rate.append([round(t1, 3), round(max(0, s1 - s0) / (t1 - t0), 3)])
+                received.append([round(t1, 3), round(max(0, r1 - r0) / (t1 - t0), 3)])
+        return {"depth": depth, "rate": rate, "received": received}
+
+    def forget(self, names: set[str]) -> None:
+        with self._lock:
+            for name in set(self._points) - names:
+                del self._points[name]
+
+
+SAMPLED_QUEUES = 500
+"""The sampler looks at this many queues at most; past that, only while the overview is open."""
+
+
+def sample(client: Client, history: History) -> None:
+    """One round of the sampler: every queue's counts into the history."""
+    names = client.list_queues()
+    for name in names[:SAMPLED_QUEUES]:
+        try:
+            history.record(client.queue(name).stats())
+        except ConveyorError:
+            continue  # deleted while we looked, or the store is away: the next round tries
+    history.forget(set(names))
+
+
+async def run_sampler(client: Client, history: History, interval: float = STEP) -> None:
+    """Keep an hour of history for the dashboard's sparklines, whether or not a page is
+    open."""
+    while True:
+        try:
+            await asyncio.to_thread(sample, client, history)
+        except Exception:  # the dashboard's history must never take the server down
+            log.warning("dashboard history: a sampling round failed", exc_info=True)
+        await asyncio.sleep(interval)
+
+
+def build_ui(client: Client, history: History, check_token: Any, auth: Any) -> APIRouter:
+    r = APIRouter(include_in_schema=False)
+
+    def opened(request: Request) -> bool:
+        """Whether the static files may go to this browser: always on loopback or without a
+        token; beyond loopback, with the token as a bearer header or the /ui cookie."""
+        host = request.client.host if request.client else ""
+        if auth.token is None or is_loopback(host):
+            return True
+        header = request.headers.get("authorization")
+        cookie = request.cookies.get(COOKIE)
+        try:
+            auth.check_bearer(header or (f"Bearer {cookie}" if cookie else None))
+        except Unauthorized:
+            return False
+        return True
+
+    def asset(name: str) -> str:
+        return (resources.files("conveyor.server") / "ui" / name).read_text(encoding="utf-8")
+
+    @r.get("/ui", response_class=HTMLResponse)
+    @r.get("/ui/", response_class=HTMLResponse)
+    def index(request: Request) -> HTMLResponse:
+        page = asset("index.html") if opened(request) else SIGN_IN
+        return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
+
+    @r.get("/ui/{name}")
+    def static(name: str, request: Request) -> Response:
+        if name not in ASSETS:
+            raise NotFound(f"no dashboard file {name!r}: the dashboard is at /ui")
+        if not opened(request):
+            raise Unauthorized("sign in at /ui with the server's token first")
+        return Response(asset(name), media_type=ASSETS[name], headers={"Cache-Control": "no-cache"})
+
+    @r.get("/ui/api/overview", dependencies=[Depends(check_token)])
+    def overview() -> dict[str, Any]:
+        names = client.list_queues()
+        queues = []
+        for name in names:
+            try:
+                stats = client.queue(name).stats()
+                dead_letter = client.queue_info(name).attributes.dead_letter
+            except QueueDoesNotExist:
+                continue  # deleted while we looked
+            history.record(stats)
+            series = history.series(name)
+            queues.append(
+                {
+                    **stats.to_dict(),
+                    "dead_letter_queue": dead_letter.queue if dead_letter else None,
+                    "rate": series["rate"][-1][1] if series["rate"] else 0.0,
+                    "received_rate": series["received"][-1][1] if series["received"] else 0.0,
+                    "history": series,
+                }
+            )
+        history.forget(set(names))
+        return {"queues": queues, "topics": client.list_topics(), "now": time.time()}
+
+    return r
+
+
+__all__ = ["History", "build_ui", "run_sampler", "sample"]

@@ -1,0 +1,363 @@
+// Conveyor's dashboard: plain JavaScript over the REST API (docs/dashboard.md).
+"use strict";
+
+const main = document.getElementById("main");
+const statusLine = document.getElementById("status");
+let timer = null;
+
+// -- the REST API, with the bearer token kept in this tab ------------------------------------
+
+async function api(method, path, body) {
+  const headers = authHeaders();
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(path, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (res.status === 401) {
+    askToken(sessionStorage.getItem("conveyor-token") ? "That token was refused." : "");
+    throw new Error("the server needs its token");
+  }
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!res.ok) throw new Error((data && data.error) || res.statusText);
+  return data;
+}
+
+function askToken(message) {
+  const dialog = document.getElementById("login");
+  document.getElementById("login-error").textContent = message;
+  if (!dialog.open) dialog.showModal();
+}
+
+document.getElementById("login-form").addEventListener("submit", () => {
+  sessionStorage.setItem("conveyor-token", document.getElementById("token").value);
+  route();
+});
+
+// -- helpers ----------------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  for (const child of children.flat(Infinity)) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const q = (name) => encodeURIComponent(name);
+const age = (seconds) => seconds == null ? "-" :
+  seconds < 120 ? `${Math.round(seconds)} s` :
+  seconds < 7200 ? `${Math.round(seconds / 60)} min` : `${(seconds / 3600).toFixed(1)} h`;
+const when = (epoch) => epoch ? new Date(epoch * 1000).toLocaleString() : "-";
+
+function show(message, isError) {
+  statusLine.textContent = message;
+  statusLine.className = "status" + (isError ? " error" : "");
+}
+
+function pretty(body) {
+  try { return JSON.stringify(JSON.parse(body), null, 2); } catch { return body; }
+}
+
+function sparkline(points) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("viewBox", "0 0 120 24");
+  if (points.length > 1) {
+    const t0 = points[0][0], t1 = points[points.length - 1][0];
+    const top = Math.max(1, ...points.map((p) => p[1]));
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("points", points.map(([t, v]) =>
+      `${(120 * (t - t0) / Math.max(1, t1 - t0)).toFixed(1)},${(23 - 22 * v / top).toFixed(1)}`
+    ).join(" "));
+    svg.append(line);
+  }
+  return svg;
+}
+
+function guarded(fn) {
+  return async (...args) => {
+    try { await fn(...args); } catch (err) { show(err.message, true); }
+  };
+}
+
+// -- overview ---------------------------------------------------------------------------------
+
+async function overview() {
+  const data = await api("GET", "/ui/api/overview");
+  const rows = data.queues.map((s) => el("tr", { "data-queue": s.queue },
+    el("td", {}, el("a", { href: `#/queue/${q(s.queue)}` }, s.queue)),
+    el("td", { class: "num ready" }, s.ready),
+    el("td", { class: "num delayed" }, s.delayed),
+    el("td", { class: "num in-flight" }, s.in_flight),
+    el("td", { class: "num dead" }, s.dead),
+    el("td", { class: "num" }, age(s.oldest_age)),
+    el("td", { class: "num" }, s.rate.toFixed(1)),
+    el("td", { class: "num" }, s.received_rate.toFixed(1)),
+    el("td", {}, sparkline(s.history.depth)),
+    el("td", {}, sparkline(s.history.rate)),
+  ));
+  main.replaceChildren(
+    el("h1", {}, "Queues"),
+    el("table", { id: "queues" },
+      el("thead", {}, el("tr", {}, ["queue", "ready", "delayed", "in flight", "dead",
+        "oldest", "sent/s", "received/s", "depth (1 h)", "sent/s (1 h)"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows.length ? rows : [el("tr", {}, el("td", { colspan: 10, class: "muted" },
+        "No queues yet: create one with `conveyor queue create NAME` or any SQS client."))]),
+    ),
+  );
+  show(`updated ${new Date().toLocaleTimeString()}`);
+}
+
+// -- one queue --------------------------------------------------------------------------------
+
+const EDITABLE = [
+  ["visibility_timeout", "visibility timeout (s)"], ["delay", "delay (s)"],
+  ["retention", "retention (s)"], ["rate_limit", "rate limit (msgs/s, empty: none)"],
+  ["compress_over", "compress over (bytes, empty: off)"],
+];
+
+async function queuePage(name) {
+  const doc = await api("GET", `/queues/${q(name)}`);
+  const a = doc.attributes;
+  const dead = a.dead_letter ? a.dead_letter.queue : name;
+  const state = { state: "ready", after: 0, pages: [0] };
+
+  const attributes = el("div", { class: "grid", id: "attributes" },
+    EDITABLE.map(([key, label]) => [el("label", { for: `attr-${key}` }, label),
+      el("input", { id: `attr-${key}`, value: a[key] ?? "", size: 10 })]),
+    el("label", { for: "attr-dlq-queue" }, "dead-letter queue, max receives"),
+    el("span", {}, el("input", { id: "attr-dlq-queue", value: a.dead_letter ? a.dead_letter.queue : "" }),
+      " ", el("input", { id: "attr-dlq-max", size: 5,
+        value: a.dead_letter ? a.dead_letter.max_receive_count : "" })),
+  );
+  const saveAttributes = guarded(async () => {
+    const changes = {};
+    for (const [key] of EDITABLE) {
+      const raw = document.getElementById(`attr-${key}`).value.trim();
+      changes[key] = raw === "" ? null : Number(raw);
+    }
+    const dlq = document.getElementById("attr-dlq-queue").value.trim();
+    changes.dead_letter = dlq ? {
+      queue: dlq, max_receive_count: Number(document.getElementById("attr-dlq-max").value || 5),
+    } : null;
+    for (const key of ["visibility_timeout", "delay", "retention"]) {
+      if (changes[key] === null) delete changes[key];
+    }
+    await api("PATCH", `/queues/${q(name)}`, changes);
+    show("attributes saved");
+  });
+
+  const counts = el("p", { id: "counts" });
+  const list = el("tbody");
+  const detail = el("div", { id: "message" });
+  const progress = el("progress", { id: "redrive-progress", max: 1, value: 0, hidden: "" });
+  const progressText = el("span", { id: "redrive-done" });
+
+  async function refreshCounts() {
+    const s = await api("GET", `/queues/${q(name)}/stats`);
+    counts.textContent = `${s.ready} ready · ${s.delayed} delayed · ${s.in_flight} in flight` +
+      ` · ${s.dead} dead-lettered · oldest ${age(s.oldest_age)}`;
+  }
+
+  async function page() {
+    const messages = await api("GET",
+      `/queues/${q(name)}/peek?state=${state.state}&limit=20&after=${state.after}`);
+    list.replaceChildren(...messages.map((m) => el("tr", { "data-id": m.id },
+      el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); open(m.id); } }, m.id)),
+      el("td", { class: "num" }, m.priority), el("td", { class: "num" }, m.receive_count),
+      el("td", {}, (m.body || "").slice(0, 80)),
+    )));
+    state.last = messages.length ? messages[messages.length - 1].sequence : null;
+    if (!messages.length) list.append(el("tr", {}, el("td", { colspan: 4, class: "muted" }, "none")));
+    await refreshCounts();
+  }
+
+  async function open(id) {
+    const m = await api("GET", `/queues/${q(name)}/message/${q(id)}`);
+    const act = (label, fn, cls) => el("button", { id: label.replace(/ /g, "-"), class: cls,
+      onclick: guarded(async () => { await fn(); await page(); }) }, label);
+    detail.replaceChildren(el("div", { class: "card" },
+      el("h2", {}, `message ${m.id}`),
+      el("div", { class: "grid" }, [
+        ["state", el("span", { id: "message-state" }, m.state || "")],
+        ["priority", el("span", { id: "message-priority" }, m.priority)],
+        ["receives", m.receive_count], ["sent", when(m.sent_at)], ["visible", when(m.visible_at)],
+        ["group", m.group_id ?? "-"], ["source queue", m.source_queue ?? "-"],
+        ["error", m.error ?? "-"], ["attributes", el("code", {}, JSON.stringify(m.attributes))],
+      ].map(([label, value]) => [el("span", { class: "muted" }, label), el("span", {}, value)])),
+      el("pre", { id: "message-body" }, m.encoding === "base64" ? `(base64) ${m.body}` : pretty(m.body)),
+      el("div", { class: "row" },
+        act("edit", async () => edit(m)),
+        act("fail", () => api("POST", `/queues/${q(name)}/message/${q(id)}/fail`, {})),
+        act("reset", () => api("POST", `/queues/${q(name)}/message/${q(id)}/reset`)),
+        act("move to DLQ", () => api("POST", `/queues/${q(name)}/message/${q(id)}/invalid`, {})),
+        act("delete", async () => {
+          if (!confirm(`Delete message ${id}?`)) return;
+          await api("DELETE", `/queues/${q(name)}/message/${q(id)}`);
+          detail.replaceChildren();
+        }, "danger"),
+      ),
+    ));
+  }
+
+  function edit(m) {
+    const form = el("div", { class: "card", id: "edit-form" },
+      el("h2", {}, "edit"),
+      el("textarea", { id: "edit-body" }, m.encoding === "base64" ? "" : pretty(m.body)),
+      el("div", { class: "row" },
+        el("label", {}, "priority ", el("input", { id: "edit-priority", value: m.priority, size: 6 })),
+        el("label", {}, "visible in (s) ", el("input", { id: "edit-visible-in", size: 6 })),
+        el("button", { id: "save-message", class: "primary", onclick: guarded(async () => {
+          const change = { priority: Number(document.getElementById("edit-priority").value) };
+          const body = document.getElementById("edit-body").value;
+          if (body !== pretty(m.body)) {
+            change.body = body;
+            try { change.body = JSON.stringify(JSON.parse(body)); } catch { /* text */ }
+          }
+          const visible = document.getElementById("edit-visible-in").value.trim();
+          if (visible !== "") change.visible_in = Number(visible);
+          await api("PATCH", `/queues/${q(name)}/message/${q(m.id)}`, change);
+          show(`message ${m.id} saved`);
+          await page();
+          await open(m.id);
+        }) }, "save")),
+    );
+    detail.append(form);
+  }
+
+  const redriveAll = guarded(async () => {
+    const s = await api("GET", `/queues/${q(dead)}/stats`);
+    progress.hidden = false;
+    progress.max = Math.max(1, s.ready);
+    progress.value = 0;
+    let moved = 0;
+    for (;;) {
+      // from a queue's own page its dead letters come back to it; on a dead-letter queue's
+      // page each goes back to the queue it came from
+      const to = dead === name ? undefined : name;
+      const got = await api("POST", `/queues/${q(dead)}/redrive`, { limit: 50, to });
+      moved += got.moved.length;
+      progress.value = Math.min(progress.max, moved);
+      progressText.textContent = `${moved} of ${s.ready}`;
+      if (got.moved.length === 0) break;
+    }
+    progress.value = progress.max;
+    progressText.textContent = `redrove ${moved} from ${dead}: 100%`;
+    await page();
+  });
+
+  const purge = guarded(async () => {
+    if (!confirm(`Delete every message of ${name}? This cannot be undone.`)) return;
+    const r = await api("POST", `/queues/${q(name)}/purge`);
+    show(`purged ${r.purged} from ${name}`);
+    await page();
+  });
+
+  main.replaceChildren(
+    el("h1", {}, `Queue ${name}`),
+    counts,
+    el("h2", {}, "attributes"), attributes,
+    el("div", { class: "row" }, el("button", { id: "save-attributes", onclick: saveAttributes }, "save attributes")),
+    el("h2", {}, "messages"),
+    el("div", { class: "row" },
+      el("select", { id: "state", onchange: guarded(async (e) => {
+        state.state = e.target.value; state.after = 0; await page(); }) },
+        ["ready", "delayed", "in_flight"].map((s) => el("option", { value: s }, s))),
+      el("button", { id: "first-page", onclick: guarded(async () => { state.after = 0; await page(); }) }, "first"),
+      el("button", { id: "next-page", onclick: guarded(async () => {
+        if (state.last != null) { state.after = state.last; await page(); } }) }, "next"),
+      el("input", { id: "search-id", placeholder: "message id" }),
+      el("button", { id: "search", onclick: guarded(() => open(document.getElementById("search-id").value.trim())) }, "open"),
+    ),
+    el("table", { id: "messages" },
+      el("thead", {}, el("tr", {}, ["id", "priority", "receives", "body"].map((h) => el("th", {}, h)))),
+      list),
+    detail,
+    el("h2", {}, "dead letters"),
+    el("div", { class: "row" },
+      el("button", { id: "redrive-all", onclick: redriveAll },
+        dead === name ? "redrive all to their source queues" : `redrive all from ${dead}`),
+      progress, progressText),
+    el("h2", {}, "danger zone"),
+    el("div", { class: "row" }, el("button", { id: "purge", class: "danger", onclick: purge }, "purge")),
+  );
+  await page();
+  timer = setInterval(() => refreshCounts().catch(() => {}), 2000);
+}
+
+// -- topics and consumers ---------------------------------------------------------------------
+
+async function topicsPage() {
+  const [topics, queues] = await Promise.all([api("GET", "/topics"), api("GET", "/queues")]);
+  const cards = [];
+  for (const topic of topics.topics) {
+    const subs = (await api("GET", `/topics/${q(topic)}`)).Queues;
+    const pick = el("select", { id: `subscribe-${topic}` },
+      queues.queues.filter((n) => !subs.includes(n)).map((n) => el("option", { value: n }, n)));
+    const text = el("input", { id: `publish-${topic}`, value: '{"test": true}', size: 30 });
+    cards.push(el("div", { class: "card", "data-topic": topic },
+      el("h2", {}, topic),
+      el("ul", {}, subs.map((s) => el("li", {}, s, " ",
+        el("button", { onclick: guarded(async () => {
+          await api("DELETE", `/topics/${q(topic)}/queues/${q(s)}`); await topicsPage(); }) }, "unsubscribe")))),
+      el("div", { class: "row" }, pick, el("button", { class: "subscribe", onclick: guarded(async () => {
+        await api("PUT", `/topics/${q(topic)}/queues/${q(pick.value)}`); await topicsPage(); }) }, "subscribe")),
+      el("div", { class: "row" }, text, el("button", { class: "publish", onclick: guarded(async () => {
+        const res = await fetch(`/topics/${q(topic)}/message`, { method: "PUT", body: text.value,
+          headers: authHeaders() });
+        show(res.ok ? `published to ${Object.keys(await res.json()).length} queues` : "publish failed", !res.ok);
+      }) }, "publish test message")),
+    ));
+  }
+  const name = el("input", { id: "new-topic", placeholder: "topic name" });
+  main.replaceChildren(el("h1", {}, "Topics"),
+    el("div", { class: "row" }, name, el("button", { id: "create-topic", onclick: guarded(async () => {
+      await api("PUT", `/topics/${q(name.value.trim())}`); await topicsPage(); }) }, "create")),
+    ...(cards.length ? cards : [el("p", { class: "muted" }, "No topics yet.")]));
+}
+
+function authHeaders() {
+  const token = sessionStorage.getItem("conveyor-token");
+  return token ? { Authorization: "Bearer " + token } : {};
+}
+
+async function consumersPage() {
+  const data = await api("GET", "/consumers");
+  const now = Date.now() / 1000;
+  main.replaceChildren(el("h1", {}, "Consumers"),
+    el("table", { id: "consumers" },
+      el("thead", {}, el("tr", {}, ["id", "queue", "last heartbeat", "registered", "info"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, data.consumers.length ? data.consumers.map((c) => el("tr", { "data-consumer": c.id },
+        el("td", {}, c.id), el("td", {}, c.queue ?? "-"), el("td", {}, `${age(now - c.heartbeat_at)} ago`),
+        el("td", {}, when(c.registered_at)), el("td", {}, el("code", {}, JSON.stringify(c.info))))) :
+        el("tr", {}, el("td", { colspan: 5, class: "muted" }, "No live consumers.")))));
+}
+
+// -- routing ----------------------------------------------------------------------------------
+
+async function route() {
+  clearInterval(timer);
+  const hash = location.hash.slice(1) || "/";
+  try {
+    if (hash.startsWith("/queue/")) {
+      await queuePage(decodeURIComponent(hash.slice("/queue/".length)));
+    } else if (hash === "/topics") {
+      await topicsPage();
+    } else if (hash === "/consumers") {
+      await consumersPage();
+    } else {
+      await overview();
+      timer = setInterval(() => overview().catch((err) => show(err.message, true)), 2000);
+    }
+  } catch (err) {
+    show(err.message, true);
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();

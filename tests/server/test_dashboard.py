@@ -1,0 +1,334 @@
+"""The dashboard at /ui, driven in Debian's headless Chromium through Selenium: the overview
+follows a send, a message is browsed and edited, a redrive's progress bar reaches 100%, a
+purge asks first, and a server with a token asks for it once. Screenshots of the main pages
+go to docs/dashboard/ when CONVEYOR_SCREENSHOTS is set."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conveyor import Client, DeadLetterPolicy
+from conveyor.server import ServerConfig
+
+from ..conftest import unavailable
+from ..live import LiveServer
+
+pytestmark = pytest.mark.slow
+
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "dashboard"
+WAIT = 20.0
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    driver_path = shutil.which("chromedriver")
+    chromium = shutil.which("chromium")
+    if driver_path is None or chromium is None:
+        unavailable("Chromium and its chromedriver (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(str(driver_path)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(autouse=True)
+def no_script_errors(browser: Any) -> Iterator[None]:
+    """Every test ends with no JavaScript error in the page's console (a refused request is
+    the server's answer, not a script error)."""
+    browser.get_log("browser")
+    yield
+    errors = [
+        e["message"]
+        for e in browser.get_log("browser")
+        if e["level"] == "SEVERE" and "Failed to load resource" not in e["message"]
+    ]
+    assert errors == []
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[tuple[LiveServer, Client]]:
+    with (
+        Client(f"sqlite:///{tmp_path}/ui.db?durability=normal") as client,
+        LiveServer(client) as server,
+    ):
+        yield server, client
+
+
+def until(driver: Any, check: Callable[[Any], Any], what: str) -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # a page re-rendered between finding an element and reading it is looked at again
+    wait = WebDriverWait(
+        driver, WAIT, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+    )
+    return wait.until(check, what)
+
+
+def text_of(driver: Any, css: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    found = driver.find_elements(By.CSS_SELECTOR, css)
+    return str(found[0].text) if found else ""
+
+
+def click(driver: Any, css: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    def press(d: Any) -> bool:
+        found = d.find_elements(By.CSS_SELECTOR, css)
+        if found:
+            found[0].click()
+        return bool(found)
+
+    until(driver, press, f"{css} to appear")
+
+
+def shot(driver: Any, name: str) -> None:
+    if os.environ.get("CONVEYOR_SCREENSHOTS"):
+        SHOTS.mkdir(exist_ok=True)
+        driver.save_screenshot(str(SHOTS / f"{name}.png"))
+
+
+def test_overview_follows_a_send(browser: Any, live: tuple[LiveServer, Client]) -> None:
+    server, client = live
+    orders = client.create_queue("orders")
+    orders.send("one")
+    browser.get(f"{server.url}/ui")
+    ready = 'tr[data-queue="orders"] td.ready'
+    until(browser, lambda d: text_of(d, ready) == "1", "the overview to show 1 ready")
+    for i in range(4):
+        orders.send(f"more {i}")
+    until(browser, lambda d: text_of(d, ready) == "5", "the count to follow the sends")
+    shot(browser, "overview")
+
+
+def test_browse_and_edit_a_message(browser: Any, live: tuple[LiveServer, Client]) -> None:
+    from selenium.webdriver.common.by import By
+
+    server, client = live
+    q = client.create_queue("orders")
+    sent = q.send('{"sku": "A-101", "qty": 1}', attributes={"source": "web"})
+    for i in range(3):
+        q.send(f"other {i}", priority=i)
+    browser.get(f"{server.url}/ui#/queue/orders")
+    click(browser, f'tr[data-id="{sent.id}"] a')
+    until(browser, lambda d: '"qty": 1' in text_of(d, "#message-body"), "the pretty body")
+    browser.execute_script("window.scrollTo(0, 0)")
+    shot(browser, "queue")
+    click(browser, "#edit")
+    body = browser.find_element(By.ID, "edit-body")
+    body.clear()
+    body.send_keys('{"sku": "A-101", "qty": 3}')
+    priority = browser.find_element(By.ID, "edit-priority")
+    priority.clear()
+    priority.send_keys("7")
+    shot(browser, "edit")
+    click(browser, "#save-message")
+    until(
+        browser,
+        lambda d: text_of(d, "#message-priority") == "7",
+        f"the saved priority ({text_of(browser, '#status')})",
+    )
+    edited = q.get(sent.id)
+    assert edited.json() == {"sku": "A-101", "qty": 3} and edited.priority == 7
+    assert dict(edited.attributes) == {"source": "web"}
+
+
+def test_redrive_all_reaches_100_percent(browser: Any, live: tuple[LiveServer, Client]) -> None:
+    server, client = live
+    dlq = client.create_queue("orders-dlq")
+    client.create_queue(
+        "orders", dead_letter=DeadLetterPolicy(queue="orders-dlq", max_receive_count=1)
+    )
+    for i in range(120):
+        dlq.send(f"dead {i}")
+    browser.get(f"{server.url}/ui#/queue/orders")
+    click(browser, "#redrive-all")
+    until(browser, lambda d: "100%" in text_of(d, "#redrive-done"), "the redrive to finish")
+    bar = browser.find_element("id", "redrive-progress")
+    assert bar.get_attribute("value") == bar.get_attribute("max") == "120"
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", bar)
+    shot(browser, "redrive")
+    assert dlq.stats().ready == 0 and client.queue("orders").stats().ready == 120
+
+
+def test_attributes_and_a_purge_that_asks_first(
+    browser: Any, live: tuple[LiveServer, Client]
+) -> None:
+    server, client = live
+    q = client.create_queue("orders")
+    for i in range(3):
+        q.send(str(i))
+    browser.get(f"{server.url}/ui#/queue/orders")
+    timeout = browser.find_element("id", "attr-visibility_timeout")
+    timeout.clear()
+    timeout.send_keys("45")
+    browser.find_element("id", "attr-dlq-queue").send_keys("orders-dlq")
+    client.create_queue("orders-dlq")
+    click(browser, "#save-attributes")
+    until(browser, lambda d: q.attributes.visibility_timeout == 45, "the attributes saved")
+    assert q.attributes.dead_letter == DeadLetterPolicy(queue="orders-dlq", max_receive_count=5)
+    click(browser, "#purge")
+    until(browser, lambda d: d.switch_to.alert, "the confirmation").dismiss()
+    assert q.stats().ready == 3  # said no: nothing happened
+    click(browser, "#purge")
+    until(browser, lambda d: d.switch_to.alert, "the confirmation").accept()
+    until(browser, lambda d: q.stats().ready == 0, "the purge")
+
+
+def test_a_token_is_asked_for_once(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    with Client(f"sqlite:///{tmp_path}/ui.db") as client:
+        client.create_queue("secret-orders")
+        with LiveServer(client, ServerConfig(auth_token="s3cret")) as server:
+            browser.get(f"{server.url}/ui")
+            until(browser, lambda d: d.find_element(By.ID, "login").is_displayed(), "a login")
+            assert "secret-orders" not in browser.page_source  # nothing without the token
+            browser.find_element(By.ID, "token").send_keys("wrong")
+            click(browser, "#login-submit")
+            until(browser, lambda d: "refused" in text_of(d, "#login-error"), "a refusal")
+            token = browser.find_element(By.ID, "token")
+            token.clear()
+            token.send_keys("s3cret")
+            click(browser, "#login-submit")
+            row = 'tr[data-queue="secret-orders"]'
+            until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, row), "the queues")
+            browser.get(f"{server.url}/ui#/consumers")  # kept in the tab: not asked again
+            until(browser, lambda d: d.find_elements(By.ID, "consumers"), "the consumers page")
+            assert not browser.find_element(By.ID, "login").is_displayed()
+            browser.execute_script("sessionStorage.clear()")
+
+
+def choose(queue: str) -> Callable[[Any], bool]:
+    def pick(d: Any) -> bool:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.select import Select
+
+        found = d.find_elements(By.ID, "subscribe-orders")
+        if found:
+            Select(found[0]).select_by_value(queue)
+        return bool(found)
+
+    return pick
+
+
+def subscribed(client: Client, queue: str) -> Callable[[Any], bool]:
+    return lambda _: queue in client.topic_queues("orders")
+
+
+def test_topics_and_consumers_pages(browser: Any, live: tuple[LiveServer, Client]) -> None:
+    from selenium.webdriver.common.by import By
+
+    server, client = live
+    client.create_queue("billing")
+    client.create_queue("shipping")
+    worker = client.register_consumer("worker-1", queue="billing", info={"host": "h1"})
+    browser.get(f"{server.url}/ui#/topics")
+    until(browser, lambda d: d.find_elements(By.ID, "new-topic"), "the topics page")
+    browser.find_element(By.ID, "new-topic").send_keys("orders")
+    click(browser, "#create-topic")
+    for queue in ("billing", "shipping"):
+        until(browser, choose(queue), "the topic")
+        click(browser, '[data-topic="orders"] .subscribe')
+        until(browser, subscribed(client, queue), "the subscription")
+    click(browser, '[data-topic="orders"] .publish')
+    until(browser, lambda d: client.queue("shipping").stats().ready == 1, "the fan-out")
+    assert client.queue("billing").stats().ready == 1
+    shot(browser, "topics")
+    browser.get(f"{server.url}/ui#/consumers")
+    row = f'tr[data-consumer="{worker.id}"]'
+    until(browser, lambda d: "ago" in text_of(d, row), "the consumer and its heartbeat")
+    client.unregister_consumer(worker.id)
+
+
+def test_history_gives_an_hour_of_depth_and_rates() -> None:
+    from conveyor.models import QueueStats
+    from conveyor.server.ui import History
+
+    now = [1000.0]
+    history = History(now=lambda: now[0])
+
+    def at(t: float, ready: int, sent: int, received: int) -> None:
+        now[0] = 1000.0 + t
+        history.record(QueueStats(queue="q", ready=ready, sent=sent, received=received))
+
+    at(0, 0, 0, 0)
+    at(5, 9, 9, 0)  # within 10 s of the last point: not kept
+    at(10, 30, 50, 20)
+    at(20, 10, 60, 50)
+    series = history.series("q")
+    assert [d for _, d in series["depth"]] == [0, 30, 10]
+    assert [r for _, r in series["rate"]] == [5.0, 1.0]
+    assert [r for _, r in series["received"]] == [2.0, 3.0]
+    at(3615, 0, 60, 60)  # an hour on: the first points are gone
+    assert [d for _, d in history.series("q")["depth"]] == [10, 0]
+    history.forget(set())
+    assert history.series("q") == {"depth": [], "rate": [], "received": []}
+
+
+def test_beyond_loopback_nothing_without_the_token() -> None:
+    import asyncio
+
+    import httpx
+
+    from conveyor.server import ConveyorServer
+
+    async def visit() -> None:
+        with Client("memory://") as client:
+            client.create_queue("secret-orders")
+            app = ConveyorServer(client, ServerConfig(auth_token="s3cret")).app
+            for remote, opened in ((("203.0.113.7", 40000), False), (("127.0.0.1", 40000), True)):
+                transport = httpx.ASGITransport(app=app, client=remote)
+                async with httpx.AsyncClient(transport=transport, base_url="http://x") as http:
+                    page = (await http.get("/ui")).text
+                    assert ('src="/ui/app.js"' in page) is opened  # else only the sign-in form
+                    assert (await http.get("/ui/app.js")).status_code == (200 if opened else 401)
+                    assert (await http.get("/ui/api/overview")).status_code == 401
+                    assert "secret-orders" not in page
+                    http.cookies.set("conveyor_token", "s3cret", path="/ui")
+                    assert (await http.get("/ui/app.js")).status_code == 200
+                    assert 'src="/ui/app.js"' in (await http.get("/ui")).text
+                    # the cookie opens the page's files, never the API
+                    assert (await http.get("/ui/api/overview")).status_code == 401
+                    assert (await http.get("/queues")).status_code == 401
+                    bearer = {"Authorization": "Bearer s3cret"}
+                    got = await http.get("/ui/api/overview", headers=bearer)
+                    assert [q["queue"] for q in got.json()["queues"]] == ["secret-orders"]
+
+    asyncio.run(visit())
+
+
+def test_the_sampler_keeps_history_without_a_page_open() -> None:
+    from conveyor.server.ui import History, sample
+
+    now = [0.0]
+    history = History(now=lambda: now[0])
+    with Client("memory://") as client:
+        a = client.create_queue("a")
+        client.create_queue("b")
+        for t, depth in ((0, 0), (10, 3), (20, 5)):
+            while a.stats().total < depth:
+                a.send("x")
+            now[0] = t
+            sample(client, history)
+        assert [d for _, d in history.series("a")["depth"]] == [0, 3, 5]
+        assert [d for _, d in history.series("b")["depth"]] == [0, 0, 0]
+        client.delete_queue("b")
+        sample(client, history)
+        assert history.series("b")["depth"] == []
