@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -42,18 +43,21 @@ class AsyncClient:
         client: Client | None = None,
     ) -> None:
         self.sync = client or Client(url, backend=backend, clock=clock)
+        self.waits = Waits()
 
     @property
     def backend(self) -> Backend:
         return self.sync.backend
 
     def queue(self, name: str) -> AsyncQueue:
-        return AsyncQueue(self.sync.queue(name))
+        return AsyncQueue(self.sync.queue(name), self.waits)
 
     async def create_queue(
         self, name: str, attributes: QueueAttributes | None = None, **options: Any
     ) -> AsyncQueue:
-        return AsyncQueue(await _call(self.sync.create_queue, name, attributes, **options))
+        return AsyncQueue(
+            await _call(self.sync.create_queue, name, attributes, **options), self.waits
+        )
 
     async def delete_queue(self, name: str) -> None:
         await _call(self.sync.delete_queue, name)
@@ -89,10 +93,35 @@ class AsyncClient:
         await self.close()
 
 
+class Waits:
+    """How many receives wait in a long poll now, per queue (a server's metrics show it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def enter(self, queue: str) -> None:
+        with self._lock:
+            self._counts[queue] = self._counts.get(queue, 0) + 1
+
+    def leave(self, queue: str) -> None:
+        with self._lock:
+            left = self._counts[queue] - 1
+            if left:
+                self._counts[queue] = left
+            else:
+                del self._counts[queue]
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
 class AsyncQueue:
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue, waits: Waits | None = None) -> None:
         self.sync = queue
         self.name = queue.name
+        self.waits = waits or Waits()
 
     async def send(self, body: Body, **options: Any) -> SendResult:
         return await _call(self.sync.send, body, **options)
@@ -133,7 +162,11 @@ class AsyncQueue:
                 assert isinstance(step, Wait)
                 if stop is not None and stop():
                     return []
-                await backend.wait_for_messages_async(name, step.since, step.remaining)
+                self.waits.enter(name)
+                try:
+                    await backend.wait_for_messages_async(name, step.since, step.remaining)
+                finally:
+                    self.waits.leave(name)
                 step = next(poll)
         except StopIteration as done:
             messages: list[Message] = done.value

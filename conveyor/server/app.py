@@ -87,12 +87,21 @@ class ConveyorServer:
         self.config = config or ServerConfig()
         self.namespaces = Namespaces(self.config.region, self.config.account)
         self.auth = Auth(self.namespaces, self.config.auth_token, self.config.aws_keys)
-        self.metrics = Metrics(client, statsd=self.config.statsd, prefix=self.config.statsd_prefix)
+        self.aio = AsyncClient(client=client)
+        self.metrics = Metrics(
+            client,
+            statsd=self.config.statsd,
+            prefix=self.config.statsd_prefix,
+            waits=self.aio.waits,
+        )
         self.draining = False
         self.sqs = SqsApi(
-            client, namespaces=self.namespaces, metrics=self.metrics, draining=self.is_draining
+            client,
+            namespaces=self.namespaces,
+            metrics=self.metrics,
+            draining=self.is_draining,
+            aio=self.aio,
         )
-        self.aio = AsyncClient(client=client)
         self.history = History()
         self.app = BodyLimit(self._build(), self)
 

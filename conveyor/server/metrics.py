@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..aio import Waits
 from ..client import Client
 from ..exceptions import ConveyorError
 from ..models import QueueStats
@@ -51,8 +52,9 @@ def every_queue_stats(client: Client) -> Iterator[QueueStats]:
 
 
 class QueueCollector(Collector):
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, waits: Waits | None = None) -> None:
         self.client = client
+        self.waits = waits
 
     def collect(self) -> Iterator[Metric]:
         counters = {
@@ -81,13 +83,29 @@ class QueueCollector(Collector):
             gauges["oldest_age_seconds"].add_metric([name], s.oldest_age or 0.0)
         yield from counters.values()
         yield from gauges.values()
+        if self.waits is not None:
+            waiting = GaugeMetricFamily(
+                "conveyor_receives_waiting",
+                "Receives of this server waiting in a long poll",
+                labels=["queue"],
+            )
+            for name, count in sorted(self.waits.counts().items()):
+                waiting.add_metric([name], count)
+            yield waiting
 
 
 class Metrics:
-    def __init__(self, client: Client, *, statsd: str | None = None, prefix: str = "") -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        statsd: str | None = None,
+        prefix: str = "",
+        waits: Waits | None = None,
+    ) -> None:
         self.client = client
         self.registry = CollectorRegistry()
-        self.registry.register(QueueCollector(client))
+        self.registry.register(QueueCollector(client, waits))
         self.latency = Histogram(
             "conveyor_request_seconds",
             "Request latency by API and action",

@@ -233,9 +233,10 @@ class SqsApi:
         namespaces: Namespaces | None = None,
         metrics: Metrics | None = None,
         draining: Callable[[], bool] = lambda: False,
+        aio: AsyncClient | None = None,
     ) -> None:
         self.client = client
-        self.aio = AsyncClient(client=client)
+        self.aio = aio or AsyncClient(client=client)
         self.ns = namespaces or Namespaces()
         self.metrics = metrics or Metrics(client)
         self.draining = draining
