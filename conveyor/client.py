@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from .backends.base import Backend
 from .catalog import Catalog
 from .clock import Clock
-from .exceptions import InvalidName, QueueDoesNotExist
+from .exceptions import InvalidInput, InvalidName, QueueDoesNotExist
 from .ids import new_id
 from .models import (
     Attributes,
     Capability,
     Consumer,
+    NewMessage,
     QueueAttributes,
     QueueInfo,
     SendResult,
@@ -133,8 +136,37 @@ class Client:
     def list_topics(self, prefix: str = "") -> list[str]:
         return self.catalog.topics().list_topics(prefix)
 
-    def subscribe(self, topic: str, queue: str) -> None:
-        self.catalog.topics().subscribe(check_topic_name(topic), check_queue_name(queue))
+    def subscribe(
+        self, topic: str, queue: str, attributes: Mapping[str, str] | None = None
+    ) -> None:
+        """Subscribe `queue` to `topic` (nothing if it is already); with `attributes`, they
+        become the subscription's."""
+        self.catalog.topics().subscribe(
+            check_topic_name(topic), check_queue_name(queue), _strings(attributes)
+        )
+
+    def subscriptions(self, topic: str) -> dict[str, dict[str, str]]:
+        """The queues subscribed to `topic`, each with its subscription's attributes."""
+        return self.catalog.topics().subscriptions(check_topic_name(topic))
+
+    def update_subscription(
+        self, topic: str, queue: str, changes: Mapping[str, str | None]
+    ) -> dict[str, str]:
+        """Set (None: remove) attributes of a subscription; returns all of them."""
+        return self.catalog.topics().update_subscription(
+            check_topic_name(topic), check_queue_name(queue), _changes(changes)
+        )
+
+    def topic_settings(self, topic: str) -> dict[str, str]:
+        return self.catalog.topics().topic_settings(check_topic_name(topic))
+
+    def update_topic_settings(
+        self, topic: str, changes: Mapping[str, str | None]
+    ) -> dict[str, str]:
+        """Set (None: remove) settings of a topic; returns all of them."""
+        return self.catalog.topics().update_topic_settings(
+            check_topic_name(topic), _changes(changes)
+        )
 
     def unsubscribe(self, topic: str, queue: str) -> None:
         self.catalog.topics().unsubscribe(check_topic_name(topic), check_queue_name(queue))
@@ -176,6 +208,25 @@ class Client:
             self.queue(name).prepare(entry)  # refused here as a send to that queue would be
         return topics.publish(topic, message)
 
+    def publish_copies(
+        self, topic: str, copies: Mapping[str, SendEntry], *, id: str | None = None
+    ) -> dict[str, SendResult]:
+        """Publish a copy of its own to each subscribed queue `copies` names (the others get
+        nothing), atomically where the store has transactions; every copy carries one id.
+        A copy is checked as a send to its queue would be: if one is refused, none is sent.
+        Entries that are the same object are stored as one copy."""
+        topics = self.catalog.topics()
+        mid = new_id() if id is None else check_message_id(id)
+        built: dict[int, NewMessage] = {}
+        messages: dict[str, NewMessage] = {}
+        for name, entry in copies.items():
+            self.queue(name).prepare(entry)
+            key = builtins.id(entry)
+            if key not in built:
+                built[key] = plain_message(dataclasses.replace(entry, id=mid))
+            messages[name] = built[key]
+        return topics.publish(check_topic_name(topic), messages)
+
     # -- consumers ------------------------------------------------------------------------
 
     def register_consumer(
@@ -196,3 +247,19 @@ class Client:
 
     def list_consumers(self, queue: str | None = None) -> list[Consumer]:
         return self.catalog.consumers().list_consumers(queue)
+
+
+def _strings(values: Mapping[str, str] | None) -> dict[str, str] | None:
+    if values is None:
+        return None
+    for key, value in values.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidInput(f"attribute {key!r}: names and values must be strings")
+    return dict(values)
+
+
+def _changes(changes: Mapping[str, str | None]) -> dict[str, str | None]:
+    for key, value in changes.items():
+        if not isinstance(key, str) or not (value is None or isinstance(value, str)):
+            raise InvalidInput(f"setting {key!r}: names must be strings, values strings or None")
+    return dict(changes)

@@ -103,8 +103,11 @@ def test_upgrade_from_an_older_schema(kind: str, urls: list[str]) -> None:
         client.create_queue("kept").send("still here")
 
     def downgrade(cur: Any) -> None:
+        p = old.dialect.prefix
         for table in ("listeners", "leases", "streams", "stages", "sinks"):
-            cur.execute(f"DROP TABLE {old.dialect.prefix}{table}")
+            cur.execute(f"DROP TABLE {p}{table}")
+        cur.execute(f"ALTER TABLE {p}topics DROP COLUMN settings")
+        cur.execute(f"ALTER TABLE {p}subscriptions DROP COLUMN attributes")
         if kind == "mysql":
             cur.execute(sqlstores.mysql_version_4_order(old.dialect.prefix))
         cur.execute(f"UPDATE {old.dialect.prefix}schema SET version = 1")

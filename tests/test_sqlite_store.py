@@ -75,7 +75,8 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
     with Client(url) as client:
         client.create_queue("a")
         client.create_queue("b").send("kept")
-    # make it a file of version 4: queue ids without AUTOINCREMENT, and the columns' old names
+    # make it a file of version 4: queue ids without AUTOINCREMENT, the columns' old names,
+    # and topics without settings
     conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
     conn.executescript(
         f"""
@@ -87,6 +88,8 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
         ALTER TABLE dedup RENAME COLUMN dkey TO key;
         ALTER TABLE archive RENAME COLUMN queue_name TO queue;
         ALTER TABLE consumers RENAME COLUMN queue_name TO queue;
+        ALTER TABLE topics DROP COLUMN settings;
+        ALTER TABLE subscriptions DROP COLUMN attributes;
         PRAGMA user_version = 4;
         """
     )

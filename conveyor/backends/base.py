@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -292,7 +292,12 @@ class Editing(ABC):
 
 
 class Topics(ABC):
-    """Topics that fan a message out to subscribed queues (capability TOPICS)."""
+    """Topics that fan a message out to subscribed queues (capability TOPICS).
+
+    A topic carries settings and each subscription attributes: string maps the store keeps
+    and does not interpret (the SNS API keeps its topic attributes, tags, raw delivery and
+    filter policies there).
+    """
 
     @abstractmethod
     def create_topic(self, name: str) -> bool:
@@ -300,31 +305,79 @@ class Topics(ABC):
 
     @abstractmethod
     def delete_topic(self, name: str) -> None:
-        """Delete a topic and its subscriptions. TopicDoesNotExist if absent."""
+        """Delete a topic, its settings and its subscriptions. TopicDoesNotExist if absent."""
 
     @abstractmethod
     def list_topics(self, prefix: str = "") -> list[str]:
         """Topic names starting with `prefix`, sorted."""
 
     @abstractmethod
-    def subscribe(self, topic: str, queue: str) -> None:
-        """Subscribe `queue` to `topic` (idempotent); both must exist."""
+    def topic_settings(self, name: str) -> dict[str, str]:
+        """The topic's settings ({} until some are set). TopicDoesNotExist if absent."""
+
+    @abstractmethod
+    def update_topic_settings(self, name: str, changes: Mapping[str, str | None]) -> dict[str, str]:
+        """Set the settings `changes` names (None removes one), atomically against other
+        updates; returns all of them. TopicDoesNotExist if absent."""
+
+    @abstractmethod
+    def subscribe(
+        self, topic: str, queue: str, attributes: Mapping[str, str] | None = None
+    ) -> None:
+        """Subscribe `queue` to `topic` (idempotent); both must exist. With `attributes`,
+        they become the subscription's; without, an existing subscription keeps its own."""
 
     @abstractmethod
     def unsubscribe(self, topic: str, queue: str) -> None:
         """Remove a subscription (nothing if there is none). TopicDoesNotExist if absent."""
 
     @abstractmethod
-    def topic_queues(self, topic: str) -> list[str]:
-        """The subscribed queues, sorted."""
+    def subscriptions(self, topic: str) -> dict[str, dict[str, str]]:
+        """The subscribed queues, sorted by name, each with its subscription's attributes.
+        TopicDoesNotExist if absent."""
 
     @abstractmethod
-    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
+    def update_subscription(
+        self, topic: str, queue: str, changes: Mapping[str, str | None]
+    ) -> dict[str, str]:
+        """Set a subscription's attributes as `update_topic_settings` does a topic's.
+        TopicDoesNotExist, or NotFound when `queue` is not subscribed."""
+
+    def topic_queues(self, topic: str) -> list[str]:
+        """The subscribed queues, sorted."""
+        return list(self.subscriptions(topic))
+
+    @abstractmethod
+    def publish(
+        self, topic: str, message: NewMessage | Mapping[str, NewMessage]
+    ) -> dict[str, SendResult]:
         """Send `message` to every subscribed queue in one transaction, or to none.
 
-        Every copy carries the message's id (the client chooses it); each queue's result
-        says whether its copy was a duplicate there.
+        Given a mapping, each subscribed queue it names gets its own copy and the others
+        none (a queue subscribed since the caller looked gets nothing). Every copy carries
+        the same id (the client chooses it); each queue's result says whether its copy was a
+        duplicate there.
         """
+
+
+def merge_settings(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    """`current` with `changes` applied: a value sets, None removes."""
+    out = dict(current)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def routed(
+    queues: Iterable[str], message: NewMessage | Mapping[str, NewMessage]
+) -> list[tuple[str, NewMessage]]:
+    """The (queue, copy) pairs a publish delivers to the subscribed `queues`."""
+    if isinstance(message, NewMessage):
+        return [(name, message) for name in queues]
+    return [(name, message[name]) for name in queues if name in message]
 
 
 class Consumers(ABC):

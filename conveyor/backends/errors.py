@@ -52,3 +52,7 @@ def no_source(message_id: str) -> InvalidState:
 
 def consumer_gone(consumer_id: str) -> NotFound:
     return NotFound(f"consumer {consumer_id!r} is not registered (it was pruned?)")
+
+
+def not_subscribed(topic: str, queue: str) -> NotFound:
+    return NotFound(f"queue {queue!r} is not subscribed to topic {topic!r}: subscribe it first")

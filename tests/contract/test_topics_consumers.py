@@ -13,6 +13,7 @@ from conveyor import (
     TopicDoesNotExist,
 )
 from conveyor.models import Capability as Capability
+from conveyor.queues import SendEntry
 
 from .conftest import needs
 
@@ -63,6 +64,77 @@ def test_topic_errors_and_deletion(client: Client) -> None:
     assert client.topic_queues("t") == []
     client.delete_topic("t")
     assert client.list_topics() == []
+
+
+def test_topic_settings_and_subscription_attributes(client: Client) -> None:
+    needs(client, Capability.TOPICS)
+    client.create_queue("a")
+    client.create_queue("b")
+    client.create_topic("t")
+    assert client.topic_settings("t") == {}
+    assert client.update_topic_settings("t", {"DisplayName": "T", "x": "1"}) == {
+        "DisplayName": "T",
+        "x": "1",
+    }
+    assert client.update_topic_settings("t", {"x": None, "y": "2"}) == {
+        "DisplayName": "T",
+        "y": "2",
+    }
+    assert client.topic_settings("t") == {"DisplayName": "T", "y": "2"}
+    with pytest.raises(TopicDoesNotExist):
+        client.update_topic_settings("missing", {"a": "b"})
+    with pytest.raises(TopicDoesNotExist):
+        client.topic_settings("missing")
+
+    client.subscribe("t", "a", {"RawMessageDelivery": "true"})
+    client.subscribe("t", "b")
+    client.subscribe("t", "a")  # again without attributes: they stay
+    assert client.subscriptions("t") == {"a": {"RawMessageDelivery": "true"}, "b": {}}
+    assert client.update_subscription("t", "b", {"FilterPolicy": '{"k": ["v"]}'}) == {
+        "FilterPolicy": '{"k": ["v"]}'
+    }
+    assert client.update_subscription("t", "a", {"RawMessageDelivery": None}) == {}
+    with pytest.raises(NotFound, match="not subscribed"):
+        client.update_subscription("t", "missing", {"a": "b"})
+    client.subscribe("t", "a", {"k": "v"})  # with attributes: they replace the old
+    assert client.subscriptions("t")["a"] == {"k": "v"}
+
+    client.unsubscribe("t", "a")
+    client.subscribe("t", "a")
+    assert client.subscriptions("t")["a"] == {}, "a new subscription starts bare"
+    client.delete_queue("b")
+    client.create_queue("b")
+    client.subscribe("t", "b")
+    assert client.subscriptions("t")["b"] == {}, "a deleted queue's subscription is gone"
+    client.delete_topic("t")
+    client.create_topic("t")
+    assert client.topic_settings("t") == {} and client.subscriptions("t") == {}
+
+
+def test_publish_copies_route_each_queue(client: Client) -> None:
+    needs(client, Capability.TOPICS)
+    client.create_queue("raw", max_message_bytes=1024)
+    for name in ("wrapped", "filtered", "late"):
+        client.create_queue(name)
+    client.create_topic("t")
+    for name in ("raw", "wrapped", "filtered"):
+        client.subscribe("t", name)
+    raw = SendEntry(entry_id="0", body="plain", attributes={"k": "v"})
+    wrapped = SendEntry(entry_id="0", body='{"Message": "plain"}')
+    out = client.publish_copies("t", {"raw": raw, "wrapped": wrapped, "late": raw})
+    assert set(out) == {"raw", "wrapped"}, "only subscribed queues the copies name"
+    assert out["raw"].id == out["wrapped"].id
+    [m] = client.queue("raw").receive()
+    assert m.text == "plain" and m.attributes == {"k": "v"} and m.id == out["raw"].id
+    [m] = client.queue("wrapped").receive()
+    assert m.text == '{"Message": "plain"}' and m.attributes == {}
+    assert client.queue("filtered").receive() == []
+    assert client.queue("late").receive() == []
+    with pytest.raises(InvalidInput, match="at most 1024"):
+        client.publish_copies(
+            "t", {"wrapped": wrapped, "raw": SendEntry(entry_id="0", body="x" * 2000)}
+        )
+    assert client.queue("wrapped").stats().total == 1, "one copy refused: none sent"
 
 
 def test_consumers_register_heartbeat_and_expire(client: Client, clock: ManualClock) -> None:

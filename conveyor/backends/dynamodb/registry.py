@@ -5,11 +5,13 @@ listed through DynamoMQ's index under `queue_type` `conveyor#topics` and
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ...models import Consumer, NewMessage, SendResult
-from ..base import Consumers, Topics
-from ..errors import consumer_gone, no_topic
+from ..base import Consumers, Topics, merge_settings, routed
+from ..errors import consumer_gone, no_topic, not_subscribed
 from .items import CONSUMERS, TOPICS, consumer_item, consumer_of, s
 from .table import ConditionFailed, Item, expr
 
@@ -60,32 +62,103 @@ class DynamoRegistry(Topics, Consumers):
     def list_topics(self, prefix: str = "") -> list[str]:
         return sorted(item["sent_at"]["S"] for item in self.store.registry(TOPICS, prefix))
 
-    def subscribe(self, topic: str, queue: str) -> None:
+    def topic_settings(self, name: str) -> dict[str, str]:
+        return _strings(self._topic(name).get("settings"))
+
+    def update_topic_settings(self, name: str, changes: Mapping[str, str | None]) -> dict[str, str]:
+        return self._update(name, "settings", changes, None)
+
+    def subscribe(
+        self, topic: str, queue: str, attributes: Mapping[str, str] | None = None
+    ) -> None:
         self.store.queue_entry(queue, fresh=True)
         self._subscription(topic, queue, "ADD")
+        if attributes is not None:
+            try:
+                self.store.call(
+                    "update_item",
+                    Key={"id": s(f"conveyor#topic#{topic}")},
+                    ExpressionAttributeValues={":v": s(json.dumps(dict(attributes)))},
+                    **_with_name(
+                        expr(
+                            UpdateExpression="SET #a = :v",
+                            ConditionExpression="attribute_exists(#id)",
+                        ),
+                        SUB + queue,
+                    ),
+                )
+            except ConditionFailed:
+                raise no_topic(topic) from None
 
     def unsubscribe(self, topic: str, queue: str) -> None:
         self._subscription(topic, queue, "DELETE")
 
     def _subscription(self, topic: str, queue: str, verb: str) -> None:
+        remove = " REMOVE #a" if verb == "DELETE" else ""
         try:
             self.store.call(
                 "update_item",
                 Key={"id": s(f"conveyor#topic#{topic}")},
                 ExpressionAttributeValues={":q": {"SS": [queue]}},
-                **expr(
-                    UpdateExpression=f"{verb} #subs :q",
-                    ConditionExpression="attribute_exists(#id)",
+                **_with_name(
+                    expr(
+                        UpdateExpression=f"{verb} #subs :q{remove}",
+                        ConditionExpression="attribute_exists(#id)",
+                    ),
+                    SUB + queue if remove else None,
                 ),
             )
         except ConditionFailed:
             raise no_topic(topic) from None
 
-    def topic_queues(self, topic: str) -> list[str]:
-        return sorted(_subs(self._topic(topic)))
+    def subscriptions(self, topic: str) -> dict[str, dict[str, str]]:
+        item = self._topic(topic)
+        return {name: _strings(item.get(SUB + name)) for name in sorted(_subs(item))}
 
-    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
-        return self.store.fan_out(sorted(_subs(self._topic(topic))), message)
+    def update_subscription(
+        self, topic: str, queue: str, changes: Mapping[str, str | None]
+    ) -> dict[str, str]:
+        return self._update(topic, SUB + queue, changes, queue)
+
+    def _update(
+        self, topic: str, field: str, changes: Mapping[str, str | None], queue: str | None
+    ) -> dict[str, str]:
+        """Merge `changes` into the JSON map `field` of the topic's item: read, then write
+        on the condition that nobody wrote it since (tried again if somebody did)."""
+        while True:
+            item = self._topic(topic)
+            if queue is not None and queue not in _subs(item):
+                raise not_subscribed(topic, queue)
+            old = item.get(field)
+            merged = merge_settings(_strings(old), changes)
+            values: dict[str, Any] = {":v": s(json.dumps(merged))}
+            condition = "attribute_exists(#id) AND "
+            if old is None:
+                condition += "attribute_not_exists(#a)"
+            else:
+                condition += "#a = :old"
+                values[":old"] = old
+            if queue is not None:
+                condition += " AND contains(#subs, :q)"
+                values[":q"] = s(queue)
+            try:
+                self.store.call(
+                    "update_item",
+                    Key={"id": s(f"conveyor#topic#{topic}")},
+                    ExpressionAttributeValues=values,
+                    **_with_name(
+                        expr(UpdateExpression="SET #a = :v", ConditionExpression=condition),
+                        field,
+                    ),
+                )
+            except ConditionFailed:
+                continue  # changed meanwhile (or gone: the next read says which)
+            return merged
+
+    def publish(
+        self, topic: str, message: NewMessage | Mapping[str, NewMessage]
+    ) -> dict[str, SendResult]:
+        return self.store.fan_out(routed(sorted(_subs(self._topic(topic))), message))
 
     # -- consumers ------------------------------------------------------------------------
 
@@ -138,10 +211,31 @@ class DynamoRegistry(Topics, Consumers):
                     "update_item",
                     Key={"id": topic["id"]},
                     ExpressionAttributeValues={":q": {"SS": [queue]}},
-                    **expr(UpdateExpression="DELETE #subs :q"),
+                    **_with_name(expr(UpdateExpression="DELETE #subs :q REMOVE #a"), SUB + queue),
                 )
 
 
 def _subs(item: Item) -> list[str]:
     subs = item.get("subs")
     return list(subs["SS"]) if subs else []
+
+
+SUB = "sub:"
+"""The topic item's attribute holding a subscription's attributes: SUB + the queue's name."""
+
+
+def _strings(value: Any) -> dict[str, str]:
+    """A string map from the JSON of an item's attribute (absent: none)."""
+    if not value:
+        return {}
+    return {str(k): str(v) for k, v in json.loads(value["S"]).items()}
+
+
+def _with_name(parts: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """`parts` with `#a` naming the attribute `name` (which may hold any character)."""
+    if name is not None:
+        parts["ExpressionAttributeNames"] = {
+            **parts.get("ExpressionAttributeNames", {}),
+            "#a": name,
+        }
+    return parts

@@ -512,22 +512,22 @@ class DynamoStore(Backend):
             self.notify(queue)
         return [r for r in results if r is not None]
 
-    def fan_out(self, names: list[str], message: NewMessage) -> dict[str, SendResult]:
-        """A topic's publish: `message` into each of the queues `names`, in one transaction."""
+    def fan_out(self, copies: list[tuple[str, NewMessage]]) -> dict[str, SendResult]:
+        """A topic's publish: each copy into its queue, in one transaction."""
         now = self.clock.now()
+        names = [name for name, _ in copies]
         entries = [self.queue_entry(name) for name in names]
-        mid = message.id
         seq = self.order.take(len(entries))
         docs = [
             self._new_doc(
                 e,
                 message,
-                mid,
+                message.id,
                 dedup_key(message, e.attrs) if e.attrs.fifo else None,
                 seq + i,
                 now,
             )
-            for i, e in enumerate(entries)
+            for i, (e, (_, message)) in enumerate(zip(entries, copies, strict=True))
         ]
         duplicates = self._store(list(zip(entries, docs, strict=True)), now)
         out: dict[str, SendResult] = {
@@ -536,7 +536,7 @@ class DynamoStore(Backend):
         }
         for i, e in enumerate(entries):
             if e.name not in out:
-                doc = docs[i]
+                doc, mid = docs[i], copies[i][1].id
                 out[e.name] = (
                     SendResult(id=mid, sequence=doc.order) if e.attrs.fifo else sent_result(mid)
                 )

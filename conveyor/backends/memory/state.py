@@ -63,6 +63,12 @@ class Rec:
 
 
 @dataclass(slots=True)
+class TopicState:
+    settings: dict[str, str] = field(default_factory=dict)
+    subscriptions: dict[str, dict[str, str]] = field(default_factory=dict)  # queue: attributes
+
+
+@dataclass(slots=True)
 class QueueState:
     info: QueueInfo
     messages: dict[str, Rec] = field(default_factory=dict)
@@ -229,7 +235,7 @@ NAMED_LOCK = threading.Lock()
 class State:
     lock: threading.RLock = field(default_factory=threading.RLock)
     queues: dict[str, QueueState] = field(default_factory=dict)
-    topics: dict[str, list[str]] = field(default_factory=dict)
+    topics: dict[str, TopicState] = field(default_factory=dict)
     consumers: dict[str, Consumer] = field(default_factory=dict)
     seq: int = 0
     key: str = field(default_factory=lambda: f"memory:{secrets.token_hex(6)}")

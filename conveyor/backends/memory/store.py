@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...exceptions import (
@@ -22,7 +22,15 @@ from ...models import (
     QueueStats,
     SendResult,
 )
-from ..base import QUEUE_FEATURES, Backend, Consumers, Editing, Topics
+from ..base import (
+    QUEUE_FEATURES,
+    Backend,
+    Consumers,
+    Editing,
+    Topics,
+    merge_settings,
+    routed,
+)
 from ..errors import (
     consumer_gone,
     in_flight,
@@ -30,11 +38,12 @@ from ..errors import (
     no_dead_letter_queue,
     no_source,
     no_topic,
+    not_subscribed,
     queue_exists,
 )
 from ..receipts import parse_receipt, stale_receipt
 from ..rules import refill_tokens
-from .state import NAMED, NAMED_LOCK, QueueState, Rec, State
+from .state import NAMED, NAMED_LOCK, QueueState, Rec, State, TopicState
 
 
 class MemoryBackend(Backend, Editing, Topics, Consumers):
@@ -83,9 +92,8 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
         with self._s.lock:
             self._s.queue(name)
             del self._s.queues[name]
-            for subscribers in self._s.topics.values():
-                if name in subscribers:
-                    subscribers.remove(name)
+            for topic in self._s.topics.values():
+                topic.subscriptions.pop(name, None)
 
     def list_queues(self, prefix: str = "") -> list[str]:
         with self._s.lock:
@@ -381,17 +389,17 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
 
     # -- topics ---------------------------------------------------------------------------
 
-    def _topic(self, name: str) -> list[str]:
-        subs = self._s.topics.get(name)
-        if subs is None:
+    def _topic(self, name: str) -> TopicState:
+        topic = self._s.topics.get(name)
+        if topic is None:
             raise no_topic(name)
-        return subs
+        return topic
 
     def create_topic(self, name: str) -> bool:
         with self._s.lock:
             if name in self._s.topics:
                 return False
-            self._s.topics[name] = []
+            self._s.topics[name] = TopicState()
             return True
 
     def delete_topic(self, name: str) -> None:
@@ -403,29 +411,52 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
         with self._s.lock:
             return sorted(t for t in self._s.topics if t.startswith(prefix))
 
-    def subscribe(self, topic: str, queue: str) -> None:
+    def topic_settings(self, name: str) -> dict[str, str]:
         with self._s.lock:
-            subs = self._topic(topic)
+            return dict(self._topic(name).settings)
+
+    def update_topic_settings(self, name: str, changes: Mapping[str, str | None]) -> dict[str, str]:
+        with self._s.lock:
+            topic = self._topic(name)
+            topic.settings = merge_settings(topic.settings, changes)
+            return dict(topic.settings)
+
+    def subscribe(
+        self, topic: str, queue: str, attributes: Mapping[str, str] | None = None
+    ) -> None:
+        with self._s.lock:
+            subs = self._topic(topic).subscriptions
             self._s.queue(queue)
-            if queue not in subs:
-                subs.append(queue)
+            if attributes is not None or queue not in subs:
+                subs[queue] = dict(attributes or {})
 
     def unsubscribe(self, topic: str, queue: str) -> None:
         with self._s.lock:
-            subs = self._topic(topic)
-            if queue in subs:
-                subs.remove(queue)
+            self._topic(topic).subscriptions.pop(queue, None)
 
-    def topic_queues(self, topic: str) -> list[str]:
+    def subscriptions(self, topic: str) -> dict[str, dict[str, str]]:
         with self._s.lock:
-            return sorted(self._topic(topic))
+            subs = self._topic(topic).subscriptions
+            return {name: dict(subs[name]) for name in sorted(subs)}
 
-    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
+    def update_subscription(
+        self, topic: str, queue: str, changes: Mapping[str, str | None]
+    ) -> dict[str, str]:
+        with self._s.lock:
+            subs = self._topic(topic).subscriptions
+            if queue not in subs:
+                raise not_subscribed(topic, queue)
+            subs[queue] = merge_settings(subs[queue], changes)
+            return dict(subs[queue])
+
+    def publish(
+        self, topic: str, message: NewMessage | Mapping[str, NewMessage]
+    ) -> dict[str, SendResult]:
         with self._s.lock:
             now = self.clock.now()
-            queues = sorted(self._topic(topic))
-            out = {name: self._s.send(self._s.queue(name), [message], now)[0] for name in queues}
-        for name in queues:
+            copies = routed(sorted(self._topic(topic).subscriptions), message)
+            out = {name: self._s.send(self._s.queue(name), [m], now)[0] for name, m in copies}
+        for name in out:
             self.notify(name)
         return out
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...clock import Clock
@@ -30,7 +30,7 @@ from ...models import (
 )
 from ...notify import HUB
 from ...validation import DEDUP_WINDOW
-from ..base import QUEUE_FEATURES, Backend, Consumers, Editing, Topics
+from ..base import QUEUE_FEATURES, Backend, Consumers, Editing, Topics, routed
 from ..codec import encode_attributes
 from ..errors import (
     consumer_gone,
@@ -41,6 +41,7 @@ from ..errors import (
     no_queue,
     no_source,
     no_topic,
+    not_subscribed,
     queue_exists,
 )
 from ..receipts import parse_receipt, receipt_prefix, stale_receipt
@@ -622,70 +623,100 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         names = self.redis.run(lambda client: client.hkeys(f"{self._global}topics"))
         return sorted(n for n in (n.decode() for n in names) if n.startswith(prefix))
 
-    def subscribe(self, topic: str, queue: str) -> None:
-        status = self.redis.registry("subscribe", topic, queue)
+    def topic_settings(self, name: str) -> dict[str, str]:
+        found = self.redis.registry("topic_settings", name)
+        if found is None:
+            raise no_topic(name)
+        return _strings(found)
+
+    def update_topic_settings(self, name: str, changes: Mapping[str, str | None]) -> dict[str, str]:
+        found = self.redis.registry("update_topic", name, json.dumps(dict(changes)))
+        if found == -1:
+            raise no_topic(name)
+        return _strings(found)
+
+    def subscribe(
+        self, topic: str, queue: str, attributes: Mapping[str, str] | None = None
+    ) -> None:
+        encoded = "" if attributes is None else json.dumps(dict(attributes))
+        status = self.redis.registry("subscribe", topic, queue, encoded)
         if status == -1:
             raise no_topic(topic)
         if status == -2:
             raise no_queue(queue)
 
     def unsubscribe(self, topic: str, queue: str) -> None:
-        if self.redis.registry("unsubscribe", topic, queue) == -1:
+        if self.redis.registry("unsubscribe", topic, queue, "") == -1:
             raise no_topic(topic)
 
-    def _subscribers(self, topic: str) -> list[QueueEntry]:
+    def update_subscription(
+        self, topic: str, queue: str, changes: Mapping[str, str | None]
+    ) -> dict[str, str]:
+        found = self.redis.registry("update_subscription", topic, json.dumps(dict(changes)), queue)
+        if found == -1:
+            raise no_topic(topic)
+        if found == -3:
+            raise not_subscribed(topic, queue)
+        return _strings(found)
+
+    def _subscribers(self, topic: str) -> list[tuple[QueueEntry, dict[str, str]]]:
         flat = self.redis.registry("subscribers", topic)
         if flat is None:
             raise no_topic(topic)
         entries = [
-            decode_entry(self.prefix, flat[i].decode(), flat[i + 1])
-            for i in range(0, len(flat), 2)
+            (decode_entry(self.prefix, flat[i].decode(), flat[i + 1]), _strings(flat[i + 2]))
+            for i in range(0, len(flat), 3)
             if flat[i + 1] is not None
         ]
-        return sorted(entries, key=lambda e: e.name)
+        return sorted(entries, key=lambda e: e[0].name)
 
-    def topic_queues(self, topic: str) -> list[str]:
-        return [entry.name for entry in self._subscribers(topic)]
+    def subscriptions(self, topic: str) -> dict[str, dict[str, str]]:
+        return {entry.name: attributes for entry, attributes in self._subscribers(topic)}
 
-    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
-        """One script per slot the subscribed queues live in: atomic on one Redis, and per
-        slot on a cluster (see docs/stores.md)."""
-        entries = self._subscribers(topic)
+    def publish(
+        self, topic: str, message: NewMessage | Mapping[str, NewMessage]
+    ) -> dict[str, SendResult]:
+        """One script per slot and copy the subscribed queues live in: atomic on one Redis
+        for one copy, and per slot on a cluster (see docs/stores.md)."""
+        subscribed = {entry.name: entry for entry, _ in self._subscribers(topic)}
         now = self.clock.now()
-        groups: dict[str, list[QueueEntry]] = {}
-        for entry in entries:
-            groups.setdefault(entry.tag if self.redis.cluster else "", []).append(entry)
+        groups: dict[tuple[str, int], list[tuple[QueueEntry, NewMessage]]] = {}
+        for name, copy in routed(subscribed, message):
+            entry = subscribed[name]
+            slot = entry.tag if self.redis.cluster else ""
+            groups.setdefault((slot, id(copy)), []).append((entry, copy))
         out: dict[str, SendResult] = {}
         for group in groups.values():
+            copy = group[0][1]
             args: list[Any] = [
                 num(now),
                 num(now + DEDUP_WINDOW),
                 self.channel,
-                message.id,
-                message.body,
-                encode_attributes(message.attributes) or "",
-                message.group_id or "",
-                "" if message.deadline is None else num(message.deadline),
-                "1" if message.compressed else "0",
+                copy.id,
+                copy.body,
+                encode_attributes(copy.attributes) or "",
+                copy.group_id or "",
+                "" if copy.deadline is None else num(copy.deadline),
+                "1" if copy.compressed else "0",
             ]
-            for entry in group:
+            for entry, _ in group:
                 fifo = entry.attrs.fifo
-                key = dedup_key(message, entry.attrs) if fifo else None
+                key = dedup_key(copy, entry.attrs) if fifo else None
                 args += (
                     entry.prefix,
                     entry.name,
                     key or "",
-                    "0" if fifo else str(message.priority),
-                    num(now + message.delay),
+                    "0" if fifo else str(copy.priority),
+                    num(now + copy.delay),
                 )
-            flat = self.redis.script("publish", [f"{e.prefix}meta" for e in group], args)
-            for i, entry in enumerate(group):
+            flat = self.redis.script("publish", [f"{e.prefix}meta" for e, _ in group], args)
+            for i, (entry, _) in enumerate(group):
                 status, value = flat[2 * i], flat[2 * i + 1]
                 if status == 1:
-                    out[entry.name] = SendResult(id=message.id)
+                    out[entry.name] = SendResult(id=copy.id)
                 else:
                     original = value.decode()
-                    duplicate = original != message.id
+                    duplicate = original != copy.id
                     out[entry.name] = SendResult(id=original, duplicate=duplicate)
         return out
 
@@ -749,3 +780,11 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             (c for c in consumers if queue is None or c.queue == queue),
             key=lambda c: (c.registered_at, c.id),
         )
+
+
+def _strings(found: bytes | str | None) -> dict[str, str]:
+    """A string map from its JSON ('' or nothing: none)."""
+    if not found:
+        return {}
+    text = found.decode() if isinstance(found, bytes) else found
+    return {str(k): str(v) for k, v in json.loads(text).items()}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...models import Consumer, NewMessage, SendResult
-from ..base import Consumers, Topics
-from ..errors import consumer_gone, no_topic
+from ..base import Consumers, Topics, merge_settings, routed
+from ..errors import consumer_gone, no_topic, not_subscribed
 from .connections import Exec
 from .rows import CONSUMER_COLUMNS, row_consumer
 
@@ -25,9 +26,15 @@ class SQLRegistry(Topics, Consumers):
 
     # -- topics ---------------------------------------------------------------------------
 
-    def _topic(self, ex: Exec, name: str) -> None:
-        if ex.one(f"SELECT 1 FROM {self.p}topics WHERE name = %s", (name,)) is None:
+    def _topic(self, ex: Exec, name: str, *, lock: bool = False) -> dict[str, str]:
+        row = ex.one(
+            f"SELECT settings FROM {self.p}topics WHERE name = %s"
+            f"{self.store.dialect.for_update if lock else ''}",
+            (name,),
+        )
+        if row is None:
             raise no_topic(name)
+        return _strings(row[0])
 
     def create_topic(self, name: str) -> bool:
         d = self.store.dialect
@@ -47,15 +54,38 @@ class SQLRegistry(Topics, Consumers):
     def list_topics(self, prefix: str = "") -> list[str]:
         return self.store.names("topics", prefix)
 
-    def subscribe(self, topic: str, queue: str) -> None:
+    def topic_settings(self, name: str) -> dict[str, str]:
+        return self.store.read(lambda ex: self._topic(ex, name))
+
+    def update_topic_settings(self, name: str, changes: Mapping[str, str | None]) -> dict[str, str]:
+        def run(ex: Exec) -> dict[str, str]:
+            settings = merge_settings(self._topic(ex, name, lock=True), changes)
+            ex.run(
+                f"UPDATE {self.p}topics SET settings = %s WHERE name = %s",
+                (json.dumps(settings), name),
+            )
+            return settings
+
+        return self.store.write(run)
+
+    def subscribe(
+        self, topic: str, queue: str, attributes: Mapping[str, str] | None = None
+    ) -> None:
+        p = self.p
         statement = self.store.dialect.ignore(
-            f"{self.p}subscriptions", "topic, queue_id", "topic, queue_id"
+            f"{p}subscriptions", "topic, queue_id", "topic, queue_id"
         )
 
         def run(ex: Exec) -> None:
             self._topic(ex, topic)
             qid, _ = self.store.queue_row(ex, queue)
             ex.run(statement, (topic, qid))
+            if attributes is not None:
+                ex.run(
+                    f"UPDATE {p}subscriptions SET attributes = %s"
+                    " WHERE topic = %s AND queue_id = %s",
+                    (json.dumps(dict(attributes)), topic, qid),
+                )
 
         self.store.write(run)
 
@@ -72,28 +102,55 @@ class SQLRegistry(Topics, Consumers):
 
         self.store.write(run)
 
-    def _subscribers(self, ex: Exec, topic: str) -> list[str]:
+    def _subscribers(self, ex: Exec, topic: str) -> dict[str, dict[str, str]]:
         self._topic(ex, topic)
         p = self.p
         rows = ex.rows(
-            f"SELECT q.name FROM {p}subscriptions s JOIN {p}queues q ON q.id = s.queue_id"
-            " WHERE s.topic = %s ORDER BY q.name",
+            f"SELECT q.name, s.attributes FROM {p}subscriptions s"
+            f" JOIN {p}queues q ON q.id = s.queue_id WHERE s.topic = %s ORDER BY q.name",
             (topic,),
         )
-        return [name for (name,) in rows]
+        return {name: _strings(attributes) for name, attributes in rows}
 
-    def topic_queues(self, topic: str) -> list[str]:
+    def subscriptions(self, topic: str) -> dict[str, dict[str, str]]:
         return self.store.read(lambda ex: self._subscribers(ex, topic))
 
-    def publish(self, topic: str, message: NewMessage) -> dict[str, SendResult]:
+    def update_subscription(
+        self, topic: str, queue: str, changes: Mapping[str, str | None]
+    ) -> dict[str, str]:
+        p, d = self.p, self.store.dialect
+
+        def run(ex: Exec) -> dict[str, str]:
+            self._topic(ex, topic)
+            row = ex.one(
+                f"SELECT s.queue_id, s.attributes FROM {p}subscriptions s"
+                f" JOIN {p}queues q ON q.id = s.queue_id"
+                f" WHERE s.topic = %s AND q.name = %s{d.for_update}",
+                (topic, queue),
+            )
+            if row is None:
+                raise not_subscribed(topic, queue)
+            qid, current = row
+            attributes = merge_settings(_strings(current), changes)
+            ex.run(
+                f"UPDATE {p}subscriptions SET attributes = %s WHERE topic = %s AND queue_id = %s",
+                (json.dumps(attributes), topic, qid),
+            )
+            return attributes
+
+        return self.store.write(run)
+
+    def publish(
+        self, topic: str, message: NewMessage | Mapping[str, NewMessage]
+    ) -> dict[str, SendResult]:
         store = self.store
         now = store.clock.now()
 
         def run(ex: Any) -> dict[str, tuple[int, SendResult]]:
             out: dict[str, tuple[int, SendResult]] = {}
-            for name in self._subscribers(ex, topic):
+            for name, copy in routed(self._subscribers(ex, topic), message):
                 qid, attrs = store.queue_row(ex, name)
-                [result] = store.send_each(ex, name, qid, attrs, [message], now, None)
+                [result] = store.send_each(ex, name, qid, attrs, [copy], now, None)
                 out[name] = (qid, result)
             return out
 
@@ -175,3 +232,8 @@ class SQLRegistry(Topics, Consumers):
             return [row_consumer(row) for row in rows]
 
         return self.store.write(run)
+
+
+def _strings(text: str | None) -> dict[str, str]:
+    """A JSON string map from its column (NULL: none)."""
+    return {str(k): str(v) for k, v in json.loads(text).items()} if text else {}

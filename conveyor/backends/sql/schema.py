@@ -162,6 +162,11 @@ SQLITE_MIGRATIONS: list[Step] = [
         "ALTER TABLE archive RENAME COLUMN queue TO queue_name",
         "ALTER TABLE consumers RENAME COLUMN queue TO queue_name",
     ],
+    # topic settings and subscription attributes (string maps as JSON)
+    [
+        "ALTER TABLE topics ADD COLUMN settings TEXT",
+        "ALTER TABLE subscriptions ADD COLUMN attributes TEXT",
+    ],
 ]
 
 
@@ -283,6 +288,11 @@ def server_migrations(d: ServerTypes, p: str) -> list[Step]:
             *stages_ddl(p, d.serial, k, f, o),
         ],
         clustered_order(d, p),
+        # topic settings and subscription attributes (string maps as JSON)
+        [
+            f"ALTER TABLE {p}topics ADD COLUMN settings TEXT",
+            f"ALTER TABLE {p}subscriptions ADD COLUMN attributes TEXT",
+        ],
     ]
 
 
