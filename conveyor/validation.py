@@ -21,6 +21,9 @@ from .models import AttributeValue, QueueAttributes, TypedValue
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 FIFO_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
+MAX_TOPIC_NAME = 200
+TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,200}")
+FIFO_TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,195}\.fifo")
 ENTRY_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 ATTRIBUTE_NAME_RE = re.compile(r"[A-Za-z0-9_.\u00c0-\u017f-]{1,256}")
 """SQS's documented characters, and the Latin letters U+00C0 to U+017F SQS also takes."""
@@ -57,10 +60,13 @@ def check_queue_name(name: str) -> str:
 
 
 def check_topic_name(name: str) -> str:
-    if isinstance(name, str) and (NAME_RE.fullmatch(name) or FIFO_NAME_RE.fullmatch(name)):
-        return name
+    if isinstance(name, str):
+        start = ns.end() if (ns := NAMESPACE_RE.match(name)) else 0
+        if TOPIC_NAME_RE.fullmatch(name, start) or FIFO_TOPIC_NAME_RE.fullmatch(name, start):
+            return name
     raise InvalidName(
-        f"invalid topic name {name!r}: use 1-80 characters from A-Z, a-z, 0-9, '-' and '_'"
+        f"invalid topic name {name!r}: use 1-{MAX_TOPIC_NAME} characters from A-Z, a-z, 0-9,"
+        " '-' and '_' (FIFO topic names end in '.fifo')"
     )
 
 

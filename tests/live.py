@@ -55,8 +55,14 @@ class LiveServer:
         self.thread.join(10)
 
     def sqs(self, region: str = "us-east-1", key: str = "AKIDTEST", secret: str = "x") -> Any:
+        return self.aws("sqs", region, key, secret)
+
+    def sns(self, region: str = "us-east-1", key: str = "AKIDTEST", secret: str = "x") -> Any:
+        return self.aws("sns", region, key, secret)
+
+    def aws(self, service: str, region: str, key: str, secret: str) -> Any:
         return boto3.client(
-            "sqs",
+            service,
             endpoint_url=self.url,
             region_name=region,
             aws_access_key_id=key,

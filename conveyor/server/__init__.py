@@ -143,7 +143,7 @@ def serve(
                     f" {exc.strerror} (another server there? choose another --tcp port)"
                 ) from None
         log.info(
-            "conveyor serving %s://%s:%d (SQS API, REST API, /ui, /metrics) on store %s;"
+            "conveyor serving %s://%s:%d (SQS and SNS APIs, REST API, /ui, /metrics) on store %s;"
             " SQS region %s, account %s%s",
             "https" if tls_cert else "http",
             host,

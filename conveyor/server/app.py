@@ -39,18 +39,21 @@ from ..exceptions import (
 )
 from ..notify import HUB
 from ..validation import check_queue_name, check_topic_name
-from .auth import Auth, Key
+from .auth import Auth, Key, signed_service
 from .metrics import Metrics
 from .rest import ErrorBody, build_router, error_body, json_response
+from .sns_api import ACTIONS as SNS_ACTIONS
+from .sns_api import SnsApi, sns_error, sns_error_body, sns_response
 from .sqs_api import TRACE_PARAM, SqsApi
-from .sqs_names import Namespaces
+from .sqs_names import Caller, Namespaces
 from .sqs_wire import (
     JSON_CONTENT_TYPE,
     json_error,
     parse_json,
-    parse_query,
     query_error,
+    query_params,
     query_response,
+    query_tree,
 )
 from .ui import History, build_ui
 
@@ -103,6 +106,7 @@ class ConveyorServer:
             aio=self.aio,
         )
         self.history = History()
+        self.sns = SnsApi(client, self.namespaces)
         self.app = BodyLimit(self._build(), self)
 
     def is_draining(self) -> bool:
@@ -233,7 +237,10 @@ class ConveyorServer:
                     raise UnknownAction(f"X-Amz-Target {target!r} is not an SQS action")
                 params = parse_json(body)
             else:
-                params = parse_query(body, request.url.query)
+                tree = query_tree(body, request.url.query)
+                if self._is_sns(tree.get("Action"), request):
+                    return await self.sns_endpoint(request, tree, body, request_id)
+                params = query_params(tree)
                 name = params.pop("Action", "")
                 if not name and request.path_params.get("queue") is not None:
                     raise UnknownOperation(
@@ -259,16 +266,7 @@ class ConveyorServer:
                 raise UnknownAction(f"The action {name} is not valid for this endpoint.")
             if account is not None and not params.get("QueueUrl"):
                 params["QueueUrl"] = f"/{account}/{queue}"
-            host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
-            caller = self.auth.caller(
-                method=request.method,
-                raw_path=request.scope.get("raw_path", b"/").decode("latin-1") or "/",
-                query=request.url.query,
-                headers=request.headers,
-                body=body,
-                base_url=f"{request.url.scheme}://{host}",
-                now=time.time(),
-            )
+            caller = self._caller(request, body)
             result = await self.sqs.call(name, params, caller)
             if protocol == "json":
                 return Response(
@@ -307,6 +305,75 @@ class ConveyorServer:
             )
         finally:
             self.metrics.observe("sqs", action, status, time.perf_counter() - started)
+
+    def _caller(self, request: Request, body: bytes) -> Caller:
+        host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
+        return self.auth.caller(
+            method=request.method,
+            raw_path=request.scope.get("raw_path", b"/").decode("latin-1") or "/",
+            query=request.url.query,
+            headers=request.headers,
+            body=body,
+            base_url=f"{request.url.scheme}://{host}",
+            now=time.time(),
+        )
+
+    # -- the SNS endpoint -----------------------------------------------------------------
+
+    def _is_sns(self, action: object, request: Request) -> bool:
+        """An SNS request: signed for SNS, or unsigned and calling an action only SNS has."""
+        if not isinstance(action, str) or request.url.path != "/":
+            return False
+        service = signed_service(request.headers, request.url.query)
+        if service == "sns":
+            return True
+        return service != "sqs" and action in SNS_ACTIONS and action not in self.sqs.actions
+
+    async def sns_endpoint(
+        self, request: Request, tree: dict[str, Any], body: bytes, request_id: str
+    ) -> Response:
+        started = time.perf_counter()
+        params = {k: v for k, v in tree.items() if not k.startswith("X-Amz-")}
+        name = str(params.pop("Action", ""))
+        params.pop("Version", None)
+        action = name if name in SNS_ACTIONS else "unknown"
+        status = 200
+        headers = {"x-amzn-RequestId": request_id}
+        try:
+            caller = self._caller(request, body)
+            result = await self.sns.call(name, params, caller)
+            if "application/json" in request.headers.get("accept", ""):
+                wrapped = {
+                    f"{name}Response": {
+                        f"{name}Result": result,
+                        "ResponseMetadata": {"RequestId": request_id},
+                    }
+                }
+                return JSONResponse(wrapped, headers=headers)
+            return Response(
+                sns_response(name, result, request_id), media_type="text/xml", headers=headers
+            )
+        except ConveyorError as exc:
+            error = sns_error(exc)
+            status = error.status
+            return Response(
+                sns_error_body(error, request_id),
+                status_code=status,
+                media_type="text/xml",
+                headers=headers,
+            )
+        except Exception:
+            log.exception("SNS %s failed", action)
+            status = 500
+            error = sns_error(ConveyorError("internal error (the server log has the details)"))
+            return Response(
+                sns_error_body(error, request_id),
+                status_code=500,
+                media_type="text/xml",
+                headers=headers,
+            )
+        finally:
+            self.metrics.observe("sns", action, status, time.perf_counter() - started)
 
 
 def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:

@@ -215,6 +215,18 @@ class Auth:
         raise AssertionError  # _compare raised
 
 
+def signed_service(headers: Mapping[str, str], query: str) -> str:
+    """The service a request's SigV4 credential scope names ('sqs', 'sns'), or '' unsigned."""
+    match = AUTH_RE.match(headers.get("authorization", ""))
+    if match is not None:
+        return match.group(4)
+    presigned = _presigned(query)
+    if presigned is not None:
+        parts = presigned.get("X-Amz-Credential", "").split("/")
+        return parts[3] if len(parts) == 5 else ""
+    return ""
+
+
 def _presigned(query: str) -> dict[str, str] | None:
     if "X-Amz-Signature=" not in query:
         return None

@@ -108,6 +108,17 @@ def sqs_message(error: ConveyorError, protocol: str) -> str:
 
 def parse_query(body: bytes, query_string: str) -> dict[str, Any]:
     """Form body and query string of a Query request as JSON-shaped parameters."""
+    return query_params(query_tree(body, query_string))
+
+
+def query_params(tree: dict[str, Any]) -> dict[str, Any]:
+    """SQS's JSON-shaped parameters from a Query request's tree of names."""
+    return _convert(tree, "")
+
+
+def query_tree(body: bytes, query_string: str) -> dict[str, Any]:
+    """Form body and query string of a Query request as a tree: ``A.b.1=x`` becomes
+    ``{"A": {"b": {"1": "x"}}}``."""
     try:
         pairs = parse_qsl(query_string, keep_blank_values=True, strict_parsing=False)
         pairs += parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
@@ -123,7 +134,7 @@ def parse_query(body: bytes, query_string: str) -> dict[str, Any]:
                 raise MalformedRequest(f"parameter {key!r} conflicts with another of that name")
             node = child
         node[parts[-1]] = value
-    return _convert(tree, "")
+    return tree
 
 
 def _convert(node: dict[str, Any], path: str) -> dict[str, Any]:

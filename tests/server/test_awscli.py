@@ -17,7 +17,7 @@ from ..live import LiveServer
 AWS = shutil.which("aws", path=str(Path(sys.executable).parent)) or shutil.which("aws")
 
 
-def aws(server: LiveServer, *args: str) -> Any:
+def aws(server: LiveServer, *args: str, service: str = "sqs") -> Any:
     if AWS is None:
         pytest.fail("the AWS CLI is not installed (pip install awscli)")
     env = {
@@ -29,14 +29,14 @@ def aws(server: LiveServer, *args: str) -> Any:
         "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
     }
     done = subprocess.run(
-        [AWS, "--endpoint-url", server.url, "--output", "json", "sqs", *args],
+        [AWS, "--endpoint-url", server.url, "--output", "json", service, *args],
         capture_output=True,
         text=True,
         env=env,
         timeout=60,
     )
     if done.returncode != 0:
-        raise AssertionError(f"aws sqs {' '.join(args)} failed: {done.stderr}")
+        raise AssertionError(f"aws {service} {' '.join(args)} failed: {done.stderr}")
     return json.loads(done.stdout) if done.stdout.strip() else None
 
 
@@ -79,3 +79,18 @@ def test_aws_cli_round_trip(server: LiveServer, name: str) -> None:
     aws(server, "purge-queue", "--queue-url", url)
     aws(server, "delete-queue", "--queue-url", url)
     assert not (aws(server, "list-queues", "--queue-name-prefix", name) or {}).get("QueueUrls")
+
+
+def test_aws_cli_sns_publish_reaches_a_subscribed_queue(server: LiveServer, name: str) -> None:
+    sqs = server.sqs()
+    topic = aws(server, "create-topic", "--name", name, service="sns")["TopicArn"]
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    aws(server, "subscribe", "--topic-arn", topic, "--protocol", "sqs",
+        "--notification-endpoint", arn["QueueArn"], service="sns")  # fmt: skip
+    sent = aws(server, "publish", "--topic-arn", topic, "--message", "from the cli",
+               "--subject", "cli", service="sns")  # fmt: skip
+    [m] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
+    envelope = json.loads(m["Body"])
+    assert envelope["Message"] == "from the cli" and envelope["Subject"] == "cli"
+    assert envelope["MessageId"] == sent["MessageId"] and envelope["TopicArn"] == topic

@@ -401,3 +401,28 @@ def test_policy_evaluation() -> None:
     assert not allows(None, "111122223333", "SendMessage", arn)
     assert not allows("not json", "111122223333", "SendMessage", arn)
     assert not allows("[" * 100_000, "111122223333", "SendMessage", arn)
+
+
+def test_sns_keeps_accounts_apart(accounts: LiveServer) -> None:
+    owner = accounts.sns(key="AKIDGOOD", secret="s3cret")
+    partner = accounts.sns(key="AKIDPARTNER", secret="other")
+    topic = owner.create_topic(Name="news")["TopicArn"]
+    assert topic == "arn:aws:sns:us-east-1:000000000000:news"
+    publish = lambda: partner.publish(TopicArn=topic, Message="x")  # noqa: E731
+    assert code_of(publish) == "AuthorizationError"
+    assert code_of(lambda: partner.get_topic_attributes(TopicArn=topic)) == "AuthorizationError"
+    assert code_of(lambda: partner.delete_topic(TopicArn=topic)) == "AuthorizationError"
+    assert code_of(lambda: owner.publish(TopicArn=topic, Message="x")) == "ok"
+    mine = partner.create_topic(Name="news")["TopicArn"]
+    assert mine == "arn:aws:sns:us-east-1:111122223333:news"
+    assert [t["TopicArn"] for t in partner.list_topics()["Topics"]] == [mine]
+    owner_queue = accounts.sqs(key="AKIDGOOD", secret="s3cret").create_queue(QueueName="inbox")
+    assert owner_queue["QueueUrl"].endswith("/000000000000/inbox")
+    subscribe = lambda: partner.subscribe(  # noqa: E731
+        TopicArn=mine, Protocol="sqs", Endpoint="arn:aws:sqs:us-east-1:000000000000:inbox"
+    )
+    assert code_of(subscribe) == "AuthorizationError"
+    forged = accounts.sns(key="AKIDGOOD", secret="wrong")
+    assert code_of(lambda: forged.list_topics()) == "SignatureDoesNotMatch"
+    stranger = accounts.sns(key="AKIDNOBODY", secret="x")
+    assert code_of(lambda: stranger.list_topics()) == "InvalidClientTokenId"

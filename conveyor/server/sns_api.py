@@ -1,0 +1,983 @@
+"""The SNS API (Query protocol) over Conveyor's topics: one model for SNS, REST, SDK and CLI.
+
+An SNS topic is a Conveyor topic, stored under its plain name in the server's default region
+and account and as ``region:account:name`` in any other, like queues. Topic attributes and
+tags are the topic's settings; a subscription is a queue's subscription, its attributes
+(``RawMessageDelivery``, ``FilterPolicy``, ...) the subscription's. Publish routes each
+message through the filter policies and delivers, in one atomic fan-out, the JSON envelope
+SNS writes or the raw message. Only the ``sqs`` protocol is served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import dataclasses
+import hashlib
+import json
+import re
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ..client import Client
+from ..exceptions import (
+    ConveyorError,
+    InvalidInput,
+    NotFound,
+    QueueDoesNotExist,
+    TopicDoesNotExist,
+)
+from ..models import AttributeValue, SendResult, TypedValue
+from ..queues import SendEntry
+from ..validation import ATTRIBUTE_NAME_RE, GROUP_ID_RE, MESSAGE_ID_RE, check_topic_name
+from .sns_filter import check_policy, matches_attributes, matches_body
+from .sqs_names import ARN_RE, Caller, Namespaces
+from .sqs_wire import XML_DECLARATION, XML_UNSAFE
+
+XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/"
+TOPIC_ARN_RE = re.compile(
+    r"arn:aws[a-z-]*:sns:([a-z0-9-]{1,32}):([0-9]{12}):([A-Za-z0-9_-]{1,256}(?:\.fifo)?)"
+)
+SUBSCRIPTION_ARN_RE = re.compile(TOPIC_ARN_RE.pattern + r":([0-9a-f-]{36})")
+SUBSCRIPTIONS = uuid.UUID("6f1c1d2e-5b0c-4e55-9a43-6c0e8c5a7d10")
+MAX_MESSAGE = 262_144
+MAX_BATCH = 10
+MAX_TAGS = 50
+PAGE = 100
+TAG = "tag:"  # tags are topic settings under this prefix; attributes are the rest
+
+TOPIC_ATTRIBUTES = {
+    "DeliveryPolicy",
+    "DisplayName",
+    "FifoTopic",
+    "Policy",
+    "SignatureVersion",
+    "TracingConfig",
+    "KmsMasterKeyId",
+    "ContentBasedDeduplication",
+    "ArchivePolicy",
+    "FifoThroughputScope",
+    "DataProtectionPolicy",
+}
+SUBSCRIPTION_ATTRIBUTES = {
+    "DeliveryPolicy",
+    "FilterPolicy",
+    "FilterPolicyScope",
+    "RawMessageDelivery",
+    "RedrivePolicy",
+    "SubscriptionRoleArn",
+    "ReplayPolicy",
+}
+
+Params = dict[str, Any]
+Result = dict[str, Any]
+
+
+class SnsError(ConveyorError):
+    """An error with SNS's code and status."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.sender_fault = status < 500
+
+
+def invalid(message: str) -> SnsError:
+    return SnsError("InvalidParameter", f"Invalid parameter: {message}")
+
+
+def not_found(message: str) -> SnsError:
+    return SnsError("NotFound", message, 404)
+
+
+class Entries(dict[str, str]):
+    """A map rendered as <entry><key/><value/></entry> (Attributes)."""
+
+
+class SnsApi:
+    def __init__(self, client: Client, namespaces: Namespaces | None = None) -> None:
+        self.client = client
+        self.ns = namespaces or Namespaces()
+        self.actions: dict[str, Callable[[Params, Caller], Result]] = {
+            "CreateTopic": self.create_topic,
+            "DeleteTopic": self.delete_topic,
+            "ListTopics": self.list_topics,
+            "GetTopicAttributes": self.get_topic_attributes,
+            "SetTopicAttributes": self.set_topic_attributes,
+            "Subscribe": self.subscribe,
+            "ConfirmSubscription": self.confirm_subscription,
+            "Unsubscribe": self.unsubscribe,
+            "ListSubscriptions": self.list_subscriptions,
+            "ListSubscriptionsByTopic": self.list_subscriptions_by_topic,
+            "GetSubscriptionAttributes": self.get_subscription_attributes,
+            "SetSubscriptionAttributes": self.set_subscription_attributes,
+            "Publish": self.publish,
+            "PublishBatch": self.publish_batch,
+            "TagResource": self.tag_resource,
+            "UntagResource": self.untag_resource,
+            "ListTagsForResource": self.list_tags,
+        }
+
+    async def call(self, action: str, params: Params, caller: Caller) -> Result:
+        fn = self.actions.get(action)
+        if fn is None:
+            raise SnsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
+        try:
+            return await asyncio.to_thread(fn, params, dataclasses.replace(caller, action=action))
+        except SnsError:
+            raise
+        except TopicDoesNotExist:
+            raise not_found("Topic does not exist") from None
+        except QueueDoesNotExist as exc:
+            raise not_found(exc.message) from None
+        except NotFound as exc:
+            raise not_found(exc.message) from None
+        except InvalidInput as exc:
+            raise invalid(exc.message) from None
+
+    # -- names ----------------------------------------------------------------------------
+
+    def topic_arn(self, stored: str) -> str:
+        region, account, name = self.ns.split(stored)
+        return f"arn:aws:sns:{region}:{account}:{name}"
+
+    def _topic(self, arn: Any, caller: Caller, param: str = "TopicArn") -> str:
+        """The stored name of the topic an ARN names (which need not exist)."""
+        match = TOPIC_ARN_RE.fullmatch(arn) if isinstance(arn, str) else None
+        if match is None:
+            raise invalid(f"{param}: {arn!r} is not a topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)")
+        _own(caller, match.group(2), arn)
+        return self.ns.store_name(match.group(1), match.group(2), match.group(3))
+
+    def _existing(
+        self, arn: Any, caller: Caller, param: str = "TopicArn"
+    ) -> tuple[str, dict[str, str]]:
+        topic = self._topic(arn, caller, param)
+        try:
+            return topic, self.client.topic_settings(topic)
+        except (TopicDoesNotExist, InvalidInput):
+            raise not_found("Topic does not exist") from None
+
+    def subscription_arn(self, topic: str, queue: str) -> str:
+        key = uuid.uuid5(SUBSCRIPTIONS, f"{topic}\n{queue}")
+        return f"{self.topic_arn(topic)}:{key}"
+
+    def _subscription(self, arn: Any, caller: Caller) -> tuple[str, str, dict[str, str]]:
+        """(topic, queue, attributes) of a subscription ARN; NotFound if there is none."""
+        match = SUBSCRIPTION_ARN_RE.fullmatch(arn) if isinstance(arn, str) else None
+        if match is None:
+            raise invalid(f"SubscriptionArn: {arn!r} is not a subscription ARN")
+        _own(caller, match.group(2), arn)
+        topic = self.ns.store_name(match.group(1), match.group(2), match.group(3))
+        try:
+            subscriptions = self.client.subscriptions(topic)
+        except (TopicDoesNotExist, InvalidInput):
+            raise not_found("Subscription does not exist") from None
+        for queue, attributes in subscriptions.items():
+            if self.subscription_arn(topic, queue) == arn:
+                return topic, queue, attributes
+        raise not_found("Subscription does not exist")
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def create_topic(self, params: Params, caller: Caller) -> Result:
+        name = params.get("Name")
+        if not isinstance(name, str) or not name:
+            raise invalid("Topic Name")
+        attributes = _entries(params.get("Attributes"), "key", "value")
+        for key in attributes:
+            if key not in TOPIC_ATTRIBUTES:
+                raise invalid(f"AttributeName: {key} is not a topic attribute")
+        fifo = attributes.get("FifoTopic", "false").lower() == "true"
+        if fifo != name.endswith(".fifo") or not re.fullmatch(
+            r"[A-Za-z0-9_-]{1,256}" if not fifo else r"[A-Za-z0-9_-]{1,251}\.fifo", name
+        ):
+            raise invalid(
+                "Topic Name: FIFO topic names end in .fifo and need FifoTopic=true; names are"
+                " 1-256 letters, digits, hyphens and underscores"
+                if fifo or name.endswith(".fifo")
+                else "Topic Name: use 1-256 letters, digits, hyphens and underscores"
+            )
+        if fifo:
+            attributes["FifoTopic"] = "true"
+            attributes.setdefault("ContentBasedDeduplication", "false")
+        elif "FifoTopic" in attributes:
+            attributes["FifoTopic"] = "false"
+        for key, value in attributes.items():
+            _check_topic_attribute(key, value, fifo)
+        tags = _tags(params.get("Tags"))
+        topic = self.ns.store_name(caller.region, caller.account, name)
+        try:
+            check_topic_name(topic)
+        except InvalidInput as exc:
+            raise invalid(f"Topic Name: {exc.message}") from None
+        created = self.client.create_topic(topic)
+        current = self.client.topic_settings(topic)
+        if not created:
+            mismatched = {k: v for k, v in attributes.items() if current.get(k, v) != v}
+            if mismatched:
+                raise invalid("Attributes Reason: Topic already exists with different attributes")
+        changes: dict[str, str | None] = {**attributes, **{TAG + k: v for k, v in tags.items()}}
+        if changes:
+            settings = self.client.update_topic_settings(topic, changes)
+            if sum(1 for k in settings if k.startswith(TAG)) > MAX_TAGS:
+                raise SnsError("TagLimitExceeded", f"A topic carries at most {MAX_TAGS} tags")
+        return {"TopicArn": self.topic_arn(topic)}
+
+    def delete_topic(self, params: Params, caller: Caller) -> Result:
+        topic = self._topic(params.get("TopicArn"), caller)
+        with contextlib.suppress(TopicDoesNotExist):  # SNS: deleting a missing topic is fine
+            self.client.delete_topic(topic)
+        return {}
+
+    def list_topics(self, params: Params, caller: Caller) -> Result:
+        prefix = self.ns.prefix(caller)
+        names = [n for n in self.client.list_topics(prefix) if self.ns.in_namespace(n, caller)]
+        return _paged("Topics", [{"TopicArn": self.topic_arn(n)} for n in names],
+                      params.get("NextToken"))  # fmt: skip
+
+    def get_topic_attributes(self, params: Params, caller: Caller) -> Result:
+        topic, settings = self._existing(params.get("TopicArn"), caller)
+        _, account, name = self.ns.split(topic)
+        arn = self.topic_arn(topic)
+        confirmed = len(self.client.subscriptions(topic))
+        out = {
+            "TopicArn": arn,
+            "Owner": account,
+            "Policy": _default_policy(arn, account),
+            "DisplayName": "",
+            "SubscriptionsConfirmed": str(confirmed),
+            "SubscriptionsPending": "0",
+            "SubscriptionsDeleted": "0",
+            "EffectiveDeliveryPolicy": json.dumps(DELIVERY_POLICY, separators=(",", ":")),
+        }
+        if name.endswith(".fifo"):
+            out["FifoTopic"] = "true"
+            out["ContentBasedDeduplication"] = "false"
+        out.update({k: v for k, v in settings.items() if not k.startswith(TAG)})
+        return {"Attributes": Entries(out)}
+
+    def set_topic_attributes(self, params: Params, caller: Caller) -> Result:
+        topic, _ = self._existing(params.get("TopicArn"), caller)
+        key, value = params.get("AttributeName"), params.get("AttributeValue", "")
+        if not isinstance(key, str) or key not in TOPIC_ATTRIBUTES:
+            raise invalid(f"AttributeName: {key!r} is not a topic attribute")
+        fifo = topic.endswith(".fifo")
+        if key == "FifoTopic":
+            raise invalid("AttributeName: FifoTopic cannot be changed after a topic is created")
+        _check_topic_attribute(key, value, fifo)
+        self.client.update_topic_settings(topic, {key: value if value != "" else None})
+        return {}
+
+    # -- subscriptions --------------------------------------------------------------------
+
+    def subscribe(self, params: Params, caller: Caller) -> Result:
+        topic, _ = self._existing(params.get("TopicArn"), caller)
+        protocol, endpoint = params.get("Protocol"), params.get("Endpoint")
+        if not isinstance(protocol, str) or protocol.lower() != "sqs":
+            raise invalid(
+                f"Protocol: {protocol!r} is not served here; this server delivers to SQS queues"
+                " (Protocol sqs, Endpoint a queue ARN)"
+            )
+        if not isinstance(endpoint, str) or ARN_RE.fullmatch(endpoint) is None:
+            raise invalid(f"SQS endpoint ARN: {endpoint!r} (arn:aws:sqs:REGION:ACCOUNT:NAME)")
+        queue = self.ns.from_arn(endpoint, "Endpoint")
+        _own(caller, self.ns.split(queue)[1], endpoint)
+        if queue.endswith(".fifo") != topic.endswith(".fifo"):
+            raise invalid(
+                "Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to"
+                " standard SNS topics"
+                if queue.endswith(".fifo")
+                else "Endpoint Reason: Please use FIFO SQS queue"
+            )
+        attributes = _entries(params.get("Attributes"), "key", "value")
+        for key, value in attributes.items():
+            _check_subscription_attribute(key, value, attributes, self.ns)
+        attributes = {k: v for k, v in attributes.items() if v != ""}
+        try:
+            current = self.client.subscriptions(topic)
+            if queue in current:
+                if attributes and _normal(current[queue]) != _normal(attributes):
+                    raise invalid(
+                        "Attributes Reason: Subscription already exists with different attributes"
+                    )
+            else:
+                self.client.subscribe(topic, queue, attributes)
+        except QueueDoesNotExist:
+            raise not_found(
+                f"Endpoint: queue {endpoint} does not exist: create it before subscribing it"
+            ) from None
+        return {"SubscriptionArn": self.subscription_arn(topic, queue)}
+
+    def confirm_subscription(self, params: Params, caller: Caller) -> Result:
+        self._existing(params.get("TopicArn"), caller)
+        raise invalid("Token: SQS subscriptions are confirmed when made; there is none pending")
+
+    def unsubscribe(self, params: Params, caller: Caller) -> Result:
+        try:
+            topic, queue, _ = self._subscription(params.get("SubscriptionArn"), caller)
+        except SnsError as exc:
+            if exc.code == "NotFound":
+                return {}  # SNS: unsubscribing twice is no error
+            raise
+        self.client.unsubscribe(topic, queue)
+        return {}
+
+    def _member(self, topic: str, queue: str) -> dict[str, str]:
+        return {
+            "SubscriptionArn": self.subscription_arn(topic, queue),
+            "Owner": self.ns.split(topic)[1],
+            "Protocol": "sqs",
+            "Endpoint": self.ns.arn(queue),
+            "TopicArn": self.topic_arn(topic),
+        }
+
+    def list_subscriptions(self, params: Params, caller: Caller) -> Result:
+        members: list[dict[str, str]] = []
+        for topic in self.client.list_topics(self.ns.prefix(caller)):
+            if self.ns.in_namespace(topic, caller):
+                try:
+                    subscribed = self.client.subscriptions(topic)
+                except TopicDoesNotExist:
+                    continue
+                members += [self._member(topic, queue) for queue in subscribed]
+        return _paged("Subscriptions", members, params.get("NextToken"))
+
+    def list_subscriptions_by_topic(self, params: Params, caller: Caller) -> Result:
+        topic, _ = self._existing(params.get("TopicArn"), caller)
+        members = [self._member(topic, queue) for queue in self.client.subscriptions(topic)]
+        return _paged("Subscriptions", members, params.get("NextToken"))
+
+    def get_subscription_attributes(self, params: Params, caller: Caller) -> Result:
+        topic, queue, attributes = self._subscription(params.get("SubscriptionArn"), caller)
+        out = {
+            **self._member(topic, queue),
+            "ConfirmationWasAuthenticated": "true",
+            "PendingConfirmation": "false",
+            "RawMessageDelivery": "false",
+            "SubscriptionPrincipal": f"arn:aws:iam::{self.ns.split(topic)[1]}:root",
+        }
+        out.update(attributes)
+        if "FilterPolicy" in attributes:
+            out.setdefault("FilterPolicyScope", "MessageAttributes")
+        return {"Attributes": Entries(out)}
+
+    def set_subscription_attributes(self, params: Params, caller: Caller) -> Result:
+        topic, queue, attributes = self._subscription(params.get("SubscriptionArn"), caller)
+        key, value = params.get("AttributeName"), params.get("AttributeValue", "")
+        if not isinstance(value, str):
+            raise invalid("AttributeValue must be a string")
+        _check_subscription_attribute(key, value, {**attributes, str(key): value}, self.ns)
+        self.client.update_subscription(topic, queue, {str(key): value if value != "" else None})
+        return {}
+
+    # -- publishing -----------------------------------------------------------------------
+
+    def publish(self, params: Params, caller: Caller) -> Result:
+        if params.get("PhoneNumber") is not None:
+            raise invalid("PhoneNumber: this server delivers to SQS queues only")
+        arn = params.get("TopicArn") or params.get("TargetArn")
+        if arn is None:
+            raise invalid("TopicArn or TargetArn Reason: no value for required parameter")
+        topic, settings = self._existing(arn, caller, "TopicArn")
+        entry = _publication(params, topic, settings, "")
+        result = self._deliver(topic, entry, caller)
+        out: Result = {"MessageId": result.id}
+        if topic.endswith(".fifo"):
+            out["SequenceNumber"] = _sequence(result)
+        return out
+
+    def publish_batch(self, params: Params, caller: Caller) -> Result:
+        topic, settings = self._existing(params.get("TopicArn"), caller)
+        entries = _numbered(params.get("PublishBatchRequestEntries"))
+        if not entries:
+            raise SnsError("EmptyBatchRequest", "The batch request doesn't contain any entries.")
+        if len(entries) > MAX_BATCH:
+            raise SnsError(
+                "TooManyEntriesInBatchRequest",
+                f"The batch request contains more entries than permissible ({MAX_BATCH}).",
+            )
+        ids = [e.get("Id") if isinstance(e, dict) else None for e in entries]
+        for entry_id in ids:
+            if not isinstance(entry_id, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,80}", entry_id):
+                raise SnsError(
+                    "InvalidBatchEntryId",
+                    "The Id of a batch entry in a batch request doesn't abide by the"
+                    " specification (1-80 letters, digits, hyphens and underscores).",
+                )
+        if len(set(ids)) != len(ids):
+            raise SnsError(
+                "BatchEntryIdsNotDistinct",
+                "Two or more batch entries in the request have the same Id.",
+            )
+        total = sum(len(str(e.get("Message", "")).encode()) for e in entries)
+        if total > MAX_MESSAGE:
+            raise SnsError(
+                "BatchRequestTooLong",
+                f"The length of all the messages put together is more than {MAX_MESSAGE} bytes.",
+            )
+        successful: list[dict[str, str]] = []
+        failed: list[dict[str, str]] = []
+        for raw in entries:
+            entry_id = str(raw["Id"])
+            try:
+                publication = _publication(
+                    raw, topic, settings, f"PublishBatchRequestEntries.{entry_id}."
+                )
+                result = self._deliver(topic, publication, caller)
+            except SnsError as exc:
+                failed.append(_failure(entry_id, exc.code, exc.message, exc.sender_fault))
+                continue
+            except (InvalidInput, NotFound) as exc:
+                failed.append(_failure(entry_id, "InvalidParameter", exc.message, True))
+                continue
+            item = {"Id": entry_id, "MessageId": result.id}
+            if topic.endswith(".fifo"):
+                item["SequenceNumber"] = _sequence(result)
+            successful.append(item)
+        return {"Successful": successful, "Failed": failed}
+
+    # -- tags -----------------------------------------------------------------------------
+
+    def _tagged(self, params: Params, caller: Caller) -> tuple[str, dict[str, str]]:
+        arn = params.get("ResourceArn")
+        try:
+            return self._existing(arn, caller, "ResourceArn")
+        except SnsError as exc:
+            if exc.code == "NotFound":
+                raise SnsError("ResourceNotFound", "Resource does not exist", 404) from None
+            raise
+
+    def tag_resource(self, params: Params, caller: Caller) -> Result:
+        topic, settings = self._tagged(params, caller)
+        tags = _tags(params.get("Tags"))
+        if not tags:
+            raise invalid("Tags Reason: no tags given")
+        existing = {k for k in settings if k.startswith(TAG)}
+        if len(existing | {TAG + k for k in tags}) > MAX_TAGS:
+            raise SnsError("TagLimitExceeded", f"A topic carries at most {MAX_TAGS} tags")
+        self.client.update_topic_settings(topic, {TAG + k: v for k, v in tags.items()})
+        return {}
+
+    def untag_resource(self, params: Params, caller: Caller) -> Result:
+        topic, _ = self._tagged(params, caller)
+        keys = _numbered(params.get("TagKeys"))
+        if not all(isinstance(k, str) for k in keys):
+            raise invalid("TagKeys: a list of tag keys")
+        self.client.update_topic_settings(topic, {TAG + k: None for k in keys})
+        return {}
+
+    def list_tags(self, params: Params, caller: Caller) -> Result:
+        _, settings = self._tagged(params, caller)
+        tags = sorted((k[len(TAG) :], v) for k, v in settings.items() if k.startswith(TAG))
+        return {"Tags": [{"Key": k, "Value": v} for k, v in tags]}
+
+    def _deliver(self, topic: str, p: Publication, caller: Caller) -> SendResult:
+        """Route a publication through the subscriptions' filter policies and deliver it."""
+        mid = str(uuid.uuid4())
+        arn = self.topic_arn(topic)
+        raw_entries: dict[tuple[bool, str], SendEntry] = {}
+        copies: dict[str, SendEntry] = {}
+        for queue, attributes in self.client.subscriptions(topic).items():
+            if not _passes(attributes, p):
+                continue
+            raw = attributes.get("RawMessageDelivery", "false").lower() == "true"
+            body = p.body_for("sqs")
+            kind = (raw, body)
+            if kind not in raw_entries:
+                raw_entries[kind] = SendEntry(
+                    entry_id="0",
+                    body=body if raw else _envelope(mid, arn, p, body, caller, topic),
+                    attributes=dict(p.attributes) if raw else {},
+                    group_id=p.group_id,
+                    dedup_id=p.dedup_id,
+                )
+            copies[queue] = raw_entries[kind]
+        if not copies:
+            return SendResult(id=mid)
+        results = self.client.publish_copies(topic, copies, id=mid)
+        return next(iter(results.values()))
+
+
+class Publication:
+    """One message to publish, checked: the text per protocol, attributes, FIFO ids."""
+
+    def __init__(
+        self,
+        message: str,
+        structure: dict[str, str] | None,
+        subject: str | None,
+        attributes: dict[str, AttributeValue],
+        wire: dict[str, dict[str, str]],
+        group_id: str | None,
+        dedup_id: str | None,
+    ) -> None:
+        self.message = message
+        self.structure = structure
+        self.subject = subject
+        self.attributes = attributes
+        self.wire = wire  # the attributes as SNS shows them: name: {"DataType", "StringValue"}
+        self.group_id = group_id
+        self.dedup_id = dedup_id
+
+    def body_for(self, protocol: str) -> str:
+        if self.structure is None:
+            return self.message
+        return self.structure.get(protocol, self.structure["default"])
+
+
+def _own(caller: Caller, account: str, arn: str) -> None:
+    """A caller whose signature was verified reaches its own account's topics and queues
+    alone (topic policies are kept, not evaluated)."""
+    if caller.verified and account != caller.account:
+        raise SnsError(
+            "AuthorizationError",
+            f"User: arn:aws:iam::{caller.account}:root is not authorized to perform:"
+            f" SNS:{caller.action or 'request'} on resource: {arn}",
+            403,
+        )
+
+
+def _publication(
+    params: Mapping[str, Any], topic: str, settings: Mapping[str, str], at: str
+) -> Publication:
+    message = params.get("Message")
+    if not isinstance(message, str) or message == "":
+        raise invalid(f"{at}Message Reason: Empty message")
+    structure = None
+    if params.get("MessageStructure") is not None:
+        if params.get("MessageStructure") != "json":
+            raise invalid(f"{at}MessageStructure: only 'json' is accepted")
+        try:
+            parsed = json.loads(message)
+        except ValueError:
+            raise invalid(f"{at}Message Structure - JSON message body failed to parse") from None
+        if not isinstance(parsed, dict) or "default" not in parsed:
+            raise invalid(f"{at}Message Structure - No default entry in JSON message body")
+        structure = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in parsed.items()}
+    subject = params.get("Subject")
+    if subject is not None and (
+        not isinstance(subject, str)
+        or not 0 < len(subject) <= 100
+        or any(c in subject for c in "\r\n")
+        or not subject.isprintable()
+    ):
+        raise invalid(f"{at}Subject: 1-100 printable characters, no line breaks")
+    attributes, wire = _message_attributes(params.get("MessageAttributes"), at)
+    size = len(message.encode()) + sum(
+        len(k.encode())
+        + len(v["DataType"].encode())
+        + len(v.get("StringValue", v.get("BinaryValue", "")).encode())
+        for k, v in wire.items()
+    )
+    if size > MAX_MESSAGE:
+        raise invalid(f"{at}Message too long: at most {MAX_MESSAGE} bytes with its attributes")
+    group_id, dedup_id = params.get("MessageGroupId"), params.get("MessageDeduplicationId")
+    if topic.endswith(".fifo"):
+        if group_id is None:
+            raise invalid(
+                f"{at}MessageGroupId Reason: The MessageGroupId parameter is required for FIFO"
+                " topics"
+            )
+        if not isinstance(group_id, str) or not GROUP_ID_RE.fullmatch(group_id):
+            raise invalid(f"{at}MessageGroupId: 1-128 printable ASCII characters")
+        if dedup_id is None:
+            if settings.get("ContentBasedDeduplication", "false").lower() != "true":
+                raise invalid(
+                    f"{at}MessageDeduplicationId Reason: The topic should either have"
+                    " ContentBasedDeduplication enabled or MessageDeduplicationId provided"
+                    " explicitly"
+                )
+            dedup_id = hashlib.sha256(message.encode()).hexdigest()
+        elif not isinstance(dedup_id, str) or not MESSAGE_ID_RE.fullmatch(dedup_id):
+            raise invalid(f"{at}MessageDeduplicationId: 1-128 printable ASCII characters")
+    else:
+        for name, value in (("MessageGroupId", group_id), ("MessageDeduplicationId", dedup_id)):
+            if value is not None:
+                raise invalid(
+                    f"{at}{name} Reason: The request includes {name} parameter that is not"
+                    " valid for this topic type"
+                )
+    return Publication(message, structure, subject, attributes, wire, group_id, dedup_id)
+
+
+def _message_attributes(
+    raw: Any, at: str
+) -> tuple[dict[str, AttributeValue], dict[str, dict[str, str]]]:
+    attributes: dict[str, AttributeValue] = {}
+    wire: dict[str, dict[str, str]] = {}
+    for item in _numbered(raw.get("entry") if isinstance(raw, dict) else raw):
+        if not isinstance(item, dict) or not isinstance(item.get("Name"), str):
+            raise invalid(f"{at}MessageAttributes: each entry needs a Name and a Value")
+        name, value = item["Name"], item.get("Value")
+        if not ATTRIBUTE_NAME_RE.fullmatch(name) or name.lower().startswith(("aws.", "amazon.")):
+            raise invalid(f"{at}MessageAttributes: attribute name {name!r} is not valid")
+        if not isinstance(value, dict) or not isinstance(value.get("DataType"), str):
+            raise invalid(
+                f"{at}Message attribute '{name}' must contain non-empty message attribute type."
+            )
+        kind = value["DataType"]
+        base = kind.partition(".")[0]
+        if base == "Binary":
+            text = value.get("BinaryValue")
+            try:
+                data = base64.b64decode(text or "", validate=True)
+            except (binascii.Error, ValueError):
+                raise invalid(
+                    f"{at}MessageAttributes: {name!r} BinaryValue is not base64"
+                ) from None
+            if not data:
+                raise invalid(
+                    f"{at}Message attribute '{name}' must contain non-empty message attribute"
+                    " value for message attribute type 'Binary'."
+                )
+            attributes[name] = TypedValue(kind, data)
+            wire[name] = {"DataType": kind, "BinaryValue": text or ""}
+            continue
+        if base not in ("String", "Number"):
+            raise invalid(
+                f"{at}The message attribute '{name}' has an invalid message attribute type, the"
+                " set of supported type prefixes is Binary, Number, and String."
+            )
+        text = value.get("StringValue")
+        if not isinstance(text, str) or text == "":
+            raise invalid(
+                f"{at}Message attribute '{name}' must contain non-empty message attribute"
+                f" value for message attribute type '{base}'."
+            )
+        if base == "Number":
+            try:
+                float(text)
+            except ValueError:
+                raise invalid(
+                    f"{at}Could not cast message attribute '{name}' value to number."
+                ) from None
+        if kind == "String.Array":
+            try:
+                items = json.loads(text)
+            except ValueError:
+                items = None
+            if not isinstance(items, list):
+                raise invalid(
+                    f"{at}Message attribute '{name}' of type String.Array must be a JSON array"
+                )
+        attributes[name] = TypedValue(kind, text)
+        wire[name] = {"DataType": kind, "StringValue": text}
+    if len(attributes) > 10:
+        raise invalid(f"{at}MessageAttributes: at most 10 attributes")
+    return attributes, wire
+
+
+def _passes(attributes: Mapping[str, str], p: Publication) -> bool:
+    policy_text = attributes.get("FilterPolicy")
+    if not policy_text:
+        return True
+    scope = attributes.get("FilterPolicyScope", "MessageAttributes")
+    policy = json.loads(policy_text)
+    if not policy:
+        return True
+    if scope == "MessageBody":
+        try:
+            body = json.loads(p.body_for("sqs"))
+        except ValueError:
+            return False
+        return matches_body(policy, body)
+    return matches_attributes(policy, p.wire)
+
+
+def _envelope(mid: str, arn: str, p: Publication, body: str, caller: Caller, topic: str) -> str:
+    now = datetime.now(UTC)
+    envelope: dict[str, Any] = {"Type": "Notification", "MessageId": mid}
+    if topic.endswith(".fifo"):
+        envelope["SequenceNumber"] = str(int(now.timestamp() * 1_000_000)).rjust(20, "0")
+    envelope["TopicArn"] = arn
+    if p.subject is not None:
+        envelope["Subject"] = p.subject
+    envelope["Message"] = body
+    envelope["Timestamp"] = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    if topic.endswith(".fifo"):
+        envelope["UnsubscribeURL"] = f"{caller.base_url}/?Action=Unsubscribe"
+    else:
+        # not a signature anyone can verify: the digest of the canonical text, so that
+        # clients that read the fields find them; documented in docs/sns-compatibility.md
+        envelope["SignatureVersion"] = "1"
+        canonical = "".join(
+            f"{k}\n{envelope[k]}\n"
+            for k in ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type")
+            if k in envelope
+        )
+        envelope["Signature"] = base64.b64encode(
+            hashlib.sha256(canonical.encode()).digest()
+        ).decode()
+        envelope["SigningCertURL"] = f"{caller.base_url}/SimpleNotificationService-conveyor.pem"
+        envelope["UnsubscribeURL"] = f"{caller.base_url}/?Action=Unsubscribe"
+    if p.wire:
+        envelope["MessageAttributes"] = {
+            k: {"Type": v["DataType"], "Value": v.get("StringValue", v.get("BinaryValue", ""))}
+            for k, v in p.wire.items()
+        }
+    return json.dumps(envelope, indent=2)
+
+
+def _sequence(result: SendResult) -> str:
+    if result.sequence is not None:
+        return str(result.sequence).rjust(20, "0")
+    return str(int(datetime.now(UTC).timestamp() * 1_000_000)).rjust(20, "0")
+
+
+def _failure(entry_id: str, code: str, message: str, sender: bool) -> dict[str, str]:
+    return {"Id": entry_id, "Code": code, "Message": message, "SenderFault": str(sender).lower()}
+
+
+# -- attributes ---------------------------------------------------------------------------
+
+DELIVERY_POLICY = {
+    "http": {
+        "defaultHealthyRetryPolicy": {
+            "minDelayTarget": 20,
+            "maxDelayTarget": 20,
+            "numRetries": 3,
+            "numMaxDelayRetries": 0,
+            "numNoDelayRetries": 0,
+            "numMinDelayRetries": 0,
+            "backoffFunction": "linear",
+        },
+        "disableSubscriptionOverrides": False,
+        "defaultRequestPolicy": {"headerContentType": "text/plain; charset=UTF-8"},
+    }
+}
+
+
+def _default_policy(arn: str, account: str) -> str:
+    actions = [
+        "SNS:GetTopicAttributes",
+        "SNS:SetTopicAttributes",
+        "SNS:AddPermission",
+        "SNS:RemovePermission",
+        "SNS:DeleteTopic",
+        "SNS:Subscribe",
+        "SNS:ListSubscriptionsByTopic",
+        "SNS:Publish",
+    ]
+    policy = {
+        "Version": "2008-10-17",
+        "Id": "__default_policy_ID",
+        "Statement": [
+            {
+                "Sid": "__default_statement_ID",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": actions,
+                "Resource": arn,
+                "Condition": {"StringEquals": {"AWS:SourceOwner": account}},
+            }
+        ],
+    }
+    return json.dumps(policy, separators=(",", ":"))
+
+
+def _check_topic_attribute(key: str, value: str, fifo: bool) -> None:
+    if not isinstance(value, str):
+        raise invalid(f"AttributeValue of {key} must be a string")
+    if key == "ContentBasedDeduplication":
+        if value.lower() not in ("true", "false"):
+            raise invalid("ContentBasedDeduplication: true or false")
+        if not fifo and value.lower() == "true":
+            raise invalid("ContentBasedDeduplication Reason: only FIFO topics de-duplicate")
+    elif key == "FifoTopic" and value.lower() not in ("true", "false"):
+        raise invalid("FifoTopic: true or false")
+    elif key in ("Policy", "DeliveryPolicy", "DataProtectionPolicy", "ArchivePolicy") and value:
+        try:
+            json.loads(value)
+        except ValueError:
+            raise invalid(f"{key}: not valid JSON") from None
+    elif key == "DisplayName" and len(value) > 100:
+        raise invalid("DisplayName: at most 100 characters")
+    elif key == "SignatureVersion" and value not in ("1", "2"):
+        raise invalid("SignatureVersion: 1 or 2")
+    elif key == "TracingConfig" and value not in ("PassThrough", "Active"):
+        raise invalid("TracingConfig: PassThrough or Active")
+
+
+def _check_subscription_attribute(
+    key: Any, value: str, all_attributes: Mapping[str, str], ns: Namespaces
+) -> None:
+    if not isinstance(key, str) or key not in SUBSCRIPTION_ATTRIBUTES:
+        raise invalid(f"AttributeName: {key!r} is not a subscription attribute")
+    if key == "RawMessageDelivery" and value.lower() not in ("true", "false"):
+        raise invalid("RawMessageDelivery: true or false")
+    if key == "FilterPolicyScope" and value not in ("MessageAttributes", "MessageBody"):
+        raise invalid("FilterPolicyScope: MessageAttributes or MessageBody")
+    if key in ("FilterPolicy", "FilterPolicyScope"):
+        policy = all_attributes.get("FilterPolicy")
+        if policy:
+            check_policy(policy, all_attributes.get("FilterPolicyScope", "MessageAttributes"))
+    if key == "RedrivePolicy" and value:
+        try:
+            policy = json.loads(value)
+            target = policy["deadLetterTargetArn"]
+        except (ValueError, KeyError, TypeError):
+            raise invalid("RedrivePolicy: JSON with deadLetterTargetArn, a queue ARN") from None
+        ns.from_arn(target, "deadLetterTargetArn")
+    if key == "DeliveryPolicy" and value:
+        try:
+            json.loads(value)
+        except ValueError:
+            raise invalid("DeliveryPolicy: not valid JSON") from None
+
+
+def _normal(attributes: Mapping[str, str]) -> dict[str, str]:
+    """Attributes compared as SNS compares them: defaults left out."""
+    out = {k: v for k, v in attributes.items() if v != ""}
+    if out.get("RawMessageDelivery", "false").lower() == "false":
+        out.pop("RawMessageDelivery", None)
+    return out
+
+
+# -- parameters ---------------------------------------------------------------------------
+
+
+def _numbered(node: Any) -> list[Any]:
+    """The members of a Query list (``X.member.N`` or ``X.N``), in order."""
+    if node is None or node == "":  # an empty list is sent as ``X=``
+        return []
+    if isinstance(node, dict) and set(node) == {"member"}:
+        node = node["member"]
+    if not isinstance(node, dict):
+        raise invalid("a list parameter must be numbered from 1 (X.member.1, X.member.2, ...)")
+    try:
+        items = sorted((int(k), v) for k, v in node.items())
+    except ValueError:
+        raise invalid("a list parameter must be numbered from 1 (X.member.1, ...)") from None
+    return [v for _, v in items]
+
+
+def _entries(node: Any, key: str, value: str) -> dict[str, str]:
+    """A Query map (``X.entry.N.key`` / ``.value``) as a dict."""
+    if node is None:
+        return {}
+    if isinstance(node, dict) and "entry" in node:
+        node = node["entry"]
+    out: dict[str, str] = {}
+    for item in _numbered(node):
+        if not isinstance(item, dict) or not isinstance(item.get(key), str):
+            raise invalid(f"a map entry needs a {key} and a {value}")
+        v = item.get(value, "")
+        out[item[key]] = v if isinstance(v, str) else ""
+    return out
+
+
+def _tags(node: Any) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for item in _numbered(node):
+        if not isinstance(item, dict) or not isinstance(item.get("Key"), str):
+            raise invalid("Tags: each tag needs a Key and a Value")
+        key, value = item["Key"], item.get("Value", "")
+        if not 1 <= len(key) <= 128 or not isinstance(value, str) or len(value) > 256:
+            raise invalid("Tags: keys are 1-128 characters, values at most 256")
+        tags[key] = value
+    if len(tags) > MAX_TAGS:
+        raise SnsError("TagLimitExceeded", f"A topic carries at most {MAX_TAGS} tags")
+    return tags
+
+
+def _paged(key: str, items: list[Any], token: Any) -> Result:
+    """`PAGE` of `items` under `key`, from where `token` says, with the next token if more."""
+    start = 0
+    if token is not None:
+        try:
+            start = int(base64.urlsafe_b64decode(str(token).encode()).decode())
+        except (ValueError, binascii.Error):
+            raise invalid("NextToken: not a token this server gave") from None
+    result: Result = {key: items[start : start + PAGE]}
+    if start + PAGE < len(items):
+        result["NextToken"] = base64.urlsafe_b64encode(str(start + PAGE).encode()).decode()
+    return result
+
+
+# -- wire ---------------------------------------------------------------------------------
+
+
+def sns_response(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
+    root = ET.Element(f"{action}Response", xmlns=XMLNS)
+    body = ET.SubElement(root, f"{action}Result")
+    for key, value in result.items():
+        _xml(ET.SubElement(body, key), value)
+    meta = ET.SubElement(root, "ResponseMetadata")
+    ET.SubElement(meta, "RequestId").text = request_id
+    return XML_DECLARATION + ET.tostring(root).replace(b"\r", b"&#xD;")
+
+
+def _xml(element: ET.Element, value: Any) -> None:
+    if isinstance(value, Entries):
+        for k, v in value.items():
+            entry = ET.SubElement(element, "entry")
+            ET.SubElement(entry, "key").text = k
+            ET.SubElement(entry, "value").text = _text(v)
+    elif isinstance(value, list):
+        for item in value:
+            _xml(ET.SubElement(element, "member"), item)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _xml(ET.SubElement(element, k), v)
+    else:
+        element.text = _text(value)
+
+
+def _text(value: Any) -> str:
+    return XML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
+
+
+def sns_error_body(error: ConveyorError, request_id: str) -> bytes:
+    root = ET.Element("ErrorResponse", xmlns=XMLNS)
+    err = ET.SubElement(root, "Error")
+    ET.SubElement(err, "Type").text = "Sender" if error.sender_fault else "Receiver"
+    ET.SubElement(err, "Code").text = error.code
+    ET.SubElement(err, "Message").text = _text(error.message)
+    ET.SubElement(root, "RequestId").text = request_id
+    return XML_DECLARATION + ET.tostring(root)
+
+
+def sns_error(exc: ConveyorError) -> ConveyorError:
+    """An error of the server's other layers (auth, request parsing) in SNS's terms."""
+    if isinstance(exc, SnsError):
+        return exc
+    if exc.status == 403:  # SNS says AuthorizationError where SQS says AccessDenied
+        code = "AuthorizationError" if exc.code == "AccessDenied" else exc.code
+        return SnsError(code, exc.message, 403)
+    if isinstance(exc, InvalidInput):
+        return invalid(exc.message)
+    if exc.status >= 500:
+        return SnsError("InternalError", exc.message, exc.status)
+    return SnsError(exc.code, exc.message, exc.status)
+
+
+ACTIONS = frozenset(
+    {
+        "CreateTopic",
+        "DeleteTopic",
+        "ListTopics",
+        "GetTopicAttributes",
+        "SetTopicAttributes",
+        "Subscribe",
+        "ConfirmSubscription",
+        "Unsubscribe",
+        "ListSubscriptions",
+        "ListSubscriptionsByTopic",
+        "GetSubscriptionAttributes",
+        "SetSubscriptionAttributes",
+        "Publish",
+        "PublishBatch",
+        "TagResource",
+        "UntagResource",
+        "ListTagsForResource",
+    }
+)
+"""The actions the SNS API serves: a request for one of them without an SQS signature goes
+to SNS."""

@@ -1,0 +1,361 @@
+"""The SNS API through boto3's `sns` client (Query protocol) against a live server, with
+deliveries read by boto3's `sqs` client (the AWS CLI's `aws sns`: test_awscli.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from conveyor import Client
+
+from ..live import LiveServer
+
+
+@pytest.fixture
+def sns(server: LiveServer) -> Any:
+    return server.sns()
+
+
+def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(exc.value.response["Error"]["Code"])
+
+
+def queue(sqs: Any, name: str, **attributes: str) -> tuple[str, str]:
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    return url, arn["QueueArn"]
+
+
+def bodies(sqs: Any, url: str, n: int = 10, **options: Any) -> list[dict[str, Any]]:
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=n, **options)
+    messages = got.get("Messages", [])
+    for m in messages:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    return list(messages)
+
+
+def test_topic_lifecycle_attributes_and_pagination(sns: Any, name: str, store: Client) -> None:
+    arn = sns.create_topic(Name=name, Attributes={"DisplayName": "Orders"})["TopicArn"]
+    assert arn == f"arn:aws:sns:us-east-1:000000000000:{name}"
+    assert sns.create_topic(Name=name)["TopicArn"] == arn  # idempotent
+    with pytest.raises(ClientError) as exc:
+        sns.create_topic(Name=name, Attributes={"DisplayName": "Other"})
+    assert code(exc) == "InvalidParameter" and "different attributes" in str(exc.value)
+    attrs = sns.get_topic_attributes(TopicArn=arn)["Attributes"]
+    assert attrs["DisplayName"] == "Orders" and attrs["TopicArn"] == arn
+    assert attrs["Owner"] == "000000000000" and attrs["SubscriptionsConfirmed"] == "0"
+    assert json.loads(attrs["Policy"])["Statement"][0]["Resource"] == arn
+    sns.set_topic_attributes(TopicArn=arn, AttributeName="DisplayName", AttributeValue="New")
+    assert sns.get_topic_attributes(TopicArn=arn)["Attributes"]["DisplayName"] == "New"
+    # one model: the SDK sees the topic SNS made
+    assert name in store.list_topics() and store.topic_settings(name)["DisplayName"] == "New"
+
+    more = [sns.create_topic(Name=f"{name}-{i:03d}")["TopicArn"] for i in range(105)]
+    listed: list[str] = []
+    page = sns.list_topics()
+    listed += [t["TopicArn"] for t in page["Topics"]]
+    assert len(page["Topics"]) == 100 and "NextToken" in page
+    while "NextToken" in page:
+        page = sns.list_topics(NextToken=page["NextToken"])
+        listed += [t["TopicArn"] for t in page["Topics"]]
+    assert set(more) | {arn} <= set(listed) and len(listed) == len(set(listed))
+    for t in [*more, arn]:
+        sns.delete_topic(TopicArn=t)
+    sns.delete_topic(TopicArn=arn)  # deleting a deleted topic is no error
+    with pytest.raises(ClientError) as exc:
+        sns.get_topic_attributes(TopicArn=arn)
+    assert code(exc) == "NotFound"
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
+def test_names_and_attributes_are_checked(sns: Any, name: str) -> None:
+    for bad, options in (
+        ("has space", {}),
+        ("x" * 257, {}),
+        (f"{name}.fifo", {}),  # a .fifo name without FifoTopic
+        (name, {"Attributes": {"FifoTopic": "true"}}),  # FifoTopic without .fifo
+        (name, {"Attributes": {"Bogus": "1"}}),
+        (name, {"Attributes": {"ContentBasedDeduplication": "true"}}),
+    ):
+        with pytest.raises(ClientError) as exc:
+            sns.create_topic(Name=bad, **options)
+        assert code(exc) == "InvalidParameter", (bad, options)
+    with pytest.raises(ClientError) as exc:
+        sns.get_topic_attributes(TopicArn="arn:aws:sqs:us-east-1:000000000000:x")
+    assert code(exc) == "InvalidParameter"
+    with pytest.raises(ClientError) as exc:
+        sns.publish(TopicArn=f"arn:aws:sns:us-east-1:000000000000:{name}-none", Message="x")
+    assert code(exc) == "NotFound"
+
+
+def test_fan_out_envelope_raw_and_subscriptions(
+    sns: Any, server: LiveServer, name: str, store: Client
+) -> None:
+    sqs = server.sqs()
+    topic = sns.create_topic(Name=name)["TopicArn"]
+    wrapped_url, wrapped_arn = queue(sqs, f"{name}-wrapped")
+    raw_url, raw_arn = queue(sqs, f"{name}-raw")
+    sub1 = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=wrapped_arn)["SubscriptionArn"]
+    sub2 = sns.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=raw_arn,
+        Attributes={"RawMessageDelivery": "true"},
+        ReturnSubscriptionArn=True,
+    )["SubscriptionArn"]
+    assert sub1.startswith(topic + ":") and sub1 != sub2
+    again = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=wrapped_arn)
+    assert again["SubscriptionArn"] == sub1  # idempotent
+    with pytest.raises(ClientError) as exc:
+        sns.subscribe(
+            TopicArn=topic,
+            Protocol="sqs",
+            Endpoint=wrapped_arn,
+            Attributes={"RawMessageDelivery": "true"},
+        )
+    assert code(exc) == "InvalidParameter"
+    with pytest.raises(ClientError) as exc:
+        sns.subscribe(TopicArn=topic, Protocol="email", Endpoint="a@example.com")
+    assert code(exc) == "InvalidParameter"
+
+    by_topic = sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
+    assert {s["SubscriptionArn"] for s in by_topic} == {sub1, sub2}
+    assert {s["Endpoint"] for s in by_topic} == {wrapped_arn, raw_arn}
+    assert all(s["Protocol"] == "sqs" and s["TopicArn"] == topic for s in by_topic)
+    assert {sub1, sub2} <= {s["SubscriptionArn"] for s in sns.list_subscriptions()["Subscriptions"]}
+    attrs = sns.get_subscription_attributes(SubscriptionArn=sub2)["Attributes"]
+    assert attrs["RawMessageDelivery"] == "true" and attrs["Endpoint"] == raw_arn
+    assert attrs["PendingConfirmation"] == "false" and attrs["Protocol"] == "sqs"
+    assert store.subscriptions(name)[f"{name}-raw"] == {"RawMessageDelivery": "true"}
+
+    sent = sns.publish(
+        TopicArn=topic,
+        Message="hello",
+        Subject="greeting",
+        MessageAttributes={
+            "kind": {"DataType": "String", "StringValue": "order"},
+            "n": {"DataType": "Number", "StringValue": "42"},
+            "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
+        },
+    )
+    [m] = bodies(sqs, wrapped_url)
+    envelope = json.loads(m["Body"])
+    assert envelope["Type"] == "Notification" and envelope["MessageId"] == sent["MessageId"]
+    assert envelope["TopicArn"] == topic and envelope["Message"] == "hello"
+    assert envelope["Subject"] == "greeting" and envelope["Timestamp"].endswith("Z")
+    assert envelope["SignatureVersion"] == "1" and envelope["Signature"]
+    assert envelope["MessageAttributes"]["kind"] == {"Type": "String", "Value": "order"}
+    assert envelope["MessageAttributes"]["n"] == {"Type": "Number", "Value": "42"}
+    assert envelope["MessageAttributes"]["blob"] == {"Type": "Binary", "Value": "AAE="}
+    [m] = bodies(sqs, raw_url, MessageAttributeNames=["All"])
+    assert m["Body"] == "hello" and m["MessageId"] == sent["MessageId"]
+    assert m["MessageAttributes"]["kind"] == {"StringValue": "order", "DataType": "String"}
+    assert m["MessageAttributes"]["n"] == {"StringValue": "42", "DataType": "Number"}
+    assert m["MessageAttributes"]["blob"] == {"BinaryValue": b"\x00\x01", "DataType": "Binary"}
+
+    # MessageStructure json: the sqs entry goes to queues
+    sns.publish(
+        TopicArn=topic,
+        MessageStructure="json",
+        Message=json.dumps({"default": "plain", "sqs": "for queues"}),
+    )
+    assert [m["Body"] for m in bodies(sqs, raw_url)] == ["for queues"]
+    assert json.loads(bodies(sqs, wrapped_url)[0]["Body"])["Message"] == "for queues"
+    with pytest.raises(ClientError) as exc:
+        sns.publish(TopicArn=topic, MessageStructure="json", Message='{"sqs": "x"}')
+    assert code(exc) == "InvalidParameter"
+
+    sns.set_subscription_attributes(
+        SubscriptionArn=sub2, AttributeName="RawMessageDelivery", AttributeValue="false"
+    )
+    sns.publish(TopicArn=topic, Message="now wrapped")
+    assert json.loads(bodies(sqs, raw_url)[0]["Body"])["Message"] == "now wrapped"
+    bodies(sqs, wrapped_url)
+    sns.unsubscribe(SubscriptionArn=sub2)
+    sns.unsubscribe(SubscriptionArn=sub2)  # again: no error
+    with pytest.raises(ClientError) as exc:
+        sns.get_subscription_attributes(SubscriptionArn=sub2)
+    assert code(exc) == "NotFound"
+    sns.publish(TopicArn=topic, Message="only one")
+    assert bodies(sqs, raw_url) == [] and len(bodies(sqs, wrapped_url)) == 1
+
+
+def test_filter_policies_on_attributes_and_body(sns: Any, server: LiveServer, name: str) -> None:
+    sqs = server.sqs()
+    topic = sns.create_topic(Name=name)["TopicArn"]
+    urls: dict[str, str] = {}
+    policies = {
+        "exact": ({"kind": ["order", "refund"]}, "MessageAttributes"),
+        "numeric": ({"price": [{"numeric": [">=", 10, "<", 100]}]}, "MessageAttributes"),
+        "prefix": ({"region": [{"prefix": "eu-"}]}, "MessageAttributes"),
+        "anything": ({"kind": [{"anything-but": ["order"]}]}, "MessageAttributes"),
+        "missing": ({"vip": [{"exists": False}]}, "MessageAttributes"),
+        "body": ({"order": {"total": [{"numeric": [">", 5]}]}}, "MessageBody"),
+        "either": (
+            {"$or": [{"kind": ["refund"]}, {"region": ["us-east-1"]}]},
+            "MessageAttributes",
+        ),
+    }
+    for key, (policy, scope) in policies.items():
+        url, arn = queue(sqs, f"{name}-{key}")
+        urls[key] = url
+        sns.subscribe(
+            TopicArn=topic,
+            Protocol="sqs",
+            Endpoint=arn,
+            Attributes={
+                "RawMessageDelivery": "true",
+                "FilterPolicy": json.dumps(policy),
+                "FilterPolicyScope": scope,
+            },
+        )
+
+    def publish(message: str, **attributes: Any) -> None:
+        wire = {
+            k: {"DataType": "Number", "StringValue": str(v)}
+            if isinstance(v, int)
+            else {"DataType": "String", "StringValue": v}
+            for k, v in attributes.items()
+        }
+        sns.publish(TopicArn=topic, Message=message, MessageAttributes=wire)
+
+    publish("m1", kind="order", price=50, region="eu-west-1")
+    publish("m2", kind="refund", price=5, region="us-east-1", vip="yes")
+    publish("m3", kind="other", price=100)
+    publish(json.dumps({"order": {"total": 9}}))
+    publish(json.dumps({"order": {"total": 2}}), kind="order")
+
+    got = {key: sorted(m["Body"] for m in bodies(sqs, url)) for key, url in urls.items()}
+    assert got["exact"] == sorted(['{"order": {"total": 2}}', "m1", "m2"])
+    assert got["numeric"] == ["m1"]  # 5 is below, 100 not below 100
+    assert got["prefix"] == ["m1"]
+    assert got["anything"] == ["m2", "m3"]  # present and not "order"; absent never matches
+    assert got["missing"] == sorted(
+        ['{"order": {"total": 2}}', '{"order": {"total": 9}}', "m1", "m3"]
+    )
+    assert got["body"] == ['{"order": {"total": 9}}']
+    assert got["either"] == ["m2"]
+
+    [sub] = [
+        s["SubscriptionArn"]
+        for s in sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
+        if s["Endpoint"].endswith(f"{name}-exact")
+    ]
+    for bad in ('{"kind": "order"}', "not json", '{"a": [{"numeric": ["~", 1]}]}',
+                '{"a": [1], "b": [1], "c": [1], "d": [1], "e": [1], "f": [1]}'):  # fmt: skip
+        with pytest.raises(ClientError) as exc:
+            sns.set_subscription_attributes(
+                SubscriptionArn=sub, AttributeName="FilterPolicy", AttributeValue=bad
+            )
+        assert code(exc) == "InvalidParameter", bad
+    attrs = sns.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]
+    assert json.loads(attrs["FilterPolicy"]) == policies["exact"][0]
+    assert attrs["FilterPolicyScope"] == "MessageAttributes"
+
+
+def test_fifo_topic_to_fifo_queues_in_order_with_dedup(
+    sns: Any, server: LiveServer, name: str
+) -> None:
+    sqs = server.sqs()
+    topic = sns.create_topic(
+        Name=f"{name}.fifo",
+        Attributes={"FifoTopic": "true", "ContentBasedDeduplication": "true"},
+    )["TopicArn"]
+    assert sns.get_topic_attributes(TopicArn=topic)["Attributes"]["FifoTopic"] == "true"
+    _, standard_arn = queue(sqs, f"{name}-std")
+    with pytest.raises(ClientError) as exc:
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=standard_arn)
+    assert code(exc) == "InvalidParameter"
+    urls, arns = [], []
+    for i in range(2):
+        url, arn = queue(sqs, f"{name}-{i}.fifo", FifoQueue="true")
+        arns.append(arn)
+        sns.subscribe(
+            TopicArn=topic,
+            Protocol="sqs",
+            Endpoint=arn,
+            Attributes={"RawMessageDelivery": "true"},
+        )
+        urls.append(url)
+    with pytest.raises(ClientError) as exc:
+        sns.publish(TopicArn=topic, Message="no group")
+    assert code(exc) == "InvalidParameter" and "MessageGroupId" in str(exc.value)
+    ids = []
+    for i in range(5):
+        out = sns.publish(TopicArn=topic, Message=f"m{i}", MessageGroupId="g")
+        assert out["SequenceNumber"].isdigit()
+        ids.append(out["MessageId"])
+    again = sns.publish(TopicArn=topic, Message="m0", MessageGroupId="g")  # content dedup
+    assert again["MessageId"] == ids[0]
+    for url in urls:
+        got = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["MessageGroupId"]
+        )["Messages"]
+        assert [m["Body"] for m in got] == ["m0", "m1", "m2", "m3", "m4"]
+        assert all(m["Attributes"]["MessageGroupId"] == "g" for m in got)
+
+    # a standard topic refuses FIFO parameters and FIFO queues
+    plain = sns.create_topic(Name=name)["TopicArn"]
+    with pytest.raises(ClientError) as exc:
+        sns.publish(TopicArn=plain, Message="x", MessageGroupId="g")
+    assert code(exc) == "InvalidParameter"
+    with pytest.raises(ClientError) as exc:
+        sns.subscribe(TopicArn=plain, Protocol="sqs", Endpoint=arns[0])
+    assert code(exc) == "InvalidParameter" and "FIFO" in str(exc.value)
+
+
+def test_publish_batch_partial_failures(sns: Any, server: LiveServer, name: str) -> None:
+    sqs = server.sqs()
+    topic = sns.create_topic(Name=f"{name}.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
+    url, arn = queue(sqs, f"{name}.fifo", FifoQueue="true")
+    sns.subscribe(
+        TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+    )
+    out = sns.publish_batch(
+        TopicArn=topic,
+        PublishBatchRequestEntries=[
+            {"Id": "a", "Message": "one", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
+            {"Id": "b", "Message": "two", "MessageGroupId": "g"},  # no dedup id: refused
+            {"Id": "c", "Message": "three", "MessageGroupId": "g", "MessageDeduplicationId": "3"},
+        ],
+    )
+    assert [s["Id"] for s in out["Successful"]] == ["a", "c"]
+    [failed] = out["Failed"]
+    assert failed["Id"] == "b" and failed["Code"] == "InvalidParameter" and failed["SenderFault"]
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in got] == ["one", "three"]
+
+    for entries, expected in (
+        ([], "EmptyBatchRequest"),
+        ([{"Id": str(i), "Message": "x"} for i in range(11)], "TooManyEntriesInBatchRequest"),
+        ([{"Id": "same", "Message": "x"}] * 2, "BatchEntryIdsNotDistinct"),
+        ([{"Id": "bad id!", "Message": "x"}], "InvalidBatchEntryId"),
+    ):
+        with pytest.raises(ClientError) as exc:
+            sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
+        assert code(exc) == expected
+
+
+def test_tags_and_regions(sns: Any, server: LiveServer, name: str, store: Client) -> None:
+    arn = sns.create_topic(Name=name, Tags=[{"Key": "team", "Value": "a"}])["TopicArn"]
+    sns.tag_resource(ResourceArn=arn, Tags=[{"Key": "env", "Value": "dev"}])
+    assert sns.list_tags_for_resource(ResourceArn=arn)["Tags"] == [
+        {"Key": "env", "Value": "dev"},
+        {"Key": "team", "Value": "a"},
+    ]
+    sns.untag_resource(ResourceArn=arn, TagKeys=["team"])
+    assert sns.list_tags_for_resource(ResourceArn=arn)["Tags"] == [{"Key": "env", "Value": "dev"}]
+    with pytest.raises(ClientError) as exc:
+        sns.list_tags_for_resource(ResourceArn=arn + "-none")
+    assert code(exc) == "ResourceNotFound"
+    # tags are not attributes
+    assert "team" not in sns.get_topic_attributes(TopicArn=arn)["Attributes"]
+
+    west = server.sns(region="eu-west-1")
+    west_arn = west.create_topic(Name=name)["TopicArn"]
+    assert west_arn == f"arn:aws:sns:eu-west-1:000000000000:{name}"
+    assert west_arn not in [t["TopicArn"] for t in sns.list_topics()["Topics"]]
+    assert f"eu-west-1:000000000000:{name}" in store.list_topics()

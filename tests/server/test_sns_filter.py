@@ -1,0 +1,107 @@
+"""SNS filter policies: each operator as AWS documents it, and the checks on a policy."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conveyor.server.sns_filter import PolicyError, check_policy, matches_attributes, matches_body
+
+
+def attrs(**values: Any) -> dict[str, dict[str, str]]:
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, list):
+            out[key] = {"DataType": "String.Array", "StringValue": json.dumps(value)}
+        elif isinstance(value, bytes):
+            out[key] = {"DataType": "Binary", "BinaryValue": "AA=="}
+        elif isinstance(value, int | float):
+            out[key] = {"DataType": "Number", "StringValue": str(value)}
+        else:
+            out[key] = {"DataType": "String", "StringValue": value}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("policy", "message", "expected"),
+    [
+        ({"k": ["a"]}, attrs(k="a"), True),
+        ({"k": ["a"]}, attrs(k="A"), False),
+        ({"k": ["a"]}, attrs(), False),
+        ({"k": [5]}, attrs(k=5.0), True),
+        ({"k": [5]}, attrs(k="5"), False),  # numbers match Number attributes only
+        ({"k": ["5"]}, attrs(k=5), False),
+        ({"k": [{"suffix": ".png"}]}, attrs(k="a.png"), True),
+        ({"k": [{"equals-ignore-case": "EU"}]}, attrs(k="eu"), True),
+        ({"k": [{"anything-but": {"prefix": "int-"}}]}, attrs(k="int-1"), False),
+        ({"k": [{"anything-but": {"prefix": "int-"}}]}, attrs(k="ext-1"), True),
+        ({"k": [{"anything-but": 3}]}, attrs(k=4), True),
+        ({"k": [{"anything-but": 3}]}, attrs(k=3), False),
+        ({"k": [{"numeric": ["=", 3.5]}]}, attrs(k=3.5), True),
+        ({"k": [{"numeric": ["<=", 0]}]}, attrs(k=-1), True),
+        ({"k": [{"numeric": [">", 0]}]}, attrs(k="7"), False),
+        ({"k": [{"exists": True}]}, attrs(k="x"), True),
+        ({"k": [{"exists": True}]}, attrs(), False),
+        ({"k": [{"exists": False}]}, attrs(j="x"), True),
+        ({"k": [{"cidr": "10.0.0.0/24"}]}, attrs(k="10.0.0.7"), True),
+        ({"k": [{"cidr": "10.0.0.0/24"}]}, attrs(k="10.0.1.7"), False),
+        ({"k": ["b"]}, attrs(k=["a", "b"]), True),  # String.Array: one element matches
+        ({"k": [{"anything-but": ["a"]}]}, attrs(k=["a"]), False),
+        ({"k": ["AA=="]}, attrs(k=b"\0"), False),  # Binary attributes are never matched
+        ({"k": [{"exists": True}]}, attrs(k=b"\0"), True),
+        ({"k": ["a"], "j": ["b"]}, attrs(k="a", j="c"), False),  # AND across keys
+        ({"k": ["a", {"prefix": "x"}]}, attrs(k="xyz"), True),  # OR within a key
+        ({"$or": [{"k": ["a"]}, {"j": ["b"]}]}, attrs(j="b"), True),
+        ({"$or": [{"k": ["a"]}, {"j": ["b"]}]}, attrs(j="c"), False),
+    ],
+)
+def test_attribute_policies(policy: dict[str, Any], message: Any, expected: bool) -> None:
+    check_policy(json.dumps(policy), "MessageAttributes")
+    assert matches_attributes(policy, message) is expected
+
+
+@pytest.mark.parametrize(
+    ("policy", "body", "expected"),
+    [
+        ({"a": {"b": ["x"]}}, {"a": {"b": "x"}}, True),
+        ({"a": {"b": ["x"]}}, {"a": {"b": "y"}}, False),
+        ({"a": {"b": ["x"]}}, {"a": [{"b": "y"}, {"b": "x"}]}, True),  # arrays of objects
+        ({"a": ["x"]}, {"a": ["w", "x"]}, True),
+        ({"a": [None]}, {"a": None}, True),
+        ({"a": [True]}, {"a": True}, True),
+        ({"a": [True]}, {"a": 1}, False),
+        ({"a": [1]}, {"a": True}, False),
+        ({"a": {"b": [{"exists": False}]}}, {}, True),
+        ({"a": [{"numeric": [">", 1, "<", 3]}]}, {"a": 2}, True),
+        ({"a": ["x"]}, ["not", "an", "object"], False),
+    ],
+)
+def test_body_policies(policy: dict[str, Any], body: Any, expected: bool) -> None:
+    check_policy(json.dumps(policy), "MessageBody")
+    assert matches_body(policy, body) is expected
+
+
+@pytest.mark.parametrize(
+    ("policy", "scope", "says"),
+    [
+        ("[1]", "MessageAttributes", "JSON object"),
+        ('{"k": "a"}', "MessageAttributes", "in a list"),
+        ('{"k": []}', "MessageAttributes", "empty"),
+        ('{"k": {"j": ["a"]}}', "MessageAttributes", "MessageBody"),
+        ('{"k": [null]}', "MessageAttributes", "MessageBody"),
+        ('{"k": [{"nope": 1}]}', "MessageAttributes", "unrecognized"),
+        ('{"k": [{"numeric": [">", "1"]}]}', "MessageAttributes", "numbers"),
+        ('{"k": [{"numeric": ["<", 5, ">", 1]}]}', "MessageAttributes", "range"),
+        ('{"k": [{"exists": "yes"}]}', "MessageAttributes", "true or false"),
+        ('{"k": [{"cidr": "nope"}]}', "MessageAttributes", "cidr"),
+        ('{"$or": [{"k": ["a"]}]}', "MessageAttributes", "at least two"),
+        (json.dumps({f"k{i}": ["a"] for i in range(6)}), "MessageAttributes", "5 keys"),
+        (json.dumps({f"k{i}": list(range(6)) for i in range(4)}), "MessageAttributes", "150"),
+    ],
+)
+def test_bad_policies_say_what_is_wrong(policy: str, scope: str, says: str) -> None:
+    with pytest.raises(PolicyError, match=says) as exc:
+        check_policy(policy, scope)
+    assert exc.value.code == "InvalidParameter"
