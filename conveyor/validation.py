@@ -21,9 +21,9 @@ from .models import AttributeValue, QueueAttributes, TypedValue
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 FIFO_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
-MAX_TOPIC_NAME = 200
-TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,200}")
-FIFO_TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,195}\.fifo")
+MAX_TOPIC_NAME = 256
+TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
+FIFO_TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,251}\.fifo")
 ENTRY_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 ATTRIBUTE_NAME_RE = re.compile(r"[A-Za-z0-9_.\u00c0-\u017f-]{1,256}")
 """SQS's documented characters, and the Latin letters U+00C0 to U+017F SQS also takes."""

@@ -321,11 +321,12 @@ class ConveyorServer:
     # -- the SNS endpoint -----------------------------------------------------------------
 
     def _is_sns(self, action: object, request: Request) -> bool:
-        """An SNS request: signed for SNS, or unsigned and calling an action only SNS has."""
+        """An SNS request: signed for SNS, or unsigned and calling an action only SNS has
+        (and STS's GetCallerIdentity, which the SNS endpoint answers too)."""
         if not isinstance(action, str) or request.url.path != "/":
             return False
         service = signed_service(request.headers, request.url.query)
-        if service == "sns":
+        if service == "sns" or (service == "sts" and action == "GetCallerIdentity"):
             return True
         return service != "sqs" and action in SNS_ACTIONS and action not in self.sqs.actions
 

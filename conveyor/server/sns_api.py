@@ -40,6 +40,7 @@ from .sqs_names import ARN_RE, Caller, Namespaces
 from .sqs_wire import XML_DECLARATION, XML_UNSAFE
 
 XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/"
+STS_XMLNS = "https://sts.amazonaws.com/doc/2011-06-15/"
 TOPIC_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:sns:([a-z0-9-]{1,32}):([0-9]{12}):([A-Za-z0-9_-]{1,256}(?:\.fifo)?)"
 )
@@ -49,7 +50,11 @@ MAX_MESSAGE = 262_144
 MAX_BATCH = 10
 MAX_TAGS = 50
 PAGE = 100
-TAG = "tag:"  # tags are topic settings under this prefix; attributes are the rest
+TAG_QUOTA = "Could not complete request: tag quota of per resource exceeded"
+# a topic's settings hold its attributes, its tags under TAG, and under PENDING + a queue's
+# name the attributes of a subscription whose queue does not exist yet
+TAG = "tag:"
+PENDING = "pending:"
 
 TOPIC_ATTRIBUTES = {
     "DeliveryPolicy",
@@ -122,6 +127,7 @@ class SnsApi:
             "TagResource": self.tag_resource,
             "UntagResource": self.untag_resource,
             "ListTagsForResource": self.list_tags,
+            "GetCallerIdentity": self.caller_identity,
         }
 
     async def call(self, action: str, params: Params, caller: Caller) -> Result:
@@ -153,6 +159,8 @@ class SnsApi:
         if match is None:
             raise invalid(f"{param}: {arn!r} is not a topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)")
         _own(caller, match.group(2), arn)
+        if match.group(1) != caller.region:
+            raise not_found("Topic does not exist")  # asked of another region's endpoint
         return self.ns.store_name(match.group(1), match.group(2), match.group(3))
 
     def _existing(
@@ -176,7 +184,7 @@ class SnsApi:
         _own(caller, match.group(2), arn)
         topic = self.ns.store_name(match.group(1), match.group(2), match.group(3))
         try:
-            subscriptions = self.client.subscriptions(topic)
+            subscriptions = self._subscriptions(topic)
         except (TopicDoesNotExist, InvalidInput):
             raise not_found("Subscription does not exist") from None
         for queue, attributes in subscriptions.items():
@@ -198,17 +206,19 @@ class SnsApi:
         if fifo != name.endswith(".fifo") or not re.fullmatch(
             r"[A-Za-z0-9_-]{1,256}" if not fifo else r"[A-Za-z0-9_-]{1,251}\.fifo", name
         ):
-            raise invalid(
-                "Topic Name: FIFO topic names end in .fifo and need FifoTopic=true; names are"
-                " 1-256 letters, digits, hyphens and underscores"
-                if fifo or name.endswith(".fifo")
-                else "Topic Name: use 1-256 letters, digits, hyphens and underscores"
-            )
+            if fifo or name.endswith(".fifo"):
+                raise SnsError(
+                    "InvalidParameter",
+                    "Fifo Topic names must end with .fifo and must be made up of only uppercase"
+                    " and lowercase ASCII letters, numbers, underscores, and hyphens, and must be"
+                    " between 1 and 256 characters long.",
+                )
+            raise invalid("Topic Name")
         if fifo:
             attributes["FifoTopic"] = "true"
             attributes.setdefault("ContentBasedDeduplication", "false")
-        elif "FifoTopic" in attributes:
-            attributes["FifoTopic"] = "false"
+        else:
+            attributes.pop("FifoTopic", None)  # a standard topic does not show it
         for key, value in attributes.items():
             _check_topic_attribute(key, value, fifo)
         tags = _tags(params.get("Tags"))
@@ -227,7 +237,7 @@ class SnsApi:
         if changes:
             settings = self.client.update_topic_settings(topic, changes)
             if sum(1 for k in settings if k.startswith(TAG)) > MAX_TAGS:
-                raise SnsError("TagLimitExceeded", f"A topic carries at most {MAX_TAGS} tags")
+                raise SnsError("TagLimitExceeded", TAG_QUOTA)
         return {"TopicArn": self.topic_arn(topic)}
 
     def delete_topic(self, params: Params, caller: Caller) -> Result:
@@ -246,7 +256,7 @@ class SnsApi:
         topic, settings = self._existing(params.get("TopicArn"), caller)
         _, account, name = self.ns.split(topic)
         arn = self.topic_arn(topic)
-        confirmed = len(self.client.subscriptions(topic))
+        confirmed = len(self._subscriptions(topic, settings))
         out = {
             "TopicArn": arn,
             "Owner": account,
@@ -260,7 +270,7 @@ class SnsApi:
         if name.endswith(".fifo"):
             out["FifoTopic"] = "true"
             out["ContentBasedDeduplication"] = "false"
-        out.update({k: v for k, v in settings.items() if not k.startswith(TAG)})
+        out.update({k: v for k, v in settings.items() if not k.startswith((TAG, PENDING))})
         return {"Attributes": Entries(out)}
 
     def set_topic_attributes(self, params: Params, caller: Caller) -> Result:
@@ -286,34 +296,54 @@ class SnsApi:
                 " (Protocol sqs, Endpoint a queue ARN)"
             )
         if not isinstance(endpoint, str) or ARN_RE.fullmatch(endpoint) is None:
-            raise invalid(f"SQS endpoint ARN: {endpoint!r} (arn:aws:sqs:REGION:ACCOUNT:NAME)")
+            raise invalid("SQS endpoint ARN")
         queue = self.ns.from_arn(endpoint, "Endpoint")
         _own(caller, self.ns.split(queue)[1], endpoint)
-        if queue.endswith(".fifo") != topic.endswith(".fifo"):
+        if queue.endswith(".fifo") and not topic.endswith(".fifo"):
             raise invalid(
                 "Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to"
                 " standard SNS topics"
-                if queue.endswith(".fifo")
-                else "Endpoint Reason: Please use FIFO SQS queue"
             )
         attributes = _entries(params.get("Attributes"), "key", "value")
         for key, value in attributes.items():
             _check_subscription_attribute(key, value, attributes, self.ns)
         attributes = {k: v for k, v in attributes.items() if v != ""}
-        try:
-            current = self.client.subscriptions(topic)
-            if queue in current:
-                if attributes and _normal(current[queue]) != _normal(attributes):
-                    raise invalid(
-                        "Attributes Reason: Subscription already exists with different attributes"
-                    )
-            else:
+        current = self._subscriptions(topic)
+        if queue in current:
+            if attributes and _normal(current[queue]) != _normal(attributes):
+                raise invalid(
+                    "Attributes Reason: Subscription already exists with different attributes"
+                )
+        else:
+            try:
                 self.client.subscribe(topic, queue, attributes)
-        except QueueDoesNotExist:
-            raise not_found(
-                f"Endpoint: queue {endpoint} does not exist: create it before subscribing it"
-            ) from None
+            except QueueDoesNotExist:
+                # as SNS: a queue that does not exist (yet) may be subscribed; it gets
+                # messages from the first publish after it is created
+                self.client.update_topic_settings(topic, {PENDING + queue: json.dumps(attributes)})
         return {"SubscriptionArn": self.subscription_arn(topic, queue)}
+
+    def _subscriptions(
+        self, topic: str, settings: Mapping[str, str] | None = None
+    ) -> dict[str, dict[str, str]]:
+        """Every subscription of `topic`, its queue's stored name to its attributes: those of
+        existing queues and those waiting for their queue to be created."""
+        settings = self.client.topic_settings(topic) if settings is None else settings
+        out = self.client.subscriptions(topic)
+        for key, value in settings.items():
+            if key.startswith(PENDING):
+                out.setdefault(key[len(PENDING) :], json.loads(value))
+        return dict(sorted(out.items()))
+
+    def _promote(self, topic: str, settings: Mapping[str, str]) -> None:
+        """Subscribe for real the waiting subscriptions whose queue now exists."""
+        for key, value in settings.items():
+            if key.startswith(PENDING):
+                try:
+                    self.client.subscribe(topic, key[len(PENDING) :], json.loads(value))
+                except QueueDoesNotExist:
+                    continue
+                self.client.update_topic_settings(topic, {key: None})
 
     def confirm_subscription(self, params: Params, caller: Caller) -> Result:
         self._existing(params.get("TopicArn"), caller)
@@ -327,6 +357,7 @@ class SnsApi:
                 return {}  # SNS: unsubscribing twice is no error
             raise
         self.client.unsubscribe(topic, queue)
+        self.client.update_topic_settings(topic, {PENDING + queue: None})
         return {}
 
     def _member(self, topic: str, queue: str) -> dict[str, str]:
@@ -343,7 +374,7 @@ class SnsApi:
         for topic in self.client.list_topics(self.ns.prefix(caller)):
             if self.ns.in_namespace(topic, caller):
                 try:
-                    subscribed = self.client.subscriptions(topic)
+                    subscribed = self._subscriptions(topic)
                 except TopicDoesNotExist:
                     continue
                 members += [self._member(topic, queue) for queue in subscribed]
@@ -351,7 +382,7 @@ class SnsApi:
 
     def list_subscriptions_by_topic(self, params: Params, caller: Caller) -> Result:
         topic, _ = self._existing(params.get("TopicArn"), caller)
-        members = [self._member(topic, queue) for queue in self.client.subscriptions(topic)]
+        members = [self._member(topic, queue) for queue in self._subscriptions(topic)]
         return _paged("Subscriptions", members, params.get("NextToken"))
 
     def get_subscription_attributes(self, params: Params, caller: Caller) -> Result:
@@ -374,7 +405,14 @@ class SnsApi:
         if not isinstance(value, str):
             raise invalid("AttributeValue must be a string")
         _check_subscription_attribute(key, value, {**attributes, str(key): value}, self.ns)
-        self.client.update_subscription(topic, queue, {str(key): value if value != "" else None})
+        change = {str(key): value if value != "" else None}
+        settings = self.client.topic_settings(topic)
+        if PENDING + queue in settings:
+            pending = {**json.loads(settings[PENDING + queue]), **change}
+            kept = {k: v for k, v in pending.items() if v is not None}
+            self.client.update_topic_settings(topic, {PENDING + queue: json.dumps(kept)})
+        else:
+            self.client.update_subscription(topic, queue, change)
         return {}
 
     # -- publishing -----------------------------------------------------------------------
@@ -387,7 +425,7 @@ class SnsApi:
             raise invalid("TopicArn or TargetArn Reason: no value for required parameter")
         topic, settings = self._existing(arn, caller, "TopicArn")
         entry = _publication(params, topic, settings, "")
-        result = self._deliver(topic, entry, caller)
+        result = self._deliver(topic, settings, entry, caller)
         out: Result = {"MessageId": result.id}
         if topic.endswith(".fifo"):
             out["SequenceNumber"] = _sequence(result)
@@ -401,15 +439,15 @@ class SnsApi:
         if len(entries) > MAX_BATCH:
             raise SnsError(
                 "TooManyEntriesInBatchRequest",
-                f"The batch request contains more entries than permissible ({MAX_BATCH}).",
+                "The batch request contains more entries than permissible.",
             )
         ids = [e.get("Id") if isinstance(e, dict) else None for e in entries]
         for entry_id in ids:
-            if not isinstance(entry_id, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,80}", entry_id):
+            if not isinstance(entry_id, str) or not re.fullmatch(r"[\x20-\x7e]{1,80}", entry_id):
                 raise SnsError(
                     "InvalidBatchEntryId",
                     "The Id of a batch entry in a batch request doesn't abide by the"
-                    " specification (1-80 letters, digits, hyphens and underscores).",
+                    " specification (1-80 printable ASCII characters).",
                 )
         if len(set(ids)) != len(ids):
             raise SnsError(
@@ -430,7 +468,7 @@ class SnsApi:
                 publication = _publication(
                     raw, topic, settings, f"PublishBatchRequestEntries.{entry_id}."
                 )
-                result = self._deliver(topic, publication, caller)
+                result = self._deliver(topic, settings, publication, caller)
             except SnsError as exc:
                 failed.append(_failure(entry_id, exc.code, exc.message, exc.sender_fault))
                 continue
@@ -443,10 +481,22 @@ class SnsApi:
             successful.append(item)
         return {"Successful": successful, "Failed": failed}
 
+    # -- STS ------------------------------------------------------------------------------
+
+    def caller_identity(self, params: Params, caller: Caller) -> Result:
+        """STS GetCallerIdentity, which SDK programs ask to learn their account for ARNs."""
+        return {
+            "UserId": caller.account,
+            "Account": caller.account,
+            "Arn": f"arn:aws:iam::{caller.account}:root",
+        }
+
     # -- tags -----------------------------------------------------------------------------
 
     def _tagged(self, params: Params, caller: Caller) -> tuple[str, dict[str, str]]:
         arn = params.get("ResourceArn")
+        if not isinstance(arn, str) or TOPIC_ARN_RE.fullmatch(arn) is None:
+            raise SnsError("ResourceNotFound", "Resource does not exist", 404)
         try:
             return self._existing(arn, caller, "ResourceArn")
         except SnsError as exc:
@@ -461,7 +511,7 @@ class SnsApi:
             raise invalid("Tags Reason: no tags given")
         existing = {k for k in settings if k.startswith(TAG)}
         if len(existing | {TAG + k for k in tags}) > MAX_TAGS:
-            raise SnsError("TagLimitExceeded", f"A topic carries at most {MAX_TAGS} tags")
+            raise SnsError("TagLimitExceeded", TAG_QUOTA)
         self.client.update_topic_settings(topic, {TAG + k: v for k, v in tags.items()})
         return {}
 
@@ -478,31 +528,37 @@ class SnsApi:
         tags = sorted((k[len(TAG) :], v) for k, v in settings.items() if k.startswith(TAG))
         return {"Tags": [{"Key": k, "Value": v} for k, v in tags]}
 
-    def _deliver(self, topic: str, p: Publication, caller: Caller) -> SendResult:
+    def _deliver(
+        self, topic: str, settings: Mapping[str, str], p: Publication, caller: Caller
+    ) -> SendResult:
         """Route a publication through the subscriptions' filter policies and deliver it."""
         mid = str(uuid.uuid4())
         arn = self.topic_arn(topic)
-        raw_entries: dict[tuple[bool, str], SendEntry] = {}
+        self._promote(topic, settings)
+        built: dict[tuple[bool, bool], SendEntry] = {}
         copies: dict[str, SendEntry] = {}
+        body = p.body_for("sqs")
         for queue, attributes in self.client.subscriptions(topic).items():
             if not _passes(attributes, p):
                 continue
             raw = attributes.get("RawMessageDelivery", "false").lower() == "true"
-            body = p.body_for("sqs")
-            kind = (raw, body)
-            if kind not in raw_entries:
-                raw_entries[kind] = SendEntry(
+            fifo = queue.endswith(".fifo")  # a FIFO topic delivers to standard queues too
+            if (raw, fifo) not in built:
+                built[raw, fifo] = SendEntry(
                     entry_id="0",
                     body=body if raw else _envelope(mid, arn, p, body, caller, topic),
                     attributes=dict(p.attributes) if raw else {},
                     group_id=p.group_id,
-                    dedup_id=p.dedup_id,
+                    dedup_id=p.dedup_id if fifo else None,
                 )
-            copies[queue] = raw_entries[kind]
+            copies[queue] = built[raw, fifo]
         if not copies:
             return SendResult(id=mid)
-        results = self.client.publish_copies(topic, copies, id=mid)
-        return next(iter(results.values()))
+        results = list(self.client.publish_copies(topic, copies, id=mid).values())
+        if not results:  # every queue unsubscribed meanwhile
+            return SendResult(id=mid)
+        # a duplicate in a FIFO queue names the first publish: that is the publish's id
+        return next((r for r in results if r.duplicate), results[0])
 
 
 class Publication:
@@ -658,15 +714,6 @@ def _message_attributes(
                 raise invalid(
                     f"{at}Could not cast message attribute '{name}' value to number."
                 ) from None
-        if kind == "String.Array":
-            try:
-                items = json.loads(text)
-            except ValueError:
-                items = None
-            if not isinstance(items, list):
-                raise invalid(
-                    f"{at}Message attribute '{name}' of type String.Array must be a JSON array"
-                )
         attributes[name] = TypedValue(kind, text)
         wire[name] = {"DataType": kind, "StringValue": text}
     if len(attributes) > 10:
@@ -883,7 +930,7 @@ def _tags(node: Any) -> dict[str, str]:
             raise invalid("Tags: keys are 1-128 characters, values at most 256")
         tags[key] = value
     if len(tags) > MAX_TAGS:
-        raise SnsError("TagLimitExceeded", f"A topic carries at most {MAX_TAGS} tags")
+        raise SnsError("TagLimitExceeded", TAG_QUOTA)
     return tags
 
 
@@ -891,13 +938,12 @@ def _paged(key: str, items: list[Any], token: Any) -> Result:
     """`PAGE` of `items` under `key`, from where `token` says, with the next token if more."""
     start = 0
     if token is not None:
-        try:
-            start = int(base64.urlsafe_b64decode(str(token).encode()).decode())
-        except (ValueError, binascii.Error):
-            raise invalid("NextToken: not a token this server gave") from None
+        if not isinstance(token, str) or not token.isdigit():
+            raise invalid("NextToken: not a token this server gave")
+        start = int(token)
     result: Result = {key: items[start : start + PAGE]}
     if start + PAGE < len(items):
-        result["NextToken"] = base64.urlsafe_b64encode(str(start + PAGE).encode()).decode()
+        result["NextToken"] = str(start + PAGE)
     return result
 
 
@@ -905,7 +951,8 @@ def _paged(key: str, items: list[Any], token: Any) -> Result:
 
 
 def sns_response(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
-    root = ET.Element(f"{action}Response", xmlns=XMLNS)
+    xmlns = STS_XMLNS if action == "GetCallerIdentity" else XMLNS
+    root = ET.Element(f"{action}Response", xmlns=xmlns)
     body = ET.SubElement(root, f"{action}Result")
     for key, value in result.items():
         _xml(ET.SubElement(body, key), value)
@@ -977,6 +1024,7 @@ ACTIONS = frozenset(
         "TagResource",
         "UntagResource",
         "ListTagsForResource",
+        "GetCallerIdentity",
     }
 )
 """The actions the SNS API serves: a request for one of them without an SQS signature goes

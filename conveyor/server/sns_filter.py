@@ -10,7 +10,8 @@ and booleans (payload only), ``{"prefix": s}``, ``{"suffix": s}``,
 ``{"equals-ignore-case": s}``, ``{"anything-but": value | [values] | {"prefix": s} |
 {"suffix": s}}``, ``{"numeric": [op, n, (op, n)]}`` with ``= < <= > >=``,
 ``{"exists": bool}`` and ``{"cidr": "10.0.0.0/24"}``. Attributes of type ``String.Array``
-match when one element does; ``Binary`` attributes are never matched.
+match when one element does; ``Binary`` attributes are never matched. Numbers compare to 5
+decimal places.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def check_policy(text: str, scope: str) -> dict[str, Any]:
     if keys > MAX_KEYS:
         raise _bad(f"Filter policy can not have more than {MAX_KEYS} keys")
     if combinations > MAX_COMBINATIONS:
-        raise _bad(f"Filter policy is too complex (more than {MAX_COMBINATIONS} combinations)")
+        raise _bad("Filter policy is too complex")
     return policy
 
 
@@ -88,9 +89,7 @@ def _check_condition(key: str, condition: Any, scope: str) -> None:
     if isinstance(condition, str | int | float) and not isinstance(condition, bool):
         return
     if condition is None or isinstance(condition, bool):
-        if scope == "MessageBody":
-            return
-        raise _bad(f"{key!r}: null and booleans match only with FilterPolicyScope MessageBody")
+        return  # accepted in both scopes; message attributes never hold them
     if not isinstance(condition, dict) or len(condition) != 1:
         raise _bad(f"{key!r}: a condition is a value or an object with one operator")
     [(op, arg)] = condition.items()
@@ -172,10 +171,10 @@ def _attribute_values(attribute: Any) -> Any:
             items = json.loads(value)
         except ValueError:
             return [value]
-        if isinstance(items, list):
-            return [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
-                    for v in items]  # fmt: skip
-        return [value]
+        return [
+            float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+            for v in (items if isinstance(items, list) else [items])
+        ]
     return [value]
 
 
@@ -228,7 +227,7 @@ def _equal(condition: Any, value: Any) -> bool:
         return isinstance(value, str) and value == condition
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    return float(value) == float(condition)
+    return _number(value) == _number(condition)
 
 
 def _anything_but_hits(arg: Any, value: Any) -> bool:
@@ -248,13 +247,20 @@ def _operator(op: str, arg: Any, value: Any) -> bool:
     if op == "numeric":
         if isinstance(value, bool) or not isinstance(value, int | float):
             return False
-        return all(_compare(arg[i], float(value), float(arg[i + 1])) for i in range(0, len(arg), 2))
+        return all(
+            _compare(arg[i], _number(value), _number(arg[i + 1])) for i in range(0, len(arg), 2)
+        )
     if op == "cidr":
         try:
             return ipaddress.ip_address(value) in ipaddress.ip_network(arg, strict=False)
         except (TypeError, ValueError):
             return False
     return False
+
+
+def _number(value: float) -> float:
+    """Numbers compare to 5 decimal places, as SNS documents."""
+    return round(float(value), 5)
 
 
 def _compare(op: str, value: float, bound: float) -> bool:

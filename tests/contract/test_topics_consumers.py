@@ -186,3 +186,17 @@ def test_publish_is_checked_as_a_send_to_each_subscriber(client: Client) -> None
     out = client.publish("t", "grouped", group_id="g1")
     [m] = client.queue("orders.fifo").receive()
     assert m.group_id == "g1" and m.id == out["orders.fifo"].id
+
+
+def test_long_and_namespaced_topic_names(client: Client) -> None:
+    needs(client, Capability.TOPICS)
+    name = "eu-central-1:123456789012:" + "t" * 256  # SNS's longest, in another region
+    client.create_queue("q")
+    assert client.create_topic(name) is True
+    client.subscribe(name, "q", {"RawMessageDelivery": "true"})
+    client.update_topic_settings(name, {"DisplayName": "long"})
+    assert client.list_topics("eu-central-1:") == [name]
+    assert set(client.publish(name, "x")) == {"q"}
+    assert client.subscriptions(name) == {"q": {"RawMessageDelivery": "true"}}
+    with pytest.raises(InvalidInput):
+        client.create_topic("t" * 257)

@@ -265,10 +265,8 @@ def test_fifo_topic_to_fifo_queues_in_order_with_dedup(
         Attributes={"FifoTopic": "true", "ContentBasedDeduplication": "true"},
     )["TopicArn"]
     assert sns.get_topic_attributes(TopicArn=topic)["Attributes"]["FifoTopic"] == "true"
-    _, standard_arn = queue(sqs, f"{name}-std")
-    with pytest.raises(ClientError) as exc:
-        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=standard_arn)
-    assert code(exc) == "InvalidParameter"
+    standard_url, standard_arn = queue(sqs, f"{name}-a-std")  # listed first
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=standard_arn)  # as SNS allows
     urls, arns = [], []
     for i in range(2):
         url, arn = queue(sqs, f"{name}-{i}.fifo", FifoQueue="true")
@@ -296,6 +294,10 @@ def test_fifo_topic_to_fifo_queues_in_order_with_dedup(
         )["Messages"]
         assert [m["Body"] for m in got] == ["m0", "m1", "m2", "m3", "m4"]
         assert all(m["Attributes"]["MessageGroupId"] == "g" for m in got)
+    # the standard queue gets the envelopes, and (de-duplication being the FIFO queues') the
+    # duplicate too
+    got = sorted(json.loads(m["Body"])["Message"] for m in bodies(sqs, standard_url))
+    assert got == ["m0", "m0", "m1", "m2", "m3", "m4"]
 
     # a standard topic refuses FIFO parameters and FIFO queues
     plain = sns.create_topic(Name=name)["TopicArn"]
@@ -332,7 +334,7 @@ def test_publish_batch_partial_failures(sns: Any, server: LiveServer, name: str)
         ([], "EmptyBatchRequest"),
         ([{"Id": str(i), "Message": "x"} for i in range(11)], "TooManyEntriesInBatchRequest"),
         ([{"Id": "same", "Message": "x"}] * 2, "BatchEntryIdsNotDistinct"),
-        ([{"Id": "bad id!", "Message": "x"}], "InvalidBatchEntryId"),
+        ([{"Id": "x" * 81, "Message": "x"}], "InvalidBatchEntryId"),
     ):
         with pytest.raises(ClientError) as exc:
             sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
@@ -359,3 +361,64 @@ def test_tags_and_regions(sns: Any, server: LiveServer, name: str, store: Client
     assert west_arn == f"arn:aws:sns:eu-west-1:000000000000:{name}"
     assert west_arn not in [t["TopicArn"] for t in sns.list_topics()["Topics"]]
     assert f"eu-west-1:000000000000:{name}" in store.list_topics()
+
+
+def test_a_queue_may_be_subscribed_before_it_exists(
+    sns: Any, server: LiveServer, name: str
+) -> None:
+    sqs = server.sqs()
+    topic = sns.create_topic(Name=name)["TopicArn"]
+    arn = f"arn:aws:sqs:us-east-1:000000000000:{name}"
+    sub = sns.subscribe(
+        TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+    )["SubscriptionArn"]
+    listed = sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
+    assert [s["SubscriptionArn"] for s in listed] == [sub]
+    assert sns.get_topic_attributes(TopicArn=topic)["Attributes"]["SubscriptionsConfirmed"] == "1"
+    sns.publish(TopicArn=topic, Message="nobody hears this")  # no queue yet: nothing kept
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sns.publish(TopicArn=topic, Message="now")
+    assert [m["Body"] for m in bodies(sqs, url)] == ["now"]
+    assert sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)["SubscriptionArn"] == sub
+    attrs = sns.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]
+    assert attrs["RawMessageDelivery"] == "true"
+    # a waiting subscription can be changed and removed too
+    later = f"arn:aws:sqs:us-east-1:000000000000:{name}-later"
+    waiting = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=later)["SubscriptionArn"]
+    sns.set_subscription_attributes(
+        SubscriptionArn=waiting, AttributeName="RawMessageDelivery", AttributeValue="true"
+    )
+    assert (
+        sns.get_subscription_attributes(SubscriptionArn=waiting)["Attributes"]["RawMessageDelivery"]
+        == "true"
+    )
+    sns.unsubscribe(SubscriptionArn=waiting)
+    assert len(sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]) == 1
+    with pytest.raises(ClientError) as exc:
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=url)  # a URL, not an ARN
+    assert exc.value.response["Error"]["Message"] == "Invalid parameter: SQS endpoint ARN"
+
+
+def test_regions_names_pages_and_caller_identity(sns: Any, server: LiveServer, name: str) -> None:
+    long_name = "n" * 256
+    arn = sns.create_topic(Name=long_name)["TopicArn"]
+    assert arn.endswith(":" + long_name)
+    west = server.sns(region="eu-west-1")
+    assert west.create_topic(Name=long_name)["TopicArn"].startswith("arn:aws:sns:eu-west-1:")
+    with pytest.raises(ClientError) as exc:
+        west.get_topic_attributes(TopicArn=arn)  # asked of another region's endpoint
+    assert code(exc) == "NotFound"
+    with pytest.raises(ClientError) as exc:
+        sns.create_topic(Name="n.fifo", Attributes={"FifoTopic": "false"})
+    assert exc.value.response["Error"]["Message"].startswith("Fifo Topic names must end with")
+    plain = sns.create_topic(Name=name, Attributes={"FifoTopic": "false"})["TopicArn"]
+    assert "FifoTopic" not in sns.get_topic_attributes(TopicArn=plain)["Attributes"]
+    with pytest.raises(ClientError) as exc:
+        sns.list_topics(NextToken="not-a-token")
+    assert code(exc) == "InvalidParameter"
+    sts = server.aws("sts", "us-east-1", "AKIDTEST", "x")
+    identity = sts.get_caller_identity()
+    assert identity["Account"] == "000000000000"
+    assert identity["Arn"] == "arn:aws:iam::000000000000:root"
+    for t in (arn, plain):
+        sns.delete_topic(TopicArn=t)

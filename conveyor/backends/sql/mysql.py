@@ -39,6 +39,7 @@ TYPES = ServerTypes(
     # binary collation: queue names and ids compare exactly, as on every other store
     " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
     clustered_order=True,
+    retype="ALTER TABLE {table} MODIFY {column} {type} NOT NULL",
 )
 
 # lost or refused connections, server shutting down, connection killed

@@ -56,6 +56,7 @@ TYPES = ServerTypes(
     # room in each page, so a claim's UPDATE stays on its page and touches no index (HOT)
     message_options=" WITH (fillfactor = 70)",
     partial_where=" WHERE deadline IS NOT NULL",
+    long_key='VARCHAR(512) COLLATE "C"',
 )
 
 # A queue's statistics are always stale (it empties and fills faster than ANALYZE runs),

@@ -186,6 +186,8 @@ class ServerTypes:
     message_options: str = ""  # extra storage options of the messages table
     partial_where: str = ""  # how an index covers only rows with a deadline, where possible
     clustered_order: bool = False  # delivery order is the messages' primary key (InnoDB)
+    long_key: str = "VARCHAR(512)"  # topic names: 256 characters and a region:account: prefix
+    retype: str = "ALTER TABLE {table} ALTER COLUMN {column} TYPE {type}"
 
 
 def server_migrations(d: ServerTypes, p: str) -> list[Step]:
@@ -288,10 +290,13 @@ def server_migrations(d: ServerTypes, p: str) -> list[Step]:
             *stages_ddl(p, d.serial, k, f, o),
         ],
         clustered_order(d, p),
-        # topic settings and subscription attributes (string maps as JSON)
+        # topic settings and subscription attributes (string maps as JSON); topic names as
+        # long as SNS allows
         [
             f"ALTER TABLE {p}topics ADD COLUMN settings TEXT",
             f"ALTER TABLE {p}subscriptions ADD COLUMN attributes TEXT",
+            d.retype.format(table=f"{p}topics", column="name", type=d.long_key),
+            d.retype.format(table=f"{p}subscriptions", column="topic", type=d.long_key),
         ],
     ]
 
