@@ -5,10 +5,10 @@ receive claims with."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Hashable, Sequence
+from typing import Generic, NamedTuple, TypeVar
 
-from ..models import FAR_FUTURE, DeadLetterPolicy, Delivery, NewMessage, QueueAttributes
+from ..models import FAR_FUTURE, DeadLetterPolicy, Delivery, Message, NewMessage, QueueAttributes
 
 # A message's place in delivery order as one number: its priority's band, then its send
 # sequence within the band. Higher priorities get lower bands.
@@ -19,6 +19,7 @@ MAX_PRIORITY = 32767
 
 SWEEP_INTERVAL = 60.0  # how often a store reclaims expired messages of a queue it receives from
 SWEEP_ROWS = 1000  # how many rows of a queue's head one sweep looks at
+GROUP_FILL_WINDOW = 1000  # how far a FIFO receive looks past a full batch for its groups' rest
 
 
 def band(priority: int) -> int:
@@ -106,3 +107,58 @@ def walks_head(attrs: QueueAttributes) -> bool:
     """Whether a receive walks the queue's head one message at a time (FIFO groups, dead
     letters, rate limits) rather than claim its first ready messages in one step."""
     return attrs.fifo or attrs.dead_letter is not None or bool(attrs.rate_limit)
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+class GroupFill(Generic[K]):
+    """A FIFO receive fills from one message group before it takes the next, as SQS does.
+
+    A store walks its queue in send order and `add`s each message it could deliver;
+    `chosen()` gives the first `limit` of them group after group (groups in the order of
+    their first message, each group's messages in send order). The walk may stop once
+    `done`: the first group has `limit` messages, or the batch is full and the walk has gone
+    `GROUP_FILL_WINDOW` messages further without filling it from fewer groups.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.groups: dict[str | None, list[K]] = {}
+        self.total = 0
+        self.beyond = 0
+
+    def add(self, group: str | None, key: K) -> None:
+        keys = self.groups.setdefault(group, [])
+        if len(keys) < self.limit:
+            keys.append(key)
+            self.total += 1
+
+    def step(self) -> None:
+        """One message walked past (whether or not it was added)."""
+        if self.total >= self.limit:
+            self.beyond += 1
+
+    @property
+    def done(self) -> bool:
+        if not self.groups:
+            return False
+        first = next(iter(self.groups.values()))
+        return len(first) >= self.limit or self.beyond >= GROUP_FILL_WINDOW
+
+    def chosen(self) -> list[K]:
+        out: list[K] = []
+        for keys in self.groups.values():
+            out.extend(keys[: self.limit - len(out)])
+            if len(out) >= self.limit:
+                break
+        return out
+
+
+def group_order(messages: list[Message]) -> list[Message]:
+    """A FIFO batch in send order, rearranged group after group (groups in the order of
+    their first message), as `GroupFill.chosen` gives it."""
+    groups: dict[str | None, list[Message]] = {}
+    for m in messages:
+        groups.setdefault(m.group_id, []).append(m)
+    return [m for keys in groups.values() for m in keys]

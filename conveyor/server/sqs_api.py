@@ -221,6 +221,20 @@ def _failure(entry_id: str, error: Exception, receipt: str | None = None) -> Res
     return {"Id": entry_id, "SenderFault": sender, "Code": code, "Message": message}
 
 
+def _expired(receipt: str) -> InvalidInput:
+    return InvalidInput(
+        f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: The receipt handle"
+        " has expired."
+    )
+
+
+def _gone(receipt: str) -> InvalidInput:
+    return InvalidInput(
+        f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: Message does not"
+        " exist or is not available for visibility timeout change."
+    )
+
+
 def _millis(seconds: float) -> str:
     return str(int(seconds * 1000))
 
@@ -715,6 +729,8 @@ class SqsApi:
         name = self._queue(params, caller)
         receipt = str(_require(params, "ReceiptHandle"))
         with _receipt_words():
+            for refused in self._check_fifo_receipts(name, [receipt]).values():
+                raise refused
             try:
                 self.client.queue(name).delete(receipt)
             except ReceiptHandleInvalid as exc:
@@ -723,6 +739,28 @@ class SqsApi:
                     raise error from None
         self.metrics.deleted(name, 1)
         return {}
+
+    def _check_fifo_receipts(self, name: str, receipts: list[str]) -> dict[str, Exception]:
+        """On a FIFO queue a receipt expires with its visibility timeout, as on SQS: a
+        receipt whose message is visible again is refused before anything is changed. The
+        refused receipts and their errors."""
+        queue = self.client.queue(name)
+        if (
+            not queue.info.attributes.fifo
+            or Capability.EDIT_IN_PLACE not in self.client.capabilities
+        ):
+            return {}
+        now = self.client.clock.now()
+        refused: dict[str, Exception] = {}
+        for receipt in receipts:
+            try:
+                _, message_id, _ = parse_receipt(name, receipt)
+                message = queue.get(message_id)
+            except (ReceiptHandleInvalid, MessageNotFound):
+                continue  # malformed (the store says so) or gone (a delete succeeds)
+            if message.visible_at <= now:
+                refused[receipt] = _expired(receipt)
+        return refused
 
     def _earlier_receipt(
         self, name: str, receipt: str, error: Exception, visibility: float | None = None
@@ -739,10 +777,14 @@ class SqsApi:
         except ReceiptHandleInvalid:
             return error  # another queue's receipt
         queue = self.client.queue(name)
-        if queue.info.attributes.fifo:
-            return ReceiptHandleInvalid("The receipt handle has expired.")
         if Capability.EDIT_IN_PLACE not in self.client.capabilities:
             return error
+        if queue.info.attributes.fifo:
+            try:
+                queue.get(message_id)
+            except MessageNotFound:  # deleted already: a delete succeeds
+                return None if visibility is None else _gone(receipt)
+            return _expired(receipt)
         try:
             if visibility is None:
                 queue.remove(message_id)
@@ -750,10 +792,7 @@ class SqsApi:
                 queue.update(message_id, visible_at=self.client.clock.now() + visibility)
         except MessageNotFound:
             if visibility is not None:
-                return InvalidInput(
-                    f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: Message"
-                    " does not exist or is not available for visibility timeout change."
-                )
+                return _gone(receipt)
         return None
 
     def delete_message_batch(self, params: Params, caller: Caller) -> Result:
@@ -762,14 +801,17 @@ class SqsApi:
         ids = [str(e.get("Id", "")) for e in raw]
         _check_batch(ids)
         receipts = {i: str(e.get("ReceiptHandle") or "") for i, e in zip(ids, raw, strict=True)}
+        refused = self._check_fifo_receipts(name, list(receipts.values()))
+        failed = [_failure(i, refused[r]) for i, r in receipts.items() if r in refused]
+        receipts = {i: r for i, r in receipts.items() if r not in refused}
         results = [
             r if r.error is None else dataclasses.replace(
                 r, error=self._earlier_receipt(name, receipts[r.entry_id], r.error))
-            for r in self.client.queue(name).delete_batch(receipts)
+            for r in (self.client.queue(name).delete_batch(receipts) if receipts else [])
         ]  # fmt: skip
         ok = [{"Id": r.entry_id} for r in results if r.error is None]
         self.metrics.deleted(name, len(ok))
-        failed = [
+        failed += [
             _failure(r.entry_id, r.error, receipts[r.entry_id])
             for r in results
             if r.error is not None
@@ -783,6 +825,8 @@ class SqsApi:
             raise MissingParameter("The request must contain the parameter VisibilityTimeout.")
         timeout = _int(params, "VisibilityTimeout", 0, 43200) or 0
         with _receipt_words():
+            for refused in self._check_fifo_receipts(name, [receipt]).values():
+                raise refused
             try:
                 self.client.queue(name).change_visibility(receipt, float(timeout))
             except ReceiptHandleInvalid as exc:
@@ -805,6 +849,9 @@ class SqsApi:
                 failed.append(_failure(entry_id, exc))
                 continue
             entries[entry_id] = (str(e.get("ReceiptHandle") or ""), float(timeout))
+        refused = self._check_fifo_receipts(name, [r for r, _ in entries.values()])
+        failed += [_failure(i, refused[r]) for i, (r, _) in entries.items() if r in refused]
+        entries = {i: e for i, e in entries.items() if e[0] not in refused}
         results = [
             r if r.error is None else dataclasses.replace(r, error=self._earlier_receipt(
                 name, entries[r.entry_id][0], r.error, entries[r.entry_id][1]))

@@ -154,6 +154,18 @@ def test_rule4_fifo_group_blocked_while_in_flight(client: Client, clock: ManualC
     assert got.index("b0") < got.index("b1")
 
 
+def test_rule4_fifo_batch_fills_from_one_group_first(client: Client) -> None:
+    q = client.create_queue("fill.fifo", content_based_dedup=True)
+    for i in range(4):
+        for group in "ABC":
+            q.send(f"{group}{i}", group_id=group)
+    got = [m.text for m in q.receive(6)]
+    # as on SQS: as many of one group as there are, in order, before the next group
+    assert got == ["A0", "A1", "A2", "A3", "B0", "B1"]
+    # A and B have messages in flight: B2 and B3 wait behind them; C is free
+    assert [m.text for m in q.receive(10)] == ["C0", "C1", "C2", "C3"]
+
+
 def test_rule5_duplicate_id_changes_nothing(client: Client) -> None:
     needs(client, Capability.SENDER_IDS)
     q = client.create_queue("r5")

@@ -220,8 +220,54 @@ def test_a_fifo_receipt_that_is_no_longer_the_message_s_has_expired(sqs: Any, na
     sqs.receive_message(QueueUrl=url)
     with pytest.raises(ClientError) as exc:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=first)
-    assert exc.value.response["Error"]["Code"] == "ReceiptHandleIsInvalid"
-    assert exc.value.response["Error"]["Message"] == "The receipt handle has expired."
+    assert exc.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert exc.value.response["Error"]["Message"] == (
+        f"Value {first} for parameter ReceiptHandle is invalid. Reason: The receipt handle"
+        " has expired."
+    )
+
+
+def test_a_fifo_receipt_expires_with_its_visibility_timeout(sqs: Any, name: str) -> None:
+    url = _fifo(sqs, name)
+    sqs.send_message(QueueUrl=url, MessageBody="f", MessageGroupId="g")
+    sqs.send_message(QueueUrl=url, MessageBody="h", MessageGroupId="h")
+    [f, _] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)[
+        "Messages"
+    ]
+    # nobody received them again, but their visibility timeout is over: the receipts expired
+    for call in (
+        lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=f["ReceiptHandle"]),
+        lambda: sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=f["ReceiptHandle"], VisibilityTimeout=30
+        ),
+    ):
+        with pytest.raises(ClientError) as exc:
+            call()
+        assert exc.value.response["Error"]["Code"] == "InvalidParameterValue"
+        assert "The receipt handle has expired." in exc.value.response["Error"]["Message"]
+    batch = sqs.delete_message_batch(
+        QueueUrl=url, Entries=[{"Id": "f", "ReceiptHandle": f["ReceiptHandle"]}]
+    )
+    assert [e["Code"] for e in batch["Failed"]] == ["InvalidParameterValue"]
+    assert (
+        sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+            "Attributes"
+        ]["ApproximateNumberOfMessages"]
+        == "2"
+    )  # nothing was deleted
+    # a receipt within its visibility timeout works, and a repeated delete succeeds
+    [again] = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+
+
+def test_a_fifo_receive_fills_from_one_group_first(sqs: Any, name: str) -> None:
+    url = _fifo(sqs, name)
+    for i in range(3):
+        for group in "xy":
+            sqs.send_message(QueueUrl=url, MessageBody=f"{group}{i}", MessageGroupId=group)
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=4)["Messages"]
+    assert [m["Body"] for m in got] == ["x0", "x1", "x2", "y0"]
 
 
 def test_permission_and_tag_errors_in_sqs_words(sqs: Any, name: str) -> None:

@@ -43,7 +43,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import make_receipt, parse_receipt, stale_receipt
-from ..rules import ClaimTerms, claim_terms, dedup_key
+from ..rules import ClaimTerms, GroupFill, claim_terms, dedup_key
 from .editing import DynamoEditor
 from .items import (
     COMPAT,
@@ -630,20 +630,18 @@ class DynamoStore(Backend):
     ) -> list[Message]:
         now = terms.now
         self._promote(entry, now)
-        fifo = entry.attrs.fifo
-        blocked = self._blocked(entry, now) if fifo else {}
-        out: list[Message] = []
+        if entry.attrs.fifo:
+            out: list[Message] = []
+            for _ in range(3):  # again while expired or dead-lettered messages left room
+                got, gone = self._receive_fifo(entry, limit - len(out), terms, token)
+                out += got
+                if not gone or len(out) >= limit:
+                    break
+            return out
+        out = []
         start: dict[str, Any] | None = None
         for _ in range(READY_PAGES):
-            page: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
-            got = self.call(
-                "query",
-                IndexName=READY_INDEX,
-                Limit=100 if fifo else 2 * (limit - len(out)) + 2,
-                ExpressionAttributeValues={":q": s(entry.qt)},
-                **page,
-                **expr(KeyConditionExpression="#rq = :q"),
-            )
+            got = self._ready_page(entry, 2 * (limit - len(out)) + 2, start)
             items = got.get("Items", [])
             contended = False
             while items:
@@ -651,27 +649,77 @@ class DynamoStore(Backend):
                     break
                 # in order while uncontended; once another receiver won a claim, the rest of
                 # the page in random order, so that receivers stop racing for the same head
-                item = items.pop(secrets.randbelow(len(items)) if contended and not fifo else 0)
-                group = text(item, "grp")
-                seq = int(num(item, "seq") or 0)
-                if fifo and seq > blocked.get(group, seq):
-                    continue
-                vis = num(item, "vis") or 0.0
-                if vis > now:  # placed by a clock ahead of this one
-                    if fifo:
-                        blocked[group] = min(seq, blocked.get(group, seq))
+                item = items.pop(secrets.randbelow(len(items)) if contended else 0)
+                if (num(item, "vis") or 0.0) > now:  # placed by a clock ahead of this one
                     continue
                 m = self._take(entry, item, terms, token, compat=False)
                 if isinstance(m, Message):
                     out.append(m)
                 elif m == "held":
                     contended = True
-                    if fifo:
-                        blocked[group] = min(seq, blocked.get(group, seq))
             start = got.get("LastEvaluatedKey")
             if not start or len(out) >= limit:
                 break
         return out
+
+    def _ready_page(self, entry: Entry, limit: int, start: dict[str, Any] | None) -> Any:
+        """A page of the queue's ready index, in delivery order, from `start`."""
+        page: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
+        return self.call(
+            "query",
+            IndexName=READY_INDEX,
+            Limit=limit,
+            ExpressionAttributeValues={":q": s(entry.qt)},
+            **page,
+            **expr(KeyConditionExpression="#rq = :q"),
+        )
+
+    def _receive_fifo(
+        self, entry: Entry, limit: int, terms: ClaimTerms, token: str
+    ) -> tuple[list[Message], bool]:
+        """FIFO: the ready index in send order, skipping each group from its first message
+        that is not visible; the batch fills from one group before it takes the next. The
+        messages claimed, and whether a chosen one expired or went to the dead-letter queue
+        instead."""
+        now = terms.now
+        blocked = self._blocked(entry, now)
+        fill: GroupFill[int] = GroupFill(limit)
+        items: dict[int, Item] = {}
+        start: dict[str, Any] | None = None
+        for _ in range(READY_PAGES):
+            got = self._ready_page(entry, 100, start)
+            for item in got.get("Items", []):
+                fill.step()
+                group = text(item, "grp")
+                seq = int(num(item, "seq") or 0)
+                if seq > blocked.get(group, seq):
+                    continue
+                if (num(item, "vis") or 0.0) > now:  # placed by a clock ahead of this one
+                    blocked[group] = min(seq, blocked.get(group, seq))
+                    continue
+                items[seq] = item
+                fill.add(group, seq)
+                if fill.done:
+                    break
+            start = got.get("LastEvaluatedKey")
+            if not start or fill.done:
+                break
+        out: list[Message] = []
+        stopped: set[str | None] = set()
+        gone = False
+        for seq in fill.chosen():
+            item = items[seq]
+            group = text(item, "grp")
+            if group in stopped:
+                continue
+            m = self._take(entry, item, terms, token, compat=False)
+            if isinstance(m, Message):
+                out.append(m)
+            elif m == "held":  # another receiver has it: the rest of its group waits
+                stopped.add(group)
+            else:
+                gone = True
+        return out, gone
 
     def _receive_walk(
         self, entry: Entry, limit: int, terms: ClaimTerms, token: str

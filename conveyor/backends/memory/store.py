@@ -42,7 +42,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import parse_receipt, stale_receipt
-from ..rules import refill_tokens
+from ..rules import GroupFill, refill_tokens
 from .state import NAMED, NAMED_LOCK, QueueState, Rec, State, TopicState
 
 
@@ -179,8 +179,11 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
             token = secrets.token_hex(8)
             policy = q.attrs.dead_letter
             out: list[Message] = []
+            fill: GroupFill[str] | None = GroupFill(limit) if q.attrs.fifo else None
             moved = False
             for rec in q.candidates(now):
+                if fill is not None:
+                    fill.step()
                 if q.expired_at(rec, now):
                     q.drop(rec, "expired", now)
                     continue
@@ -191,9 +194,17 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                 ):
                     moved = True
                     continue
+                if fill is not None:
+                    fill.add(rec.group_id, rec.id)
+                    if fill.done:
+                        break
+                    continue
                 out.append(q.claim(rec, now, visibility_timeout, token))
                 if len(out) >= limit:
                     break
+            if fill is not None:
+                for mid in fill.chosen():
+                    out.append(q.claim(q.messages[mid], now, visibility_timeout, token))
             q.received += len(out)
             if rate:
                 q.tokens -= len(out)

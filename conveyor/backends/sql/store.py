@@ -46,9 +46,11 @@ from ..rules import (
     SWEEP_INTERVAL,
     SWEEP_ROWS,
     ClaimTerms,
+    GroupFill,
     bare_bodies,
     claim_terms,
     dedup_key,
+    group_order,
     refill_tokens,
     walks_head,
 )
@@ -583,6 +585,8 @@ class SQLStore(Backend, Generic[E]):
         messages = [row_message(queue, row, sequence, prefix) for row in rows]
         if len(messages) > 1:
             messages.sort(key=_in_order)  # a claim returns its rows in any order
+            if self.lookup(queue, self.clock.now())[1].fifo:
+                messages = group_order(messages)
         return messages
 
     def claim(
@@ -681,17 +685,20 @@ class SQLStore(Backend, Generic[E]):
             f" ORDER BY {d.order} LIMIT %s{lock}"
         )
         chosen: list[int] = []
+        fill: GroupFill[int] | None = GroupFill(limit) if attrs.fifo else None
         blocked: set[str | None] = set()
         dead = False
         after = 0
         page = max(limit * 4, 64)
-        while len(chosen) < limit:
+        while len(chosen) < limit and not (fill is not None and fill.done):
             cond, params = d.after(after)
             rows = ex.rows(
                 walk.format(after=cond), (*params, now, page) if visible else (*params, page)
             )
             for key, priority, group, visible_at, count, deadline, sent_at in rows:
                 after = d.sequence(key, priority)
+                if fill is not None:
+                    fill.step()
                 if group in blocked:
                     continue
                 if visible_at > now:
@@ -704,11 +711,18 @@ class SQLStore(Backend, Generic[E]):
                     self.editor.to_dlq(ex, qid, queue, dlq_id, key, None)
                     dead = True
                     continue
+                if fill is not None:
+                    fill.add(group, key)
+                    if fill.done:
+                        break
+                    continue
                 chosen.append(key)
                 if len(chosen) >= limit:
                     break
             if len(rows) < page:
                 break
+        if fill is not None:
+            chosen = fill.chosen()
         claimed = d.claim_keys(ex, qid, chosen, terms, token) if chosen else []
         if attrs.rate_limit:
             ex.run(

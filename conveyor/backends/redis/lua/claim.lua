@@ -29,8 +29,8 @@ local pending = {} -- ids claimed and still to move from 'ready' to 'inflight'
 
 -- A candidate (its FIELDS, as HMGET read them) is expired ('gone'), dead-lettered ('gone',
 -- or 'stays' where its dead-letter queue is in another slot: the client moves it), or
--- claimed ('claimed').
-local function take(id, f)
+-- deliverable ('ok').
+local function check(id, f)
   local sent, deadline, count = tonumber(f[7]), f[6], tonumber(f[9] or 0)
   if sent < horizon or (deadline and tonumber(deadline) <= now) then
     expire(prefix, name, id, now_text, keep)
@@ -46,6 +46,12 @@ local function take(id, f)
     table.insert(outbox, id)
     return 'stays'
   end
+  return 'ok'
+end
+
+-- Claim a deliverable candidate.
+local function claim(id, f)
+  local count = tonumber(f[9] or 0)
   f[8] = visible_text
   f[9] = tostring(count + 1)
   f[10] = f[10] or now_text
@@ -57,6 +63,12 @@ local function take(id, f)
   table.insert(claimed, f)
   table.insert(pending, id)
   return 'claimed'
+end
+
+local function take(id, f)
+  local checked = check(id, f)
+  if checked ~= 'ok' then return checked end
+  return claim(id, f)
 end
 
 -- Move what was claimed since the last flush out of 'ready' and into 'inflight'.
@@ -89,32 +101,55 @@ if limit > 0 and not fifo then
   end
 elseif limit > 0 then
   -- FIFO: walk every message in send order; a group whose earliest message is not visible
-  -- yields nothing
-  local blocked = {}
+  -- yields nothing. The batch fills from one group before it takes the next, as SQS does
+  -- (rules.GroupFill): the walk gathers each group's deliverable messages and stops once
+  -- the first group has `limit` of them, or 1,000 messages past a full batch.
+  local blocked, groups, order = {}, {}, {}
+  local total, beyond, done = 0, 0, false
   local after = '-inf'
-  while #claimed < limit do
+  while not done do
     local page = redis.call('ZRANGEBYSCORE', prefix .. 'all', after, '+inf', 'WITHSCORES',
                             'LIMIT', 0, 64)
     if #page == 0 then break end
     for i = 1, #page, 2 do
       local id = page[i]
       after = '(' .. page[i + 1]
+      if total >= limit then beyond = beyond + 1 end
       local f = redis.call('HMGET', message_key(prefix, id), unpack(FIELDS))
       local group = f[3] or ''
       if f[8] and not blocked[group] then
         if tonumber(f[8]) > now then
           blocked[group] = true
         else
-          local done = take(id, f)
-          if done == 'stays' then
+          local checked = check(id, f)
+          if checked == 'stays' then
             blocked[group] = true -- it waits to be moved out of this slot
-          elseif done == 'claimed' and #claimed >= limit then
-            break
+          elseif checked == 'ok' then
+            local g = groups[group]
+            if not g then
+              g = {}
+              groups[group] = g
+              table.insert(order, group)
+            end
+            if #g < limit then
+              table.insert(g, {id, f})
+              total = total + 1
+            end
           end
         end
       end
+      if #order > 0 and (#groups[order[1]] >= limit or beyond >= 1000) then
+        done = true
+        break
+      end
     end
     if #page < 128 then break end
+  end
+  for _, group in ipairs(order) do
+    for _, candidate in ipairs(groups[group]) do
+      if #claimed >= limit then break end
+      claim(candidate[1], candidate[2])
+    end
   end
   flush()
 end
