@@ -261,11 +261,11 @@ class ConveyorServer:
             trace = request.headers.get("x-amzn-trace-id")
             if trace and name in ("SendMessage", "SendMessageBatch"):
                 params[TRACE_PARAM] = trace  # becomes AWSTraceHeader, as on SQS
-            account, queue = request.path_params.get("account"), request.path_params.get("queue")
+            account = request.path_params.get("account")
             if account is not None and name in QUEUELESS_ACTIONS:
                 raise UnknownAction(f"The action {name} is not valid for this endpoint.")
             if account is not None and not params.get("QueueUrl"):
-                params["QueueUrl"] = f"/{account}/{queue}"
+                params["QueueUrl"] = request.url.path
             caller = self._caller(request, body)
             result = await self.sqs.call(name, params, caller)
             if protocol == "json":
@@ -410,6 +410,8 @@ def sqs_path(scope: Scope) -> dict[str, str] | None:
     if path == "/":
         return {}
     parts = path.split("/")
+    if len(parts) == 5 and parts[1] == "queue" and parts[2]:  # /queue/REGION/ACCOUNT/NAME
+        parts = parts[2:]
     if len(parts) == 3 and len(parts[1]) == 12 and parts[1].isdigit() and parts[2]:
         return {"account": parts[1], "queue": parts[2]}
     return None

@@ -144,7 +144,13 @@ class Auth:
                 scope=f"{date}/{region}/{service}/aws4_request",
             )
             _compare(expected, signature)
-        return Caller(region=region, account=account, base_url=base_url, verified=self.verifies)
+        return Caller(
+            region=region,
+            account=account,
+            base_url=base_url,
+            verified=self.verifies,
+            scoped=True,
+        )
 
     def _key(self, key_id: str) -> Key:
         key = self.keys.get(key_id)
@@ -176,7 +182,7 @@ class Auth:
         key_id, date, region, service, _ = parts
         account = key_id if ACCOUNT_RE.fullmatch(key_id) else self.namespaces.account
         if not self.verifies:
-            return Caller(region=region, account=account, base_url=base_url)
+            return Caller(region=region, account=account, base_url=base_url, scoped=True)
         key = self._key(key_id)
         amz_date = params.get("X-Amz-Date", "")
         expires = params.get("X-Amz-Expires", "")
@@ -210,6 +216,7 @@ class Auth:
                     account=key.account or account,
                     base_url=base_url,
                     verified=True,
+                    scoped=True,
                 )
         _compare("", signature)
         raise AssertionError  # _compare raised

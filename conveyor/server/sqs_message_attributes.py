@@ -108,7 +108,7 @@ def parse_system_attributes(raw: Any) -> tuple[str, str]:
 
 def wanted(name: str, wanted: list[str]) -> bool:
     for w in wanted:
-        if w in ("All", ".*") or w == name or (w.endswith(".*") and name.startswith(w[:-1])):
+        if w in ("All", ".*") or w == name or (w.endswith(".*") and name.startswith(w[:-2])):
             return True
     return False
 

@@ -3,6 +3,11 @@
 Queues of the server's default region and account are stored under their plain name, so
 the SDK, the CLI and the REST API see the queues SQS clients make. Queues of any other
 region or account are stored as ``region:account:name`` and are kept apart.
+
+A queue's URL is ``BASE/ACCOUNT/NAME`` in the server's default region and
+``BASE/queue/REGION/ACCOUNT/NAME`` in any other, so that one name in two regions has two
+URLs, as on SQS (where the host names the region). ``BASE/ACCOUNT/NAME`` is also taken in
+any region as the caller's region's queue.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ class Caller:
     account: str
     base_url: str  # scheme://host:port the client addressed
     verified: bool = False  # the signature was checked against a known key
+    scoped: bool = False  # the region is a signature's credential scope (not a default)
     action: str = ""  # the action called (what a queue policy is asked about)
 
 
@@ -58,15 +64,18 @@ class Namespaces:
     # -- URLs and ARNs --------------------------------------------------------------------
 
     def url(self, caller: Caller, store_name: str) -> str:
-        _, account, name = self.split(store_name)
-        return f"{caller.base_url}/{account}/{name}"
+        region, account, name = self.split(store_name)
+        if region == self.region:
+            return f"{caller.base_url}/{account}/{name}"
+        return f"{caller.base_url}/queue/{region}/{account}/{name}"
 
     def arn(self, store_name: str) -> str:
         region, account, name = self.split(store_name)
         return f"arn:aws:sqs:{region}:{account}:{name}"
 
     def from_url(self, caller: Caller, url: object) -> str:
-        """The stored name of the queue a QueueUrl names (its account, the caller's region)."""
+        """The stored name of the queue a QueueUrl names: its region (the caller's where the
+        URL names none) and account."""
         if not isinstance(url, str) or not url:
             raise InvalidInput("QueueUrl must be the URL of a queue, as CreateQueue returns it")
         if "/" not in url:  # a queue's name, which SQS takes where a URL is expected
@@ -77,6 +86,16 @@ class Namespaces:
             return self.store_name(caller.region, caller.account, url)
         path = urlsplit(url).path if "://" in url else url
         parts = [p for p in path.split("/") if p]
+        region = caller.region
+        if len(parts) == 4 and parts[0] == "queue" and REGION_RE.fullmatch(parts[1]):
+            region = parts[1]
+            parts = parts[2:]
+            if caller.scoped and region != caller.region:
+                # as on SQS, where a request signed for one region never reaches another's
+                raise QueueDoesNotExist(
+                    f"The specified queue does not exist: {url} is in region {region}, and"
+                    f" the request is signed for {caller.region}"
+                )
         if len(parts) != 2 or not ACCOUNT_RE.fullmatch(parts[0]):
             raise QueueDoesNotExist(
                 f"The specified queue does not exist: {url!r} is not a queue URL"
@@ -86,7 +105,7 @@ class Namespaces:
             check_queue_name(parts[1])
         except InvalidInput:
             raise QueueDoesNotExist(f"The specified queue does not exist: {url}") from None
-        return self.store_name(caller.region, parts[0], parts[1])
+        return self.store_name(region, parts[0], parts[1])
 
     def from_arn(self, arn: object, what: str = "ARN") -> str:
         match = ARN_RE.fullmatch(arn) if isinstance(arn, str) else None

@@ -175,7 +175,8 @@ def test_attributes_and_a_purge_that_asks_first(
     for i in range(3):
         q.send(str(i))
     browser.get(f"{server.url}/ui#/queue/orders")
-    timeout = browser.find_element("id", "attr-visibility_timeout")
+    # the page draws its form once the queue's attributes have arrived
+    timeout = until(browser, lambda d: d.find_element("id", "attr-visibility_timeout"), "the form")
     timeout.clear()
     timeout.send_keys("45")
     browser.find_element("id", "attr-dlq-queue").send_keys("orders-dlq")

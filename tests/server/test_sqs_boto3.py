@@ -353,10 +353,24 @@ def test_regions_and_accounts_are_kept_apart(server: LiveServer, store: Client, 
     url_w = west.create_queue(QueueName=name)["QueueUrl"]
     url_o = other_account.create_queue(QueueName=name)["QueueUrl"]
     assert url_o.endswith(f"/111122223333/{name}")
+    # one name, two regions: two URLs, as on SQS
+    assert url_e == f"{server.url}/000000000000/{name}"
+    assert url_w == f"{server.url}/queue/eu-west-1/000000000000/{name}"
+    assert west.get_queue_url(QueueName=name)["QueueUrl"] == url_w
     east.send_message(QueueUrl=url_e, MessageBody="east")
     assert "Messages" not in west.receive_message(QueueUrl=url_w)
     assert "Messages" not in other_account.receive_message(QueueUrl=url_o)
     assert west.list_queues(QueueNamePrefix=name)["QueueUrls"] == [url_w]
+    west.send_message(QueueUrl=url_w, MessageBody="west")
+    # a request signed for one region never reaches another region's queue
+    with pytest.raises(ClientError) as exc:
+        east.receive_message(QueueUrl=url_w)
+    assert code(exc) == "AWS.SimpleQueueService.NonExistentQueue"
+    # the Query protocol at the queue's own URL, unsigned, reaches it
+    import httpx
+
+    answer = httpx.post(url_w, data={"Action": "ReceiveMessage"})
+    assert answer.status_code == 200 and "<Body>west</Body>" in answer.text
     # the default namespace is the store's plain names: the SDK sees what SQS clients made
     assert store.queue(name).receive()[0].text == "east"
     assert f"eu-west-1:000000000000:{name}" in store.list_queues("eu-west-1:")

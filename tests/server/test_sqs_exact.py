@@ -235,14 +235,13 @@ def test_a_fifo_receipt_expires_with_its_visibility_timeout(sqs: Any, name: str)
         "Messages"
     ]
     # nobody received them again, but their visibility timeout is over: the receipts expired
-    for call in (
-        lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=f["ReceiptHandle"]),
-        lambda: sqs.change_message_visibility(
-            QueueUrl=url, ReceiptHandle=f["ReceiptHandle"], VisibilityTimeout=30
-        ),
-    ):
+    calls: list[tuple[Any, dict[str, Any]]] = [
+        (sqs.delete_message, {}),
+        (sqs.change_message_visibility, {"VisibilityTimeout": 30}),
+    ]
+    for call, more in calls:
         with pytest.raises(ClientError) as exc:
-            call()
+            call(QueueUrl=url, ReceiptHandle=f["ReceiptHandle"], **more)
         assert exc.value.response["Error"]["Code"] == "InvalidParameterValue"
         assert "The receipt handle has expired." in exc.value.response["Error"]["Message"]
     batch = sqs.delete_message_batch(
@@ -526,3 +525,25 @@ def test_receive_count_runs_on_in_the_dead_letter_queue(sqs: Any, name: str) -> 
     )
     (again,) = sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"])["Messages"]
     assert again["Attributes"]["ApproximateReceiveCount"] == "2"  # its source names it no more
+
+
+def test_message_attribute_names_take_all_and_prefixes(sqs: Any, name: str) -> None:
+    url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody="m",
+        MessageAttributes={
+            k: {"DataType": "String", "StringValue": k} for k in ("Help.Me", "Hello", "General")
+        },
+    )
+
+    def names(wanted: list[str]) -> set[str]:
+        [m] = sqs.receive_message(QueueUrl=url, MessageAttributeNames=wanted)["Messages"]
+        return set(m.get("MessageAttributes", {}))
+
+    everything = {"Help.Me", "Hello", "General"}
+    assert names(["All"]) == names([".*"]) == everything
+    assert names(["Hel.*"]) == {"Help.Me", "Hello"}  # what comes before ".*" is the prefix
+    assert names(["Help.*"]) == {"Help.Me"}
+    assert names(["Foo", "Hello"]) == {"Hello"}
+    assert names([]) == set()
