@@ -54,7 +54,10 @@ def listen(host: str, port: int) -> socket.socket:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     except socket.gaierror as exc:
         raise InvalidInput(f"cannot listen on {host}: {exc.strerror}") from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, as asyncio's own listeners have it: asyncio turns Nagle's algorithm
+    # off (TCP_NODELAY) only on connections of such sockets; without it every answer written
+    # in two parts waits for the client's delayed ACK (40 ms)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

@@ -211,3 +211,29 @@ def test_a_port_in_use_is_said_first_and_the_store_path_is_absolute(tmp_path: Pa
     finally:
         server.terminate()
         server.wait(30)
+
+
+def test_connections_to_the_listening_socket_have_nagle_off() -> None:
+    """Answers are written in parts (headers, body): with Nagle's algorithm on, each waits
+    for the client's delayed ACK, 40 ms a request."""
+    import socket
+
+    from conveyor.server import listen
+
+    sock = listen("127.0.0.1", 0)
+    seen: asyncio.Queue[int] = asyncio.Queue()
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            conn = transport.get_extra_info("socket")
+            seen.put_nowait(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    async def scenario() -> int:
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        async with server:
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            nodelay = await asyncio.wait_for(seen.get(), 10)
+            writer.close()
+            return nodelay
+
+    assert asyncio.run(scenario()) == 1
