@@ -1,7 +1,9 @@
 """`AsyncClient`: `Client` for asyncio programs.
 
 The stores are synchronous (one implementation each); their calls run in a thread pool,
-while long polls wait in the event loop, so a waiting receive holds no thread.
+or on the event loop's own thread where the store says they cannot wait there (memory;
+SQLite, whose calls raise `WouldBlock` before they would wait, and then run in the pool:
+`offload`). Long polls wait in the event loop, so a waiting receive holds no thread.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from .backends.base import Backend
+from .backends.base import Backend, WouldBlock
 from .client import Client
 from .clock import Clock
 from .models import (
@@ -29,7 +31,17 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-async def _call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+async def offload(backend: Backend, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run `fn`, which calls `backend`, for asyncio code: on the event loop's own thread
+    where the store allows it (`Backend.inline`), else, or when it would wait after all,
+    in the default thread pool."""
+    inline = backend.inline()
+    if inline is not None:
+        try:
+            with inline:
+                return fn(*args, **kwargs)
+        except WouldBlock:
+            pass
     return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
 
@@ -56,35 +68,36 @@ class AsyncClient:
         self, name: str, attributes: QueueAttributes | None = None, **options: Any
     ) -> AsyncQueue:
         return AsyncQueue(
-            await _call(self.sync.create_queue, name, attributes, **options), self.waits
+            await offload(self.backend, self.sync.create_queue, name, attributes, **options),
+            self.waits,
         )
 
     async def delete_queue(self, name: str) -> None:
-        await _call(self.sync.delete_queue, name)
+        await offload(self.backend, self.sync.delete_queue, name)
 
     async def list_queues(self, prefix: str = "") -> list[str]:
-        return await _call(self.sync.list_queues, prefix)
+        return await offload(self.backend, self.sync.list_queues, prefix)
 
     async def set_attributes(self, name: str, **changes: Any) -> QueueAttributes:
-        return await _call(self.sync.set_attributes, name, **changes)
+        return await offload(self.backend, self.sync.set_attributes, name, **changes)
 
     async def create_topic(self, name: str) -> bool:
-        return await _call(self.sync.create_topic, name)
+        return await offload(self.backend, self.sync.create_topic, name)
 
     async def subscribe(self, topic: str, queue: str) -> None:
-        await _call(self.sync.subscribe, topic, queue)
+        await offload(self.backend, self.sync.subscribe, topic, queue)
 
     async def publish(self, topic: str, body: Body, **options: Any) -> dict[str, SendResult]:
-        return await _call(self.sync.publish, topic, body, **options)
+        return await offload(self.backend, self.sync.publish, topic, body, **options)
 
     async def register_consumer(self, consumer_id: str | None = None, **options: Any) -> Consumer:
-        return await _call(self.sync.register_consumer, consumer_id, **options)
+        return await offload(self.backend, self.sync.register_consumer, consumer_id, **options)
 
     async def heartbeat(self, consumer_id: str) -> Consumer:
-        return await _call(self.sync.heartbeat, consumer_id)
+        return await offload(self.backend, self.sync.heartbeat, consumer_id)
 
     async def close(self) -> None:
-        await _call(self.sync.close)
+        await offload(self.backend, self.sync.close)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -123,14 +136,18 @@ class AsyncQueue:
         self.name = queue.name
         self.waits = waits or Waits()
 
+    @property
+    def backend(self) -> Backend:
+        return self.sync.backend
+
     async def send(self, body: Body, **options: Any) -> SendResult:
-        return await _call(self.sync.send, body, **options)
+        return await offload(self.backend, self.sync.send, body, **options)
 
     async def send_json(self, value: Any, **options: Any) -> SendResult:
-        return await _call(self.sync.send_json, value, **options)
+        return await offload(self.backend, self.sync.send_json, value, **options)
 
     async def send_batch(self, entries: Iterable[SendEntry | Body]) -> list[BatchResult]:
-        return await _call(self.sync.send_batch, entries)
+        return await offload(self.backend, self.sync.send_batch, entries)
 
     async def receive(
         self,
@@ -145,8 +162,8 @@ class AsyncQueue:
         `stop` is asked after every wake-up: when it answers True (a server shutting down,
         which wakes every waiter through `HUB.wake_all`) the receive returns what it has.
         """
-        vt, waiting = await _call(
-            self.sync._receive_options, max_messages, visibility_timeout, wait
+        vt, waiting = await offload(
+            self.backend, self.sync._receive_options, max_messages, visibility_timeout, wait
         )
         backend, name = self.sync.backend, self.name
         poll = long_poll(backend, name, waiting)
@@ -154,7 +171,7 @@ class AsyncQueue:
         try:
             while True:
                 if step is RECEIVE:
-                    got = await _call(backend.receive, name, max_messages, vt)
+                    got = await offload(backend, backend.receive, name, max_messages, vt)
                     if got and waiting and len(got) == max_messages:
                         backend.notify(name)  # there may be more: wake the next waiter
                     step = poll.send(got)
@@ -173,22 +190,22 @@ class AsyncQueue:
             return [decode_message(m) for m in messages]
 
     async def delete(self, receipt: str) -> None:
-        await _call(self.sync.delete, receipt)
+        await offload(self.backend, self.sync.delete, receipt)
 
     async def delete_batch(self, receipts: Sequence[str] | Mapping[str, str]) -> list[BatchResult]:
-        return await _call(self.sync.delete_batch, receipts)
+        return await offload(self.backend, self.sync.delete_batch, receipts)
 
     async def change_visibility(self, receipt: str, timeout: float) -> None:
-        await _call(self.sync.change_visibility, receipt, timeout)
+        await offload(self.backend, self.sync.change_visibility, receipt, timeout)
 
     async def stats(self) -> QueueStats:
-        return await _call(self.sync.stats)
+        return await offload(self.backend, self.sync.stats)
 
     async def peek(self, limit: int = 10, **options: Any) -> list[Message]:
-        return await _call(self.sync.peek, limit, **options)
+        return await offload(self.backend, self.sync.peek, limit, **options)
 
     async def get(self, message_id: str) -> Message:
-        return await _call(self.sync.get, message_id)
+        return await offload(self.backend, self.sync.get, message_id)
 
     async def move_to_dlq(self, message_id: str, error: str | None = None) -> Message:
-        return await _call(self.sync.move_to_dlq, message_id, error)
+        return await offload(self.backend, self.sync.move_to_dlq, message_id, error)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,100 @@ def test_bodies_sent_together_keep_their_order_ids_and_options(tmp_path: Path) -
         assert got[-1].attributes == {"k": "v"}
         clock.advance(60)
         assert [m.text for m in q.receive(10, wait=0)] == ["later"]
+
+
+def test_writes_of_many_threads_commit_in_groups_and_fail_alone(tmp_path: Path) -> None:
+    """While one write runs, the writes other threads ask for wait and commit together, each
+    in a savepoint: one that fails changes nothing, the others are kept."""
+    import threading
+
+    db = SQLiteConnections(str(tmp_path / "g.db"), durability="full", busy_timeout=5.0, heap=False)
+    db.write(lambda ex: ex.run("CREATE TABLE t (v INTEGER)"))
+    holding, release = threading.Event(), threading.Event()
+
+    def first(ex: SQLiteExec) -> None:
+        ex.run("INSERT INTO t VALUES (0)")
+        holding.set()
+        assert release.wait(10)
+
+    def insert(v: int) -> Callable[[SQLiteExec], int]:
+        def fn(ex: SQLiteExec) -> int:
+            ex.run("INSERT INTO t VALUES (%s)", (v,))
+            if v == 3:
+                raise ValueError("this write fails")
+            return v
+
+        return fn
+
+    outcomes: dict[int, object] = {}
+
+    def write(v: int) -> None:
+        try:
+            outcomes[v] = db.write(insert(v))
+        except ValueError as exc:
+            outcomes[v] = exc
+
+    leader = threading.Thread(target=db.write, args=(first,))
+    leader.start()
+    assert holding.wait(10)
+    before = db.commits
+    threads = [threading.Thread(target=write, args=(v,)) for v in range(1, 7)]
+    for t in threads:
+        t.start()
+    while len(db._waiting) < 6:  # all six wait behind the running write
+        threading.Event().wait(0.001)
+    release.set()
+    for t in [leader, *threads]:
+        t.join(10)
+    assert db.commits - before == 2  # the first write, then the six as one group
+    assert {v: o for v, o in outcomes.items() if v != 3} == {1: 1, 2: 2, 4: 4, 5: 5, 6: 6}
+    assert isinstance(outcomes[3], ValueError)
+    rows = db.read(lambda ex: sorted(v for (v,) in ex.rows("SELECT v FROM t")))
+    assert rows == [0, 1, 2, 4, 5, 6]
+    db.close()
+
+
+def test_inline_calls_raise_would_block_instead_of_waiting(tmp_path: Path) -> None:
+    """On an event loop's thread (`inline`) a write that would wait for another writer, or
+    for the disk at durability=full, raises WouldBlock before it changes anything; `offload`
+    then runs the call in a thread."""
+    import asyncio
+
+    from conveyor.aio import offload
+    from conveyor.backends.base import WouldBlock
+
+    path = tmp_path / "i.db"
+    with Client(f"sqlite:///{path}?durability=normal") as client:
+        q = client.create_queue("jobs")
+        store = client.backend
+
+        def inline() -> AbstractContextManager[None]:
+            context = store.inline()
+            assert context is not None
+            return context
+
+        with inline():
+            q.send("fast")  # nothing to wait for: runs on this thread
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        with pytest.raises(WouldBlock), inline():
+            q.send("blocked")
+
+        async def scenario() -> None:
+            task = asyncio.ensure_future(offload(store, q.send, "offloaded"))
+            await asyncio.sleep(0.2)  # the loop runs on: the send waits in a thread
+            assert not task.done()
+            other.execute("COMMIT")
+            await asyncio.wait_for(task, 10)
+
+        asyncio.run(scenario())
+        assert sorted(m.text for m in q.receive(10)) == ["fast", "offloaded"]
+    with Client(f"sqlite:///{tmp_path}/full.db") as full:
+        q = full.create_queue("jobs")
+        store = full.backend
+        with pytest.raises(WouldBlock), inline():
+            q.send("durable")  # an fsync: not on the event loop's thread
+        assert q.receive() == []  # (its first receive sweeps the queue, a durable write)
+        q.send("m")
+        with inline():
+            assert [m.text for m in q.receive()] == ["m"]  # a claim needs no fsync

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -54,6 +55,12 @@ QUEUE_FEATURES = frozenset(
     }
 )
 """Every message-level feature of the contract: what a store that keeps all the rules has."""
+
+
+class WouldBlock(BaseException):
+    """Raised inside `Backend.inline()` where a call would wait (for a lock another thread
+    or process holds, or for the disk), before it has changed anything: the caller runs the
+    call again in a thread. A BaseException, so that no handler for errors swallows it."""
 
 
 class Backend(ABC):
@@ -107,6 +114,12 @@ class Backend(ABC):
     def poll_interval(self) -> float:
         """Longest a long poll sleeps between receive attempts (bounds cross-process latency)."""
         return 0.2
+
+    def inline(self) -> AbstractContextManager[None] | None:
+        """A context in which calls to this store may run on an event loop's own thread:
+        inside it they do no blocking I/O and raise `WouldBlock` before they would wait.
+        None (the default): call the store from a thread (`conveyor.aio`)."""
+        return None
 
     def change_token(self, queue: str) -> int:
         """A token that `wait_for_messages` compares, read before a receive attempt."""

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from .. import logs
+from .. import logs, tuning
 from ..exceptions import InvalidInput
 from ..push.config import GatewayConfig
 from .app import F, State, cli
@@ -243,6 +242,7 @@ def gateway(
     from ..client import Client
     from ..push.config import check_gateway_exposure
     from ..push.gateway import Gateway
+    from ..server import run
     from ..urls import described
 
     if (tls_cert is None) != (tls_key is None):
@@ -250,6 +250,7 @@ def gateway(
     config = gateway_config(conf, listen, auth_token, tls_cert, tls_key)
     check_gateway_exposure(config, insecure)
     logs.setup(log_level, log_format)
+    tuning.server_gc()
     url = store_url or state.store
     client = Client(url)
     client.list_queues()  # fail now, with the store's message, if it cannot be reached
@@ -272,16 +273,6 @@ def gateway(
         await push.close()
 
     try:
-        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            runner.run(main())
+        run(main())
     finally:
         client.close()
-
-
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop where it is installed (it comes with the server extra), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop

@@ -6,7 +6,9 @@ import asyncio
 import logging
 import signal
 import socket
+from collections.abc import Callable, Coroutine
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
@@ -71,6 +73,21 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop where it is installed (uvicorn's standard extra brings it; it costs a
+    request a fraction of asyncio's own loop), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(main)
+
+
 class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: ConveyorServer) -> None:
         super().__init__(config)
@@ -112,6 +129,7 @@ def serve(
     if gateway is not None:
         check_gateway_exposure(gateway, insecure)
     logs.setup(log_level, log_format)
+    tuning.server_gc()
     if keep_heap:
         tuning.keep_heap()
     sock = listen(host, port)  # a port in use is said before anything else happens
@@ -170,7 +188,7 @@ def serve(
             sampler.cancel()
 
     try:
-        asyncio.run(main())
+        run(main())
     finally:
         client.close()
         log.info("conveyor stopped")

@@ -1,18 +1,16 @@
-"""The ASGI application: SQS wire API, REST API, metrics and health on one port.
+"""The ASGI application: SQS and SNS wire APIs, REST API, metrics and health on one port.
 
-FastAPI (on Starlette) serves the REST API and writes its OpenAPI document; the SQS
-endpoint is a plain Starlette route (it has its own two protocols and no schema to
-validate against). A pure ASGI middleware enforces the body limit before a body is read
-and times every request.
+FastAPI (on Starlette) serves the REST API and writes its OpenAPI document. The SQS
+endpoint (`/` and queue URLs) is a plain ASGI handler that no framework code precedes
+(`endpoint.py`); the other routes pass a pure ASGI layer that enforces the body limit
+before a body is read and times every request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -32,35 +30,20 @@ from ..client import Client
 from ..exceptions import (
     ConveyorError,
     InvalidInput,
-    MissingParameter,
     RequestTooLarge,
-    UnknownAction,
-    UnknownOperation,
 )
 from ..notify import HUB
 from ..validation import check_queue_name, check_topic_name
-from .auth import Auth, Key, signed_service
+from .auth import Auth, Key
+from .endpoint import Endpoint, sqs_path
 from .metrics import Metrics
 from .rest import ErrorBody, build_router, error_body, json_response
-from .sns_api import ACTIONS as SNS_ACTIONS
-from .sns_api import SnsApi, sns_error, sns_error_body, sns_response
-from .sqs_api import TRACE_PARAM, SqsApi
-from .sqs_names import Caller, Namespaces
-from .sqs_wire import (
-    JSON_CONTENT_TYPE,
-    json_error,
-    parse_json,
-    query_error,
-    query_params,
-    query_response,
-    query_tree,
-)
+from .sns_api import SnsApi
+from .sqs_api import SqsApi
+from .sqs_names import Namespaces
 from .ui import History, build_ui
 
 log = logging.getLogger("conveyor.server")
-
-# actions SQS refuses at a queue's URL (they act on no queue)
-QUEUELESS_ACTIONS = frozenset({"CreateQueue", "ListQueues"})
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -218,164 +201,6 @@ class ConveyorServer:
 
         return app
 
-    # -- the SQS endpoint -----------------------------------------------------------------
-
-    async def sqs_endpoint(self, request: Request) -> Response:
-        started = time.perf_counter()
-        request_id = str(uuid.uuid4())
-        target = request.headers.get("x-amz-target")
-        protocol = "json" if target is not None else "query"
-        action = "unknown"
-        status = 200
-        try:
-            if request.method == "GET" and not request.url.query and request.url.path == "/":
-                return JSONResponse({"service": "conveyor", "version": __version__})
-            body = await request.body()
-            if target is not None:
-                service, _, name = target.partition(".")
-                if service != "AmazonSQS" or not name:
-                    raise UnknownAction(f"X-Amz-Target {target!r} is not an SQS action")
-                params = parse_json(body)
-            else:
-                tree = query_tree(body, request.url.query)
-                if self._is_sns(tree.get("Action"), request):
-                    return await self.sns_endpoint(request, tree, body, request_id)
-                params = query_params(tree)
-                name = params.pop("Action", "")
-                if not name and request.path_params.get("queue") is not None:
-                    raise UnknownOperation(
-                        "An unknown operation was requested: a request to a queue URL needs an"
-                        " Action"
-                    )
-                if not name:
-                    raise MissingParameter(
-                        "The request must contain the parameter Action (Query protocol), or an"
-                        " X-Amz-Target header (JSON protocol)."
-                    )
-                for key in [k for k in params if k.startswith("X-Amz-")]:
-                    params.pop(key)
-                params.pop("Version", None)
-            if name in self.sqs.actions:
-                action = name
-            params.pop(TRACE_PARAM, None)
-            trace = request.headers.get("x-amzn-trace-id")
-            if trace and name in ("SendMessage", "SendMessageBatch"):
-                params[TRACE_PARAM] = trace  # becomes AWSTraceHeader, as on SQS
-            account = request.path_params.get("account")
-            if account is not None and name in QUEUELESS_ACTIONS:
-                raise UnknownAction(f"The action {name} is not valid for this endpoint.")
-            if account is not None and not params.get("QueueUrl"):
-                params["QueueUrl"] = request.url.path
-            caller = self._caller(request, body)
-            result = await self.sqs.call(name, params, caller)
-            if protocol == "json":
-                return Response(
-                    json.dumps(result, separators=(",", ":")),
-                    media_type=JSON_CONTENT_TYPE,
-                    headers={"x-amzn-RequestId": request_id},
-                )
-            if "application/json" in request.headers.get("accept", ""):
-                # the Query protocol answers JSON when asked to, wrapped as its XML is
-                wrapped = {
-                    f"{name}Response": {
-                        f"{name}Result": result,
-                        "ResponseMetadata": {"RequestId": request_id},
-                    }
-                }
-                return JSONResponse(wrapped, headers={"x-amzn-RequestId": request_id})
-            return Response(
-                query_response(name, result, request_id),
-                media_type="text/xml",
-                headers={"x-amzn-RequestId": request_id},
-            )
-        except ConveyorError as exc:
-            status = exc.status
-            return sqs_error(exc, protocol, request_id)
-        except ClientDisconnect:
-            log.debug("SQS %s: the client went away mid-request", action)
-            status = 499  # nginx's code for it: neither the server's fault nor an answer
-            return Response(status_code=499)
-        except Exception:
-            log.exception("SQS %s failed", action)
-            status = 500
-            return sqs_error(
-                ConveyorError("internal error (the server log has the details)"),
-                protocol,
-                request_id,
-            )
-        finally:
-            self.metrics.observe("sqs", action, status, time.perf_counter() - started)
-
-    def _caller(self, request: Request, body: bytes) -> Caller:
-        host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
-        return self.auth.caller(
-            method=request.method,
-            raw_path=request.scope.get("raw_path", b"/").decode("latin-1") or "/",
-            query=request.url.query,
-            headers=request.headers,
-            body=body,
-            base_url=f"{request.url.scheme}://{host}",
-            now=time.time(),
-        )
-
-    # -- the SNS endpoint -----------------------------------------------------------------
-
-    def _is_sns(self, action: object, request: Request) -> bool:
-        """An SNS request: signed for SNS, or unsigned and calling an action only SNS has
-        (and STS's GetCallerIdentity, which the SNS endpoint answers too)."""
-        if not isinstance(action, str) or request.url.path != "/":
-            return False
-        service = signed_service(request.headers, request.url.query)
-        if service == "sns" or (service == "sts" and action == "GetCallerIdentity"):
-            return True
-        return service != "sqs" and action in SNS_ACTIONS and action not in self.sqs.actions
-
-    async def sns_endpoint(
-        self, request: Request, tree: dict[str, Any], body: bytes, request_id: str
-    ) -> Response:
-        started = time.perf_counter()
-        params = {k: v for k, v in tree.items() if not k.startswith("X-Amz-")}
-        name = str(params.pop("Action", ""))
-        params.pop("Version", None)
-        action = name if name in SNS_ACTIONS else "unknown"
-        status = 200
-        headers = {"x-amzn-RequestId": request_id}
-        try:
-            caller = self._caller(request, body)
-            result = await self.sns.call(name, params, caller)
-            if "application/json" in request.headers.get("accept", ""):
-                wrapped = {
-                    f"{name}Response": {
-                        f"{name}Result": result,
-                        "ResponseMetadata": {"RequestId": request_id},
-                    }
-                }
-                return JSONResponse(wrapped, headers=headers)
-            return Response(
-                sns_response(name, result, request_id), media_type="text/xml", headers=headers
-            )
-        except ConveyorError as exc:
-            error = sns_error(exc)
-            status = error.status
-            return Response(
-                sns_error_body(error, request_id),
-                status_code=status,
-                media_type="text/xml",
-                headers=headers,
-            )
-        except Exception:
-            log.exception("SNS %s failed", action)
-            status = 500
-            error = sns_error(ConveyorError("internal error (the server log has the details)"))
-            return Response(
-                sns_error_body(error, request_id),
-                status_code=500,
-                media_type="text/xml",
-                headers=headers,
-            )
-        finally:
-            self.metrics.observe("sns", action, status, time.perf_counter() - started)
-
 
 def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
     """The methods some route serves at this request's path."""
@@ -387,47 +212,23 @@ def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
     return sorted(methods)
 
 
-def sqs_error(error: ConveyorError, protocol: str, request_id: str) -> Response:
-    if protocol == "json":
-        body, headers = json_error(error)
-        headers["x-amzn-RequestId"] = request_id
-        return Response(
-            body, status_code=error.status, media_type=JSON_CONTENT_TYPE, headers=headers
-        )
-    return Response(
-        query_error(error, request_id),
-        status_code=error.status,
-        media_type="text/xml",
-        headers={"x-amzn-RequestId": request_id},
-    )
-
-
-def sqs_path(scope: Scope) -> dict[str, str] | None:
-    """Path parameters if the request is for the SQS endpoint (`/` or a queue URL)."""
-    if scope.get("method") not in ("POST", "GET"):
-        return None
-    path: str = scope.get("path", "/")
-    if path == "/":
-        return {}
-    parts = path.split("/")
-    if len(parts) == 5 and parts[1] == "queue" and parts[2]:  # /queue/REGION/ACCOUNT/NAME
-        parts = parts[2:]
-    if len(parts) == 3 and len(parts[1]) == 12 and parts[1].isdigit() and parts[2]:
-        return {"account": parts[1], "queue": parts[2]}
-    return None
-
-
 class BodyLimit:
-    """Refuses bodies over the limit before reading them (Content-Length), or as soon as a
-    streamed body passes it; the error has the shape of the API the request was for."""
+    """The SQS endpoint (`/` and queue URLs, which reads its body itself), or the REST API
+    with bodies refused over the limit before they are read (Content-Length) or as soon as a
+    streamed body passes it."""
 
     def __init__(self, app: ASGIApp, server: ConveyorServer) -> None:
         self.inner = app
         self.server = server
+        self.endpoint = Endpoint(server)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
+            return
+        path_params = sqs_path(scope)
+        if path_params is not None:
+            await self.endpoint(scope, receive, send, path_params)
             return
         limit = self.server.config.max_body
         length = next(
@@ -438,7 +239,7 @@ class BodyLimit:
             f"the request body is over this server's limit of {limit} bytes (--max-body)"
         )
         if length is not None and length.isdigit() and int(length) > limit:
-            await self._reject(scope, too_large, receive, send)
+            await self._reject(too_large, scope, receive, send)
             return
         seen = 0
         started = False
@@ -461,37 +262,21 @@ class BodyLimit:
             await send(message)
 
         try:
-            path_params = sqs_path(scope)
-            if path_params is not None:
-                # the SQS endpoint needs no routing, validation or OpenAPI: call it directly
-                scope["path_params"] = path_params
-                response = await self.server.sqs_endpoint(Request(scope, limited))
-                await response(scope, receive, tracking_send)
-            else:
-                await self.inner(scope, limited, tracking_send)
+            await self.inner(scope, limited, tracking_send)
         except RequestTooLarge:
             if not started:
-                await self._reject(scope, too_large, receive, send)
+                await self._reject(too_large, scope, receive, send)
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None)
-            if path is not None and getattr(route, "endpoint", None) != self.server.sqs_endpoint:
+            if path is not None:
                 self.server.metrics.observe(
                     "rest", f"{scope['method']} {path}", status, time.perf_counter() - began
                 )
 
     async def _reject(
-        self,
-        scope: Scope,
-        error: ConveyorError,
-        receive: Receive,
-        send: Send,
+        self, error: ConveyorError, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        if sqs_path(scope) is not None:
-            json_protocol = any(k.lower() == b"x-amz-target" for k, _ in scope["headers"])
-            protocol = "json" if json_protocol else "query"
-            response = sqs_error(error, protocol, str(uuid.uuid4()))
-        else:
-            response = JSONResponse(error_body(error), status_code=error.status)
+        response = JSONResponse(error_body(error), status_code=error.status)
         response.headers["connection"] = "close"
         await response(scope, receive, send)

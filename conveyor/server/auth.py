@@ -10,6 +10,7 @@ signature by one of those keys, made within the last 15 minutes.
 from __future__ import annotations
 
 import configparser
+import dataclasses
 import datetime as dt
 import hashlib
 import hmac
@@ -104,6 +105,7 @@ class Auth:
         body: bytes,
         base_url: str,
         now: float,
+        action: str = "",
     ) -> Caller:
         ns = self.namespaces
         header = headers.get("authorization", "")
@@ -111,16 +113,17 @@ class Auth:
         if match is None:
             presigned = _presigned(query)
             if presigned is not None:
-                return self._presigned_caller(
+                caller = self._presigned_caller(
                     presigned, method, raw_path, query, headers, body, base_url, now
                 )
+                return dataclasses.replace(caller, action=action)
             if self.verifies:
                 raise AccessDenied(
                     "this server requires requests signed with AWS Signature Version 4 by a"
                     " key in its credentials file"
                 )
             region = _region_from_query(query) or ns.region
-            return Caller(region=region, account=ns.account, base_url=base_url)
+            return Caller(region=region, account=ns.account, base_url=base_url, action=action)
         key_id, date, region, service, signed, signature = match.groups()
         if not REGION_RE.fullmatch(region):
             raise AccessDenied(f"the signature's region {region!r} is not a region name")
@@ -150,6 +153,7 @@ class Auth:
             base_url=base_url,
             verified=self.verifies,
             scoped=True,
+            action=action,
         )
 
     def _key(self, key_id: str) -> Key:

@@ -17,6 +17,8 @@ from typing import Any
 from urllib.parse import parse_qsl
 from xml.etree import ElementTree as ET
 
+import orjson
+
 from ..exceptions import ConveyorError, MalformedRequest
 
 XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
@@ -239,27 +241,39 @@ def query_error(error: ConveyorError, request_id: str) -> bytes:
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
+    """A JSON 1.0 request's parameters (orjson; the standard parser for what only it takes:
+    lone surrogates, which SQS then refuses as characters, and numbers past 64 bits)."""
     if not body.strip():
         return {}
     try:
-        params = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise MalformedRequest(f"the request body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise MalformedRequest("the request body nests JSON too deeply") from None
+        params = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        try:
+            params = json.loads(body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise MalformedRequest(f"the request body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise MalformedRequest("the request body nests JSON too deeply") from None
     if not isinstance(params, dict):
         raise MalformedRequest("the request body must be a JSON object")
     return params
 
 
+def dump_json(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # what orjson refuses: lone surrogates, numbers past 64 bits
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
 def json_error(error: ConveyorError) -> tuple[bytes, dict[str, str]]:
     code = sqs_code(error)
-    body = json.dumps(
+    body = dump_json(
         {
             "__type": f"com.amazonaws.sqs#{JSON_ERROR_TYPES.get(code, code)}",
             "message": sqs_message(error, "json"),
         }
-    ).encode()
+    )
     fault = "Sender" if error.sender_fault else "Receiver"
     return body, {"x-amzn-query-error": f"{code};{fault}"}
 

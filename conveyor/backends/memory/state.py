@@ -9,7 +9,6 @@ an entry whose record changed since is stale and skipped. `State` holds a whole 
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import secrets
 import threading
@@ -17,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...ids import new_id
+from ...ids import new_ids
 from ...models import (
     FAR_FUTURE,
     ArchivedMessage,
@@ -29,6 +28,7 @@ from ...models import (
     QueueInfo,
     SendResult,
     message_from,
+    sent_result,
 )
 from ...validation import DEDUP_WINDOW
 from ..errors import no_message, no_queue
@@ -252,36 +252,51 @@ class State:
 
     def send(self, q: QueueState, messages: Sequence[NewMessage], now: float) -> list[SendResult]:
         results: list[SendResult] = []
-        fifo = q.attrs.fifo
+        attrs = q.attrs
+        fifo = attrs.fifo
+        stored = q.messages
+        fresh = iter(new_ids(sum(1 for m in messages if m.generated_id or not m.id)))
+        seq = self.seq
         for m in messages:
             if m.generated_id or not m.id:
-                m = dataclasses.replace(m, id=new_id(), generated_id=False)
-            elif m.id in q.messages:
+                mid = next(fresh)
+            elif m.id in stored:
                 results.append(SendResult(id=m.id, duplicate=True))
                 continue
-            key = dedup_key(m, q.attrs) if fifo else None
+            else:
+                mid = m.id
+            key = dedup_key(m, attrs) if fifo else None
             if key is not None:
                 seen = q.dedup.get(key)
                 if seen is not None and seen[1] > now:
                     results.append(SendResult(id=seen[0], duplicate=True))
                     continue
-                q.dedup[key] = (m.id, now + DEDUP_WINDOW)
+                q.dedup[key] = (mid, now + DEDUP_WINDOW)
+            seq += 1
             rec = Rec(
-                id=m.id,
-                seq=self.next_seq(),
-                body=m.body,
-                attributes=dict(m.attributes),
-                group_id=m.group_id,
-                dedup_id=key,
-                priority=0 if fifo else m.priority,
-                deadline=m.deadline,
-                sent_at=now,
-                visible_at=now + m.delay,
-                compressed=m.compressed,
+                mid,
+                seq,
+                m.body,
+                dict(m.attributes) if m.attributes else {},
+                m.group_id,
+                key,
+                0 if fifo else m.priority,
+                m.deadline,
+                now,
+                now + m.delay,
+                m.compressed,
             )
-            q.insert(rec, now)
-            q.sent += 1
-            results.append(SendResult(id=m.id, sequence=rec.order if fifo else None))
+            stored[mid] = rec
+            if fifo:
+                results.append(SendResult(id=mid, sequence=rec.order))
+                continue
+            if rec.visible_at <= now:
+                heapq.heappush(q.ready, (-rec.priority, seq, mid, 1))
+            else:
+                heapq.heappush(q.later, (rec.visible_at, seq, mid, 1))
+            results.append(sent_result(mid))
+        q.sent += seq - self.seq
+        self.seq = seq
         return results
 
     def move(

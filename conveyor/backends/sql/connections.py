@@ -102,6 +102,11 @@ class Connections(ABC, Generic[E]):
     def close(self) -> None:
         """Close every connection."""
 
+    def inline(self) -> AbstractContextManager[None] | None:
+        """See `Backend.inline`: None unless the database is a local file that never makes
+        a call wait without saying so."""
+        return None
+
     def wait(self, key: str, queue: str, since: int, timeout: float) -> None:
         """Block until a send to `queue` may have made a message ready, or `timeout`. The
         generic version waits for a send in this process."""

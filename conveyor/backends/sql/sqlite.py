@@ -13,17 +13,25 @@ store makes up carry their rowid (`conveyor.ids.row_id`), so finding one is a pr
 lookup; only ids chosen by senders, and messages that changed rows (moved, re-prioritised),
 are in the partial unique index ``by_id`` (``indexed`` = 1). The schema is versioned
 (``PRAGMA user_version``) and migrated on first use. Implements every contract.
+
+Writes of one process are committed in groups: while one thread's transaction runs, the
+writes other threads ask for wait, and the next of them runs them all in one transaction
+(each in a savepoint of its own, so one failing changes nothing of the others), with one
+commit, and so one fsync at durability=full, for all. Nothing is acknowledged before its
+commit. An event loop may call the store on its own thread (`inline`): there a write that
+would wait for another writer, or for the disk, raises `WouldBlock` instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ...clock import Clock
@@ -32,6 +40,7 @@ from ...ids import row_id, rowid_of
 from ...notify import HUB
 from ...tuning import keep_heap
 from ...urls import check_options
+from ..base import WouldBlock
 from ..rules import BAND, ClaimTerms, band
 from .connections import Connections, Exec, marks
 from .dialect import Bare, Dialect, NotAllHeld
@@ -114,7 +123,7 @@ class SQLiteExec(Exec):
 
 
 class _Tx:
-    """`SQLiteConnections.write`: BEGIN IMMEDIATE; COMMIT, or ROLLBACK on any error (SQLite's
+    """A write transaction: BEGIN IMMEDIATE; COMMIT, or ROLLBACK on any error (SQLite's
     own errors raised as StoreUnavailable). A class rather than a generator-based context
     manager: every send, receive and delete opens one."""
 
@@ -161,6 +170,26 @@ class _Tx:
             self.ex.conn.execute("PRAGMA synchronous = FULL")
 
 
+class _Write:
+    """One write waiting for its group's commit."""
+
+    __slots__ = ("durable", "error", "fn", "latch", "lead", "result")
+
+    def __init__(self, fn: Callable[[SQLiteExec], Any], durable: bool) -> None:
+        self.fn = fn
+        self.durable = durable
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.lead = False  # woken to run the next group rather than finished
+        self.latch = threading.Lock()
+        self.latch.acquire()
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 class SQLiteConnections(Connections[SQLiteExec]):
     """One connection per thread; writes in `BEGIN IMMEDIATE` transactions."""
 
@@ -175,6 +204,11 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
+        # group commit: writes waiting for the running group to commit, and whether one runs
+        self._group_lock = threading.Lock()
+        self._waiting: list[_Write] = []
+        self._leading = False
+        self.commits = 0  # write transactions committed by this process (groups count once)
 
     def exec(self) -> SQLiteExec:
         """This thread's connection (opened on first use)."""
@@ -214,29 +248,127 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def read(self, fn: Callable[[SQLiteExec], T]) -> T:
         try:
             return fn(self.exec())
+        except sqlite3.OperationalError as exc:
+            if getattr(self._local, "inline", False) and _busy(exc):
+                raise WouldBlock from exc
+            raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _inline(self) -> Iterator[None]:
+        local = self._local
+        local.inline = True
+        try:
+            yield
+        finally:
+            local.inline = False
+
+    def inline(self) -> contextlib.AbstractContextManager[None]:
+        return self._inline()
 
     def write(
         self, fn: Callable[[SQLiteExec], T], *, single: bool = False, durable: bool = True
     ) -> T:
+        inline = getattr(self._local, "inline", False)
+        if inline and durable and self.durability == "full":
+            raise WouldBlock  # it would wait for the disk
+        me = _Write(fn, durable)
+        with self._group_lock:
+            if self._leading:
+                if inline:
+                    raise WouldBlock  # it would wait for the running group
+                self._waiting.append(me)
+                follow = True
+            else:
+                self._leading = True
+                follow = False
+        if follow:
+            me.latch.acquire()  # released when done, or to run the next group
+            if not me.lead:
+                result: T = me.outcome()
+                return result
+            with self._group_lock:
+                group, self._waiting = self._waiting, []
+        else:
+            group = [me]
+        try:
+            self._commit(group)
+        finally:
+            with self._group_lock:
+                if self._waiting:
+                    following = self._waiting[0]
+                    following.lead = True
+                    following.latch.release()
+                else:
+                    self._leading = False
+            for w in group:
+                if w is not me:
+                    w.latch.release()
+        result = me.outcome()
+        return result
+
+    def _commit(self, group: list[_Write]) -> None:
+        """Run a group's writes in one transaction, each in a savepoint of its own when
+        there are several, and set each one's result or error."""
         # at durability=full a commit that need not be durable is made durable by the next
         # durable commit (or checkpoint): a power cut before that can undo it
-        with _Tx(self, not durable and self.durability == "full") as ex:
-            return fn(ex)
+        relaxed = self.durability == "full" and not any(w.durable for w in group)
+        results: list[tuple[_Write, Any]] = []
+        try:
+            with _Tx(self, relaxed) as ex:
+                if len(group) == 1:
+                    results.append((group[0], group[0].fn(ex)))
+                else:
+                    conn = ex.conn
+                    for w in group:
+                        conn.execute("SAVEPOINT w")
+                        try:
+                            results.append((w, w.fn(ex)))
+                        except Exception as exc:
+                            conn.execute("ROLLBACK TO w")
+                            w.error = (
+                                StoreUnavailable(f"SQLite store {self.path} failed: {exc}")
+                                if isinstance(exc, sqlite3.Error)
+                                else exc
+                            )
+                        conn.execute("RELEASE w")
+        except BaseException as exc:  # nothing of the group was committed
+            for w in group:
+                w.error = exc
+            return
+        self.commits += 1
+        for w, result in results:
+            w.result = result
 
     def begin(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE, retrying a busy lock with short randomised sleeps.
 
         SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms; under contention between
         processes that wastes most of the lock's free time, so the first attempts here
-        do not wait inside SQLite at all and back off from 50 µs to 2 ms.
+        do not wait inside SQLite at all and back off from 50 µs to 2 ms. Inline (on an
+        event loop's thread) a busy lock raises `WouldBlock` at once.
         """
+        local = self._local
+        if getattr(local, "inline", False):
+            if not getattr(local, "no_wait", False):
+                conn.execute("PRAGMA busy_timeout = 0")  # kept while the thread runs inline
+                local.no_wait = True
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if _busy(exc):
+                    raise WouldBlock from exc
+                raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
+        if getattr(local, "no_wait", False):
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            local.no_wait = False
         try:
             conn.execute("BEGIN IMMEDIATE")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if not _busy(exc):
                 raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
         deadline = time.monotonic() + self._busy_ms / 1000
         delay = 0.00005
@@ -288,6 +420,10 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 class SQLiteDialect(Dialect[SQLiteExec]):

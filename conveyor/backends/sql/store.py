@@ -20,6 +20,7 @@ import secrets
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar
 
 from ...clock import Clock
@@ -116,6 +117,9 @@ class SQLStore(Backend, Generic[E]):
     @property
     def poll_interval(self) -> float:
         return self._poll_interval
+
+    def inline(self) -> AbstractContextManager[None] | None:
+        return self.db.inline()
 
     def __repr__(self) -> str:
         return f"SQLStore({self.db.display!r})"

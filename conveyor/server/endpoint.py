@@ -1,0 +1,326 @@
+"""The SQS and SNS wire endpoint: a plain ASGI handler on `/` and on queue URLs.
+
+Every SQS request passes here, so nothing of a framework sits on this path: the handler
+reads the headers from the ASGI scope, the body once (refusing it as soon as it passes the
+limit), tells the protocol (AWS JSON 1.0 by its X-Amz-Target header, else Query) and SNS
+from SQS, calls the action and writes the answer as bytes (orjson for JSON).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+from ..exceptions import (
+    ConveyorError,
+    MissingParameter,
+    RequestTooLarge,
+    UnknownAction,
+    UnknownOperation,
+)
+from .auth import signed_service
+from .sns_api import ACTIONS as SNS_ACTIONS
+from .sns_api import sns_error, sns_error_body, sns_response
+from .sqs_api import TRACE_PARAM
+from .sqs_names import Caller
+from .sqs_wire import (
+    JSON_CONTENT_TYPE,
+    dump_json,
+    json_error,
+    parse_json,
+    query_error,
+    query_params,
+    query_response,
+    query_tree,
+)
+
+if TYPE_CHECKING:
+    from .app import ConveyorServer
+
+log = logging.getLogger("conveyor.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+# actions SQS refuses at a queue's URL (they act on no queue)
+QUEUELESS_ACTIONS = frozenset({"CreateQueue", "ListQueues"})
+XML = b"text/xml"
+JSON_TYPE = JSON_CONTENT_TYPE.encode()
+
+
+def request_uuid() -> str:
+    """A random (version 4) UUID for a request's id, without `uuid.UUID`'s object."""
+    r = random.getrandbits(122)
+    return "%08x-%04x-4%03x-%04x-%012x" % (  # noqa: UP031 - the fastest of the formats
+        r >> 90,
+        (r >> 74) & 0xFFFF,
+        (r >> 62) & 0xFFF,
+        0x8000 | ((r >> 48) & 0x3FFF),
+        r & 0xFFFFFFFFFFFF,
+    )
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its request had arrived."""
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """What the endpoint needs of a request."""
+
+    method: str
+    path: str
+    raw_path: str
+    query: str
+    headers: dict[str, str]  # lower-case names; the first of repeated headers
+    base_url: str  # scheme://host:port as the client addressed the server
+    body: bytes
+    account: str | None  # a queue URL's path
+    queue: str | None
+
+
+def sqs_path(scope: Scope) -> dict[str, str] | None:
+    """Path parameters if the request is for the SQS endpoint (`/` or a queue URL)."""
+    if scope.get("method") not in ("POST", "GET"):
+        return None
+    path: str = scope.get("path", "/")
+    if path == "/":
+        return {}
+    parts = path.split("/")
+    if len(parts) == 5 and parts[1] == "queue" and parts[2]:  # /queue/REGION/ACCOUNT/NAME
+        parts = parts[2:]
+    if len(parts) == 3 and len(parts[1]) == 12 and parts[1].isdigit() and parts[2]:
+        return {"account": parts[1], "queue": parts[2]}
+    return None
+
+
+def header_map(scope: Scope) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for key, value in scope["headers"]:
+        name = key.decode("latin-1").lower()
+        if name not in headers:
+            headers[name] = value.decode("latin-1")
+    return headers
+
+
+async def read_body(receive: Receive, limit: int, too_large: RequestTooLarge) -> bytes:
+    chunks: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        if chunk:
+            seen += len(chunk)
+            if seen > limit:
+                raise too_large
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class Endpoint:
+    """`/` and queue URLs: SQS's two protocols, and SNS's Query protocol on `/`."""
+
+    def __init__(self, server: ConveyorServer) -> None:
+        self.server = server
+        self.sqs = server.sqs
+        self.sns = server.sns
+        self.metrics = server.metrics
+
+    async def __call__(
+        self, scope: Scope, receive: Receive, send: Send, path: dict[str, str]
+    ) -> None:
+        started = time.perf_counter()
+        request_id = request_uuid()
+        headers = header_map(scope)
+        target = headers.get("x-amz-target")
+        protocol = "json" if target is not None else "query"
+        api, action, status = "sqs", "unknown", 200
+        try:
+            limit = self.server.config.max_body
+            too_large = RequestTooLarge(
+                f"the request body is over this server's limit of {limit} bytes (--max-body)"
+            )
+            length = headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > limit:
+                raise too_large
+            body = await read_body(receive, limit, too_large)
+            host = headers.get("host")
+            if not host:
+                server = scope.get("server") or ("127.0.0.1", 80)
+                host = f"{server[0]}:{server[1]}"
+            request = Incoming(
+                method=scope["method"],
+                path=scope["path"],
+                raw_path=scope.get("raw_path", b"/").decode("latin-1") or "/",
+                query=scope.get("query_string", b"").decode("latin-1"),
+                headers=headers,
+                base_url=f"{scope.get('scheme', 'http')}://{host}",
+                body=body,
+                account=path.get("account"),
+                queue=path.get("queue"),
+            )
+            if request.method == "GET" and not request.query and request.path == "/":
+                reply = dump_json({"service": "conveyor", "version": __version__})
+                await _send(send, 200, b"application/json", reply, [])
+                return
+            if target is not None:
+                service, _, name = target.partition(".")
+                if service != "AmazonSQS" or not name:
+                    raise UnknownAction(f"X-Amz-Target {target!r} is not an SQS action")
+                params = parse_json(body)
+            else:
+                tree = query_tree(body, request.query)
+                if self._is_sns(tree.get("Action"), request):
+                    api = "sns"
+                    action, status = await self._sns(tree, request, request_id, send)
+                    return
+                params = query_params(tree)
+                name = params.pop("Action", "")
+                if not name and request.queue is not None:
+                    raise UnknownOperation(
+                        "An unknown operation was requested: a request to a queue URL needs an"
+                        " Action"
+                    )
+                if not name:
+                    raise MissingParameter(
+                        "The request must contain the parameter Action (Query protocol), or an"
+                        " X-Amz-Target header (JSON protocol)."
+                    )
+                for key in [k for k in params if k.startswith("X-Amz-")]:
+                    params.pop(key)
+                params.pop("Version", None)
+            if name in self.sqs.actions:
+                action = name
+            params.pop(TRACE_PARAM, None)
+            trace = headers.get("x-amzn-trace-id")
+            if trace and name in ("SendMessage", "SendMessageBatch"):
+                params[TRACE_PARAM] = trace  # becomes AWSTraceHeader, as on SQS
+            if request.account is not None:
+                if name in QUEUELESS_ACTIONS:
+                    raise UnknownAction(f"The action {name} is not valid for this endpoint.")
+                if not params.get("QueueUrl"):
+                    params["QueueUrl"] = request.path
+            caller = self.caller(request, name)
+            result = await self.sqs.call(name, params, caller)
+            extra = [(b"x-amzn-requestid", request_id.encode())]
+            if protocol == "json":
+                await _send(send, 200, JSON_TYPE, dump_json(result), extra)
+            elif "application/json" in headers.get("accept", ""):
+                await _send(
+                    send, 200, b"application/json", _wrapped(name, result, request_id), extra
+                )
+            else:
+                await _send(send, 200, XML, query_response(name, result, request_id), extra)
+        except ConveyorError as exc:
+            status = exc.status
+            await self._error(send, exc, protocol, request_id)
+        except ClientGone:
+            log.debug("SQS %s: the client went away mid-request", action)
+            status = 499  # nginx's code for it: neither the server's fault nor an answer
+            await _send(send, 499, b"text/plain", b"", [])
+        except Exception:
+            log.exception("%s %s failed", api.upper(), action)
+            status = 500
+            error = ConveyorError("internal error (the server log has the details)")
+            await self._error(send, error, protocol, request_id)
+        finally:
+            self.metrics.observe(api, action, status, time.perf_counter() - started)
+
+    def caller(self, request: Incoming, action: str = "") -> Caller:
+        return self.server.auth.caller(
+            method=request.method,
+            raw_path=request.raw_path,
+            query=request.query,
+            headers=request.headers,
+            body=request.body,
+            base_url=request.base_url,
+            now=time.time(),
+            action=action,
+        )
+
+    async def _error(
+        self, send: Send, error: ConveyorError, protocol: str, request_id: str
+    ) -> None:
+        extra = [(b"x-amzn-requestid", request_id.encode())]
+        if isinstance(error, RequestTooLarge):
+            extra.append((b"connection", b"close"))
+        if protocol == "json":
+            body, more = json_error(error)
+            extra += [(k.lower().encode(), v.encode()) for k, v in more.items()]
+            await _send(send, error.status, JSON_TYPE, body, extra)
+        else:
+            await _send(send, error.status, XML, query_error(error, request_id), extra)
+
+    # -- SNS ------------------------------------------------------------------------------
+
+    def _is_sns(self, action: object, request: Incoming) -> bool:
+        """An SNS request: signed for SNS, or unsigned and calling an action only SNS has
+        (and STS's GetCallerIdentity, which the SNS endpoint answers too)."""
+        if not isinstance(action, str) or request.path != "/":
+            return False
+        service = signed_service(request.headers, request.query)
+        if service == "sns" or (service == "sts" and action == "GetCallerIdentity"):
+            return True
+        return service != "sqs" and action in SNS_ACTIONS and action not in self.sqs.actions
+
+    async def _sns(
+        self, tree: dict[str, Any], request: Incoming, request_id: str, send: Send
+    ) -> tuple[str, int]:
+        """Answer an SNS request; the action (for metrics) and the status."""
+        params = {k: v for k, v in tree.items() if not k.startswith("X-Amz-")}
+        name = str(params.pop("Action", ""))
+        params.pop("Version", None)
+        action = name if name in SNS_ACTIONS else "unknown"
+        extra = [(b"x-amzn-requestid", request_id.encode())]
+        try:
+            result = await self.sns.call(name, params, self.caller(request))
+            if "application/json" in request.headers.get("accept", ""):
+                await _send(
+                    send, 200, b"application/json", _wrapped(name, result, request_id), extra
+                )
+            else:
+                await _send(send, 200, XML, sns_response(name, result, request_id), extra)
+            return action, 200
+        except ConveyorError as exc:
+            error = sns_error(exc)
+            await _send(send, error.status, XML, sns_error_body(error, request_id), extra)
+            return action, error.status
+        except Exception:
+            log.exception("SNS %s failed", action)
+            error = sns_error(ConveyorError("internal error (the server log has the details)"))
+            await _send(send, 500, XML, sns_error_body(error, request_id), extra)
+            return action, 500
+
+
+def _wrapped(action: str, result: Any, request_id: str) -> bytes:
+    """A Query request's answer as JSON (when it asks for JSON), wrapped as its XML is."""
+    return dump_json(
+        {
+            f"{action}Response": {
+                f"{action}Result": result,
+                "ResponseMetadata": {"RequestId": request_id},
+            }
+        }
+    )
+
+
+async def _send(
+    send: Send, status: int, content_type: bytes, body: bytes, extra: list[tuple[bytes, bytes]]
+) -> None:
+    headers = [
+        (b"content-type", content_type),
+        (b"content-length", str(len(body)).encode()),
+        *extra,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
