@@ -38,10 +38,14 @@ async def offload(backend: Backend, fn: Callable[P, T], *args: P.args, **kwargs:
     inline = backend.inline()
     if inline is not None:
         try:
-            with inline:
-                return fn(*args, **kwargs)
+            with inline as call:
+                result = fn(*args, **kwargs)
         except WouldBlock:
             pass
+        else:
+            if call.durable is not None:
+                await call.durable
+            return result
     return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
 

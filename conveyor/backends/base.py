@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -55,6 +55,16 @@ QUEUE_FEATURES = frozenset(
     }
 )
 """Every message-level feature of the contract: what a store that keeps all the rules has."""
+
+
+class Inline:
+    """A call made inside `Backend.inline()`: `durable` is set when it committed something
+    that must reach the disk before its caller answers (the caller awaits it)."""
+
+    __slots__ = ("durable",)
+
+    def __init__(self) -> None:
+        self.durable: Awaitable[None] | None = None
 
 
 class WouldBlock(BaseException):
@@ -115,10 +125,11 @@ class Backend(ABC):
         """Longest a long poll sleeps between receive attempts (bounds cross-process latency)."""
         return 0.2
 
-    def inline(self) -> AbstractContextManager[None] | None:
+    def inline(self) -> AbstractContextManager[Inline] | None:
         """A context in which calls to this store may run on an event loop's own thread:
-        inside it they do no blocking I/O and raise `WouldBlock` before they would wait.
-        None (the default): call the store from a thread (`conveyor.aio`)."""
+        inside it they do no blocking I/O and raise `WouldBlock` before they would wait
+        (what must still reach the disk, the call leaves in `Inline.durable`). None (the
+        default): call the store from a thread (`conveyor.aio`)."""
         return None
 
     def change_token(self, queue: str) -> int:

@@ -28,6 +28,7 @@ from ..base import (
     Backend,
     Consumers,
     Editing,
+    Inline,
     Topics,
     merge_settings,
     routed,
@@ -73,10 +74,10 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
     def key(self) -> str:
         return self._s.key
 
-    def inline(self) -> contextlib.AbstractContextManager[None]:
+    def inline(self) -> contextlib.AbstractContextManager[Inline]:
         """Every call is a few microseconds under a lock held as briefly: an event loop
         runs them on its own thread."""
-        return contextlib.nullcontext()
+        return contextlib.nullcontext(Inline())
 
     # -- queues ---------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from ...exceptions import ConveyorError, StoreUnavailable
 from ...notify import HUB
+from ..base import Inline
 from .rows import Row
 
 log = logging.getLogger("conveyor.store")
@@ -102,7 +103,7 @@ class Connections(ABC, Generic[E]):
     def close(self) -> None:
         """Close every connection."""
 
-    def inline(self) -> AbstractContextManager[None] | None:
+    def inline(self) -> AbstractContextManager[Inline] | None:
         """See `Backend.inline`: None unless the database is a local file that never makes
         a call wait without saying so."""
         return None

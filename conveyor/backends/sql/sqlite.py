@@ -19,11 +19,15 @@ writes other threads ask for wait, and the next of them runs them all in one tra
 (each in a savepoint of its own, so one failing changes nothing of the others), with one
 commit, and so one fsync at durability=full, for all. Nothing is acknowledged before its
 commit. An event loop may call the store on its own thread (`inline`): there a write that
-would wait for another writer, or for the disk, raises `WouldBlock` instead.
+would wait for another writer raises `WouldBlock` instead, and at durability=full a write
+commits without waiting for the disk and leaves its caller a future to await, which a
+thread of the store's resolves once it has fsynced the write-ahead log: one fsync for every
+commit made before it began, so the loop's writes commit in groups too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
@@ -40,7 +44,7 @@ from ...ids import row_id, rowid_of
 from ...notify import HUB
 from ...tuning import keep_heap
 from ...urls import check_options
-from ..base import WouldBlock
+from ..base import Inline, WouldBlock
 from ..rules import BAND, ClaimTerms, band
 from .connections import Connections, Exec, marks
 from .dialect import Bare, Dialect, NotAllHeld
@@ -124,8 +128,9 @@ class SQLiteExec(Exec):
 
 class _Tx:
     """A write transaction: BEGIN IMMEDIATE; COMMIT, or ROLLBACK on any error (SQLite's
-    own errors raised as StoreUnavailable). A class rather than a generator-based context
-    manager: every send, receive and delete opens one."""
+    own errors raised as StoreUnavailable). `relaxed`: the commit need not wait for the
+    disk. A class rather than a generator-based context manager: every send, receive and
+    delete opens one."""
 
     __slots__ = ("db", "ex", "relaxed")
 
@@ -136,38 +141,92 @@ class _Tx:
     def __enter__(self) -> SQLiteExec:
         ex = self.ex = self.db.exec()
         conn = ex.conn
-        if self.relaxed:
-            conn.execute("PRAGMA synchronous = NORMAL")  # not allowed inside a transaction
-        try:
-            self.db.begin(conn)
-        except BaseException:
-            self._restore()
-            raise
+        self.db.synchronous(conn, relaxed=self.relaxed)  # not allowed inside a transaction
+        self.db.begin(conn)
         return ex
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
         conn = self.ex.conn
-        try:
-            if kind is None:
-                try:
-                    conn.execute("COMMIT")
-                    return
-                except BaseException as error:
-                    exc = error
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise StoreUnavailable(f"SQLite store {self.db.path} failed: {exc}") from exc
-            if kind is None and exc is not None:
-                raise exc
-        finally:
-            self._restore()
+        if kind is None:
+            try:
+                conn.execute("COMMIT")
+                return
+            except BaseException as error:
+                exc = error
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise StoreUnavailable(f"SQLite store {self.db.path} failed: {exc}") from exc
+        if kind is None and exc is not None:
+            raise exc
 
-    def _restore(self) -> None:
-        if self.relaxed:
-            self.ex.conn.execute("PRAGMA synchronous = FULL")
+
+class _Syncer:
+    """Makes commits durable for callers on event loops: fsyncs the write-ahead log file
+    from a thread of its own and resolves the futures of every commit made before the
+    fsync began (commits on the event loop are made without SQLite's fsync, as at
+    synchronous=NORMAL; with the log fsynced after them they are as durable as at FULL)."""
+
+    def __init__(self, path: str) -> None:
+        self.wal = path + "-wal"
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._waiting: list[asyncio.Future[None]] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def after_commit(self) -> asyncio.Future[None]:
+        """A future resolved once what this thread committed so far is on disk."""
+        future = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._waiting.append(future)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="conveyor-sqlite-sync", daemon=True
+                )
+                self._thread.start()
+            self._wake.notify()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._waiting and not self._closed:
+                    self._wake.wait()
+                if self._closed and not self._waiting:
+                    return
+                group, self._waiting = self._waiting, []
+            error: Exception | None = None
+            try:
+                fd = os.open(self.wal, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                error = StoreUnavailable(f"SQLite store: cannot fsync {self.wal}: {exc}")
+            for future in group:
+                loop = future.get_loop()
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(_settle, future, error)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(10)
+
+
+def _settle(future: asyncio.Future[None], error: Exception | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
 
 
 class _Write:
@@ -209,6 +268,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._waiting: list[_Write] = []
         self._leading = False
         self.commits = 0  # write transactions committed by this process (groups count once)
+        self._syncer = _Syncer(self.path)
 
     def exec(self) -> SQLiteExec:
         """This thread's connection (opened on first use)."""
@@ -256,15 +316,17 @@ class SQLiteConnections(Connections[SQLiteExec]):
             raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
 
     @contextlib.contextmanager
-    def _inline(self) -> Iterator[None]:
+    def _inline(self) -> Iterator[Inline]:
         local = self._local
+        call = local.call = Inline()
         local.inline = True
         try:
-            yield
+            yield call
         finally:
             local.inline = False
+            local.call = None
 
-    def inline(self) -> contextlib.AbstractContextManager[None]:
+    def inline(self) -> contextlib.AbstractContextManager[Inline]:
         return self._inline()
 
     def write(
@@ -272,7 +334,16 @@ class SQLiteConnections(Connections[SQLiteExec]):
     ) -> T:
         inline = getattr(self._local, "inline", False)
         if inline and durable and self.durability == "full":
-            raise WouldBlock  # it would wait for the disk
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                raise WouldBlock from None  # no event loop to await the disk on
+            # commit now, without SQLite's fsync; the caller awaits the log's fsync
+            committed = self.write(fn, single=single, durable=False)
+            call: Inline = self._local.call
+            if call.durable is None:
+                call.durable = self._syncer.after_commit()
+            return committed
         me = _Write(fn, durable)
         with self._group_lock:
             if self._leading:
@@ -340,6 +411,16 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self.commits += 1
         for w, result in results:
             w.result = result
+
+    def synchronous(self, conn: sqlite3.Connection, *, relaxed: bool) -> None:
+        """At durability=full, this thread's connection at synchronous=NORMAL for a commit
+        that need not wait for the disk, else FULL (changed only when it differs)."""
+        if self.durability != "full":
+            return
+        local = self._local
+        if getattr(local, "relaxed", False) != relaxed:
+            conn.execute(f"PRAGMA synchronous = {'NORMAL' if relaxed else 'FULL'}")
+            local.relaxed = relaxed
 
     def begin(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE, retrying a busy lock with short randomised sleeps.
@@ -415,6 +496,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
             pass
 
     def close(self) -> None:
+        self._syncer.close()
+        self._syncer = _Syncer(self.path)
         with self._lock:
             for conn in self._connections:
                 conn.close()

@@ -40,7 +40,7 @@ from ...models import (
     sent_result,
 )
 from ...validation import DEDUP_WINDOW
-from ..base import QUEUE_FEATURES, Backend
+from ..base import QUEUE_FEATURES, Backend, Inline
 from ..errors import no_queue, queue_exists
 from ..receipts import group_receipts, parse_receipt, receipt_prefix, receipt_results, stale_receipt
 from ..rules import (
@@ -118,7 +118,7 @@ class SQLStore(Backend, Generic[E]):
     def poll_interval(self) -> float:
         return self._poll_interval
 
-    def inline(self) -> AbstractContextManager[None] | None:
+    def inline(self) -> AbstractContextManager[Inline] | None:
         return self.db.inline()
 
     def __repr__(self) -> str:
