@@ -293,3 +293,73 @@ def test_inline_calls_raise_would_block_instead_of_waiting(tmp_path: Path) -> No
         asyncio.run(claim())
         with pytest.raises(WouldBlock), inline():
             q.send("no loop")  # nothing to await the disk on: a thread must wait
+
+
+def test_a_send_in_another_process_wakes_a_waiting_receive(tmp_path: Path) -> None:
+    """Waiters are woken through the wake directory, not only by the store's ticker (here
+    made longer than the wait, so that nothing else could return the message in time)."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from conveyor import AsyncClient
+
+    url = f"sqlite:///{tmp_path}/w.db"
+    with Client(url) as client:
+        client.create_queue("jobs")
+        store = client.backend
+        assert isinstance(store, SQLStore)
+        store._poll_interval = 600.0
+        aio = AsyncClient(client=client)
+
+        async def scenario() -> list[Message]:
+            waiting = asyncio.ensure_future(aio.queue("jobs").receive(wait=20))
+            while not list_wakes(store):
+                await asyncio.sleep(0.01)  # until this process listens
+            sender = (
+                "from conveyor import Client\n"
+                f"with Client({url!r}) as c: c.queue('jobs').send('from afar')\n"
+            )
+            await asyncio.to_thread(
+                subprocess.run, [sys.executable, "-c", sender], check=True, timeout=60
+            )
+            return await asyncio.wait_for(waiting, 15)  # woken, not timed out at 20 s
+
+        got = asyncio.run(scenario())
+        assert [m.text for m in got] == ["from afar"]
+
+
+def list_wakes(store: SQLStore[SQLiteExec]) -> list[str]:
+    import os
+
+    assert isinstance(store.db, SQLiteConnections)
+    directory = store.db._wakes.directory
+    return os.listdir(directory) if os.path.isdir(directory) else []
+
+
+def test_the_socket_of_a_process_gone_is_removed(tmp_path: Path) -> None:
+    import os
+    import socket
+    import time
+
+    from conveyor.backends.sql.wakes import Wakes
+
+    db = tmp_path / "d.db"
+    wakes = Wakes(str(db), time.monotonic)
+    os.makedirs(wakes.directory, mode=0o700, exist_ok=True)
+    dead = os.path.join(wakes.directory, "dead")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as gone:
+        gone.bind(dead)  # bound, then its process went away without unlinking it
+    heard: list[str] = []
+    assert wakes.listen(heard.append)
+    other = Wakes(str(db), time.monotonic)
+    other.announce("jobs")
+    assert not os.path.exists(dead)
+    deadline = time.monotonic() + 10
+    while not heard and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert heard == ["jobs"]
+    wakes.close()
+    other.close()
+    assert os.listdir(wakes.directory) == []
+    os.rmdir(wakes.directory)

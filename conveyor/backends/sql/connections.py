@@ -108,6 +108,11 @@ class Connections(ABC, Generic[E]):
         a call wait without saying so."""
         return None
 
+    def announce(self, queue: str) -> None:
+        """After a commit that may have made messages of `queue` ready: tell other
+        processes' long polls. The generic version does nothing (databases that notify
+        inside the transaction, `Dialect.notify_waiters`, need nothing more)."""
+
     def wait(self, key: str, queue: str, since: int, timeout: float) -> None:
         """Block until a send to `queue` may have made a message ready, or `timeout`. The
         generic version waits for a send in this process."""

@@ -51,6 +51,7 @@ from .dialect import Bare, Dialect, NotAllHeld
 from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
 from .store import SQLStore
+from .wakes import Wakes
 
 T = TypeVar("T")
 
@@ -269,6 +270,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._leading = False
         self.commits = 0  # write transactions committed by this process (groups count once)
         self._syncer = _Syncer(self.path)
+        self._wakes = Wakes(self.path, time.monotonic)
 
     def exec(self) -> SQLiteExec:
         """This thread's connection (opened on first use)."""
@@ -470,13 +472,28 @@ class SQLiteConnections(Connections[SQLiteExec]):
         finally:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
+    def announce(self, queue: str) -> None:
+        self._wakes.announce(queue)
+
+    def _listen(self, key: str) -> bool:
+        return self._wakes.listen(functools.partial(HUB.notify, key))
+
+    async def wait_async(
+        self, key: str, queue: str, since: int, timeout: float, interval: float
+    ) -> None:
+        self._listen(key)
+        await HUB.wait_async(key, queue, since, timeout, interval)
+
     def wait(self, key: str, queue: str, since: int, timeout: float) -> None:
-        """Wake on a send in this process, or on any commit by another (PRAGMA data_version)."""
+        """Wake on a send in this process or another (through the wake directory), or on
+        any commit by another (PRAGMA data_version, looked at every 20 ms where the wake
+        directory cannot be used, else every 200 ms)."""
+        every = 0.2 if self._listen(key) else 0.02
         conn = self.exec().conn
         version = conn.execute("PRAGMA data_version").fetchone()
         remaining = timeout
         while remaining > 0:
-            step = min(remaining, 0.02)
+            step = min(remaining, every)
             if HUB.wait(key, queue, since, step):
                 return
             if conn.execute("PRAGMA data_version").fetchone() != version:
@@ -498,6 +515,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def close(self) -> None:
         self._syncer.close()
         self._syncer = _Syncer(self.path)
+        self._wakes.close()
         with self._lock:
             for conn in self._connections:
                 conn.close()

@@ -263,6 +263,10 @@ class SQLStore(Backend, Generic[E]):
 
     # -- waiting --------------------------------------------------------------------------
 
+    def notify(self, queue: str) -> None:
+        super().notify(queue)
+        self.db.announce(queue)
+
     def wait_for_messages(self, queue: str, since: int, timeout: float) -> None:
         if self.clock.manual:
             self.clock.sleep(timeout)

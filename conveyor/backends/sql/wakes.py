@@ -1,0 +1,156 @@
+"""Wake-ups across the processes of one host that share a SQLite file.
+
+A process with long polls on the store binds a Unix datagram socket in the file's wake
+directory (under the temporary directory, named by a digest of the file's path) and a
+thread of its reads what arrives there: a queue's name, which wakes that process's waiters
+on the queue (`conveyor.notify.HUB`). A process that commits a send (or anything else that
+makes messages ready) sends the queue's name to every other socket of the directory. A
+waiting receive is then woken within a millisecond or two of a send in any process; the
+store's ticker stays as a safety net (and for delays and visibility timeouts ending).
+
+Sockets of processes that died without closing are removed by the first sender that finds
+them refusing. Where the directory cannot be made (no Unix sockets, a read-only
+temporary directory) the store falls back to its ticker alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import secrets
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger("conveyor.store")
+
+DATAGRAM = 4096  # queue names are far shorter
+REFRESH = 0.5  # how often a sender looks at the directory again, at most (seconds)
+
+
+def wake_directory(path: str) -> str:
+    digest = hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:20]
+    return os.path.join(tempfile.gettempdir(), f"conveyor-wake-{digest}")
+
+
+class Wakes:
+    """This process's socket in a store's wake directory, and its sends to the others."""
+
+    def __init__(self, path: str, clock: Callable[[], float]) -> None:
+        self.directory = wake_directory(path)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._own: str | None = None
+        self._listener: socket.socket | None = None
+        self._sender: socket.socket | None = None
+        self._peers: list[str] = []
+        self._peers_at = -1e18
+        self._mtime = -1.0
+        self._broken = not hasattr(socket, "AF_UNIX")
+
+    # -- listening ------------------------------------------------------------------------
+
+    def listen(self, wake: Callable[[str], None]) -> bool:
+        """Bind this process's socket (once) and wake `wake(queue)` for what arrives; False
+        where it cannot, and the ticker must do."""
+        if self._listener is not None or self._broken:
+            return not self._broken
+        with self._lock:
+            if self._listener is not None or self._broken:
+                return not self._broken
+            try:
+                os.makedirs(self.directory, mode=0o700, exist_ok=True)
+                own = os.path.join(self.directory, f"{os.getpid():x}-{secrets.token_hex(3)}")
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                sock.bind(own)
+            except OSError as exc:
+                log.warning(
+                    "no wake-ups across processes for %s (%s): long polls see other processes'"
+                    " sends on the store's ticker",
+                    self.directory,
+                    exc,
+                )
+                self._broken = True
+                return False
+            self._own, self._listener = own, sock
+            threading.Thread(
+                target=self._read, args=(sock, wake), name="conveyor-sqlite-wakes", daemon=True
+            ).start()
+            return True
+
+    def _read(self, sock: socket.socket, wake: Callable[[str], None]) -> None:
+        while True:
+            try:
+                data = sock.recv(DATAGRAM)
+            except OSError:
+                return
+            if self._listener is not sock:
+                return  # closed (the empty datagram `close` sends)
+            if data:
+                with contextlib.suppress(UnicodeDecodeError):
+                    wake(data.decode())
+
+    # -- announcing -----------------------------------------------------------------------
+
+    def announce(self, queue: str) -> None:
+        """Tell every other listening process that `queue` may have messages ready."""
+        if self._broken:
+            return
+        peers = self._current_peers()
+        if not peers:
+            return
+        sender = self._sender
+        if sender is None:
+            sender = self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sender.setblocking(False)
+        data = queue.encode()
+        own = self._own
+        for peer in peers:
+            if peer == own:
+                continue
+            try:
+                sender.sendto(data, peer)
+            except (ConnectionRefusedError, FileNotFoundError):
+                with contextlib.suppress(OSError):
+                    os.unlink(peer)  # its process is gone
+                self._peers_at = -1e18
+            except OSError:
+                pass  # its buffer is full (it has wake-ups enough) or it is going away
+
+    def _current_peers(self) -> list[str]:
+        now = self._clock()
+        if now - self._peers_at < REFRESH:
+            return self._peers
+        self._peers_at = now
+        try:
+            mtime = os.stat(self.directory).st_mtime
+        except OSError:
+            self._peers, self._mtime = [], -1.0
+            return self._peers
+        if mtime != self._mtime:
+            self._mtime = mtime
+            try:
+                self._peers = [os.path.join(self.directory, n) for n in os.listdir(self.directory)]
+            except OSError:
+                self._peers = []
+        return self._peers
+
+    def close(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            own, self._own = self._own, None
+            if listener is not None and own is not None:
+                with (
+                    contextlib.suppress(OSError),
+                    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as poke,
+                ):
+                    poke.sendto(b"", own)  # the reader returns from recv and sees it closed
+                with contextlib.suppress(OSError):
+                    os.unlink(own)
+                listener.close()
+            if self._sender is not None:
+                self._sender.close()
+                self._sender = None
