@@ -9,8 +9,9 @@ waiting receive is then woken within a millisecond or two of a send in any proce
 store's ticker stays as a safety net (and for delays and visibility timeouts ending).
 
 Sockets of processes that died without closing are removed by the first sender that finds
-them refusing. Where the directory cannot be made (no Unix sockets, a read-only
-temporary directory) the store falls back to its ticker alone.
+them refusing; the last listener to close removes the directory. Where the directory
+cannot be made (no Unix sockets, a read-only temporary directory) the store falls back to
+its ticker alone.
 """
 
 from __future__ import annotations
@@ -61,11 +62,17 @@ class Wakes:
         with self._lock:
             if self._listener is not None or self._broken:
                 return not self._broken
+            own = os.path.join(self.directory, f"{os.getpid():x}-{secrets.token_hex(3)}")
             try:
-                os.makedirs(self.directory, mode=0o700, exist_ok=True)
-                own = os.path.join(self.directory, f"{os.getpid():x}-{secrets.token_hex(3)}")
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-                sock.bind(own)
+                for attempt in range(3):  # the last listener may remove the directory
+                    os.makedirs(self.directory, mode=0o700, exist_ok=True)
+                    try:
+                        sock.bind(own)
+                        break
+                    except FileNotFoundError:
+                        if attempt == 2:
+                            raise
             except OSError as exc:
                 log.warning(
                     "no wake-ups across processes for %s (%s): long polls see other processes'"
@@ -150,6 +157,8 @@ class Wakes:
                     poke.sendto(b"", own)  # the reader returns from recv and sees it closed
                 with contextlib.suppress(OSError):
                     os.unlink(own)
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.directory)  # when this was the last listener
                 listener.close()
             if self._sender is not None:
                 self._sender.close()
