@@ -344,15 +344,15 @@ def test_the_socket_of_a_process_gone_is_removed(tmp_path: Path) -> None:
 
     from conveyor.backends.sql.wakes import Wakes
 
-    db = tmp_path / "d.db"
-    wakes = Wakes(str(db), time.monotonic)
+    db = str(tmp_path / "d.db")
+    wakes = Wakes(db, time.monotonic)
     os.makedirs(wakes.directory, mode=0o700, exist_ok=True)
     dead = os.path.join(wakes.directory, "dead")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as gone:
         gone.bind(dead)  # bound, then its process went away without unlinking it
     heard: list[str] = []
     assert wakes.listen(heard.append)
-    other = Wakes(str(db), time.monotonic)
+    other = Wakes(db, time.monotonic)
     other.announce("jobs")
     assert not os.path.exists(dead)
     deadline = time.monotonic() + 10

@@ -92,6 +92,13 @@ def log_options(f: F) -> F:
     type=click.Path(dir_okay=False, path_type=Path),
     help="The push gateway's settings: SKMQ's conf.json (retry_times, ack_timeout, rate, ...).",
 )
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Server processes on the port (a shared store: sqlite, postgresql, mysql, redis, ...).",
+)
 @click.pass_obj
 def serve(
     state: State,
@@ -117,6 +124,7 @@ def serve(
     config_file: Path | None,
     tcp: str | None,
     conf: Path | None,
+    workers: int,
 ) -> None:
     """Serve the SQS wire API, the REST API and /metrics over HTTP.
 
@@ -173,6 +181,7 @@ def serve(
         tls_cert=tls_cert,
         tls_key=tls_key,
         request_timeout=request_timeout,
+        workers=workers,
     )
 
 

@@ -7,6 +7,7 @@ import logging
 import signal
 import socket
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..urls import described
 from .app import ConveyorServer, ServerConfig
 from .protocol import REQUEST_TIMEOUT, guarded
 from .ui import run_sampler
+from .workers import supervise
 
 __all__ = [
     "ConveyorServer",
@@ -50,8 +52,10 @@ def check_exposure(host: str, config: ServerConfig, insecure: bool) -> None:
         )
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A socket bound to host:port, or InvalidInput saying the port is taken."""
+def listen(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A socket bound to host:port, or InvalidInput saying the port is taken. With
+    `reuse_port`, other sockets of the same user may bind the port too (SO_REUSEPORT), and
+    the kernel spreads connections over those that listen."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     except socket.gaierror as exc:
@@ -61,6 +65,8 @@ def listen(host: str, port: int) -> socket.socket:
     # in two parts waits for the client's delayed ACK (40 ms)
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
@@ -119,36 +125,116 @@ def serve(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     request_timeout: float = REQUEST_TIMEOUT,
+    workers: int = 1,
 ) -> None:
     """Run the server until SIGTERM/SIGINT; returns once requests in flight are done.
 
-    With `gateway`, the SKMQ push gateway serves beside HTTP in the same event loop.
+    With `gateway`, the SKMQ push gateway serves beside HTTP in the same event loop. With
+    `workers` above 1, that many processes serve the port (`workers.py`).
     """
     config = config or ServerConfig()
     check_exposure(host, config, insecure)
     if gateway is not None:
         check_gateway_exposure(gateway, insecure)
+    if workers < 1:
+        raise InvalidInput(f"--workers must be 1 or more, got {workers}")
+    if workers > 1:
+        if store.startswith("memory:"):
+            raise InvalidInput(
+                "--workers needs a store the processes share (sqlite, postgresql, mysql,"
+                " redis, dynamodb): each would have a memory:// store of its own"
+            )
+        if gateway is not None:
+            raise InvalidInput(
+                "--tcp serves from one process: with --workers, run `conveyor gateway` beside"
+            )
     logs.setup(log_level, log_format)
     tuning.server_gc()
     if keep_heap:
         tuning.keep_heap()
-    sock = listen(host, port)  # a port in use is said before anything else happens
+    options = _Options(
+        store=store,
+        host=host,
+        config=config,
+        access_log=access_log,
+        log_level=log_level,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        request_timeout=request_timeout,
+    )
+    if workers == 1:
+        sock = listen(host, port)  # a port in use is said before anything else happens
+        _serve(sock, options, gateway=gateway, announce=True)
+        return
+    reserved = listen(host, port, reuse_port=True)  # bound, not listening: no connections
+    port = reserved.getsockname()[1]
+    with Client(store) as client:
+        client.list_queues()  # fail now, with the store's message, if it cannot be reached
+    _announce(options, port, f"; {workers} workers")
+    try:
+        status = supervise(
+            workers, lambda index: _serve(listen(host, port, reuse_port=True), options)
+        )
+    finally:
+        reserved.close()
+    log.info("conveyor stopped")
+    if status:
+        raise SystemExit(status)
+
+
+@dataclass(frozen=True)
+class _Options:
+    store: str
+    host: str
+    config: ServerConfig
+    access_log: bool
+    log_level: str
+    tls_cert: str | None
+    tls_key: str | None
+    request_timeout: float
+
+
+def _announce(options: _Options, port: int, more: str = "") -> None:
+    config = options.config
+    log.info(
+        "conveyor serving %s://%s:%d (SQS and SNS APIs, REST API, /ui, /metrics) on store %s;"
+        " SQS region %s, account %s%s%s",
+        "https" if options.tls_cert else "http",
+        options.host,
+        port,
+        described(options.store),
+        config.region,
+        config.account,
+        "; auth on" if config.auth_token or config.aws_keys else "",
+        more,
+    )
+
+
+def _serve(
+    sock: socket.socket,
+    options: _Options,
+    *,
+    gateway: GatewayConfig | None = None,
+    announce: bool = False,
+) -> None:
+    """Serve on `sock` in this process until SIGTERM/SIGINT."""
+    config = options.config
     port = sock.getsockname()[1]
-    client = Client(store)
+    client = Client(options.store)
     client.list_queues()  # fail now, with the store's message, if it cannot be reached
     server = ConveyorServer(client, config)
     uv_config = uvicorn.Config(
         server.app,
-        host=host,
+        host=options.host,
         port=port,
-        log_level=log_level,
+        log_level=options.log_level,
         log_config=None,  # uvicorn's lines go through the one format set above
-        access_log=access_log,
+        access_log=options.access_log,
         timeout_graceful_shutdown=30,
         lifespan="off",
-        http=guarded(request_timeout),
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
+        http=guarded(options.request_timeout),
+        ssl_certfile=options.tls_cert,
+        ssl_keyfile=options.tls_key,
     )
     uv = _Server(uv_config, server)
 
@@ -163,17 +249,8 @@ def serve(
                     f"cannot listen on {gateway.host}:{gateway.port} for the push gateway:"
                     f" {exc.strerror} (another server there? choose another --tcp port)"
                 ) from None
-        log.info(
-            "conveyor serving %s://%s:%d (SQS and SNS APIs, REST API, /ui, /metrics) on store %s;"
-            " SQS region %s, account %s%s",
-            "https" if tls_cert else "http",
-            host,
-            port,
-            described(store),
-            config.region,
-            config.account,
-            "; auth on" if config.auth_token or config.aws_keys else "",
-        )
+        if announce:
+            _announce(options, port)
         flusher = None
         if config.statsd:
             flusher = asyncio.create_task(server.metrics.run_flusher(config.statsd_interval))
@@ -191,4 +268,5 @@ def serve(
         run(main())
     finally:
         client.close()
-        log.info("conveyor stopped")
+        if announce:
+            log.info("conveyor stopped")

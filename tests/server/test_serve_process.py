@@ -237,3 +237,83 @@ def test_connections_to_the_listening_socket_have_nagle_off() -> None:
             return nodelay
 
     assert asyncio.run(scenario()) == 1
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_workers_share_the_port_and_the_store_and_stop_together(tmp_path: Path) -> None:
+    import boto3
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "conveyor", "serve", "--store", f"sqlite:///{tmp_path}/w.db",
+         "--port", str(port), "--workers", "2"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        while "serving" not in line:
+            assert line, "the server exited"
+            line = server.stderr.readline()
+        assert "2 workers" in line
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while not (len(children(server.pid)) == 2 and healthy(url)):
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.05)
+        workers = children(server.pid)
+        assert len(workers) == 2
+        sqs = boto3.client(
+            "sqs", endpoint_url=url, region_name="us-east-1",
+            aws_access_key_id="k", aws_secret_access_key="s",
+        )  # fmt: skip
+        queue_url = sqs.create_queue(QueueName="jobs")["QueueUrl"]
+        for i in range(20):  # each on a new connection, which the kernel gives either worker
+            fresh = boto3.client(
+                "sqs", endpoint_url=url, region_name="us-east-1",
+                aws_access_key_id="k", aws_secret_access_key="s",
+            )  # fmt: skip
+            fresh.send_message(QueueUrl=queue_url, MessageBody=str(i))
+        got: set[int] = set()
+        while len(got) < 20:
+            batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
+            assert batch.get("Messages"), f"only {sorted(got)} arrived"
+            for m in batch["Messages"]:
+                got.add(int(m["Body"]))
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        assert got == set(range(20))
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(30) == 0
+        assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/healthz").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_workers_need_a_shared_store() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "conveyor", "serve", "--store", "memory://", "--port", "0",
+         "--workers", "2"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "--workers needs a store the processes share" in proc.stderr

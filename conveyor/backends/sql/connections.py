@@ -108,7 +108,7 @@ class Connections(ABC, Generic[E]):
         a call wait without saying so."""
         return None
 
-    def announce(self, queue: str) -> None:
+    def announce(self, key: str, queue: str) -> None:
         """After a commit that may have made messages of `queue` ready: tell other
         processes' long polls. The generic version does nothing (databases that notify
         inside the transaction, `Dialect.notify_waiters`, need nothing more)."""

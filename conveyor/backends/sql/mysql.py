@@ -7,14 +7,16 @@ per process, default 10), ``reconnect_timeout`` (default 60 s), ``connect_timeou
 
 PyMySQL (pure Python: nothing to compile) with a small pool of its own. Sessions run at READ
 COMMITTED, so a claim (``SELECT ... FOR UPDATE SKIP LOCKED``, then ``UPDATE``) locks only the
-rows it takes. MySQL has no LISTEN: long polls poll with a bounded back-off, besides the
-in-process wake-up on a send. Implements every contract.
+rows it takes. MySQL has no LISTEN: a send wakes the long polls of its own process and, through
+a wake directory (`wakes.py`), those of the other processes of its host; long polls in
+processes on other hosts see it on the store's ticker. Implements every contract.
 """
 
 from __future__ import annotations
 
 import functools
 import queue as queue_mod
+import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ import pymysql
 
 from ...clock import Clock
 from ...exceptions import InvalidInput
+from ...notify import HUB
 from ...urls import check_options, redact
 from ..rules import ClaimTerms
 from .connections import CursorExec, ServerConnections, marks
@@ -31,6 +34,7 @@ from .dialect import Bare, ServerDialect
 from .rows import Fields, Row, claimed
 from .schema import ServerTypes, Step, server_migrations
 from .store import SQLStore
+from .wakes import Wakes
 
 TYPES = ServerTypes(
     "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY",
@@ -117,6 +121,7 @@ class MySQLConnections(ServerConnections):
         self.reconnect_timeout = reconnect_timeout
         self.mariadb = False  # known once the server has answered (`check`)
         self._idle: queue_mod.LifoQueue[Conn] = queue_mod.LifoQueue(maxsize=pool_size)
+        self._wakes: dict[str, Wakes] = {}
 
     def _get(self) -> Conn:
         try:
@@ -190,7 +195,31 @@ class MySQLConnections(ServerConnections):
             self.mariadb = "mariadb" in str(version).lower()
         self._put(conn)
 
+    # -- wake-ups across the processes of this host (others: the store's ticker) ----------
+
+    def _wakes_of(self, key: str) -> Wakes:
+        wakes = self._wakes.get(key)
+        if wakes is None:
+            wakes = self._wakes.setdefault(key, Wakes(f"mysql:{key}", time.monotonic))
+        return wakes
+
+    def announce(self, key: str, queue: str) -> None:
+        self._wakes_of(key).announce(queue)
+
+    def wait(self, key: str, queue: str, since: int, timeout: float) -> None:
+        self._wakes_of(key).listen(functools.partial(HUB.notify, key))
+        super().wait(key, queue, since, timeout)
+
+    async def wait_async(
+        self, key: str, queue: str, since: int, timeout: float, interval: float
+    ) -> None:
+        self._wakes_of(key).listen(functools.partial(HUB.notify, key))
+        await super().wait_async(key, queue, since, timeout, interval)
+
     def close(self) -> None:
+        for wakes in self._wakes.values():
+            wakes.close()
+        self._wakes.clear()
         self._on_disconnect()
 
 

@@ -270,7 +270,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._leading = False
         self.commits = 0  # write transactions committed by this process (groups count once)
         self._syncer = _Syncer(self.path)
-        self._wakes = Wakes(self.path, time.monotonic)
+        self._wakes = Wakes(os.path.realpath(self.path), time.monotonic, beside=self.path)
 
     def exec(self) -> SQLiteExec:
         """This thread's connection (opened on first use)."""
@@ -472,7 +472,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         finally:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
-    def announce(self, queue: str) -> None:
+    def announce(self, key: str, queue: str) -> None:
         self._wakes.announce(queue)
 
     def _listen(self, key: str) -> bool:

@@ -265,7 +265,7 @@ class SQLStore(Backend, Generic[E]):
 
     def notify(self, queue: str) -> None:
         super().notify(queue)
-        self.db.announce(queue)
+        self.db.announce(self.key, queue)
 
     def wait_for_messages(self, queue: str, since: int, timeout: float) -> None:
         if self.clock.manual:

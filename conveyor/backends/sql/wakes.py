@@ -1,21 +1,25 @@
-"""Wake-ups across the processes of one host that share a SQLite file.
+"""Wake-ups across the processes of one host that share a store (a SQLite file; a MySQL
+database, whose processes on other hosts are left to the store's ticker).
 
-A process with long polls on the store binds a Unix datagram socket in the file's wake
-directory (under the temporary directory, named by a digest of the file's path) and a
+A process with long polls on the store binds a Unix datagram socket in the store's wake
+directory (beside a SQLite file, ``FILE-wake``; else, or where that path is too long for a
+socket, under the temporary directory, named by a digest of the store's identity) and a
 thread of its reads what arrives there: a queue's name, which wakes that process's waiters
 on the queue (`conveyor.notify.HUB`). A process that commits a send (or anything else that
 makes messages ready) sends the queue's name to every other socket of the directory. A
 waiting receive is then woken within a millisecond or two of a send in any process; the
 store's ticker stays as a safety net (and for delays and visibility timeouts ending).
 
-Sockets of processes that died without closing are removed by the first sender that finds
-them refusing; the last listener to close removes the directory. Where the directory
+A process removes its socket as it closes the store or exits; sockets of processes that
+were killed are removed by the first sender or new listener that finds them refusing, and
+the last listener to close removes the directory. Where the directory
 cannot be made (no Unix sockets, a read-only temporary directory) the store falls back to
 its ticker alone.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import logging
@@ -24,6 +28,7 @@ import secrets
 import socket
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable
 
 log = logging.getLogger("conveyor.store")
@@ -32,16 +37,26 @@ DATAGRAM = 4096  # queue names are far shorter
 REFRESH = 0.5  # how often a sender looks at the directory again, at most (seconds)
 
 
-def wake_directory(path: str) -> str:
-    digest = hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:20]
+SOCKET_PATH = 100  # what every platform takes in a Unix socket's path (Linux 107, macOS 103)
+NAME = 16  # a socket's name in the directory, and its separator
+
+
+def wake_directory(identity: str, beside: str | None = None) -> str:
+    """`beside` + ``-wake`` where a socket's path there is short enough, else a directory
+    under the temporary directory named by a digest of `identity`."""
+    if beside is not None and len(beside) + len("-wake") + NAME <= SOCKET_PATH:
+        return beside + "-wake"
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:20]
     return os.path.join(tempfile.gettempdir(), f"conveyor-wake-{digest}")
 
 
 class Wakes:
     """This process's socket in a store's wake directory, and its sends to the others."""
 
-    def __init__(self, path: str, clock: Callable[[], float]) -> None:
-        self.directory = wake_directory(path)
+    def __init__(
+        self, identity: str, clock: Callable[[], float], *, beside: str | None = None
+    ) -> None:
+        self.directory = wake_directory(identity, beside)
         self._clock = clock
         self._lock = threading.Lock()
         self._own: str | None = None
@@ -83,10 +98,31 @@ class Wakes:
                 self._broken = True
                 return False
             self._own, self._listener = own, sock
+            self._sweep()
+            atexit.register(_close, weakref.ref(self))
             threading.Thread(
                 target=self._read, args=(sock, wake), name="conveyor-sqlite-wakes", daemon=True
             ).start()
             return True
+
+    def _sweep(self) -> None:
+        """Remove the sockets of processes that were killed (they refuse what is sent)."""
+        with (
+            contextlib.suppress(OSError),
+            socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe,
+        ):
+            probe.setblocking(False)
+            for name in os.listdir(self.directory):
+                peer = os.path.join(self.directory, name)
+                if peer == self._own:
+                    continue
+                try:
+                    probe.sendto(b"", peer)
+                except (ConnectionRefusedError, FileNotFoundError):
+                    with contextlib.suppress(OSError):
+                        os.unlink(peer)
+                except OSError:
+                    pass
 
     def _read(self, sock: socket.socket, wake: Callable[[str], None]) -> None:
         while True:
@@ -163,3 +199,9 @@ class Wakes:
             if self._sender is not None:
                 self._sender.close()
                 self._sender = None
+
+
+def _close(ref: weakref.ref[Wakes]) -> None:
+    wakes = ref()
+    if wakes is not None:
+        wakes.close()
