@@ -1,10 +1,25 @@
-"""SQS API benchmark: ``python -m bench.server [--quick] [--messages N] [--store URL ...]``.
+"""The SQS endpoint under load: ``python -m bench.server [--quick] [--sections ...]``.
 
-Starts `conveyor serve` on a fresh SQLite file (default durability) and moto's server
-(``moto_server``, the usual local SQS stand-in) on loopback, then drives each with boto3
-from client processes: SendMessageBatch (10 per call), then ReceiveMessage (10) +
-DeleteMessageBatch until the queue is empty. Prints msgs/s and per-call p50/p99 (ms) per
-phase, Conveyor's ratio to moto, and Conveyor's long-poll wake-up latency.
+Sections, each interleaving what it compares (rounds of every target in turn, medians):
+
+- ``wrk``: wrk (16 connections, one thread) against `conveyor serve` on memory, SQLite at
+  durability normal and full, and a trivial uvicorn endpoint (the floor): requests/s,
+  messages/s, p50/p99 and the server's CPU per request, for SendMessageBatch (10 x 100 B),
+  ReceiveMessage (10, VisibilityTimeout 0 on a queue of 10,000: every call claims ten) and
+  DeleteMessageBatch (10 receipts each, gathered beforehand, each sent once).
+- ``workers``: SendMessageBatch with ``--workers 1`` and ``2`` on SQLite and PostgreSQL,
+  beside the trivial endpoint with 1 and 2 uvicorn workers (what the load generator, on the
+  same two cores, leaves room for).
+- ``e2e``: boto3 in 1 producer + 4 consumer processes (SendMessageBatch 10; ReceiveMessage
+  10 + DeleteMessageBatch) against Conveyor, LocalStack and moto: msgs/s, duplicates and
+  losses, server CPU per message.
+- ``wake``: how long a long poll waits for a send made in another process: two servers on
+  one SQLite file, an SDK process sending to a server's SQLite file, two servers on one
+  PostgreSQL database.
+
+``--source DIR`` adds `conveyor serve` from another checkout (``DIR``; e.g. a worktree of
+an earlier commit) to each section as "before". LocalStack runs from a Python 3.13 venv of
+its own (``localstack-core[runtime]==2026.3.0``, made under ``--cache`` on first use).
 """
 
 from __future__ import annotations
@@ -13,24 +28,27 @@ import argparse
 import multiprocessing as mp
 import os
 import platform
+import secrets
 import shutil
-import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 import httpx
 
+from . import wrk
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+LOCALSTACK = "localstack-core[runtime]==2026.3.0"
+LOCALSTACK_PINS = ["cbor2<6", "cryptography<45", "pyopenssl<25", "service_identity"]
 
 
 def sqs(url: str) -> Any:
@@ -46,231 +64,472 @@ def sqs(url: str) -> Any:
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(p / 100 * len(values)))] * 1000
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def start(kind: str, tmp: Path, store: str = "") -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    bindir = Path(sys.executable).parent
-    if kind == "conveyor":
-        url = store.replace("TMP", str(tmp)) or f"sqlite:///{tmp}/bench.db"
-        cmd = [str(bindir / "conveyor"), "serve", "--store", url, "--port", str(port)]
-    else:
-        moto = shutil.which("moto_server", path=str(bindir)) or "moto_server"
-        cmd = [moto, "-H", "127.0.0.1", "-p", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(url + ("/healthz" if kind == "conveyor" else "/moto-api/"), timeout=1)
-            return proc, url
-        except httpx.HTTPError:
+# -- servers ------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """A server the bench starts: conveyor (this checkout or `source`), trivial, peers."""
+
+    name: str
+    start: Callable[[], wrk.Server]
+
+
+def conveyor(name: str, store: str, source: str | None = None, workers: int = 1) -> Target:
+    def start() -> wrk.Server:
+        cmd = [sys.executable, "-m", "conveyor", "serve", "--store", store, "--port", "PORT"]
+        cmd += ["--log-level", "warning"]
+        if workers > 1:
+            cmd += ["--workers", str(workers)]
+        # the other checkout first on the path: run from it (python -m puts the cwd first)
+        env = {"PYTHONPATH": source} if source else None
+        return wrk.start_server(name, cmd, "/healthz", env=env, cwd=source)
+
+    return Target(name, start)
+
+
+def trivial(workers: int = 1) -> Target:
+    def start() -> wrk.Server:
+        cmd = [sys.executable, "-m", "uvicorn", "bench.trivial:app", "--port", "PORT"]
+        cmd += ["--http", "httptools", "--lifespan", "off", "--no-access-log"]
+        cmd += ["--log-level", "warning"]
+        if workers > 1:
+            cmd += ["--workers", str(workers)]
+        return wrk.start_server(f"trivial uvicorn x{workers}", cmd, "/")
+
+    return Target(f"trivial uvicorn{'' if workers == 1 else f' x{workers}'}", start)
+
+
+def moto() -> Target:
+    def start() -> wrk.Server:
+        exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
+        return wrk.start_server("moto", [exe, "-H", "127.0.0.1", "-p", "PORT"], "/moto-api/")
+
+    return Target("moto", start)
+
+
+def localstack(cache: Path) -> Target:
+    venv = cache / "localstack-venv"
+
+    def start() -> wrk.Server:
+        python = venv / "bin" / "python"
+        if not python.exists():
+            py313 = shutil.which("python3.13") or str(
+                Path.home() / ".pyenv/versions/3.13.0/bin/python"
+            )
+            print(f"# installing {LOCALSTACK} into {venv} (once)", file=sys.stderr, flush=True)
+            subprocess.run([py313, "-m", "venv", str(venv)], check=True)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", LOCALSTACK, *LOCALSTACK_PINS],
+                check=True,
+            )
+        data = Path(tempfile.mkdtemp(prefix="localstack-"))
+        env = {
+            "GATEWAY_LISTEN": "127.0.0.1:PORT",
+            "SERVICES": "sqs",
+            "LOCALSTACK_VOLUME_DIR": str(data / "volume"),
+            "TMPDIR": str(data),
+            "SKIP_SSL_CERT_DOWNLOAD": "1",
+            "DISABLE_EVENTS": "1",
+            "SQS_ENDPOINT_STRATEGY": "path",
+        }
+        port = wrk.free_port()
+        env["GATEWAY_LISTEN"] = f"127.0.0.1:{port}"
+        proc = subprocess.Popen(
+            [str(python), "-m", "localstack.runtime.main"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **env},
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(url + "/_localstack/health", timeout=1).status_code == 200:
+                    sqs(url).list_queues()
+                    return wrk.Server("localstack", proc, url)
+            except Exception:
+                pass
             if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"{kind} server did not start") from None
-            time.sleep(0.1)
+                proc.kill()
+                raise RuntimeError("LocalStack did not start")
+            time.sleep(0.5)
+
+    return Target("localstack", start)
 
 
-def sender(url: str, queue_url: str, calls: int, body: str, out: Any) -> None:
+# -- wrk ----------------------------------------------------------------------------------
+
+
+def wrk_section(targets: list[Target], seconds: float, repeat: int) -> None:
+    print(
+        "\n## wrk: 16 connections, 1 thread; SendMessageBatch, ReceiveMessage, DeleteMessageBatch"
+    )
+    servers = [t.start() for t in targets]
+    ops = ["SendMessageBatch", "ReceiveMessage", "DeleteMessageBatch"]
+    results: dict[tuple[str, str], list[wrk.Result]] = {}
+    try:
+        for op in ops:
+            for r in range(repeat):
+                for server in servers:
+                    results.setdefault((op, server.name), []).append(
+                        run_op(server, op, r, seconds, results)
+                    )
+    finally:
+        for server in servers:
+            server.stop()
+    floor = {op: statistics.median(x.rps for x in results[(op, servers[0].name)]) for op in ops}
+    print(
+        f"{'operation':19} {'server':26} {'req/s':>8} {'msgs/s':>8} {'p50 ms':>7} "
+        f"{'p99 ms':>7} {'CPU us/req':>10} {'of floor':>8}"
+    )
+    for op in ops:
+        for server in servers:
+            runs = results[(op, server.name)]
+            rps = statistics.median(x.rps for x in runs)
+            msgs = 0 if server.name.startswith("trivial") else rps * 10
+            errors = sum(x.errors for x in runs)
+            print(
+                f"{op:19} {server.name:26} {rps:8,.0f} {msgs:8,.0f}"
+                f" {statistics.median(x.p50 for x in runs):7.2f}"
+                f" {statistics.median(x.p99 for x in runs):7.2f}"
+                f" {statistics.median(x.cpu_per_request_us for x in runs):10,.0f}"
+                f" {rps / floor[op]:8.1%}" + (f"  ({errors} errors)" if errors else "")
+            )
+
+
+def run_op(
+    server: wrk.Server,
+    op: str,
+    round_: int,
+    seconds: float,
+    results: dict[tuple[str, str], list[wrk.Result]],
+) -> wrk.Result:
+    if server.name.startswith("trivial"):
+        return wrk.run(server, op, body="{}", seconds=seconds)
+    queue = wrk.create(server.url, f"b-{op[:4].lower()}-{round_}")
+    if op == "SendMessageBatch":
+        return wrk.run(server, op, body=wrk.send_body(queue), seconds=seconds)
+    if op == "ReceiveMessage":
+        wrk.fill(server.url, queue, 10_000)
+        body = wrk.receive_body(queue).replace('"VisibilityTimeout": 600', '"VisibilityTimeout": 0')
+        return wrk.run(server, op, body=body, seconds=seconds)
+    sent = results.get(("SendMessageBatch", server.name))
+    rate = statistics.median(x.rps for x in sent) if sent else 3000.0
+    batches = int(rate * 1.5 * seconds) + 200
+    wrk.fill(server.url, queue, batches * 10)
+    bodies = wrk.receipts(server.url, queue, batches)
+    return wrk.run(server, op, bodies=bodies, seconds=seconds)
+
+
+def workers_section(source: str | None, seconds: float, repeat: int) -> None:
+    print("\n## --workers: SendMessageBatch under wrk, 1 and 2 server processes")
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = f"benchw{secrets.token_hex(3)}_"
+        groups = [
+            ("trivial", [trivial(1), trivial(2)]),
+            (
+                "sqlite normal",
+                [
+                    conveyor(
+                        f"sqlite x{n}", f"sqlite:///{tmp}/w{n}.db?durability=normal", workers=n
+                    )
+                    for n in (1, 2)
+                ],
+            ),
+            (
+                "postgres",
+                [
+                    conveyor(f"postgres x{n}", f"{PG}?prefix={prefix}{n}_", workers=n)
+                    for n in (1, 2)
+                ],
+            ),
+        ]
+        rows = []
+        try:
+            for label, targets in groups:
+                rates: dict[str, list[float]] = {}
+                for r in range(repeat):
+                    for target in targets:
+                        server = target.start()
+                        try:
+                            result = run_op(server, "SendMessageBatch", r, seconds, {})
+                        finally:
+                            server.stop()
+                        rates.setdefault(target.name, []).append(result.rps)
+                one, two = (statistics.median(v) for v in rates.values())
+                rows.append((label, one, two))
+        finally:
+            for n in (1, 2):
+                drop(f"{PG}?prefix={prefix}{n}_")
+    print(f"{'server':16} {'x1 req/s':>9} {'x2 req/s':>9} {'x2 / x1':>8}")
+    for label, one, two in rows:
+        print(f"{label:16} {one:9,.0f} {two:9,.0f} {two / one:8.2f}")
+
+
+def drop(url: str) -> None:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.sqlstores import drop as drop_store
+
+    try:
+        drop_store(url)
+    except Exception as exc:  # the bench goes on; say so
+        print(f"# could not drop {url}: {exc}", file=sys.stderr)
+
+
+# -- end to end with boto3 ----------------------------------------------------------------
+
+
+def producer(url: str, queue_url: str, n: int, out: Any) -> None:
     client = sqs(url)
-    lat = []
-    entries = [{"Id": str(i), "MessageBody": body} for i in range(10)]
-    for _ in range(calls):
-        t0 = time.perf_counter()
+    for start in range(0, n, 10):
+        entries = [
+            {"Id": str(i), "MessageBody": f"{start + i:08d}" + "x" * 92}
+            for i in range(min(10, n - start))
+        ]
         client.send_message_batch(QueueUrl=queue_url, Entries=entries)
-        lat.append(time.perf_counter() - t0)
-    out.put(lat)
+    out.put(("producer", []))
 
 
-def drainer(url: str, queue_url: str, total: int, done: Any, out: Any) -> None:
+def consumer(url: str, queue_url: str, n: int, done: Any, out: Any) -> None:
     client = sqs(url)
-    recv_lat, del_lat = [], []
-    empty = 0
-    while done.value < total and empty < 50:
-        t0 = time.perf_counter()
-        got = client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
-        recv_lat.append(time.perf_counter() - t0)
+    seen: list[int] = []
+    idle = 0
+    while done.value < n and idle < 40:
+        got = client.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        ).get("Messages", [])
         if not got:
-            empty += 1
+            idle += 1
             continue
-        empty = 0
-        t0 = time.perf_counter()
+        idle = 0
         client.delete_message_batch(
             QueueUrl=queue_url,
             Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)
             ],
         )
-        del_lat.append(time.perf_counter() - t0)
+        seen += [int(m["Body"][:8]) for m in got]
         with done.get_lock():
             done.value += len(got)
-    out.put((recv_lat, del_lat))
+    out.put(("consumer", seen))
 
 
-def cycler(url: str, queue_url: str, rounds: int, body: str, out: Any) -> None:
-    """Send 10, receive up to 10, delete them: the queue stays shallow."""
-    client = sqs(url)
-    lat = []
-    entries = [{"Id": str(i), "MessageBody": body} for i in range(10)]
-    moved = 0
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        client.send_message_batch(QueueUrl=queue_url, Entries=entries)
-        got = client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
-        if got:
-            client.delete_message_batch(
-                QueueUrl=queue_url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)
-                ],
-            )
-        moved += len(got)
-        lat.append(time.perf_counter() - t0)
-    out.put((moved, lat))
-
-
-def run_phase(target: Any, args_list: list[tuple[Any, ...]]) -> tuple[float, list[Any]]:
+def e2e_once(server: wrk.Server, n: int) -> tuple[float, int, int, float]:
+    """msgs/s, duplicates, losses, server CPU us per message."""
+    client = sqs(server.url)
+    queue_url = client.create_queue(
+        QueueName=f"e2e-{secrets.token_hex(3)}", Attributes={"VisibilityTimeout": "60"}
+    )["QueueUrl"]
     out: Any = mp.Queue()
-    procs = [mp.Process(target=target, args=(*a, out)) for a in args_list]
+    done: Any = mp.Value("i", 0)
+    procs = [mp.Process(target=producer, args=(server.url, queue_url, n, out))]
+    procs += [
+        mp.Process(target=consumer, args=(server.url, queue_url, n, done, out)) for _ in range(4)
+    ]
+    cpu0 = wrk.cpu_seconds(server.proc.pid)
     t0 = time.perf_counter()
     for p in procs:
         p.start()
     results = [out.get() for _ in procs]
+    secs = time.perf_counter() - t0
+    cpu = wrk.cpu_seconds(server.proc.pid) - cpu0
     for p in procs:
         p.join()
-    return time.perf_counter() - t0, results
+    seen = [x for kind, got in results if kind == "consumer" for x in got]
+    dups = len(seen) - len(set(seen))
+    lost = n - len(set(seen))
+    return len(set(seen)) / secs, dups, lost, cpu / n * 1e6
 
 
-def measure(kind: str, url: str, messages: int, clients: int) -> dict[str, Any]:
-    client = sqs(url)
-    queue_url = client.create_queue(QueueName=f"bench-{kind}")["QueueUrl"]
-    calls = messages // 10 // clients
-    sent = calls * 10 * clients
-    body = "x" * 100
-    secs, lats = run_phase(sender, [(url, queue_url, calls, body)] * clients)
-    send_lat = [x for lat in lats for x in lat]
-    done: Any = mp.Value("i", 0)
-    dsecs, results = run_phase(drainer, [(url, queue_url, sent, done)] * clients)
-    recv_lat = [x for r, _ in results for x in r]
-    del_lat = [x for _, d in results for x in d]
-    shallow = client.create_queue(QueueName=f"bench-{kind}-shallow")["QueueUrl"]
-    rounds = max(10, calls // 2)
-    csecs, cycles = run_phase(cycler, [(url, shallow, rounds, body)] * clients)
-    cycle_lat = [x for _, lat in cycles for x in lat]
-    moved = sum(n for n, _ in cycles)
-    return {
-        "cycle": (moved / csecs, pct(cycle_lat, 50), pct(cycle_lat, 99)),
-        "sent": sent,
-        "send": (sent / secs, pct(send_lat, 50), pct(send_lat, 99)),
-        "drain": (
-            done.value / dsecs,
-            pct(recv_lat, 50),
-            pct(recv_lat, 99),
-            pct(del_lat, 50),
-            pct(del_lat, 99),
-        ),
-        "drained": done.value,
-        "total": (sent + done.value) / (secs + dsecs),
-    }
+def e2e_section(targets: list[Target], messages: int, repeat: int) -> None:
+    print(f"\n## end to end: boto3, 1 producer + 4 consumers, {messages:,} messages of 100 B")
+    rows: dict[str, list[tuple[float, int, int, float]]] = {}
+    servers = [t.start() for t in targets]
+    try:
+        for _ in range(repeat):
+            for server in servers:
+                rows.setdefault(server.name, []).append(e2e_once(server, messages))
+    finally:
+        for server in servers:
+            server.stop()
+    base = {name: statistics.median(r[3] for r in runs) for name, runs in rows.items()}.get(
+        "localstack"
+    )
+    print(
+        f"{'server':26} {'msgs/s':>8} {'dups':>5} {'lost':>5} {'CPU us/msg':>11}"
+        f" {'of LocalStack':>14}"
+    )
+    for name, runs in rows.items():
+        cpu = statistics.median(r[3] for r in runs)
+        share = f"{cpu / base:14.1%}" if base else f"{'-':>14}"
+        print(
+            f"{name:26} {statistics.median(r[0] for r in runs):8,.0f}"
+            f" {sum(r[1] for r in runs):5} {sum(r[2] for r in runs):5} {cpu:11,.0f} {share}"
+        )
 
 
-def wake_latency(url: str, samples: int) -> list[float]:
-    client, other = sqs(url), sqs(url)
-    queue_url = client.create_queue(QueueName="bench-wake")["QueueUrl"]
+# -- wake-ups across processes ------------------------------------------------------------
+
+
+def wake_samples(
+    send: Callable[[str], None], waiter_url: str, queue: str, samples: int
+) -> list[float]:
+    """Seconds from a send's return to the reply of a long poll waiting on another server."""
+    waiter = sqs(waiter_url)
+    queue_url = waiter.get_queue_url(QueueName=queue)["QueueUrl"]
     out: list[float] = []
     for _ in range(samples):
         got: dict[str, Any] = {}
 
-        def poll(got: dict[str, Any] = got) -> None:
-            r = other.receive_message(QueueUrl=queue_url, WaitTimeSeconds=5)
-            got["at"] = time.perf_counter()
-            got["r"] = r
+        def poll(into: dict[str, Any] = got) -> None:
+            r = waiter.receive_message(QueueUrl=queue_url, WaitTimeSeconds=10)
+            into["at"] = time.perf_counter()
+            into["r"] = r
 
         t = threading.Thread(target=poll)
         t.start()
-        time.sleep(0.05)  # the poll is waiting on the server
-        client.send_message(QueueUrl=queue_url, MessageBody="wake")
-        sent_at = time.perf_counter()
+        time.sleep(0.1)  # the poll waits on its server
+        send(queue)
+        sent = time.perf_counter()
         t.join()
-        m = got["r"]["Messages"][0]
-        client.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
-        # from the send's reply to the waiter's reply (the send's own round trip excluded)
-        out.append(max(0.0, got["at"] - sent_at))
+        for m in got["r"].get("Messages", []):
+            waiter.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        out.append(max(0.0, got["at"] - sent))
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="600 messages")
-    parser.add_argument("--messages", type=int, default=2000)
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument(
-        "--store",
-        action="append",
-        default=[],
-        help="conveyor store URL (TMP = a temporary directory); repeat to compare stores."
-        " Default: sqlite:///TMP/bench.db (durability full)",
-    )
-    args = parser.parse_args()
-    messages = 600 if args.quick else args.messages
-    print(f"# SQS API: boto3 from {args.clients} client processes, {messages:,} messages of 100 B")
-    print(f"# {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs")
-    stores = args.store or ["sqlite:///TMP/bench.db"]
-    targets = [
-        (f"conveyor {i + 1}" if len(stores) > 1 else "conveyor", s) for i, s in enumerate(stores)
-    ]
-    targets.append(("moto", ""))
-    results = {}
-    wake: list[float] = []
-    for kind, store in targets:
+def wake_section(source: str | None, samples: int) -> None:
+    print(f"\n## wake-up across processes: send -> a long poll on another server ({samples} each)")
+    from conveyor import Client
+
+    sources: list[tuple[str, str | None]] = [("this", None)]
+    if source:
+        sources.append(("before", source))
+    rows = []
+    for label, src in sources:
         with tempfile.TemporaryDirectory() as tmp:
-            proc, url = start(kind.split()[0], Path(tmp), store)
+            db = f"sqlite:///{tmp}/wake.db"
+            with Client(db) as c:
+                c.create_queue("wake")
+            a = conveyor("a", db, src).start()
+            b = conveyor("b", db, src).start()
             try:
-                results[kind] = measure(kind.replace(" ", ""), url, messages, args.clients)
-                if kind.startswith("conveyor") and not wake:
-                    wake = wake_latency(url, 20 if args.quick else 100)
+                sender = sqs(a.url)
+                url = sender.get_queue_url(QueueName="wake")["QueueUrl"]
+
+                def via_server(q: str, client: Any = sender, url: str = url) -> None:
+                    client.send_message(QueueUrl=url, MessageBody="wake")
+
+                rows.append(
+                    (label, "sqlite: two servers", wake_samples(via_server, b.url, "wake", samples))
+                )
+                with Client(db) as sdk:
+
+                    def via_sdk(q: str, client: Client = sdk) -> None:
+                        client.queue(q).send("wake")
+
+                    rows.append(
+                        (
+                            label,
+                            "sqlite: SDK -> server",
+                            wake_samples(via_sdk, b.url, "wake", samples),
+                        )
+                    )
             finally:
-                proc.terminate()
-                proc.wait(30)
-    for i, s in enumerate(stores):
-        print(f"# conveyor {i + 1 if len(stores) > 1 else ''}: {s}")
-    print()
-    print(
-        f"{'server':10} {'SendMessageBatch':>28}"
-        f" {'ReceiveMessage + DeleteMessageBatch':>46} {'all':>9}"
-    )
-    print(
-        f"{'':10} {'msgs/s':>10} {'p50':>8} {'p99':>8} {'msgs/s':>10} {'recv p50':>8} {'p99':>8}"
-        f" {'del p50':>8} {'p99':>8} {'msgs/s':>9}"
-    )
-    for kind, r in results.items():
-        s, d = r["send"], r["drain"]
+                a.stop()
+                b.stop()
+        prefix = f"benchwake{secrets.token_hex(3)}_"
+        pg = f"{PG}?prefix={prefix}"
+        try:
+            with Client(pg) as c:
+                c.create_queue("wake")
+            a = conveyor("a", pg, src).start()
+            b = conveyor("b", pg, src).start()
+            try:
+                sender = sqs(a.url)
+                url = sender.get_queue_url(QueueName="wake")["QueueUrl"]
+
+                def via_pg(q: str, client: Any = sender, url: str = url) -> None:
+                    client.send_message(QueueUrl=url, MessageBody="wake")
+
+                wake_samples(via_pg, b.url, "wake", 3)  # the first sends learn who listens
+                time.sleep(1.2)
+                rows.append(
+                    (label, "postgres: two servers", wake_samples(via_pg, b.url, "wake", samples))
+                )
+            finally:
+                a.stop()
+                b.stop()
+        finally:
+            drop(pg)
+    print(f"{'code':7} {'path':24} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}")
+    for label, path, values in rows:
         print(
-            f"{kind:10} {s[0]:10,.0f} {s[1]:8.2f} {s[2]:8.2f} {d[0]:10,.0f} {d[1]:8.2f} {d[2]:8.2f}"
-            f" {d[3]:8.2f} {d[4]:8.2f} {r['total']:9,.0f}"
+            f"{label:7} {path:24} {pct(values, 50) * 1000:7.1f} {pct(values, 99) * 1000:7.1f}"
+            f" {max(values) * 1000:7.1f}"
         )
-        if r["drained"] != r["sent"]:
-            print(f"  ! {kind}: drained {r['drained']} of {r['sent']}")
-    print()
-    print("shallow queue (each client: SendMessageBatch 10, ReceiveMessage 10, DeleteMessageBatch)")
-    print(f"{'server':10} {'msgs/s':>10} {'round p50':>10} {'p99':>8}")
-    for kind, r in results.items():
-        cy = r["cycle"]
-        print(f"{kind:10} {cy[0]:10,.0f} {cy[1]:10.2f} {cy[2]:8.2f}")
-    m = results["moto"]
-    for kind in [k for k in results if k != "moto"]:
-        c = results[kind]
-        print(
-            f"{kind} / moto: send {c['send'][0] / m['send'][0]:.1f}x, receive+delete "
-            f"{c['drain'][0] / m['drain'][0]:.1f}x, all {c['total'] / m['total']:.1f}x,"
-            f" shallow round trips {c['cycle'][0] / m['cycle'][0]:.1f}x (target >= 10x)"
-        )
-    print()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.server", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="short runs (a smoke test)")
+    ap.add_argument("--sections", default="wrk,workers,e2e,wake")
+    ap.add_argument("--source", help="a checkout of Conveyor to compare with ('before')")
+    ap.add_argument("--seconds", type=float, default=5.0, help="per wrk run")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--messages", type=int, default=5000, help="per end-to-end run")
+    ap.add_argument("--cache", default=str(Path.home() / ".cache" / "conveyor-bench"))
+    args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.repeat, args.messages = 2.0, 1, 1000
+    sections = args.sections.split(",")
+    source = os.path.abspath(args.source) if args.source else None
     print(
-        f"long-poll wake-up (send reply to waiter reply): p50 {pct(wake, 50):.2f} ms,"
-        f" p99 {pct(wake, 99):.2f} ms over {len(wake)} (target <= 10 ms)"
+        f"# SQS endpoint under load — {platform.platform()}, Python {platform.python_version()},"
+        f" {os.cpu_count()} CPUs"
     )
+    with tempfile.TemporaryDirectory() as tmp:
+        if "wrk" in sections:
+            wrk.ensure_wrk()
+            targets = [
+                trivial(),
+                conveyor("conveyor memory", "memory://"),
+                conveyor("conveyor sqlite normal", f"sqlite:///{tmp}/n.db?durability=normal"),
+                conveyor("conveyor sqlite full", f"sqlite:///{tmp}/f.db"),
+            ]
+            if source:
+                targets += [
+                    conveyor("before memory", "memory://", source),
+                    conveyor(
+                        "before sqlite normal", f"sqlite:///{tmp}/bn.db?durability=normal", source
+                    ),
+                    conveyor("before sqlite full", f"sqlite:///{tmp}/bf.db", source),
+                ]
+            wrk_section(targets, args.seconds, args.repeat)
+        if "workers" in sections:
+            workers_section(source, args.seconds, args.repeat)
+        if "e2e" in sections:
+            targets = [
+                conveyor("conveyor sqlite normal", f"sqlite:///{tmp}/e.db?durability=normal"),
+                conveyor("conveyor sqlite full", f"sqlite:///{tmp}/ef.db"),
+                localstack(Path(args.cache)),
+                moto(),
+            ]
+            if source:
+                targets.insert(
+                    2,
+                    conveyor(
+                        "before sqlite normal", f"sqlite:///{tmp}/be.db?durability=normal", source
+                    ),
+                )
+            e2e_section(targets, args.messages, args.repeat)
+        if "wake" in sections:
+            wake_section(source, 10 if args.quick else 100)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,11 @@ class Server:
 
 
 def start_server(
-    name: str, cmd: list[str], health: str, env: dict[str, str] | None = None
+    name: str,
+    cmd: list[str],
+    health: str,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
 ) -> Server:
     port = free_port()
     cmd = [c.replace("PORT", str(port)) for c in cmd]
@@ -97,6 +101,7 @@ def start_server(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120

@@ -1,0 +1,156 @@
+"""Cost by queue depth on the SQL stores: ``python -m bench.depth [--depth N] [--stores ...]``.
+
+For each store (SQLite at durability=normal, PostgreSQL, MariaDB) a queue holds 1,000
+messages and another `--depth` (default 1,000,000) of 100 bytes each. Measured in rounds,
+the queues in turn, the median shown: an SDK drain (receive 10 + delete_batch, refilled
+after each round), paging with `peek` (pages of 100 from the head, `after` the last
+sequence), and `stats`. Target: at depth, each at >= 80% of its rate at 1,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+from conveyor import Client
+from conveyor.models import NewMessage
+
+BODY = b"x" * 100
+STORES = {
+    "sqlite": "sqlite:///{tmp}/depth-{depth}.db?durability=normal",
+    "postgres": "postgresql://postgres@127.0.0.1:5432/test?prefix={prefix}",
+    "mysql": "mysql://root@127.0.0.1:3306/test?prefix={prefix}",
+}
+
+
+def fill(client: Client, queue: str, n: int, progress: str = "") -> None:
+    """Send n bare messages, 5,000 a transaction (ids made by the store)."""
+    done = 0
+    started = time.perf_counter()
+    while done < n:
+        m = min(5_000, n - done)
+        client.backend.send(queue, [NewMessage(id="", body=BODY, generated_id=True)] * m)
+        done += m
+        if progress:
+            rate = done / (time.perf_counter() - started)
+            print(f"\r  {progress}: {done:,} ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr)
+
+
+def drain_round(client: Client, queue: str, calls: int) -> float:
+    """msgs/s of `calls` receive(10) + delete_batch."""
+    q = client.queue(queue)
+    got = 0
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        batch = q.receive(10)
+        if batch:
+            q.delete_batch([m.receipt or "" for m in batch])
+        got += len(batch)
+    secs = time.perf_counter() - t0
+    fill(client, queue, got)
+    return got / secs
+
+
+def peek_round(client: Client, queue: str, pages: int) -> float:
+    """Messages/s paging from the head, 100 a page."""
+    q = client.queue(queue)
+    after, seen = 0, 0
+    t0 = time.perf_counter()
+    for _ in range(pages):
+        page = q.peek(100, after=after)
+        if not page:
+            break
+        seen += len(page)
+        after = page[-1].sequence or 0
+    return seen / (time.perf_counter() - t0)
+
+
+def stats_round(client: Client, queue: str, calls: int) -> float:
+    q = client.queue(queue)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        q.stats()
+    return calls / (time.perf_counter() - t0)
+
+
+ROUNDS: dict[str, tuple[Callable[[Client, str, int], float], int, str]] = {
+    "drain (receive 10 + delete)": (drain_round, 50, "msgs/s"),
+    "peek (pages of 100)": (peek_round, 50, "msgs/s"),
+    "stats": (stats_round, 50, "calls/s"),
+}
+
+
+def measure(url: str, depths: list[int], repeat: int) -> dict[str, list[float]]:
+    client = Client(url)
+    try:
+        names = []
+        for depth in depths:
+            name = f"depth-{depth}"
+            client.create_queue(name, visibility_timeout=600)
+            fill(client, name, depth, f"{url.split(':')[0]} {depth:,}")
+            names.append(name)
+        for name in names:  # warm caches
+            drain_round(client, name, 20)
+        rates: dict[str, list[list[float]]] = {k: [[] for _ in depths] for k in ROUNDS}
+        for _ in range(repeat):
+            for what, (fn, n, _) in ROUNDS.items():
+                for i, name in enumerate(names):
+                    rates[what][i].append(fn(client, name, n))
+        return {what: [statistics.median(r) for r in per] for what, per in rates.items()}
+    finally:
+        client.close()
+
+
+def drop(url: str) -> None:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.sqlstores import drop as drop_store
+
+    drop_store(url)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.depth", description=__doc__.split("\n")[0])
+    ap.add_argument("--depth", type=int, default=1_000_000)
+    ap.add_argument("--stores", default="sqlite,postgres,mysql")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    depths = [1_000, args.depth]
+    print(f"# cost by queue depth — {platform.platform()}, {os.cpu_count()} CPUs")
+    print(
+        f"# {len(ROUNDS)} operations at {depths[0]:,} and {depths[1]:,} queued; median of "
+        f"{args.repeat} rounds, the queues in turn"
+    )
+    results: list[tuple[str, str, list[float], str]] = []
+    for store in args.stores.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            prefix = f"depth{secrets.token_hex(3)}_"
+            url = STORES[store].format(tmp=tmp, depth="q", prefix=prefix)
+            try:
+                got = measure(url, depths, args.repeat)
+            finally:
+                if store != "sqlite":
+                    drop(url)
+            for what, values in got.items():
+                results.append((store, what, values, ROUNDS[what][2]))
+    print()
+    print(f"{'store':9} {'operation':29} {depths[0]:>12,} {depths[1]:>12,}  ratio  target")
+    for store, what, (shallow, deep), unit in results:
+        ratio = deep / shallow
+        flag = "" if ratio >= 0.8 else "BELOW TARGET"
+        print(
+            f"{store:9} {what:29} {shallow:>12,.0f} {deep:>12,.0f}  {ratio:5.2f}  >= 0.80 "
+            f"{unit} {flag}"
+        )
+
+
+if __name__ == "__main__":
+    main()
