@@ -66,3 +66,7 @@ class QueuePipeline:
     def discard(self, sink: str, batch: int) -> int:
         """Remove everything staged for (sink, batch)."""
         return self.store.discard_staged(self.name, sink, batch)
+
+    def remove(self, ids: Sequence[str]) -> int:
+        """Remove the messages with these ids (moved elsewhere by a job); how many went."""
+        return self.store.remove_messages(self.name, ids)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 _server: subprocess.Popen[bytes] | None = None
 _endpoint: str | None = None
 _failed: str | None = None
+_log_dir: Path | None = None
 
 
 def _free_port() -> int:
@@ -47,8 +49,10 @@ def endpoint() -> str | None:
     except ImportError as exc:
         _failed = f"moto[server] ({exc})"
         return None
+    global _log_dir
     port = _free_port()
-    log = Path(tempfile.mkdtemp(prefix="conveyor-moto-")) / "moto.log"
+    _log_dir = Path(tempfile.mkdtemp(prefix="conveyor-moto-"))
+    log = _log_dir / "moto.log"
     _server = subprocess.Popen(
         _command(port), stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT
     )
@@ -95,7 +99,7 @@ def drop(url: str) -> None:
 
 
 def stop() -> None:
-    global _server, _endpoint
+    global _server, _endpoint, _log_dir
     if _server is not None and _server.poll() is None:
         _server.terminate()
         try:
@@ -104,3 +108,6 @@ def stop() -> None:
             _server.kill()
     _server = None
     _endpoint = None
+    if _log_dir is not None:
+        shutil.rmtree(_log_dir, ignore_errors=True)
+        _log_dir = None

@@ -11,6 +11,7 @@ import pytest
 
 from conveyor import Client, DeadLetterPolicy, ManualClock, SendEntry
 from conveyor.backends.base import Pipeline
+from conveyor.backends.sql.pipeline import HIDDEN, STAGE_HOURS, SQLPipeline
 from conveyor.backends.sql.store import SQLStore
 
 from . import sqlstores
@@ -137,21 +138,52 @@ def test_a_retry_takes_over_the_ids_an_earlier_attempt_staged(
     assert q.get("x0").text == "kept"
 
 
-def test_a_one_off_job_that_died_unfinished_is_cleared_a_week_later(
+def staged_rows(store: Pipeline, queue: str) -> int:
+    """Rows of `queue` staged and not published (hidden at visible_at >= HIDDEN)."""
+    assert isinstance(store, SQLPipeline)
+    sql = store.store
+    d = sql.dialect
+
+    def count(ex: Any) -> int:
+        qid, _ = sql.queue_row(ex, queue)
+        (n,) = ex.one(
+            f"SELECT count(*) FROM {d.messages(qid)} WHERE {d.scope(qid)} AND visible_at >= %s",
+            (HIDDEN,),
+        )
+        return int(n)
+
+    return sql.read(count)
+
+
+def test_a_one_off_job_that_died_unfinished_is_cleared_a_day_later(
     env: tuple[Client, Pipeline], clock: ManualClock
 ) -> None:
     client, store = env
     q = client.create_queue("q", retention=14 * 86400)
     store.stage_messages("q", "job:dead", 0, 0, 0, [q.prepare(e) for e in entries(4, "d")])
-    clock.advance(3 * 86400)
+    # hidden until their job publishes them: neither counted nor listed
+    assert (q.stats().delayed, q.stats().ready, q.peek(limit=10)) == (0, 0, [])
+    clock.advance(3600)
     store.stage_messages("q", "job:live", 0, 0, 0, [q.prepare(e) for e in entries(2, "l")])
     assert store.publish_staged("q", "job:live", 0, [(0, 0)]) == 2
-    assert q.stats().delayed == 4  # the dead job's messages are a few days old: kept
-    clock.advance(5 * 86400)
+    assert staged_rows(store, "q") == 4  # an hour old: its job may still be running
+    clock.advance(STAGE_HOURS * 3600)
     store.stage_messages("q", "job:next", 0, 0, 0, [q.prepare(e) for e in entries(1, "n")])
+    assert staged_rows(store, "q") == 1  # the dead job's rows went as the next job began
     assert store.publish_staged("q", "job:next", 0, [(0, 0)]) == 1
-    assert q.stats().delayed == 0
+    assert staged_rows(store, "q") == 0
     assert sorted(m.text for m in q.peek(limit=10)) == ["l0", "l1", "n0"]
+    assert q.stats().delayed == 0
+
+
+def test_remove_messages_takes_many_ids_at_once(env: tuple[Client, Pipeline]) -> None:
+    client, store = env
+    q = client.create_queue("q")
+    sent = [r.result.id for r in q.send_batch(entries(10, "m"))]
+    assert store.remove_messages("q", [*sent[:6], "no-such-id"]) == 6
+    assert sorted(m.text for m in q.peek(limit=20)) == [f"m{i}" for i in range(6, 10)]
+    assert store.remove_messages("q", sent[:6]) == 0  # gone already: skipped
+    assert q.stats().deleted == 0  # moved on by a job, not deleted
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres", "mysql"])

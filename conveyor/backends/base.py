@@ -525,3 +525,9 @@ class Pipeline(ABC):
     @abstractmethod
     def discard_staged(self, queue: str, sink: str, batch: int) -> int:
         """Remove everything staged for (sink, batch); how many messages went."""
+
+    @abstractmethod
+    def remove_messages(self, queue: str, ids: Sequence[str]) -> int:
+        """Remove the messages with these ids, whatever their state (a job moved them on:
+        neither archived nor counted as deleted); ids the queue lacks are skipped. A few
+        statements per thousand ids. How many went."""

@@ -12,15 +12,18 @@ channel). The parent restarts a worker that dies, forwards SIGTERM/SIGINT to eve
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from types import FrameType
 
 log = logging.getLogger("conveyor.server")
 
+PR_SET_PDEATHSIG = 1
 FAST_EXIT = 5.0  # a worker that dies sooner than this after its start failed to start
 
 
@@ -35,6 +38,7 @@ def supervise(workers: int, start: Callable[[int], None]) -> int:
         if pid == 0:  # the worker
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            _end_with_parent()
             code = 0
             try:
                 start(index)
@@ -81,3 +85,13 @@ def supervise(workers: int, start: Callable[[int], None]) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
     return status
+
+
+def _end_with_parent() -> None:
+    """Linux: this process gets SIGTERM when its parent dies, however it dies (a killed
+    supervisor leaves no workers behind)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

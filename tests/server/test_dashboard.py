@@ -5,15 +5,17 @@ go to docs/dashboard/ when CONVEYOR_SCREENSHOTS is set."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conveyor import Client, DeadLetterPolicy
+from conveyor import Client, DeadLetterPolicy, QueueStats
 from conveyor.server import ServerConfig
 
 from ..conftest import unavailable
@@ -105,6 +107,8 @@ def shot(driver: Any, name: str) -> None:
 
 
 def test_overview_follows_a_send(browser: Any, live: tuple[LiveServer, Client]) -> None:
+    from selenium.webdriver.common.by import By
+
     server, client = live
     orders = client.create_queue("orders")
     orders.send("one")
@@ -114,6 +118,21 @@ def test_overview_follows_a_send(browser: Any, live: tuple[LiveServer, Client]) 
     for i in range(4):
         orders.send(f"more {i}")
     until(browser, lambda d: text_of(d, ready) == "5", "the count to follow the sends")
+    # an hour of history, as the sampler would have taken it, draws the sparklines
+    history = server.conveyor.history
+    now = time.time()
+    for minute in range(60):
+        history._now = functools.partial(float, now - 3600 + 60 * minute)
+        depth = 5 + (minute % 20) * 3
+        history.record(
+            QueueStats(queue="orders", ready=depth, sent=40 * minute, received=35 * minute),
+            force=True,
+        )
+    history._now = time.time
+    lines = 'tr[data-queue="orders"] svg.spark polyline'
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, lines)) == 2, "sparklines")
+    points = browser.find_elements(By.CSS_SELECTOR, lines)[0].get_attribute("points").split()
+    assert len(points) >= 60  # one per sample
     shot(browser, "overview")
 
 

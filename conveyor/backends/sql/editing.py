@@ -13,6 +13,7 @@ from ..base import Editing
 from ..codec import encode_attributes
 from ..errors import in_flight, no_dead_letter_policy, no_dead_letter_queue, no_message, no_source
 from .connections import Exec
+from .pipeline import HIDDEN
 from .rows import (
     ARCHIVE_COLUMNS,
     Fields,
@@ -138,10 +139,13 @@ class SQLEditor(Editing):
     ) -> list[Message]:
         d = self.d
         now = self.store.clock.now()
-        where, extra = {
-            None: ("", ()),
+        where, extra = {  # (messages a job staged, hidden until it publishes, are not listed)
+            None: (" AND visible_at < %s", (HIDDEN,)),
             MessageState.READY: (" AND visible_at <= %s", (now,)),
-            MessageState.DELAYED: (" AND visible_at > %s AND receive_count = 0", (now,)),
+            MessageState.DELAYED: (
+                " AND visible_at > %s AND visible_at < %s AND receive_count = 0",
+                (now, HIDDEN),
+            ),
             MessageState.IN_FLIGHT: (" AND visible_at > %s AND receive_count > 0", (now,)),
         }[state]
         cond, params = d.after(after)

@@ -35,6 +35,8 @@ LEASE_KEY = "queue_id, stream, lease, row_key"
 LEASE_TYPES = "bigint, text, bigint, bigint, text, text"
 LEASE_CHUNK = 5000  # messages claimed per receive when leasing, deleted per acknowledgement
 JOB_SINK_DAYS = 7  # how long a one-off job's commit record is kept
+STAGE_HOURS = 24  # a one-off job's staged rows older than this are its own dead job's
+REMOVE_CHUNK = 1000  # ids looked up and removed per statement
 
 Page = tuple[list[Row], "int | None"]  # rows, and the key to go on after (None: done)
 
@@ -311,6 +313,8 @@ class SQLPipeline(Pipeline):
             stages = self._stages(ex, qid, sink, batch)
             mine = next((s for s in stages if (s.part, s.attempt) == (part, attempt)), None)
             if mine is None:
+                if not stages:  # a new batch: reclaim what one-off jobs that died left
+                    self._drop_staged(ex, qid, self._abandoned(ex, qid, now - STAGE_HOURS * 3600))
                 ex.run(
                     f"INSERT INTO {p}stages (queue_id, sink, batch, part, attempt, created_at)"
                     " VALUES (%s, %s, %s, %s, %s, %s)",
@@ -411,8 +415,8 @@ class SQLPipeline(Pipeline):
                     f"DELETE FROM {p}sinks WHERE sink LIKE %s AND committed_at < %s",
                     ("job:%", now - JOB_SINK_DAYS * 86400),
                 )
-            # what other attempts staged goes, and so do one-off jobs abandoned long ago
-            stale = self._abandoned(ex, qid, now - JOB_SINK_DAYS * 86400)
+            # what other attempts staged goes, and so do one-off jobs that died a day ago
+            stale = self._abandoned(ex, qid, now - STAGE_HOURS * 3600)
             self._drop_staged(ex, qid, stages + stale)
             return qid, published
 
@@ -428,6 +432,24 @@ class SQLPipeline(Pipeline):
             return self._drop_staged(ex, qid, self._stages(ex, qid, sink, batch))
 
         return self.store.write(run)
+
+    def remove_messages(self, queue: str, ids: Sequence[str]) -> int:
+        d = self.d
+
+        def run(ex: Exec) -> int:
+            qid = self._qid(ex, queue)
+            gone = 0
+            for i in range(0, len(ids), REMOVE_CHUNK):
+                keys = [key for key, _ in d.find_many(ex, qid, ids[i : i + REMOVE_CHUNK])]
+                if keys:
+                    gone += ex.run(
+                        f"DELETE FROM {d.messages(qid)} WHERE {d.key_scope(qid)}"
+                        f" AND {d.key} IN ({marks(keys)})",
+                        keys,
+                    )
+            return gone
+
+        return self.store.write(run) if ids else 0
 
     def _drop_staged(self, ex: Exec, qid: int, stages: Sequence[Stage]) -> int:
         """Delete the stages' messages still hidden, and the stages; how many messages went."""

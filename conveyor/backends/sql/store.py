@@ -58,7 +58,7 @@ from ..rules import (
 from .connections import Connections, E, Exec, marks
 from .dialect import Bare, Dialect, NotAllHeld
 from .editing import SQLEditor
-from .pipeline import SQLPipeline
+from .pipeline import HIDDEN, SQLPipeline
 from .registry import SQLRegistry
 from .rows import (
     Row,
@@ -429,8 +429,9 @@ class SQLStore(Backend, Generic[E]):
                 "SELECT coalesce(sum(CASE WHEN visible_at <= %s THEN 1 ELSE 0 END), 0),"
                 " coalesce(sum(CASE WHEN visible_at > %s AND receive_count = 0 THEN 1 ELSE 0"
                 " END), 0), coalesce(sum(CASE WHEN visible_at > %s AND receive_count > 0 THEN 1"
-                f" ELSE 0 END), 0), min(sent_at) FROM {d.messages(qid)} WHERE {d.scope(qid)}",
-                (now, now, now),
+                f" ELSE 0 END), 0), min(sent_at) FROM {d.messages(qid)} WHERE {d.scope(qid)}"
+                " AND visible_at < %s",  # not what a job staged, hidden until it publishes
+                (now, now, now, HIDDEN),
             )
             totals = ex.one(
                 f"SELECT sent, received, deleted, dead, expired FROM {d.prefix}queues"
