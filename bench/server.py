@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ import httpx
 from . import wrk
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
-SPREAD = 50  # queues the DeleteMessageBatch receipts are gathered from
+PER_QUEUE = 1000  # messages per queue the DeleteMessageBatch receipts are gathered from
 LOCALSTACK = "localstack-core[runtime]==2026.3.0"
 LOCALSTACK_PINS = ["cbor2<6", "cryptography<45", "pyopenssl<25", "service_identity"]
 
@@ -222,14 +223,19 @@ def run_op(
     sent = results.get(("SendMessageBatch", server.name))
     rate = statistics.median(x.rps for x in sent) if sent else 3000.0
     batches = int(rate * 1.5 * seconds) + 200
-    # receipts from many queues: a receive walks past the messages in flight at the head of
-    # its queue, so one queue holding them all would make gathering them quadratic
-    queues = [queue] + [wrk.create(server.url, f"b-dele-{round_}-{i}") for i in range(1, SPREAD)]
-    per = batches // SPREAD + 1
-    gathered = []
-    for q in queues:
-        wrk.fill(server.url, q, per * 10)
-        gathered.append(wrk.receipts(server.url, q, per))
+    # receipts from many queues of at most PER_QUEUE messages: a receive walks past the
+    # messages in flight at the head of its queue, so one queue holding them all would make
+    # gathering them quadratic
+    spread = max(1, batches * 10 // PER_QUEUE)
+    queues = [queue] + [wrk.create(server.url, f"b-dele-{round_}-{i}") for i in range(1, spread)]
+    per = batches // spread + 1
+
+    def gather(q: str) -> list[str]:
+        wrk.fill(server.url, q, per * 10, threads=2)
+        return wrk.receipts(server.url, q, per, threads=2)
+
+    with ThreadPoolExecutor(4) as pool:
+        gathered = list(pool.map(gather, queues))
     bodies = [b for group in zip(*gathered, strict=False) for b in group]
     return wrk.run(server, op, bodies=bodies, seconds=seconds)
 

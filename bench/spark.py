@@ -1,6 +1,14 @@
-"""Spark data source vs a single-process SDK loop: write, batch read and streaming read.
+"""Spark against one process with the SDK.
 
-    python -m bench.spark [--messages 100000] [--only sqlite|postgres] [--master local[2]]
+    python -m bench.spark [--size 100000] [--only sqlite|postgres] [--modes local[1],local[2]]
+
+runs the pipeline jobs (export, import, stats, redrive, streaming read) each beside the same
+work done in one process with the SDK (see `bench/spark_jobs.py`).
+
+    python -m bench.spark --ops [--messages 100000] [--only sqlite|postgres] [--master local[2]]
+
+measures the data source's own operations (write, batch read, streaming read) against an
+SDK loop:
 
 For each store, the median of `--repeat` rounds (3) on fresh queues, each round: rows/s of
 - write: a DataFrame of N messages appended with the `conveyor` sink, vs the SDK sending
@@ -152,13 +160,21 @@ def bench_store(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--ops", action="store_true", help="the data source's operations")
+    parser.add_argument("--size", default="100000", help="jobs: messages (N or N,M)")
+    parser.add_argument("--modes", default="local[1],local[2]", help="jobs: Spark masters")
+    parser.add_argument("--messages", type=int, default=100_000, help="--ops: messages")
     parser.add_argument("--only", choices=["sqlite", "postgres"])
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default="local[2]", help="--ops: the Spark master")
     parser.add_argument(
         "--repeat", type=int, default=3, help="rounds on fresh queues; the median time is shown"
     )
     args = parser.parse_args()
+    if not args.ops:
+        from . import spark_jobs
+
+        spark_jobs.main(args)
+        return
     from conveyor.spark import session
 
     spark = session(

@@ -12,7 +12,9 @@ import pytest
 from conveyor import Client, DeadLetterPolicy, ManualClock, SendEntry
 from conveyor.backends.base import Pipeline
 from conveyor.backends.sql.pipeline import HIDDEN, STAGE_HOURS, SQLPipeline
+from conveyor.backends.sql.sqlite import SQLiteConnections
 from conveyor.backends.sql.store import SQLStore
+from conveyor.models import NewMessage
 
 from . import sqlstores
 from .conftest import STORES
@@ -238,3 +240,46 @@ def test_an_upgrade_drops_what_the_old_staging_left_hidden(kind: str, tmp_path: 
             assert upgraded.publish_staged("q", "job:y", 0, [(0, 0)]) == 1
     finally:
         drop(url)
+
+
+def test_imports_and_redrives_issue_statements_in_proportion_to_their_rows(
+    tmp_path: Path,
+) -> None:
+    """What a job's tasks issue to stage an import (chunks of 5,000, as the data source
+    stages) and publish it, and to remove a redrive's dead letters: ten times the rows, at
+    most (about) ten times the statements — never a lookup of the whole queue per chunk."""
+    chunk = 5000
+    counts: dict[str, list[int]] = {"import": [], "redrive": []}
+    for n in (5_000, 50_000):
+        with Client(f"sqlite:///{tmp_path}/s{n}.db?durability=normal") as client:
+            client.create_queue("q")
+            client.create_queue("dlq")
+            dead = client.backend.send(
+                "dlq", [NewMessage(id="", body=b"dead", generated_id=True)] * n
+            )
+            store = client.backend
+            assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
+            conn = store.db.exec().conn
+            seen: list[str] = []
+            conn.set_trace_callback(seen.append)
+            try:
+                bulk = client.pipeline("q")
+                entries = [SendEntry(entry_id="0", body=f"m{i}", id=f"id-{i}") for i in range(n)]
+                for i in range(0, n, chunk):
+                    assert bulk.stage("job:x", 0, 0, 0, entries[i : i + chunk]) == chunk
+                assert bulk.publish("job:x", 0, [(0, 0)]) == n
+                counts["import"].append(len(seen))
+                seen.clear()
+                ids = [r.id for r in dead]
+                removed = sum(
+                    client.pipeline("dlq").remove(ids[i : i + chunk]) for i in range(0, n, chunk)
+                )
+                assert removed == n
+                counts["redrive"].append(len(seen))
+            finally:
+                conn.set_trace_callback(None)
+            assert client.queue("q").stats().ready == n
+    for job, (small, large) in counts.items():
+        assert large <= 11 * small, f"{job}: {small} statements for 5,000, {large} for 50,000"
+    # a few dozen statements per thousand rows staged, a few per thousand removed
+    assert counts["import"][1] <= 50 * 30 and counts["redrive"][1] <= 50 * 5, counts

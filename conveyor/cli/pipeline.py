@@ -17,6 +17,7 @@ from . import render
 from .app import State, _done, cli, fail, pass_state
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def job_options(f: F) -> F:
@@ -32,16 +33,23 @@ def job_options(f: F) -> F:
     return click.option("--store", "job_store", help="Store URL (overrides the global --store).")(f)
 
 
-def _spark(master: str, verbose: bool) -> Any:
+def _run(master: str, verbose: bool, job: Callable[[Any], T]) -> T:
+    """Start Spark and run `job(spark)`, saying on stderr how long each phase took (start,
+    planning, execution with a line per stage, commit)."""
     try:
         from ..spark import session
+        from ..spark.progress import Phases
     except ImportError as exc:  # pragma: no cover - the extra is part of the test install
         fail(f"{exc}: install the Spark extra from the clone: pip install '.[spark]'")
-    render.errors.print(f"starting Spark ({master})...")
+    phases = Phases(lambda line: render.errors.print(line, highlight=False))
+    render.errors.print(f"starting Spark ({master})", highlight=False)
+    phases.phase("start")
     try:
-        return session(master, app="conveyor-pipeline", quiet=not verbose)
+        spark = session(master, app="conveyor-pipeline", quiet=not verbose)
     except Exception as exc:
         fail(f"cannot start Spark on {master}: {str(exc).splitlines()[0]} (is Java 17+ installed?)")
+    with phases.follow(spark):
+        return job(spark)
 
 
 def _store(state: State, job_store: str | None) -> str:
@@ -92,8 +100,9 @@ def stats(
 
     store = _store(state, job_store)
     _check(store, *queues)
-    spark = _spark(master, verbose)
-    result = jobs.stats(spark, store, list(queues) or None, window=window)
+    result = _run(
+        master, verbose, lambda spark: jobs.stats(spark, store, list(queues) or None, window=window)
+    )
     written = jobs.write_stats(result, out_dir, fmt) if out_dir else []
     drawn = jobs.chart(result, chart_path) if chart_path else None
     if drawn and not result.throughput:
@@ -130,9 +139,10 @@ def export(
     _check(store, queue, archive=queue if archive else None)
     if not overwrite and _local(path) and os.path.exists(path):
         fail(f"{path} exists already: pass --overwrite to replace it, or choose another path")
-    n = jobs.export(
-        _spark(master, verbose), store, queue, path, source="archive" if archive else "queue",
-        overwrite=overwrite,
+    source = "archive" if archive else "queue"
+    n = _run(
+        master, verbose,
+        lambda spark: jobs.export(spark, store, queue, path, source=source, overwrite=overwrite),
     )  # fmt: skip
     _done(state, {"queue": queue, "path": path, "rows": n}, f"exported {n} rows to {path}")
 
@@ -153,7 +163,7 @@ def import_cmd(
     if _local(path) and not os.path.exists(path):
         fail(f"{path} does not exist: give the directory an export wrote")
     _check(store, queue)
-    rows, added = jobs.import_(_spark(master, verbose), store, queue, path)
+    rows, added = _run(master, verbose, lambda spark: jobs.import_(spark, store, queue, path))
     _done(
         state,
         {"queue": queue, "path": path, "rows": rows, "added": added},
@@ -175,7 +185,7 @@ def redrive(
 
     store = _store(state, job_store)
     _check(store, dlq, *([to] if to else []))
-    counts = jobs.redrive(_spark(master, verbose), store, dlq, to=to)
+    counts = _run(master, verbose, lambda spark: jobs.redrive(spark, store, dlq, to=to))
     if state.json:
         render.emit_json({"dlq": dlq, "moved": counts})
         return

@@ -97,6 +97,12 @@ def test_pipeline_commands(spark: Any, store: str, client: Client, tmp_path: Pat
     assert data["queues"][0]["archived"] == 150 and data["files"] == [str(tmp_path / "c.png")]
     out = runner.invoke(cli, [*args, "export", "work-dlq", str(tmp_path / "x")])
     assert out.exit_code == 0 and json.loads(out.stdout)["rows"] == 50
+    # its phases and stages on stderr, in order, each with its time
+    said = [line.split(":")[0].strip() for line in out.stderr.splitlines()]
+    assert said[:3] == ["starting Spark (local[*])", "start", "planning"], out.stderr
+    assert "execution" in said and said.index("execution") > said.index("planning")
+    stages = [line for line in out.stderr.splitlines() if line.startswith("  stage ")]
+    assert stages and all(" tasks, " in line and line.endswith(" s") for line in stages)
     out = runner.invoke(cli, [*args, "redrive", "work-dlq", "--to", "nowhere"])
     assert out.exit_code == 1 and "no such queue(s): nowhere" in out.output
     out = runner.invoke(cli, [*args, "redrive", "work-dlq"])

@@ -55,8 +55,9 @@ from .wakes import Wakes
 
 T = TypeVar("T")
 
-# rows per statement of `_bare_insert`
+# rows per statement of `_bare_insert` and of rows written as sent
 BARE_ROWS = 50
+LOOKUP_ROWS = 500  # ids per statement when looking many up
 
 COLUMNS = (
     "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
@@ -523,6 +524,10 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._local = threading.local()
 
 
+def _places(values: Sequence[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
 def _busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
@@ -631,16 +636,20 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         self, ex: SQLiteExec, qid: int, rows: Sequence[Fields], check: bool
     ) -> list[tuple[int, str] | None]:
         """Insert rows at the back of their priority bands; per row (rowid, id), or None
-        where `check` found the id present (rows before it in `rows` included)."""
+        where `check` found the id present (rows before it in `rows` included). Ids are
+        looked up, and rows as sent inserted, many to a statement."""
         conn, t = ex.conn, self.messages(qid)
+        present = self._present(ex, qid, [r.id for r in rows if r.id]) if check else set()
         last: dict[int, int] = {}
-        send = f"INSERT INTO {t} ({SEND_COLUMNS}) VALUES ({marks(SEND_COLUMNS.split(','))})"
         full = f"INSERT INTO {t} ({ALL_COLUMNS}) VALUES ({marks(ALL_COLUMNS.split(','))})"
         out: list[tuple[int, str] | None] = []
+        pending: list[tuple[Any, ...]] = []  # rows as sent, inserted BARE_ROWS a statement
         for row in rows:
-            if row.id and check and self.find(ex, qid, row.id) is not None:
-                out.append(None)
-                continue
+            if row.id and check:
+                if row.id in present:
+                    out.append(None)
+                    continue
+                present.add(row.id)
             n = last.get(row.priority)
             rowid = last[row.priority] = (
                 self._last_rowid(conn, t, row.priority) if n is None else n
@@ -661,7 +670,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
                 1 if row.id else 0,  # ids made here carry their rowid: no index entry
             )
             if row.as_sent:
-                conn.execute(_qmarks(send), values)
+                pending.append(values)
             else:
                 received = (
                     row.receive_count,
@@ -672,7 +681,48 @@ class SQLiteDialect(Dialect[SQLiteExec]):
                 )
                 conn.execute(_qmarks(full), (*values, *received))
             out.append((rowid, message_id))
+        for i in range(0, len(pending), BARE_ROWS):
+            part = pending[i : i + BARE_ROWS]
+            conn.execute(_sent_rows(t, len(part)), [v for values in part for v in values])
         return out
+
+    def _present(self, ex: SQLiteExec, qid: int, ids: Sequence[str]) -> set[str]:
+        """The ids of `ids` the queue holds."""
+        return {message_id for _, message_id, _ in self._lookup(ex, qid, ids)}
+
+    def _lookup(self, ex: SQLiteExec, qid: int, ids: Sequence[str]) -> list[tuple[int, str, float]]:
+        """(rowid, id, visible_at) of the queue's messages with these ids, a few hundred to
+        a statement: by rowid for ids this store made up, by the partial index for others."""
+        conn, t = ex.conn, self.messages(qid)
+        made: dict[int, str] = {}
+        others: list[str] = []
+        for message_id in ids:
+            rowid = rowid_of(message_id)
+            if rowid is None:
+                others.append(message_id)
+            else:
+                made[rowid] = message_id
+        found: list[tuple[int, str, float]] = []
+        keys = list(made)
+        for i in range(0, len(keys), LOOKUP_ROWS):
+            rowids = keys[i : i + LOOKUP_ROWS]
+            for rowid, message_id, visible_at in conn.execute(
+                f"SELECT rowid, id, visible_at FROM {t} WHERE rowid IN ({_places(rowids)})",
+                rowids,
+            ):
+                if made.get(rowid) == message_id:
+                    found.append((int(rowid), message_id, float(visible_at)))
+        # not at their row number: moved (and so in the index), or gone
+        at_home = {message_id for _, message_id, _ in found}
+        others += [m for m in made.values() if m not in at_home]
+        for i in range(0, len(others), LOOKUP_ROWS):
+            part = others[i : i + LOOKUP_ROWS]
+            for rowid, message_id, visible_at in conn.execute(
+                f"SELECT rowid, id, visible_at FROM {t} WHERE indexed AND id IN ({_places(part)})",
+                part,
+            ):
+                found.append((int(rowid), message_id, float(visible_at)))
+        return found
 
     def insert(
         self,
@@ -714,15 +764,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         return None
 
     def find_many(self, ex: SQLiteExec, qid: int, ids: Sequence[str]) -> list[tuple[int, float]]:
-        found: list[tuple[int, float]] = []
-        for message_id in ids:
-            key = self.find(ex, qid, message_id)
-            if key is not None:
-                (visible_at,) = ex.conn.execute(
-                    f"SELECT visible_at FROM {self.messages(qid)} WHERE rowid = ?", (key,)
-                ).fetchone()
-                found.append((key, float(visible_at)))
-        return found
+        return [(key, visible_at) for key, _, visible_at in self._lookup(ex, qid, ids)]
 
     # -- claims and deletes ---------------------------------------------------------------
 
@@ -830,6 +872,13 @@ def _claim(t: str) -> str:
         " first_received_at = coalesce(first_received_at, ?), version = version + 1,"
         " token = ? WHERE rowid IN"
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _sent_rows(t: str, n: int) -> str:
+    """Insert n rows as sent (SEND_COLUMNS), in one statement."""
+    row = f"({marks(SEND_COLUMNS.split(','))})"
+    return f"INSERT INTO {t} ({SEND_COLUMNS}) VALUES {','.join([row] * n)}".replace("%s", "?")
 
 
 @functools.lru_cache(maxsize=1024)

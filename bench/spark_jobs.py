@@ -1,0 +1,321 @@
+"""The pipeline jobs against the same work done in one process with the SDK.
+
+    python -m bench.spark [--size 100000] [--only sqlite|postgres] [--modes local[1],local[2]]
+
+For each store (SQLite at durability=normal, PostgreSQL) and each Spark mode, on a queue of
+`--size` messages of ~100 bytes: export (to Parquet), import (that file, into an empty
+queue), stats, redrive (a dead-letter queue of `--size` messages to another queue) and a
+streaming read (availableNow into a no-op sink) — each timed as a job runs in a session
+already started (the session's start is printed on its own), with the peak resident memory
+of Spark's driver (the JVM) and of its Python workers (all of them together) while the job
+ran, sampled every 0.2 s. The one-process way does the same with the SDK: export pages with
+`peek` into pyarrow, import sends the file's rows keeping their ids, stats pages through the
+queue counting states, redrive is `redrive_all`, the streaming read receives 10 and deletes.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conveyor import Client
+from conveyor.models import MessageState, NewMessage
+
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+BODY = b"x" * 100
+JOBS = ("export", "import", "stats", "redrive", "stream")
+
+
+def fill(url: str, queue: str, n: int) -> None:
+    with Client(url) as c:
+        c.create_queue(queue)
+        for start in range(0, n, 5000):
+            m = min(5000, n - start)
+            c.backend.send(queue, [NewMessage(id="", body=BODY, generated_id=True)] * m)
+
+
+# -- memory -------------------------------------------------------------------------------
+
+
+def _tree(pid: int) -> dict[int, tuple[str, int]]:
+    """pid -> (command name, resident KiB) of `pid` and every descendant."""
+    parents: dict[int, int] = {}
+    info: dict[int, tuple[str, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        parents[int(entry)] = int(fields.get("PPid", "0").strip())
+        rss = int(fields.get("VmRSS", "0 kB").split()[0]) if "VmRSS" in fields else 0
+        info[int(entry)] = (fields.get("Name", "").strip(), rss)
+    out = {}
+    frontier = [pid]
+    while frontier:
+        p = frontier.pop()
+        out[p] = info.get(p, ("", 0))
+        frontier += [c for c, parent in parents.items() if parent == p]
+    return out
+
+
+@dataclass
+class Peak:
+    """Peak RSS (MiB) of the JVM and of the Python workers (summed) while sampling."""
+
+    jvm: float = 0.0
+    workers: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def sample(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            tree = _tree(me)
+            jvm = sum(rss for name, rss in tree.values() if name == "java")
+            workers = sum(
+                rss for p, (name, rss) in tree.items() if p != me and name.startswith("python")
+            )
+            self.jvm = max(self.jvm, jvm / 1024)
+            self.workers = max(self.workers, workers / 1024)
+            self._stop.wait(0.2)
+
+
+@contextmanager
+def peak() -> Iterator[Peak]:
+    p = Peak()
+    t = threading.Thread(target=p.sample, daemon=True)
+    t.start()
+    try:
+        yield p
+    finally:
+        p._stop.set()
+        t.join()
+
+
+# -- the one-process way ------------------------------------------------------------------
+
+
+def sdk_export(url: str, queue: str, path: str) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with Client(url) as c:
+        q = c.queue(queue)
+        schema = pa.schema([("id", pa.string()), ("body", pa.binary())])
+        seen, after = 0, 0
+        with pq.ParquetWriter(path, schema) as writer:
+            while page := q.peek(limit=5000, after=after):
+                writer.write_table(
+                    pa.table({"id": [m.id for m in page], "body": [m.body for m in page]}, schema)
+                )
+                seen += len(page)
+                after = page[-1].sequence or 0
+        return seen
+
+
+def sdk_import(url: str, queue: str, path: str) -> int:
+    import pyarrow.parquet as pq
+
+    sent = 0
+    with Client(url) as c:
+        c.create_queue(queue)
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=5000, columns=["id", "body"]):
+            cols = batch.to_pydict()
+            messages = [
+                NewMessage(id=i, body=b) for i, b in zip(cols["id"], cols["body"], strict=True)
+            ]
+            sent += sum(not r.duplicate for r in c.backend.send(queue, messages))
+    return sent
+
+
+def sdk_stats(url: str, queue: str) -> int:
+    with Client(url) as c:
+        q = c.queue(queue)
+        now = c.clock.now()
+        counts: dict[MessageState, int] = {}
+        redelivered = 0
+        after = 0
+        while page := q.peek(limit=5000, after=after):
+            for m in page:
+                counts[m.state(now)] = counts.get(m.state(now), 0) + 1
+                redelivered += m.receive_count > 1
+            after = page[-1].sequence or 0
+        return sum(counts.values())
+
+
+def sdk_redrive(url: str, dlq: str, to: str) -> int:
+    with Client(url) as c:
+        return c.queue(dlq).redrive_all(to=to)
+
+
+def sdk_drain(url: str, queue: str) -> int:
+    seen = 0
+    with Client(url) as c:
+        q = c.queue(queue)
+        while got := q.receive(max_messages=10):
+            q.delete_batch([m.receipt or "" for m in got])
+            seen += len(got)
+    return seen
+
+
+# -- the Spark way ------------------------------------------------------------------------
+
+
+def spark_stream(spark: Any, url: str, queue: str, checkpoint: str) -> int:
+    q = (
+        spark.readStream.format("conveyor").option("store", url).option("queue", queue)
+        .option("maxMessagesPerBatch", "200000").load().select("id", "body")
+        .writeStream.format("noop").option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    q.awaitTermination()
+    return sum(int(p["numInputRows"]) for p in q.recentProgress)
+
+
+@dataclass
+class Row:
+    store: str
+    size: int
+    job: str
+    way: str
+    seconds: float
+    rows: int
+    jvm: float = 0.0
+    workers: float = 0.0
+
+
+def timed(fn: Callable[[], int]) -> tuple[float, int, Peak]:
+    with peak() as p:
+        t0 = time.perf_counter()
+        n = fn()
+        secs = time.perf_counter() - t0
+    return secs, n, p
+
+
+def run_sdk(kind: str, url: str, size: int, tmp: str) -> list[Row]:
+    out = []
+    path = os.path.join(tmp, f"sdk-{kind}-{size}.parquet")
+    fill(url, "src", size)
+    fill(url, "sdk-dlq", size)
+    steps: list[tuple[str, Callable[[], int]]] = [
+        ("export", lambda: sdk_export(url, "src", path)),
+        ("import", lambda: sdk_import(url, "sdk-imp", path)),
+        ("stats", lambda: sdk_stats(url, "src")),
+        ("redrive", lambda: sdk_redrive(url, "sdk-dlq", "sdk-back")),
+        ("stream", lambda: sdk_drain(url, "sdk-imp")),
+    ]
+    with Client(url) as c:
+        c.create_queue("sdk-back")
+    for job, fn in steps:
+        secs, n, _ = timed(fn)
+        assert n == size, (job, n, size)
+        out.append(Row(kind, size, job, "one process", secs, n))
+        print(f"  {kind} {size:,} {job:8} one process {secs:7.1f} s", flush=True)
+    return out
+
+
+def run_spark(spark: Any, mode: str, kind: str, url: str, size: int, tmp: str) -> list[Row]:
+    from conveyor.spark import jobs
+
+    tag = mode.replace("[", "").replace("]", "")
+    path = os.path.join(tmp, f"spark-{kind}-{size}-{tag}")
+    dlq, back, imp = f"dlq-{tag}", f"back-{tag}", f"imp-{tag}"
+    fill(url, dlq, size)
+    with Client(url) as c:
+        c.create_queue(back)
+        c.create_queue(imp)
+    ck = tempfile.mkdtemp(dir=tmp)
+    steps: list[tuple[str, Callable[[], int]]] = [
+        ("export", lambda: jobs.export(spark, url, "src", path)),
+        ("import", lambda: jobs.import_(spark, url, imp, path)[1]),
+        ("stats", lambda: sum(r["ready"] for r in jobs.stats(spark, url, ["src"]).queues)),
+        ("redrive", lambda: sum(jobs.redrive(spark, url, dlq, to=back).values())),
+        ("stream", lambda: spark_stream(spark, url, imp, ck)),
+    ]
+    out = []
+    for job, fn in steps:
+        secs, n, p = timed(fn)
+        assert n == size, (job, n, size)
+        out.append(Row(kind, size, job, mode, secs, n, p.jvm, p.workers))
+        print(
+            f"  {kind} {size:,} {job:8} {mode:9} {secs:7.1f} s (JVM {p.jvm:,.0f} MiB,"
+            f" Python workers {p.workers:,.0f} MiB)",
+            flush=True,
+        )
+    return out
+
+
+def main(args: Any) -> None:
+    from conveyor.spark import session
+
+    sizes = [int(s) for s in str(args.size).split(",")]
+    modes = args.modes.split(",")
+    tmp = tempfile.mkdtemp(prefix="spark-jobs-")
+    stores: list[tuple[str, str]] = []
+    prefix = f"sparkjobs{secrets.token_hex(3)}_"
+    rows: list[Row] = []
+    starts: dict[str, float] = {}
+    try:
+        for size in sizes:
+            stores = []
+            if args.only in (None, "sqlite"):
+                stores.append(("sqlite", f"sqlite:///{tmp}/jobs-{size}.db?durability=normal"))
+            if args.only in (None, "postgres"):
+                stores.append(("postgres", f"{PG}?prefix={prefix}{size}_"))
+            for kind, url in stores:
+                rows += run_sdk(kind, url, size, tmp)
+            for mode in modes:
+                t0 = time.perf_counter()
+                spark = session(mode, app="conveyor-bench", quiet=True)
+                spark.range(10).count()
+                starts[mode] = time.perf_counter() - t0
+                try:
+                    for kind, url in stores:
+                        rows += run_spark(spark, mode, kind, url, size, tmp)
+                finally:
+                    spark.stop()
+    finally:
+        for size in sizes:
+            if args.only in (None, "postgres"):
+                from .sql import _drop
+
+                _drop(PG, f"{prefix}{size}_")
+        shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print("session start: " + ", ".join(f"{m} {s:.1f} s" for m, s in starts.items()))
+    print(
+        f"{'store':9} {'size':>9} {'job':8} {'way':12} {'seconds':>8} {'rows/s':>9}"
+        f" {'JVM MiB':>8} {'workers MiB':>11} {'vs one process':>15}"
+    )
+    base = {(r.store, r.size, r.job): r.seconds for r in rows if r.way == "one process"}
+    for r in rows:
+        ratio = base[(r.store, r.size, r.job)] / r.seconds
+        mem = f"{r.jvm:8,.0f} {r.workers:11,.0f}" if r.way != "one process" else f"{'':8} {'':11}"
+        print(
+            f"{r.store:9} {r.size:9,} {r.job:8} {r.way:12} {r.seconds:8.1f}"
+            f" {r.rows / r.seconds:9,.0f} {mem} {ratio:14.2f}x"
+        )
+    if len(modes) == 2:
+        print()
+        one, two = modes
+        for kind in sorted({r.store for r in rows}):
+            for size in sizes:
+                for job in JOBS:
+                    t = {
+                        r.way: r.seconds
+                        for r in rows
+                        if (r.store, r.size, r.job) == (kind, size, job)
+                    }
+                    if one in t and two in t:
+                        print(f"{kind:9} {size:9,} {job:8} {two} / {one}: {t[one] / t[two]:.2f}x")
