@@ -12,6 +12,7 @@ import asyncio
 import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from typing import Any, ParamSpec, TypeVar
 
 from .backends.base import Backend, WouldBlock
@@ -35,6 +36,18 @@ async def offload(backend: Backend, fn: Callable[P, T], *args: P.args, **kwargs:
     """Run `fn`, which calls `backend`, for asyncio code: on the event loop's own thread
     where the store allows it (`Backend.inline`), else, or when it would wait after all,
     in the default thread pool."""
+    return await offload_to(None, backend, fn, *args, **kwargs)
+
+
+async def offload_to(
+    executor: Executor | None,
+    backend: Backend,
+    fn: Callable[P, T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """`offload` with the calls that cannot run inline sent to `executor` (None: the event
+    loop's default pool)."""
     inline = backend.inline()
     if inline is not None:
         try:
@@ -46,7 +59,8 @@ async def offload(backend: Backend, fn: Callable[P, T], *args: P.args, **kwargs:
             if call.durable is not None:
                 await call.durable
             return result
-    return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
 
 
 class AsyncClient:

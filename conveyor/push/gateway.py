@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import hmac
 import json
@@ -45,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from ..aio import offload_to
 from ..client import Client
 from ..exceptions import (
     ConveyorError,
@@ -480,8 +480,9 @@ class Gateway:
         return task
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
+        """A store call: on the event loop's thread where the store allows it (a SQLite
+        send then commits at once and waits for a shared fsync), else in the store pool."""
+        return await offload_to(self.executor, self.client.backend, fn, *args, **kwargs)
 
     def ops(self, queue: str) -> QueueOps:
         ops = self.queue_ops.get(queue)
