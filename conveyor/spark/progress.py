@@ -55,6 +55,8 @@ class Phases:
             self.phase("")
 
     def _watch(self, tracker: Any, group: str, stop: threading.Event) -> None:
+        from py4j.protocol import Py4JError
+
         reported: set[int] = set()
         first_seen: dict[int, float] = {}
         while True:
@@ -64,7 +66,7 @@ class Phases:
                     sid
                     for jid in tracker.getJobIdsForGroup(group)
                     if (job := tracker.getJobInfo(jid)) is not None
-                    for sid in job.stageIds()
+                    for sid in job.stageIds
                 )
                 active = set(tracker.getActiveStageIds()) & set(stages)
                 now = time.monotonic()
@@ -76,17 +78,17 @@ class Phases:
                     if sid in reported or sid in active:
                         continue
                     info = tracker.getStageInfo(sid)
-                    if info is None or info.numCompletedTasks() < info.numTasks():
+                    if info is None or info.numCompletedTasks < info.numTasks:
                         continue  # not run (yet), or skipped
                     if self._phase == "planning":
                         self.phase("execution")
                     reported.add(sid)
                     took = now - first_seen.get(sid, now)
-                    name = str(info.name()).split(" at ")[0]
-                    self.echo(f"  stage {sid} ({name}): {info.numTasks()} tasks, {took:.1f} s")
+                    name = str(info.name).split(" at ")[0]
+                    self.echo(f"  stage {sid} ({name}): {info.numTasks} tasks, {took:.1f} s")
                 if not active and reported and self._phase == "execution":
                     self.phase("commit")
-            except Exception:  # the session went away: nothing more to follow
+            except Py4JError:  # the session went away: nothing more to follow
                 return
             if last:
                 return
