@@ -322,7 +322,9 @@ class MySQLDialect(ServerDialect):
         self, ex: CursorExec, qid: int, rows: Sequence[Fields], made: bool
     ) -> list[int | None]:
         if not made:
-            return super().insert_keyed(ex, qid, rows, made)
+            if not all(row.as_sent and row.id for row in rows):
+                return super().insert_keyed(ex, qid, rows, made)
+            return self._insert_chosen(ex, qid, rows)
         keys: dict[str, int] = {}
         for i in range(0, len(rows), 1000):
             chunk = rows[i : i + 1000]
@@ -335,6 +337,45 @@ class MySQLDialect(ServerDialect):
             ):
                 keys[message_id] = int(seq)
         return [keys.get(row.id) for row in rows]
+
+    def _insert_chosen(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> list[int | None]:
+        """Rows with ids chosen by senders (an import), a thousand to a statement: the ids the
+        queue holds are skipped (and a second row of one id), the others inserted, and the
+        keys read back by id and visible_at (what another writer inserted meanwhile under
+        one of these ids does not carry this write's visible_at)."""
+        p = self.prefix
+        keys: dict[str, int] = {}
+        for i in range(0, len(rows), 1000):
+            chunk = rows[i : i + 1000]
+            ids = [row.id for row in chunk]
+            held = {
+                str(message_id)
+                for (message_id,) in ex.rows(
+                    f"SELECT id FROM {p}messages WHERE queue_id = %s AND id IN ({marks(ids)})",
+                    (qid, *ids),
+                )
+            }
+            fresh: dict[str, Fields] = {}
+            for row in chunk:
+                if row.id not in held:
+                    fresh.setdefault(row.id, row)
+            if not fresh:
+                continue
+            values = [self.send_values(qid, row) for row in fresh.values()]
+            ex.run(
+                f"INSERT IGNORE INTO {p}messages ({self.send_columns}) VALUES"
+                f" {', '.join([f'({marks(values[0])})'] * len(values))}",
+                [v for row in values for v in row],
+            )
+            new_ids = list(fresh)
+            for seq, message_id, visible_at in ex.rows(
+                f"SELECT seq, id, visible_at FROM {p}messages WHERE queue_id = %s"
+                f" AND id IN ({marks(new_ids)})",
+                (qid, *new_ids),
+            ):
+                if float(visible_at) == fresh[str(message_id)].visible_at:
+                    keys[str(message_id)] = int(seq)
+        return [keys.pop(row.id, None) for row in rows]
 
     # -- claims and deletes ---------------------------------------------------------------
 

@@ -437,7 +437,21 @@ class PostgresDialect(ServerDialect):
         self, ex: CursorExec, qid: int, rows: Sequence[Fields], made: bool
     ) -> list[int | None]:
         if not made:
-            return super().insert_keyed(ex, qid, rows, made)
+            if not all(row.as_sent and row.id for row in rows):
+                return super().insert_keyed(ex, qid, rows, made)
+            # ids chosen by senders (an import): one statement of one array per column; the
+            # rows whose id the queue holds are skipped, and so is a second row of one id
+            values = [self.send_values(qid, row) for row in rows]
+            stored = {
+                str(message_id): int(seq)
+                for seq, message_id in ex.rows(
+                    f"INSERT INTO {self.prefix}messages ({self.send_columns})"
+                    f" SELECT * FROM unnest({_ARRAYS})"
+                    " ON CONFLICT (queue_id, id) DO NOTHING RETURNING seq, id",
+                    [list(column) for column in zip(*values, strict=True)],
+                )
+            }
+            return [stored.pop(row.id, None) for row in rows]
         # seqs reserved up front, then one binary COPY: several times an INSERT's speed
         p = self.prefix
         seqs = [
