@@ -12,7 +12,7 @@ from ...models import ArchivedMessage, Message, MessageState, MessageUpdate, Que
 from ..base import Editing
 from ..codec import encode_attributes
 from ..errors import in_flight, no_dead_letter_policy, no_dead_letter_queue, no_message, no_source
-from .connections import Exec
+from .connections import Exec, marks
 from .pipeline import HIDDEN
 from .rows import (
     ARCHIVE_COLUMNS,
@@ -270,16 +270,21 @@ class SQLEditor(Editing):
                     raise no_source(f.id)
                 if dest not in dests:
                     dests[dest] = (self.store.queue_row(ex, dest)[0], 0)
-            moved: list[str] = []
-            for key, f in picked:
-                dest = to or f.source_queue or ""
-                dest_id, n = dests[dest]
-                self.move(ex, qid, key, dest_id, dead_from=None, error=None)
-                dests[dest] = (dest_id, n + 1)
-                moved.append(f.id)
-            for name in dests:
+            by_dest: dict[str, list[Fields]] = {}
+            for _, f in picked:
+                by_dest.setdefault(to or f.source_queue or "", []).append(
+                    f._replace(  # sent now, its receives and its dead-letter past forgotten
+                        sent_at=now, visible_at=now, receive_count=0, first_received_at=None,
+                        version=1, source_queue=None, error=None,
+                    )
+                )  # fmt: skip
+            self._delete_keys(ex, qid, [key for key, _ in picked])
+            for name, moved in by_dest.items():
+                dest_id, _ = dests[name]
+                self._put_back(ex, dest_id, moved)
+                dests[name] = (dest_id, len(moved))
                 d.notify_waiters(ex, name)
-            return moved, dests
+            return [f.id for _, f in picked], dests
 
         # counted once the transaction has committed, not once per attempt
         moved, dests = self.store.write(run)
@@ -287,6 +292,24 @@ class SQLEditor(Editing):
             self.store.count(dest_id, sent=n)
             self.store.notify(name)
         return moved
+
+    def _delete_keys(self, ex: Exec, qid: int, keys: Sequence[int]) -> None:
+        d = self.d
+        for i in range(0, len(keys), 1000):
+            part = keys[i : i + 1000]
+            ex.run(
+                f"DELETE FROM {d.messages(qid)} WHERE {d.key_scope(qid)}"
+                f" AND {d.key} IN ({marks(part)})",
+                part,
+            )
+
+    def _put_back(self, ex: Exec, dest: int, rows: Sequence[Fields]) -> None:
+        """Write moved messages at the back of queue `dest`, replacing messages of the same
+        ids there, a few statements for all of them."""
+        d = self.d
+        self._delete_keys(ex, dest, [key for key, _ in d.find_many(ex, dest, [f.id for f in rows])])
+        stored = d.insert_keyed(ex, dest, rows, False)
+        assert all(key is not None for key in stored)
 
     def reset_message(self, queue: str, message_id: str) -> Message:
         return self._release(
