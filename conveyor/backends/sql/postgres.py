@@ -36,7 +36,7 @@ from ...clock import Clock
 from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import redact
-from ..rules import ClaimTerms
+from ..rules import ClaimTerms, order_after
 from .connections import CursorExec, ServerConnections, first_line, marks
 from .dialect import Bare, ServerDialect
 from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
@@ -324,6 +324,13 @@ class PostgresDialect(ServerDialect):
     @property
     def single_delete(self) -> bool:
         return True
+
+    def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
+        # a row comparison is one range of the order index; the OR form the other stores
+        # use made PostgreSQL walk the index from the queue's head and filter, so paging
+        # through a deep queue cost the square of its depth
+        priority, seq = order_after(after)
+        return "(nprio, seq) > (%s, %s)", (-priority, seq)
 
     def key_scope(self, qid: int) -> str:
         # `+ 0`: the driver prepares statements, and a generic plan would find rows through
