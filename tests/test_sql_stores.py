@@ -531,3 +531,35 @@ def postgres_client(**options: str) -> Iterator[tuple[Client, PostgresConnection
             yield client, backend.db
     finally:
         sqlstores.drop(url)
+
+
+def test_paging_reads_one_range_of_the_order_index(kind: str, urls: list[str]) -> None:
+    """A page of `peek` after a place in delivery order is one range of the order index,
+    whatever the planner's statistics say: never a walk from the queue's head."""
+    with Client(fresh(kind, urls)) as client:
+        q = client.create_queue("deep")
+        for start in range(0, 3000, 500):
+            q.backend.send("deep", [q.prepare(SendEntry(entry_id="0", body=f"m{i}"))
+                                    for i in range(start, start + 500)])  # fmt: skip
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        d = backend.dialect
+        qid, _ = backend.lookup("deep")
+        middle = q.peek(limit=1500)[-1].sequence or 0
+        cond, params = d.after(middle)
+
+        def plan(cur: Any) -> str:
+            cur.execute(
+                f"EXPLAIN SELECT {d.key} FROM {d.messages(qid)} WHERE {d.scope(qid)} AND {cond}"
+                f" ORDER BY {d.order} LIMIT 100",
+                params,
+            )
+            return "\n".join(str(row) for row in cur.fetchall())
+
+        explained = run_cursor(backend, plan)
+        if kind == "postgres":
+            assert "Index Cond" in explained and "nprio, seq" in explained.replace("ROW(", "")
+            assert "Sort" not in explained and "Filter" not in explained, explained
+        else:  # MySQL/MariaDB: a range on the primary key, delivery order, no filesort
+            assert "range" in explained and "filesort" not in explained, explained
+        assert [m.text for m in q.peek(limit=3, after=middle)] == ["m1500", "m1501", "m1502"]
