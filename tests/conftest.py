@@ -5,14 +5,17 @@ A store whose service is missing skips locally and fails in CI (CI=true).
 
 from __future__ import annotations
 
+import glob
 import os
 import secrets
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from conveyor import Client, ManualClock
+from conveyor.backends.sql.wakes import sweep
 
 from . import dynamoservers, redisservers, sqlstores
 
@@ -70,9 +73,20 @@ STORES: dict[str, StoreFactory] = {
 }
 
 
+WAKE_DIRECTORIES = os.path.join(tempfile.gettempdir(), "conveyor-wake-*")
+_wake_directories_before: set[str] = set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _wake_directories_before.update(glob.glob(WAKE_DIRECTORIES))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     redisservers.stop_cluster()
     dynamoservers.stop()
+    # processes the tests killed leave their wake sockets behind: remove what this session made
+    for directory in set(glob.glob(WAKE_DIRECTORIES)) - _wake_directories_before:
+        sweep(directory)
 
 
 @pytest.fixture(params=sorted(STORES))

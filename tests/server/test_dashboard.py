@@ -120,12 +120,15 @@ def test_overview_follows_a_send(browser: Any, live: tuple[LiveServer, Client]) 
     until(browser, lambda d: text_of(d, ready) == "5", "the count to follow the sends")
     # an hour of history, as the sampler would have taken it, draws the sparklines
     history = server.conveyor.history
+    history.forget(set())  # the samples of the last seconds would come before the hour's
     now = time.time()
+    sent = 0
     for minute in range(60):
+        sent += 600 + 400 * (minute % 7)
         history._now = functools.partial(float, now - 3600 + 60 * minute)
         depth = 5 + (minute % 20) * 3
         history.record(
-            QueueStats(queue="orders", ready=depth, sent=40 * minute, received=35 * minute),
+            QueueStats(queue="orders", ready=depth, sent=sent, received=sent - depth),
             force=True,
         )
     history._now = time.time
@@ -133,6 +136,10 @@ def test_overview_follows_a_send(browser: Any, live: tuple[LiveServer, Client]) 
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, lines)) == 2, "sparklines")
     points = browser.find_elements(By.CSS_SELECTOR, lines)[0].get_attribute("points").split()
     assert len(points) >= 60  # one per sample
+    xs = [float(p.split(",")[0]) for p in points]
+    assert xs == sorted(xs) and xs[0] >= 0 and xs[-1] <= 120  # the hour, left to right
+    ys = {p.split(",")[1] for p in points}
+    assert len(ys) > 10  # the depth rose and fell
     shot(browser, "overview")
 
 

@@ -106,23 +106,7 @@ class Wakes:
             return True
 
     def _sweep(self) -> None:
-        """Remove the sockets of processes that were killed (they refuse what is sent)."""
-        with (
-            contextlib.suppress(OSError),
-            socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe,
-        ):
-            probe.setblocking(False)
-            for name in os.listdir(self.directory):
-                peer = os.path.join(self.directory, name)
-                if peer == self._own:
-                    continue
-                try:
-                    probe.sendto(b"", peer)
-                except (ConnectionRefusedError, FileNotFoundError):
-                    with contextlib.suppress(OSError):
-                        os.unlink(peer)
-                except OSError:
-                    pass
+        sweep(self.directory, keep=self._own)
 
     def _read(self, sock: socket.socket, wake: Callable[[str], None]) -> None:
         while True:
@@ -199,6 +183,30 @@ class Wakes:
             if self._sender is not None:
                 self._sender.close()
                 self._sender = None
+
+
+def sweep(directory: str, keep: str | None = None) -> None:
+    """Remove the sockets of processes that were killed (they refuse what is sent), and the
+    directory itself when nothing is left in it."""
+    with (
+        contextlib.suppress(OSError),
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe,
+    ):
+        probe.setblocking(False)
+        for name in os.listdir(directory):
+            peer = os.path.join(directory, name)
+            if peer == keep:
+                continue
+            try:
+                probe.sendto(b"", peer)
+            except (ConnectionRefusedError, FileNotFoundError):
+                with contextlib.suppress(OSError):
+                    os.unlink(peer)
+            except OSError:
+                pass
+    if keep is None:
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)  # only when empty
 
 
 def _close(ref: weakref.ref[Wakes]) -> None:
