@@ -30,6 +30,11 @@ def job_options(f: F) -> F:
         show_default=True,
         help="Spark master URL: local[N], spark://host:7077, yarn, k8s://...",
     )(f)
+    f = click.option(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="Run on a Spark Connect server instead of starting Spark (--master is then unused).",
+    )(f)
     return click.option("--store", "job_store", help="Store URL (overrides the global --store).")(f)
 
 
@@ -45,9 +50,15 @@ def _run(master: str, verbose: bool, job: Callable[[Any], T]) -> T:
     render.errors.print(f"starting Spark ({master})", highlight=False)
     phases.phase("start")
     try:
-        spark = session(master, app="conveyor-pipeline", quiet=not verbose)
+        if master.startswith("sc://"):
+            spark = session(remote=master)
+        else:
+            spark = session(master, app="conveyor-pipeline", quiet=not verbose)
     except Exception as exc:
-        fail(f"cannot start Spark on {master}: {str(exc).splitlines()[0]} (is Java 17+ installed?)")
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if master.startswith("sc://"):
+            fail(f"cannot reach the Spark Connect server {master}: {first} (is it running?)")
+        fail(f"cannot start Spark on {master}: {first} (is Java 17+ installed?)")
     with phases.follow(spark):
         return job(spark)
 
@@ -91,8 +102,9 @@ def pipeline() -> None:
 @click.option("--chart", "chart_path", help="Draw throughput per window to this PNG file.")
 @pass_state
 def stats(
-    state: State, queues: tuple[str, ...], job_store: str | None, master: str, verbose: bool,
-    window: str, out_dir: str | None, fmt: str, chart_path: str | None,
+    state: State, queues: tuple[str, ...], job_store: str | None, master: str,
+    remote: str | None, verbose: bool, window: str, out_dir: str | None, fmt: str,
+    chart_path: str | None,
 ) -> None:  # fmt: skip
     """Throughput, latency percentiles, redelivery and dead letters per queue (all queues
     unless named)."""
@@ -101,7 +113,9 @@ def stats(
     store = _store(state, job_store)
     _check(store, *queues)
     result = _run(
-        master, verbose, lambda spark: jobs.stats(spark, store, list(queues) or None, window=window)
+        remote or master,
+        verbose,
+        lambda spark: jobs.stats(spark, store, list(queues) or None, window=window),
     )
     written = jobs.write_stats(result, out_dir, fmt) if out_dir else []
     drawn = jobs.chart(result, chart_path) if chart_path else None
@@ -129,8 +143,8 @@ def stats(
 @click.option("--overwrite", is_flag=True, help="Replace what is at PATH.")
 @pass_state
 def export(
-    state: State, queue: str, path: str, job_store: str | None, master: str, verbose: bool,
-    archive: bool, overwrite: bool,
+    state: State, queue: str, path: str, job_store: str | None, master: str,
+    remote: str | None, verbose: bool, archive: bool, overwrite: bool,
 ) -> None:  # fmt: skip
     """Write QUEUE (or its archive) to Parquet at PATH, receiving nothing."""
     from ..spark import jobs
@@ -141,7 +155,7 @@ def export(
         fail(f"{path} exists already: pass --overwrite to replace it, or choose another path")
     source = "archive" if archive else "queue"
     n = _run(
-        master, verbose,
+        remote or master, verbose,
         lambda spark: jobs.export(spark, store, queue, path, source=source, overwrite=overwrite),
     )  # fmt: skip
     _done(state, {"queue": queue, "path": path, "rows": n}, f"exported {n} rows to {path}")
@@ -153,7 +167,13 @@ def export(
 @job_options
 @pass_state
 def import_cmd(
-    state: State, path: str, queue: str, job_store: str | None, master: str, verbose: bool
+    state: State,
+    path: str,
+    queue: str,
+    job_store: str | None,
+    master: str,
+    remote: str | None,
+    verbose: bool,
 ) -> None:
     """Send the messages of a Parquet export at PATH to QUEUE, keeping their ids (running it
     again adds nothing)."""
@@ -163,7 +183,9 @@ def import_cmd(
     if _local(path) and not os.path.exists(path):
         fail(f"{path} does not exist: give the directory an export wrote")
     _check(store, queue)
-    rows, added = _run(master, verbose, lambda spark: jobs.import_(spark, store, queue, path))
+    rows, added = _run(
+        remote or master, verbose, lambda spark: jobs.import_(spark, store, queue, path)
+    )
     _done(
         state,
         {"queue": queue, "path": path, "rows": rows, "added": added},
@@ -178,14 +200,20 @@ def import_cmd(
 @click.option("--to", "to", help="Send every message here instead of its source queue.")
 @pass_state
 def redrive(
-    state: State, dlq: str, job_store: str | None, master: str, verbose: bool, to: str | None
+    state: State,
+    dlq: str,
+    job_store: str | None,
+    master: str,
+    remote: str | None,
+    verbose: bool,
+    to: str | None,
 ) -> None:
     """Move the ready messages of dead-letter queue DLQ back to their source queues."""
     from ..spark import jobs
 
     store = _store(state, job_store)
     _check(store, dlq, *([to] if to else []))
-    counts = _run(master, verbose, lambda spark: jobs.redrive(spark, store, dlq, to=to))
+    counts = _run(remote or master, verbose, lambda spark: jobs.redrive(spark, store, dlq, to=to))
     if state.json:
         render.emit_json({"dlq": dlq, "moved": counts})
         return

@@ -15,6 +15,8 @@ from typing import Any
 
 from .options import Options, parse_options
 
+RUNTIME_DEFAULTS = {"spark.sql.shuffle.partitions": "4", "spark.sql.session.timeZone": "UTC"}
+
 
 def register(spark: Any) -> None:
     """Register the `conveyor` data source with a SparkSession."""
@@ -29,24 +31,32 @@ def session(
     conf: Mapping[str, str] | None = None,
     *,
     quiet: bool = False,
+    remote: str | None = None,
 ) -> Any:
     """A SparkSession with the `conveyor` source registered.
 
     Python workers run this interpreter (PYSPARK_PYTHON), so they import this Conveyor; on a
     cluster, install Conveyor on the workers or ship it with ``spark.submit.pyFiles``.
     `conf`: Spark settings over the defaults. `quiet`: Spark logs errors only, from its
-    start, and draws no stage progress bars.
+    start, and draws no stage progress bars. `remote`: a Spark Connect server
+    (``sc://host:15002``) instead of `master`: its Python workers must import Conveyor, and
+    only settings a session may change at run time apply.
     """
     from pyspark.sql import SparkSession
 
+    if remote is not None:
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+        for key, value in {**RUNTIME_DEFAULTS, **(conf or {})}.items():
+            spark.conf.set(key, value)
+        register(spark)
+        return spark
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app)
     defaults = {
         "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "4",
-        "spark.sql.session.timeZone": "UTC",
         "spark.python.worker.reuse": "true",
+        **RUNTIME_DEFAULTS,
     }
     if quiet:
         quiet_log = Path(__file__).with_name("log4j2-quiet.properties")

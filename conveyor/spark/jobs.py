@@ -46,14 +46,12 @@ def export(
     spark: Any, store: str, queue: str, path: str, *, source: str = "queue",
     overwrite: bool = False,
 ) -> int:  # fmt: skip
-    """Write a queue (or its archive) to Parquet at `path`; the number of rows written."""
-    df = snapshot(spark, store, queue, source=source).cache()
-    try:
-        count = int(df.count())
-        df.write.mode("overwrite" if overwrite else "errorifexists").parquet(path)
-    finally:
-        df.unpersist()
-    return count
+    """Write a queue (or its archive) to Parquet at `path`; the number of rows written (read
+    back from the files' footers: the queue is read once, and nothing is cached)."""
+    snapshot(spark, store, queue, source=source).write.mode(
+        "overwrite" if overwrite else "error"
+    ).parquet(path)
+    return int(spark.read.parquet(path).count())
 
 
 def import_(spark: Any, store: str, queue: str, path: str) -> tuple[int, int]:

@@ -37,8 +37,17 @@ class Phases:
     def follow(self, spark: Any) -> Iterator[None]:
         """Planning until Spark runs a stage of the job, execution with a line per stage as
         it ends, commit while no stage runs after one did (the job's own writes, its
-        publish). The job's Spark jobs are told apart by a job group of their own."""
-        sc = spark.sparkContext
+        publish). The job's Spark jobs are told apart by a job group of their own. A Spark
+        Connect session has no status tracker for its client: one phase, `running`."""
+        try:
+            sc = spark.sparkContext
+        except AttributeError:  # Spark Connect: a session without a JVM of its own
+            self.phase("running")
+            try:
+                yield
+            finally:
+                self.phase("")
+            return
         group = f"conveyor-{uuid.uuid4().hex[:12]}"
         sc.setJobGroup(group, "conveyor pipeline")
         self.phase("planning")

@@ -20,6 +20,7 @@ from conveyor import Client
 
 from ..conftest import unavailable
 from ..live import free_port
+from .processes import pipeline, stop, two_queues
 
 pytestmark = pytest.mark.slow
 
@@ -73,37 +74,21 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.5)
         yield url
     finally:
-        for proc in (worker, master):
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(worker, master)
 
 
 def test_jobs_run_on_a_standalone_cluster(standalone: str, tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/c.db?durability=normal"
-    with Client(store) as client:
-        q = client.create_queue("work")
-        q.send_batch([f"m{i}" for i in range(10)])
-        q.send_batch([f"n{i}" for i in range(10)])
-        client.create_queue("copy")
+    sent = two_queues(store)
     out = tmp_path / "export"
 
-    def pipeline(*args: str) -> dict[str, object]:
-        done = subprocess.run(
-            [sys.executable, "-m", "conveyor", "--store", store, "-o", "json", "pipeline",
-             *args, "--master", standalone],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert "execution" in done.stderr  # the tasks ran, on the cluster's executor
-        result: dict[str, object] = json.loads(done.stdout)
+    def run(*args: str) -> dict[str, object]:
+        result, said = pipeline(store, *args, "--master", standalone)
+        assert "execution" in said  # the tasks ran, on the cluster's executor
         return result
 
-    assert pipeline("export", "work", str(out))["rows"] == 20
-    assert pipeline("import", str(out), "copy")["added"] == 20
+    assert run("export", "work", str(out))["rows"] == 20
+    assert run("import", str(out), "copy")["added"] == 20
     with Client(store) as client:
         got = sorted(m.text for m in client.queue("copy").peek(limit=100))
-    assert got == sorted([f"m{i}" for i in range(10)] + [f"n{i}" for i in range(10)])
+    assert got == sorted(sent)
