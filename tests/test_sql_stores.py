@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,11 +26,12 @@ from conveyor import (
     Worker,
 )
 from conveyor.backends.sql import store as sql_store
-from conveyor.backends.sql.connections import ServerConnections
+from conveyor.backends.sql.connections import CursorExec, ServerConnections
 from conveyor.backends.sql.postgres import TYPES as POSTGRES_TYPES
 from conveyor.backends.sql.postgres import PostgresConnections
 from conveyor.backends.sql.schema import server_migrations
 from conveyor.backends.sql.store import SQLStore
+from conveyor.models import NewMessage
 from conveyor.urls import open_backend
 
 from . import sqlstores
@@ -563,3 +564,42 @@ def test_paging_reads_one_range_of_the_order_index(kind: str, urls: list[str]) -
         else:  # MySQL/MariaDB: a range on the primary key, delivery order, no filesort
             assert "range" in explained and "filesort" not in explained, explained
         assert [m.text for m in q.peek(limit=3, after=middle)] == ["m1500", "m1501", "m1502"]
+
+
+def test_ids_are_found_through_the_id_index_whatever_the_statistics(
+    kind: str, urls: list[str]
+) -> None:
+    """A lookup of many message ids (redrive, import) probes the (id, queue_id) index, even
+    where the planner's statistics, gathered before a queue grew, call that queue empty:
+    never a walk of the queue through its order index, never a scan of the table."""
+    with Client(fresh(kind, urls)) as client:
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        d = backend.dialect
+        table = f"{d.prefix}messages"
+        client.create_queue("small")
+        big = client.create_queue("big")
+        backend.send("small", [NewMessage(id="", body=b"s", generated_id=True)] * 2000)
+        if kind == "postgres":
+            no_autovacuum = f"ALTER TABLE {table} SET (autovacuum_enabled = false)"
+            run_cursor(backend, lambda cur: cur.execute(no_autovacuum))
+        analyze = f"ANALYZE {table}" if kind == "postgres" else f"ANALYZE TABLE {table}"
+        run_cursor(backend, lambda cur: cur.execute(analyze))
+        for _ in range(6):  # the statistics say nothing of these
+            backend.send("big", [NewMessage(id="", body=b"b", generated_id=True)] * 5000)
+        wanted = [m.id for m in big.peek(limit=1000, after=0)][::2]
+        qid, _ = backend.lookup("big")
+
+        class Explain(CursorExec):
+            plans: list[str] = []
+
+            def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+                self.plans.append("\n".join(str(r) for r in super().rows("EXPLAIN " + sql, params)))
+                return super().rows(sql, params)
+
+        found = run_cursor(backend, lambda cur: d.find_many(Explain(cur), qid, wanted))
+        assert len(found) == len(wanted)
+        plan = "\n".join(Explain.plans)
+        assert "by_id" in plan and "messages_order" not in plan, plan
+        if kind == "postgres":
+            assert "Seq Scan" not in plan, plan

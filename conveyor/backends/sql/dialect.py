@@ -92,6 +92,11 @@ class Dialect(ABC, Generic[E]):
         """`scope` for statements that find rows by key (their plan must use the key)."""
         return self.scope(qid)
 
+    def id_scope(self, qid: int) -> str:
+        """`scope` for statements that find rows by message id (their plan must use the id
+        index, not walk the queue through its order index)."""
+        return self.scope(qid)
+
     @abstractmethod
     def sequence(self, key: int, priority: int) -> int:
         """A row's place in delivery order (Message.sequence)."""
@@ -191,7 +196,7 @@ class Dialect(ABC, Generic[E]):
             chunk = ids[i : i + 1000]
             for key, visible_at in ex.rows(
                 f"SELECT {self.key}, visible_at FROM {self.messages(qid)}"
-                f" WHERE {self.scope(qid)} AND id IN ({marks(chunk)})",
+                f" WHERE {self.id_scope(qid)} AND id IN ({marks(chunk)})",
                 chunk,
             ):
                 found.append((int(key), float(visible_at)))
