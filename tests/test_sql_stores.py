@@ -603,3 +603,31 @@ def test_ids_are_found_through_the_id_index_whatever_the_statistics(
         assert "by_id" in plan and "messages_order" not in plan, plan
         if kind == "postgres":
             assert "Seq Scan" not in plan, plan
+
+
+def test_a_store_says_what_the_server_should_change(
+    kind: str, urls: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL without autovacuum keeps deleted messages as dead rows forever and never
+    gathers statistics: the store says so as it migrates, naming its table."""
+    url = fresh(kind, urls)
+    backend = sql_backend(url)
+    try:
+        with caplog.at_level("WARNING", logger="conveyor.backends.sql.store"):
+            backend.migrate()
+        said = [r.getMessage() for r in caplog.records if "autovacuum" in r.getMessage()]
+        if kind != "postgres":
+            assert said == []
+            return
+
+        def autovacuum(cur: Any) -> str:
+            cur.execute("SHOW autovacuum")
+            return str(cur.fetchone()[0])
+
+        setting = run_cursor(backend, autovacuum)
+        if setting == "on":
+            assert said == []
+        else:
+            assert len(said) == 1 and f"{backend.dialect.prefix}messages" in said[0], said
+    finally:
+        backend.close()

@@ -124,6 +124,11 @@ class Dialect(ABC, Generic[E]):
     def unlock_schema(self, ex: E) -> None:
         pass
 
+    def advice(self, ex: E) -> list[str]:
+        """What the database server's settings should change for this store (said once, as
+        the store migrates)."""
+        return []
+
     def create_queue(self, ex: E, qid: int) -> None:
         """Make room for a new queue's messages."""
 

@@ -360,6 +360,17 @@ class PostgresDialect(ServerDialect):
     def migrations(self) -> list[Step]:
         return server_migrations(TYPES, self.prefix)
 
+    def advice(self, ex: CursorExec) -> list[str]:
+        found = ex.one("SELECT current_setting('autovacuum')")
+        if found is None or found[0] == "on":
+            return []
+        return [
+            "autovacuum is off on this PostgreSQL server: the rows of deleted messages stay"
+            " behind as dead tuples, receives slow down as they pile up at a queue's head, and"
+            f" statistics are never gathered; turn autovacuum on, or run VACUUM ANALYZE"
+            f" {self.prefix}messages regularly"
+        ]
+
     def lock_schema(self, ex: CursorExec) -> None:
         ex.rows("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(self.prefix.encode()),))
 

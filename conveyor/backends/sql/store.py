@@ -15,6 +15,7 @@ clocks (keep hosts in NTP sync).
 from __future__ import annotations
 
 import contextlib
+import logging
 import operator
 import secrets
 import threading
@@ -75,6 +76,8 @@ _in_order = operator.attrgetter("sequence")  # a message's place in delivery ord
 # store's clock); changes made through this store apply at once, changes made elsewhere
 # within this time (as on SQS, where attribute changes take up to a minute to propagate)
 QUEUE_CACHE_SECONDS = 1.0
+
+log = logging.getLogger(__name__)
 
 
 class SQLStore(Backend, Generic[E]):
@@ -173,6 +176,8 @@ class SQLStore(Backend, Generic[E]):
             self.db.check()
             old = self.db.write(run)
             self._migrated = True
+        for line in self.read(d.advice):
+            log.warning("%s: %s", self.db.display, line)
         return old, len(steps)
 
     def fresh_on_drop(self, queue: str, operation: Callable[[], T]) -> T:
