@@ -10,8 +10,10 @@ ratios. See docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -119,6 +121,7 @@ def main() -> None:
     heap = "glibc defaults" if args.default_heap or not keep_heap() else "freed heap kept"
     scale = 0.2 if args.quick else 1.0
     workdir = tempfile.mkdtemp(prefix="conveyor-bench-")
+    atexit.register(shutil.rmtree, workdir, True)  # the run's databases go with it
     only = set(args.stores.split(",")) if args.stores else None
     print(
         f"# Conveyor benchmark — {platform.platform()}, Python {platform.python_version()},"

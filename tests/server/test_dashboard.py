@@ -28,7 +28,7 @@ WAIT = 20.0
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     driver_path = shutil.which("chromedriver")
     chromium = shutil.which("chromium")
     if driver_path is None or chromium is None:
@@ -40,7 +40,9 @@ def browser() -> Iterator[Any]:
     options.binary_location = str(chromium)
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"):
         options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(str(driver_path)), options=options)
+    # Chromium's scratch directories go with the test session's, not into /tmp
+    scratch = {**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("chromium"))}
+    driver = webdriver.Chrome(service=Service(str(driver_path), env=scratch), options=options)
     try:
         yield driver
     finally:

@@ -38,6 +38,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "SPARK_HOME": str(home),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_DIRS": str(work),
+        "TMPDIR": str(work),
     }
     log = work / "server.log"
     server = subprocess.Popen(
@@ -45,7 +47,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
          "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
          "--conf", f"spark.connect.grpc.binding.port={port}",
          "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-         "--conf", "spark.ui.enabled=false", "spark-internal"],
+         "--conf", "spark.ui.enabled=false",
+         "--driver-java-options", f"-Djava.io.tmpdir={work}", "spark-internal"],
         stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )  # fmt: skip
     try:
