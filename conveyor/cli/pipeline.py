@@ -49,14 +49,15 @@ def _run(master: str, verbose: bool, job: Callable[[Any], T]) -> T:
     phases = Phases(lambda line: render.errors.print(line, highlight=False))
     render.errors.print(f"starting Spark ({master})", highlight=False)
     phases.phase("start")
+    connect = master.startswith("sc://")
     try:
-        if master.startswith("sc://"):
+        if connect:
             spark = session(remote=master)
         else:
             spark = session(master, app="conveyor-pipeline", quiet=not verbose)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if master.startswith("sc://"):
+        if connect:
             fail(f"cannot reach the Spark Connect server {master}: {first} (is it running?)")
         fail(f"cannot start Spark on {master}: {first} (is Java 17+ installed?)")
     with phases.follow(spark):

@@ -335,13 +335,17 @@ class MySQLDialect(ServerDialect):
             chunk = rows[i : i + 1000]
             self._insert_all(ex, qid, chunk)
             ids = [row.id for row in chunk]
-            for seq, message_id in ex.rows(
-                f"SELECT seq, id FROM {self.prefix}messages WHERE {self.id_scope(qid)}"
-                f" AND id IN ({marks(ids)})",
-                ids,
-            ):
+            for seq, message_id in self._with_ids(ex, qid, "seq, id", ids):
                 keys[message_id] = int(seq)
         return [keys.get(row.id) for row in rows]
+
+    def _with_ids(self, ex: CursorExec, qid: int, columns: str, ids: Sequence[str]) -> list[Row]:
+        """`columns` of the queue's messages with these ids (through the id index)."""
+        return ex.rows(
+            f"SELECT {columns} FROM {self.prefix}messages WHERE {self.id_scope(qid)}"
+            f" AND id IN ({marks(ids)})",
+            ids,
+        )
 
     def _insert_chosen(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> list[int | None]:
         """Rows with ids chosen by senders (an import), a thousand to a statement: the ids the
@@ -353,14 +357,7 @@ class MySQLDialect(ServerDialect):
         for i in range(0, len(rows), 1000):
             chunk = rows[i : i + 1000]
             ids = [row.id for row in chunk]
-            held = {
-                str(message_id)
-                for (message_id,) in ex.rows(
-                    f"SELECT id FROM {p}messages WHERE {self.id_scope(qid)}"
-                    f" AND id IN ({marks(ids)})",
-                    ids,
-                )
-            }
+            held = {str(message_id) for (message_id,) in self._with_ids(ex, qid, "id", ids)}
             fresh: dict[str, Fields] = {}
             for row in chunk:
                 if row.id not in held:
@@ -374,10 +371,8 @@ class MySQLDialect(ServerDialect):
                 [v for row in values for v in row],
             )
             new_ids = list(fresh)
-            for seq, message_id, visible_at in ex.rows(
-                f"SELECT seq, id, visible_at FROM {p}messages WHERE {self.id_scope(qid)}"
-                f" AND id IN ({marks(new_ids)})",
-                new_ids,
+            for seq, message_id, visible_at in self._with_ids(
+                ex, qid, "seq, id, visible_at", new_ids
             ):
                 if float(visible_at) == fresh[str(message_id)].visible_at:
                     keys[str(message_id)] = int(seq)
