@@ -4,6 +4,7 @@ moves between queues in different slots of a cluster lose nothing."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -66,6 +67,34 @@ def test_an_unreachable_server_fails_with_what_to_check() -> None:
         pytest.raises(StoreUnavailable, match="check"),
     ):
         client.list_queues()
+
+
+def test_a_server_that_forgot_the_scripts_or_dropped_the_link_is_carried_on(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    raw = redis.Redis.from_url(url.split("?", 1)[0])
+    with Client(url) as client:
+        q = client.create_queue("jobs")
+        q.send_batch(["a", "b"])
+        raw.script_flush()  # as after a restart without persistence of scripts
+        q.send("c")
+        store = client.backend
+        assert isinstance(store, RedisStore)
+        for conn in store.redis._idle:  # the server closes the store's own connections
+            host, port = conn._sock.getsockname()[:2]
+            raw.client_kill(f"{host}:{port}")
+        with caplog.at_level(logging.WARNING, logger="conveyor.store"):
+            got = q.receive(10)
+        assert caplog.records == []  # a connection closed while idle is replaced quietly
+        assert sorted(m.text for m in got) == ["a", "b", "c"]
+        assert all(r.ok for r in q.delete_batch([m.receipt or "" for m in got]))
+        assert q.stats().total == 0
+        failing = raw.register_script("return redis.error_reply('refused')")
+        with pytest.raises(StoreUnavailable, match="refused"):
+            store.redis.script_object(failing, ["k"], [])
+        q.send("d")  # an error answer left the connection in step
+        assert [m.text for m in q.receive()] == ["d"]
+    raw.close()
 
 
 def test_a_restart_with_appendfsync_always_loses_no_acknowledged_send(tmp_path: Path) -> None:

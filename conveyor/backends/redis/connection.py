@@ -44,6 +44,7 @@ class RedisConnection:
         self.cluster = False
         self._client: Any = None
         self._scripts: Scripts | None = None
+        self._idle: list[Any] = []  # connections of `_evalsha` (pop and append are atomic)
         self._lock = threading.Lock()
         self._listener: threading.Thread | None = None
         self._listening = threading.Event()
@@ -105,7 +106,44 @@ class RedisConnection:
 
     def script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run a script whose keys are `keys` (all in one slot)."""
-        return self.run(lambda client: self._loaded().by_name[name](keys, args, client))
+        if self.cluster:
+            return self.run(lambda client: self._loaded().by_name[name](keys, args, client))
+        return self.script_object(self._loaded().by_name[name], keys, args)
+
+    def script_object(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run a registered script (`redis.commands.core.Script`) on a single server."""
+        return self.run(lambda client: self._evalsha(script, keys, args))
+
+    def _evalsha(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """EVALSHA on a connection of this process's own, straight from the connection:
+        redis-py's command path (pool checkout and health check, retry wrapper, metrics
+        hooks) costs twice the CPU of the round trip itself. A connection whose request or
+        reply failed midway is closed, never reused; a server that lost the script (a restart,
+        SCRIPT FLUSH) gets it again."""
+        idle = self._idle
+        try:
+            conn, reused = idle.pop(), True
+        except IndexError:
+            conn, reused = self._client.connection_pool.make_connection(), False
+        try:
+            try:
+                reply = self._call(conn, script, keys, args)
+            except redis.exceptions.ConnectionError:
+                if not reused:
+                    raise
+                # the server closed it while it sat idle (its `timeout`, a restart): a
+                # fresh connection, once (scripts are safe to run again)
+                conn.disconnect()
+                conn = self._client.connection_pool.make_connection()
+                reply = self._call(conn, script, keys, args)
+        except redis.exceptions.ResponseError:
+            idle.append(conn)  # the error was the whole reply: the connection is in step
+            raise
+        except BaseException:
+            conn.disconnect()
+            raise
+        idle.append(conn)
+        return reply
 
     def registry(self, *args: Any) -> Any:
         """Run an operation of the registry script."""
@@ -120,12 +158,23 @@ class RedisConnection:
         assert self._scripts is not None
         return self._scripts
 
+    def _call(self, conn: Any, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            return conn.read_response()
+        except redis.exceptions.NoScriptError:
+            script.sha = self._client.script_load(script.script)
+            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            return conn.read_response()
+
     def close(self) -> None:
         self._closed.set()
         listener = self._listener
         if listener is not None and listener is not threading.current_thread():
             listener.join(3.0)  # it looks at the flag at least once a second
         with self._lock:
+            while self._idle:
+                self._idle.pop().disconnect()
             if self._client is not None:
                 self._client.close()
                 self._client = None
