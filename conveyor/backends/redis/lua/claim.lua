@@ -80,7 +80,7 @@ local function flush()
     table.insert(scored, id)
   end
   redis.call('ZREM', prefix .. 'ready', unpack(pending))
-  redis.call('ZADD', prefix .. 'inflight', unpack(scored))
+  zadd(prefix .. 'inflight', unpack(scored))
   pending = {}
 end
 

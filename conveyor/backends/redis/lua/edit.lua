@@ -38,7 +38,7 @@ if op == 'update' then
     score = order(tonumber(priority), seq)
     redis.call('HSET', key, 'p', priority, 'q', seq)
     redis.call('HDEL', key, 't')
-    redis.call('ZADD', prefix .. 'all', score, id)
+    zadd(prefix .. 'all', score, id)
   end
   if ARGV[15] == '1' then
     redis.call('HSET', key, 'v', visible)

@@ -19,12 +19,12 @@ for field, value in pairs(optional) do
 end
 if deadline ~= '' then
   table.insert(fields, 'dl'); table.insert(fields, deadline)
-  redis.call('ZADD', prefix .. 'dl', deadline, id)
+  zadd(prefix .. 'dl', deadline, id)
 end
 redis.call('HSET', key, unpack(fields))
-redis.call('ZADD', prefix .. 'all', score, id)
-redis.call('ZADD', prefix .. 'ready', score, id)
-redis.call('ZADD', prefix .. 'sent', sent, id)
+zadd(prefix .. 'all', score, id)
+zadd(prefix .. 'ready', score, id)
+zadd(prefix .. 'sent', sent, id)
 if ARGV[5] == '1' then redis.call('HINCRBY', prefix .. 'meta', 'sent', 1) end
 if channel ~= '' then redis.call('PUBLISH', channel, name) end
 return seq

@@ -44,9 +44,9 @@ if bare then
     end
   end
   if stored > 0 then
-    redis.call('ZADD', prefix .. 'all', unpack(all))
-    redis.call('ZADD', prefix .. 'sent', unpack(sent))
-    redis.call('ZADD', prefix .. (woken and 'ready' or 'delayed'), unpack(index))
+    zadd(prefix .. 'all', unpack(all))
+    zadd(prefix .. 'sent', unpack(sent))
+    zadd(prefix .. (woken and 'ready' or 'delayed'), unpack(index))
     redis.call('HINCRBY', meta, 'sent', stored)
     if woken and channel ~= '' then
       redis.call('PUBLISH', channel, ARGV[2])
