@@ -25,15 +25,16 @@ local BAND = 137438953472 -- 2^37: a delivery-order score stays exact in a doubl
 -- members by default), whose inserts scan and parse every score: at a few dozen members,
 -- where the indexes of a queue whose consumers keep up live, an insert costs 4-6 times a
 -- skiplist's. A set made with one member longer than zset-max-listpack-value is a skiplist,
--- and stays one while it exists (that member goes at once).
-local WIDE = string.rep('~', 1024)
+-- and stays one while it exists (that member goes at once; it is made only then: making it
+-- on every call would cost as much as the call).
 local function zadd(key, ...)
   if redis.call('EXISTS', key) == 1 then
     return redis.call('ZADD', key, ...)
   end
-  redis.call('ZADD', key, 0, WIDE)
+  local wide = string.rep('~', 1024)
+  redis.call('ZADD', key, 0, wide)
   local added = redis.call('ZADD', key, ...)
-  redis.call('ZREM', key, WIDE)
+  redis.call('ZREM', key, wide)
   return added
 end
 
