@@ -50,10 +50,10 @@ elseif op == 'fail' then
   redis.call('HSET', key, 'v', ARGV[7])
   redis.call('HDEL', key, 't')
 end
-redis.call('HINCRBY', key, 'r', 1)
+redis.call('HSET', key, 'r', tonumber(redis.call('HGET', key, 'r') or 1) + 1)
 local state = redis.call('HMGET', key, 'v', 'n')
 local visible = tonumber(state[1])
-place(prefix, id, now, visible, state[1], tonumber(state[2]), score)
+place(prefix, id, now, visible, state[1], tonumber(state[2] or 0), score)
 if visible <= now and channel ~= '' then
   redis.call('PUBLISH', channel, name)
 end

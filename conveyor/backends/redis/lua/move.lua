@@ -12,7 +12,7 @@ for i = 9, #ARGV do
   local f = redis.call('HMGET', message_key(src, id), 'v', 'n')
   if not f[1] then
     table.insert(out, 0); table.insert(out, false)
-  elseif mode == 'redrive' and tonumber(f[1]) > now and tonumber(f[2]) > 0 then
+  elseif mode == 'redrive' and tonumber(f[1]) > now and tonumber(f[2] or 0) > 0 then
     table.insert(out, 2); table.insert(out, false)
   else
     local seq

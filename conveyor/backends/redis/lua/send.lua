@@ -31,7 +31,7 @@ if bare then
       local seq = next_seq + stored
       local score = base + seq
       redis.call('HSET', message_key(prefix, id), 'b', ARGV[first + 2 * j - 1], 'p', priority,
-                 's', now_text, 'v', visible, 'n', 0, 'r', 1, 'q', seq)
+                 's', now_text, 'v', visible, 'q', seq)
       all[#all + 1] = score
       all[#all + 1] = id
       sent[#sent + 1] = now_text

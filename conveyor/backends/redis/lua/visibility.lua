@@ -13,7 +13,7 @@ for i = 5, #ARGV, 3 do
     redis.call('HSET', key, 'v', visible)
     redis.call('HINCRBY', key, 'r', 1)
     local score = redis.call('ZSCORE', prefix .. 'all', id)
-    place(prefix, id, now, tonumber(visible), visible, tonumber(held[2]), score)
+    place(prefix, id, now, tonumber(visible), visible, tonumber(held[2] or 0), score)
     if tonumber(visible) <= now then released = true end
     table.insert(out, 1)
   else
