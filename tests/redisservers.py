@@ -14,6 +14,11 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+# each readiness check asks once: redis-py retries a refused password three times otherwise
+ONCE = Retry(NoBackoff(), 0)
 
 
 def _free(port: int) -> bool:
@@ -64,8 +69,10 @@ class RedisServer:
         deadline = time.monotonic() + 20
         while True:
             try:
-                redis.Redis(port=self.port, socket_connect_timeout=1).ping()
+                redis.Redis(port=self.port, socket_connect_timeout=1, retry=ONCE).ping()
                 return
+            except redis.exceptions.AuthenticationError:
+                return  # it answers: it wants a password
             except redis.exceptions.BusyLoadingError:
                 pass
             except redis.exceptions.ConnectionError:

@@ -97,6 +97,28 @@ def test_a_server_that_forgot_the_scripts_or_dropped_the_link_is_carried_on(
     raw.close()
 
 
+def test_a_server_with_a_password_is_reached_with_it_and_refused_without(tmp_path: Path) -> None:
+    why = redisservers.available()
+    if why is not None:
+        unavailable(why)
+    server = redisservers.RedisServer(tmp_path / "redis", free_port(), "--requirepass", "s3cret")
+    server.start()
+    try:
+        with Client(f"redis://:s3cret@127.0.0.1:{server.port}/0?prefix=auth") as client:
+            q = client.create_queue("jobs")
+            q.send_batch(["a", "b"])
+            got = q.receive(10)
+            assert sorted(m.text for m in got) == ["a", "b"]
+            assert all(r.ok for r in q.delete_batch([m.receipt or "" for m in got]))
+        with (
+            Client(f"redis://:wrong@127.0.0.1:{server.port}/0?prefix=auth") as client,
+            pytest.raises(StoreUnavailable, match="check"),
+        ):
+            client.list_queues()
+    finally:
+        server.kill()
+
+
 def test_a_restart_with_appendfsync_always_loses_no_acknowledged_send(tmp_path: Path) -> None:
     """A Redis with `appendonly yes` and `appendfsync always` is killed (SIGKILL) and started
     again mid-run: every send the store acknowledged is there after the restart, and the
