@@ -91,7 +91,7 @@ def test_a_server_that_forgot_the_scripts_or_dropped_the_link_is_carried_on(
         assert q.stats().total == 0
         failing = raw.register_script("return redis.error_reply('refused')")
         with pytest.raises(StoreUnavailable, match="refused"):
-            store.redis.script_object(failing, ["k"], [])
+            store.redis.run_script(failing, ["k"], [])
         q.send("d")  # an error answer left the connection in step
         assert [m.text for m in q.receive()] == ["d"]
     raw.close()

@@ -106,12 +106,18 @@ class RedisConnection:
 
     def script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run a script whose keys are `keys` (all in one slot)."""
-        if self.cluster:
-            return self.run(lambda client: self._loaded().by_name[name](keys, args, client))
-        return self.script_object(self._loaded().by_name[name], keys, args)
+        return self.run_script(self._loaded().by_name[name], keys, args)
 
-    def script_object(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """Run a registered script (`redis.commands.core.Script`) on a single server."""
+    def registry(self, *args: Any) -> Any:
+        """Run an operation of the registry script."""
+        keys = [f"{self.registry_key}queues"]
+        return self.run_script(self._loaded().registry, keys, [self.registry_key, *args])
+
+    def run_script(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run a registered script (`redis.commands.core.Script`): on a cluster through
+        redis-py, which routes it to its slot's node; on one server by `_evalsha`."""
+        if self.cluster:
+            return self.run(lambda client: script(keys, args, client))
         return self.run(lambda client: self._evalsha(script, keys, args))
 
     def _evalsha(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -144,14 +150,6 @@ class RedisConnection:
             raise
         idle.append(conn)
         return reply
-
-    def registry(self, *args: Any) -> Any:
-        """Run an operation of the registry script."""
-        return self.run(
-            lambda client: self._loaded().registry(
-                [f"{self.registry_key}queues"], [self.registry_key, *args], client
-            )
-        )
 
     def _loaded(self) -> Scripts:
         self.client()

@@ -159,7 +159,8 @@ local function store(prefix, now, id, body, attrs, group, dedup, priority, deadl
   return seq, id
 end
 
--- What `store` leaves to add to the indexes, one command per index for a whole send.
+-- What `store` leaves to add to the indexes (a send of bare bodies adds 'all' too), one
+-- command per index for a whole send.
 local function new_adds()
   return {sent = {}, ready = {}, delayed = {}}
 end

@@ -13,16 +13,18 @@ local count = (#ARGV - first + 1) / step
 local meta = prefix .. 'meta'
 local next_seq = redis.call('HINCRBY', meta, 'seq', count) - count + 1
 local out, stored, woken = {}, 0, false
+local adds = new_adds()
 if bare then
   -- made-up ids: one is only there already where this very send ran before and its answer
-  -- was lost (a retry), so one ZMSCORE checks them all, and each index takes one ZADD
+  -- was lost (a retry), so one ZMSCORE checks them all, and 'all' is added to once too
   local priority, visible = ARGV[7], ARGV[8]
-  woken = tonumber(visible) <= now
+  local ready = tonumber(visible) <= now
   local base = order(tonumber(priority), 0)
   local ids = {}
   for i = first, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
   local held = redis.call('ZMSCORE', prefix .. 'all', unpack(ids))
-  local all, sent, index = {}, {}, {}
+  local all, sent = {}, adds.sent
+  local index = ready and adds.ready or adds.delayed
   for j, id in ipairs(ids) do
     if held[j] then
       out[#out + 1] = 0
@@ -36,39 +38,31 @@ if bare then
       all[#all + 1] = id
       sent[#sent + 1] = now_text
       sent[#sent + 1] = id
-      index[#index + 1] = woken and score or visible
+      index[#index + 1] = ready and score or visible
       index[#index + 1] = id
       stored = stored + 1
       out[#out + 1] = 1
       out[#out + 1] = seq
     end
   end
-  if stored > 0 then
-    zadd(prefix .. 'all', unpack(all))
-    zadd(prefix .. 'sent', unpack(sent))
-    zadd(prefix .. (woken and 'ready' or 'delayed'), unpack(index))
-    redis.call('HINCRBY', meta, 'sent', stored)
-    if woken and channel ~= '' then
-      redis.call('PUBLISH', channel, ARGV[2])
+  adds.all = all
+  woken = ready and stored > 0
+else
+  for i = first, #ARGV, step do
+    local visible = ARGV[i + 7]
+    local seq, id = store(prefix, now, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+                          ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], visible, ARGV[i + 8], now_text,
+                          dedup_until, next_seq, adds)
+    if seq then
+      next_seq = next_seq + 1
+      stored = stored + 1
+      out[#out + 1] = 1
+      out[#out + 1] = seq
+      if tonumber(visible) <= now then woken = true end
+    else
+      out[#out + 1] = 0
+      out[#out + 1] = id
     end
-  end
-  return out
-end
-local adds = new_adds()
-for i = first, #ARGV, step do
-  local visible = ARGV[i + 7]
-  local seq, id = store(prefix, now, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
-                        ARGV[i + 5], ARGV[i + 6], visible, ARGV[i + 8], now_text, dedup_until,
-                        next_seq, adds)
-  if seq then
-    next_seq = next_seq + 1
-    stored = stored + 1
-    out[#out + 1] = 1
-    out[#out + 1] = seq
-    if tonumber(visible) <= now then woken = true end
-  else
-    out[#out + 1] = 0
-    out[#out + 1] = id
   end
 end
 flush_adds(prefix, adds)
