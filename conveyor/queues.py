@@ -267,7 +267,7 @@ class Queue:
         if all(type(e) is bytes or type(e) is str for e in entries):
             check_batch_size(len(entries))
             ids: Sequence[str] = INDEX_IDS[: len(entries)]
-            total = sum(map(len, entries))  # type: ignore[arg-type]
+            total = sum(len(e) for e in entries if isinstance(e, bytes | str))
         else:
             ids = [
                 e.entry_id if isinstance(e, SendEntry) else str(i) for i, e in enumerate(entries)

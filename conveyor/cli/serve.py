@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TypedDict
 
 import click
 
@@ -185,6 +186,16 @@ def serve(
     )
 
 
+class GatewayOverrides(TypedDict, total=False):
+    """What the command line sets over the gateway's settings or its conf.json."""
+
+    host: str
+    port: int
+    auth_token: str
+    tls_cert: str
+    tls_key: str | None
+
+
 def gateway_config(
     conf: Path | None,
     listen: str | None,
@@ -192,19 +203,21 @@ def gateway_config(
     tls_cert: str | None = None,
     tls_key: str | None = None,
 ) -> GatewayConfig:
-    overrides: dict[str, object] = {}
+    overrides: GatewayOverrides = {}
     if tls_cert is not None:
-        overrides.update(tls_cert=tls_cert, tls_key=tls_key)
+        overrides["tls_cert"] = tls_cert
+        overrides["tls_key"] = tls_key
     if listen is not None:
         host, _, port = listen.rpartition(":")
         if not host or not port.isdigit():
             raise InvalidInput(f"{listen!r}: give HOST:PORT, like 127.0.0.1:1734")
-        overrides.update(host=host.strip("[]"), port=int(port))
+        overrides["host"] = host.strip("[]")
+        overrides["port"] = int(port)
     if token is not None:
         overrides["auth_token"] = token
     if conf is not None:
         return GatewayConfig.from_json(conf, **overrides)
-    return GatewayConfig(**overrides)  # type: ignore[arg-type]
+    return GatewayConfig(**overrides)
 
 
 @cli.command()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -28,8 +28,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._deadline: asyncio.TimerHandle | None = None
         self._receiving = False  # a request has begun and not fully arrived
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # asyncio hands a BaseTransport; uvicorn's protocol declares the full Transport it
+        # uses (uvloop's transports have its methods without subclassing asyncio.Transport)
+        super().connection_made(cast(asyncio.Transport, transport))
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -323,21 +323,19 @@ def _entries(batch: Any) -> Iterator[SendEntry]:
         )
 
 
-class StagedWriter(DataSourceArrowWriter):
-    batch_id = 0
+class Staging:
+    """What both writers do: a task stages its partition's rows in the sink (hidden), the
+    driver's commit publishes the staged rows of the tasks that succeeded, an abort discards
+    them. `batch` is 0 for a batch write, the micro-batch's id for a stream."""
 
     def __init__(self, options: Options, sink: str) -> None:
         self.options = options
         self.sink = sink
         self.conn = _Store(options)
 
-    def _batch(self) -> int:
-        return self.batch_id
-
-    def write(self, iterator: Iterator[Any]) -> Staged:
+    def write(self, iterator: Iterator[Any], batch: int) -> Staged:
         ctx = TaskContext.get()
         part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
-        batch = self._batch()
         queue = self.conn.queue
         count = 0
         chunk: list[SendEntry] = []
@@ -354,36 +352,47 @@ class StagedWriter(DataSourceArrowWriter):
             self.conn.close()
         return Staged(part, attempt, count)
 
-    def _publish(self, messages: Sequence[WriterCommitMessage | None], batch: int) -> None:
+    def publish(self, messages: Sequence[WriterCommitMessage | None], batch: int) -> None:
         tags = [(m.part, m.attempt) for m in messages if isinstance(m, Staged)]
         try:
             self.conn.queue.publish(self.sink, batch, tags)
         finally:
             self.conn.close()
 
-    def _discard(self, batch: int) -> None:
+    def discard(self, batch: int) -> None:
         try:
             self.conn.queue.discard(self.sink, batch)
         finally:
             self.conn.close()
 
+
+class StagedWriter(DataSourceArrowWriter):
+    def __init__(self, options: Options, sink: str) -> None:
+        self.staging = Staging(options, sink)
+
+    def write(self, iterator: Iterator[Any]) -> Staged:
+        return self.staging.write(iterator, 0)
+
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._publish(messages, 0)
+        self.staging.publish(messages, 0)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._discard(0)
+        self.staging.discard(0)
 
 
-class StagedStreamWriter(StagedWriter, DataSourceStreamArrowWriter):
-    def _batch(self) -> int:
+class StagedStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: Options, sink: str) -> None:
+        self.staging = Staging(options, sink)
+
+    def write(self, iterator: Iterator[Any]) -> Staged:
         ctx = TaskContext.get()
         raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
         if raw is None:
             raise RuntimeError("Spark did not say which micro-batch this task writes")
-        return int(raw)
+        return self.staging.write(iterator, int(raw))
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
-        self._publish(messages, batchId)
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        self.staging.publish(messages, batchId)
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
-        self._discard(batchId)
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        self.staging.discard(batchId)
