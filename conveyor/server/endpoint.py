@@ -25,7 +25,7 @@ from ..exceptions import (
 )
 from .auth import signed_service
 from .sns_api import ACTIONS as SNS_ACTIONS
-from .sns_api import sns_error, sns_error_body, sns_response
+from .sns_wire import sns_error, sns_error_body, sns_response
 from .sqs_api import TRACE_PARAM
 from .sqs_names import Caller
 from .sqs_wire import (

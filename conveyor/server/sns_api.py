@@ -5,48 +5,42 @@ and account and as ``region:account:name`` in any other, like queues. Topic attr
 tags are the topic's settings; a subscription is a queue's subscription, its attributes
 (``RawMessageDelivery``, ``FilterPolicy``, ...) the subscription's. Publish routes each
 message through the filter policies and delivers, in one atomic fan-out, the JSON envelope
-SNS writes or the raw message. Only the ``sqs`` protocol is served.
+SNS writes or the raw message (`sns_publication`); `sns_wire` reads and writes the Query
+protocol. Only the ``sqs`` protocol is served.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import dataclasses
-import hashlib
 import json
 import re
 import uuid
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from ..client import Client
 from ..exceptions import (
-    ConveyorError,
     InvalidInput,
     NotFound,
     QueueDoesNotExist,
     TopicDoesNotExist,
 )
-from ..models import AttributeValue, SendResult, TypedValue
+from ..models import SendResult
 from ..queues import SendEntry
-from ..validation import ATTRIBUTE_NAME_RE, GROUP_ID_RE, MESSAGE_ID_RE, check_topic_name
-from .sns_filter import check_policy, matches_attributes, matches_body
+from ..validation import check_topic_name
+from .sns_filter import check_policy
+from .sns_publication import MAX_MESSAGE, Publication, envelope, passes, read_publication
+from .sns_wire import Entries, SnsError, invalid, not_found, numbered, query_map
 from .sqs_names import ARN_RE, Caller, Namespaces
-from .sqs_wire import XML_DECLARATION, XML_UNSAFE
 
-XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/"
-STS_XMLNS = "https://sts.amazonaws.com/doc/2011-06-15/"
 TOPIC_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:sns:([a-z0-9-]{1,32}):([0-9]{12}):([A-Za-z0-9_-]{1,256}(?:\.fifo)?)"
 )
 SUBSCRIPTION_ARN_RE = re.compile(TOPIC_ARN_RE.pattern + r":([0-9a-f-]{36})")
 SUBSCRIPTIONS = uuid.UUID("6f1c1d2e-5b0c-4e55-9a43-6c0e8c5a7d10")
-MAX_MESSAGE = 262_144
 MAX_BATCH = 10
 MAX_TAGS = 50
 PAGE = 100
@@ -81,28 +75,6 @@ SUBSCRIPTION_ATTRIBUTES = {
 
 Params = dict[str, Any]
 Result = dict[str, Any]
-
-
-class SnsError(ConveyorError):
-    """An error with SNS's code and status."""
-
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status
-        self.sender_fault = status < 500
-
-
-def invalid(message: str) -> SnsError:
-    return SnsError("InvalidParameter", f"Invalid parameter: {message}")
-
-
-def not_found(message: str) -> SnsError:
-    return SnsError("NotFound", message, 404)
-
-
-class Entries(dict[str, str]):
-    """A map rendered as <entry><key/><value/></entry> (Attributes)."""
 
 
 class SnsApi:
@@ -198,7 +170,7 @@ class SnsApi:
         name = params.get("Name")
         if not isinstance(name, str) or not name:
             raise invalid("Topic Name")
-        attributes = _entries(params.get("Attributes"), "key", "value")
+        attributes = query_map(params.get("Attributes"), "key", "value")
         for key in attributes:
             if key not in TOPIC_ATTRIBUTES:
                 raise invalid(f"AttributeName: {key} is not a topic attribute")
@@ -304,7 +276,7 @@ class SnsApi:
                 "Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to"
                 " standard SNS topics"
             )
-        attributes = _entries(params.get("Attributes"), "key", "value")
+        attributes = query_map(params.get("Attributes"), "key", "value")
         for key, value in attributes.items():
             _check_subscription_attribute(key, value, attributes, self.ns)
         attributes = {k: v for k, v in attributes.items() if v != ""}
@@ -424,7 +396,7 @@ class SnsApi:
         if arn is None:
             raise invalid("TopicArn or TargetArn Reason: no value for required parameter")
         topic, settings = self._existing(arn, caller, "TopicArn")
-        entry = _publication(params, topic, settings, "")
+        entry = read_publication(params, topic, settings, "")
         result = self._deliver(topic, settings, entry, caller)
         out: Result = {"MessageId": result.id}
         if topic.endswith(".fifo"):
@@ -433,7 +405,7 @@ class SnsApi:
 
     def publish_batch(self, params: Params, caller: Caller) -> Result:
         topic, settings = self._existing(params.get("TopicArn"), caller)
-        entries = _numbered(params.get("PublishBatchRequestEntries"))
+        entries = numbered(params.get("PublishBatchRequestEntries"))
         if not entries:
             raise SnsError("EmptyBatchRequest", "The batch request doesn't contain any entries.")
         if len(entries) > MAX_BATCH:
@@ -465,7 +437,7 @@ class SnsApi:
         for raw in entries:
             entry_id = str(raw["Id"])
             try:
-                publication = _publication(
+                publication = read_publication(
                     raw, topic, settings, f"PublishBatchRequestEntries.{entry_id}."
                 )
                 result = self._deliver(topic, settings, publication, caller)
@@ -517,7 +489,7 @@ class SnsApi:
 
     def untag_resource(self, params: Params, caller: Caller) -> Result:
         topic, _ = self._tagged(params, caller)
-        keys = _numbered(params.get("TagKeys"))
+        keys = numbered(params.get("TagKeys"))
         if not all(isinstance(k, str) for k in keys):
             raise invalid("TagKeys: a list of tag keys")
         self.client.update_topic_settings(topic, {TAG + k: None for k in keys})
@@ -539,14 +511,14 @@ class SnsApi:
         copies: dict[str, SendEntry] = {}
         body = p.body_for("sqs")
         for queue, attributes in self.client.subscriptions(topic).items():
-            if not _passes(attributes, p):
+            if not passes(attributes, p):
                 continue
             raw = attributes.get("RawMessageDelivery", "false").lower() == "true"
             fifo = queue.endswith(".fifo")  # a FIFO topic delivers to standard queues too
             if (raw, fifo) not in built:
                 built[raw, fifo] = SendEntry(
                     entry_id="0",
-                    body=body if raw else _envelope(mid, arn, p, body, caller, topic),
+                    body=body if raw else envelope(mid, arn, p, body, caller, topic),
                     attributes=dict(p.attributes) if raw else {},
                     group_id=p.group_id,
                     dedup_id=p.dedup_id if fifo else None,
@@ -561,33 +533,6 @@ class SnsApi:
         return next((r for r in results if r.duplicate), results[0])
 
 
-class Publication:
-    """One message to publish, checked: the text per protocol, attributes, FIFO ids."""
-
-    def __init__(
-        self,
-        message: str,
-        structure: dict[str, str] | None,
-        subject: str | None,
-        attributes: dict[str, AttributeValue],
-        wire: dict[str, dict[str, str]],
-        group_id: str | None,
-        dedup_id: str | None,
-    ) -> None:
-        self.message = message
-        self.structure = structure
-        self.subject = subject
-        self.attributes = attributes
-        self.wire = wire  # the attributes as SNS shows them: name: {"DataType", "StringValue"}
-        self.group_id = group_id
-        self.dedup_id = dedup_id
-
-    def body_for(self, protocol: str) -> str:
-        if self.structure is None:
-            return self.message
-        return self.structure.get(protocol, self.structure["default"])
-
-
 def _own(caller: Caller, account: str, arn: str) -> None:
     """A caller whose signature was verified reaches its own account's topics and queues
     alone (topic policies are kept, not evaluated)."""
@@ -598,178 +543,6 @@ def _own(caller: Caller, account: str, arn: str) -> None:
             f" SNS:{caller.action or 'request'} on resource: {arn}",
             403,
         )
-
-
-def _publication(
-    params: Mapping[str, Any], topic: str, settings: Mapping[str, str], at: str
-) -> Publication:
-    message = params.get("Message")
-    if not isinstance(message, str) or message == "":
-        raise invalid(f"{at}Message Reason: Empty message")
-    structure = None
-    if params.get("MessageStructure") is not None:
-        if params.get("MessageStructure") != "json":
-            raise invalid(f"{at}MessageStructure: only 'json' is accepted")
-        try:
-            parsed = json.loads(message)
-        except ValueError:
-            raise invalid(f"{at}Message Structure - JSON message body failed to parse") from None
-        if not isinstance(parsed, dict) or "default" not in parsed:
-            raise invalid(f"{at}Message Structure - No default entry in JSON message body")
-        structure = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in parsed.items()}
-    subject = params.get("Subject")
-    if subject is not None and (
-        not isinstance(subject, str)
-        or not 0 < len(subject) <= 100
-        or any(c in subject for c in "\r\n")
-        or not subject.isprintable()
-    ):
-        raise invalid(f"{at}Subject: 1-100 printable characters, no line breaks")
-    attributes, wire = _message_attributes(params.get("MessageAttributes"), at)
-    size = len(message.encode()) + sum(
-        len(k.encode())
-        + len(v["DataType"].encode())
-        + len(v.get("StringValue", v.get("BinaryValue", "")).encode())
-        for k, v in wire.items()
-    )
-    if size > MAX_MESSAGE:
-        raise invalid(f"{at}Message too long: at most {MAX_MESSAGE} bytes with its attributes")
-    group_id, dedup_id = params.get("MessageGroupId"), params.get("MessageDeduplicationId")
-    if topic.endswith(".fifo"):
-        if group_id is None:
-            raise invalid(
-                f"{at}MessageGroupId Reason: The MessageGroupId parameter is required for FIFO"
-                " topics"
-            )
-        if not isinstance(group_id, str) or not GROUP_ID_RE.fullmatch(group_id):
-            raise invalid(f"{at}MessageGroupId: 1-128 printable ASCII characters")
-        if dedup_id is None:
-            if settings.get("ContentBasedDeduplication", "false").lower() != "true":
-                raise invalid(
-                    f"{at}MessageDeduplicationId Reason: The topic should either have"
-                    " ContentBasedDeduplication enabled or MessageDeduplicationId provided"
-                    " explicitly"
-                )
-            dedup_id = hashlib.sha256(message.encode()).hexdigest()
-        elif not isinstance(dedup_id, str) or not MESSAGE_ID_RE.fullmatch(dedup_id):
-            raise invalid(f"{at}MessageDeduplicationId: 1-128 printable ASCII characters")
-    else:
-        for name, value in (("MessageGroupId", group_id), ("MessageDeduplicationId", dedup_id)):
-            if value is not None:
-                raise invalid(
-                    f"{at}{name} Reason: The request includes {name} parameter that is not"
-                    " valid for this topic type"
-                )
-    return Publication(message, structure, subject, attributes, wire, group_id, dedup_id)
-
-
-def _message_attributes(
-    raw: Any, at: str
-) -> tuple[dict[str, AttributeValue], dict[str, dict[str, str]]]:
-    attributes: dict[str, AttributeValue] = {}
-    wire: dict[str, dict[str, str]] = {}
-    for item in _numbered(raw.get("entry") if isinstance(raw, dict) else raw):
-        if not isinstance(item, dict) or not isinstance(item.get("Name"), str):
-            raise invalid(f"{at}MessageAttributes: each entry needs a Name and a Value")
-        name, value = item["Name"], item.get("Value")
-        if not ATTRIBUTE_NAME_RE.fullmatch(name) or name.lower().startswith(("aws.", "amazon.")):
-            raise invalid(f"{at}MessageAttributes: attribute name {name!r} is not valid")
-        if not isinstance(value, dict) or not isinstance(value.get("DataType"), str):
-            raise invalid(
-                f"{at}Message attribute '{name}' must contain non-empty message attribute type."
-            )
-        kind = value["DataType"]
-        base = kind.partition(".")[0]
-        if base == "Binary":
-            text = value.get("BinaryValue")
-            try:
-                data = base64.b64decode(text or "", validate=True)
-            except (binascii.Error, ValueError):
-                raise invalid(
-                    f"{at}MessageAttributes: {name!r} BinaryValue is not base64"
-                ) from None
-            if not data:
-                raise invalid(
-                    f"{at}Message attribute '{name}' must contain non-empty message attribute"
-                    " value for message attribute type 'Binary'."
-                )
-            attributes[name] = TypedValue(kind, data)
-            wire[name] = {"DataType": kind, "BinaryValue": text or ""}
-            continue
-        if base not in ("String", "Number"):
-            raise invalid(
-                f"{at}The message attribute '{name}' has an invalid message attribute type, the"
-                " set of supported type prefixes is Binary, Number, and String."
-            )
-        text = value.get("StringValue")
-        if not isinstance(text, str) or text == "":
-            raise invalid(
-                f"{at}Message attribute '{name}' must contain non-empty message attribute"
-                f" value for message attribute type '{base}'."
-            )
-        if base == "Number":
-            try:
-                float(text)
-            except ValueError:
-                raise invalid(
-                    f"{at}Could not cast message attribute '{name}' value to number."
-                ) from None
-        attributes[name] = TypedValue(kind, text)
-        wire[name] = {"DataType": kind, "StringValue": text}
-    if len(attributes) > 10:
-        raise invalid(f"{at}MessageAttributes: at most 10 attributes")
-    return attributes, wire
-
-
-def _passes(attributes: Mapping[str, str], p: Publication) -> bool:
-    policy_text = attributes.get("FilterPolicy")
-    if not policy_text:
-        return True
-    scope = attributes.get("FilterPolicyScope", "MessageAttributes")
-    policy = json.loads(policy_text)
-    if not policy:
-        return True
-    if scope == "MessageBody":
-        try:
-            body = json.loads(p.body_for("sqs"))
-        except ValueError:
-            return False
-        return matches_body(policy, body)
-    return matches_attributes(policy, p.wire)
-
-
-def _envelope(mid: str, arn: str, p: Publication, body: str, caller: Caller, topic: str) -> str:
-    now = datetime.now(UTC)
-    envelope: dict[str, Any] = {"Type": "Notification", "MessageId": mid}
-    if topic.endswith(".fifo"):
-        envelope["SequenceNumber"] = str(int(now.timestamp() * 1_000_000)).rjust(20, "0")
-    envelope["TopicArn"] = arn
-    if p.subject is not None:
-        envelope["Subject"] = p.subject
-    envelope["Message"] = body
-    envelope["Timestamp"] = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-    if topic.endswith(".fifo"):
-        envelope["UnsubscribeURL"] = f"{caller.base_url}/?Action=Unsubscribe"
-    else:
-        # not a signature anyone can verify: the digest of the canonical text, so that
-        # clients that read the fields find them; documented in docs/sns-compatibility.md
-        envelope["SignatureVersion"] = "1"
-        canonical = "".join(
-            f"{k}\n{envelope[k]}\n"
-            for k in ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type")
-            if k in envelope
-        )
-        envelope["Signature"] = base64.b64encode(
-            hashlib.sha256(canonical.encode()).digest()
-        ).decode()
-        envelope["SigningCertURL"] = f"{caller.base_url}/SimpleNotificationService-conveyor.pem"
-        envelope["UnsubscribeURL"] = f"{caller.base_url}/?Action=Unsubscribe"
-    if p.wire:
-        envelope["MessageAttributes"] = {
-            k: {"Type": v["DataType"], "Value": v.get("StringValue", v.get("BinaryValue", ""))}
-            for k, v in p.wire.items()
-        }
-    return json.dumps(envelope, indent=2)
 
 
 def _sequence(result: SendResult) -> str:
@@ -890,39 +663,9 @@ def _normal(attributes: Mapping[str, str]) -> dict[str, str]:
 # -- parameters ---------------------------------------------------------------------------
 
 
-def _numbered(node: Any) -> list[Any]:
-    """The members of a Query list (``X.member.N`` or ``X.N``), in order."""
-    if node is None or node == "":  # an empty list is sent as ``X=``
-        return []
-    if isinstance(node, dict) and set(node) == {"member"}:
-        node = node["member"]
-    if not isinstance(node, dict):
-        raise invalid("a list parameter must be numbered from 1 (X.member.1, X.member.2, ...)")
-    try:
-        items = sorted((int(k), v) for k, v in node.items())
-    except ValueError:
-        raise invalid("a list parameter must be numbered from 1 (X.member.1, ...)") from None
-    return [v for _, v in items]
-
-
-def _entries(node: Any, key: str, value: str) -> dict[str, str]:
-    """A Query map (``X.entry.N.key`` / ``.value``) as a dict."""
-    if node is None:
-        return {}
-    if isinstance(node, dict) and "entry" in node:
-        node = node["entry"]
-    out: dict[str, str] = {}
-    for item in _numbered(node):
-        if not isinstance(item, dict) or not isinstance(item.get(key), str):
-            raise invalid(f"a map entry needs a {key} and a {value}")
-        v = item.get(value, "")
-        out[item[key]] = v if isinstance(v, str) else ""
-    return out
-
-
 def _tags(node: Any) -> dict[str, str]:
     tags: dict[str, str] = {}
-    for item in _numbered(node):
+    for item in numbered(node):
         if not isinstance(item, dict) or not isinstance(item.get("Key"), str):
             raise invalid("Tags: each tag needs a Key and a Value")
         key, value = item["Key"], item.get("Value", "")
@@ -945,64 +688,6 @@ def _paged(key: str, items: list[Any], token: Any) -> Result:
     if start + PAGE < len(items):
         result["NextToken"] = str(start + PAGE)
     return result
-
-
-# -- wire ---------------------------------------------------------------------------------
-
-
-def sns_response(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
-    xmlns = STS_XMLNS if action == "GetCallerIdentity" else XMLNS
-    root = ET.Element(f"{action}Response", xmlns=xmlns)
-    body = ET.SubElement(root, f"{action}Result")
-    for key, value in result.items():
-        _xml(ET.SubElement(body, key), value)
-    meta = ET.SubElement(root, "ResponseMetadata")
-    ET.SubElement(meta, "RequestId").text = request_id
-    return XML_DECLARATION + ET.tostring(root).replace(b"\r", b"&#xD;")
-
-
-def _xml(element: ET.Element, value: Any) -> None:
-    if isinstance(value, Entries):
-        for k, v in value.items():
-            entry = ET.SubElement(element, "entry")
-            ET.SubElement(entry, "key").text = k
-            ET.SubElement(entry, "value").text = _text(v)
-    elif isinstance(value, list):
-        for item in value:
-            _xml(ET.SubElement(element, "member"), item)
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            _xml(ET.SubElement(element, k), v)
-    else:
-        element.text = _text(value)
-
-
-def _text(value: Any) -> str:
-    return XML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
-
-
-def sns_error_body(error: ConveyorError, request_id: str) -> bytes:
-    root = ET.Element("ErrorResponse", xmlns=XMLNS)
-    err = ET.SubElement(root, "Error")
-    ET.SubElement(err, "Type").text = "Sender" if error.sender_fault else "Receiver"
-    ET.SubElement(err, "Code").text = error.code
-    ET.SubElement(err, "Message").text = _text(error.message)
-    ET.SubElement(root, "RequestId").text = request_id
-    return XML_DECLARATION + ET.tostring(root)
-
-
-def sns_error(exc: ConveyorError) -> ConveyorError:
-    """An error of the server's other layers (auth, request parsing) in SNS's terms."""
-    if isinstance(exc, SnsError):
-        return exc
-    if exc.status == 403:  # SNS says AuthorizationError where SQS says AccessDenied
-        code = "AuthorizationError" if exc.code == "AccessDenied" else exc.code
-        return SnsError(code, exc.message, 403)
-    if isinstance(exc, InvalidInput):
-        return invalid(exc.message)
-    if exc.status >= 500:
-        return SnsError("InternalError", exc.message, exc.status)
-    return SnsError(exc.code, exc.message, exc.status)
 
 
 ACTIONS = frozenset(

@@ -1,0 +1,220 @@
+"""What one publish carries to a topic's subscribers: the message checked (its text per
+protocol, its attributes, its FIFO ids), whether a subscription's filter policy lets it
+through, and the JSON envelope a subscriber receives unless it asked for raw delivery."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ..models import AttributeValue, TypedValue
+from ..validation import ATTRIBUTE_NAME_RE, GROUP_ID_RE, MESSAGE_ID_RE
+from .sns_filter import matches_attributes, matches_body
+from .sns_wire import invalid, numbered
+from .sqs_names import Caller
+
+MAX_MESSAGE = 262_144
+
+
+class Publication:
+    """One message to publish, checked: the text per protocol, attributes, FIFO ids."""
+
+    def __init__(
+        self,
+        message: str,
+        structure: dict[str, str] | None,
+        subject: str | None,
+        attributes: dict[str, AttributeValue],
+        wire: dict[str, dict[str, str]],
+        group_id: str | None,
+        dedup_id: str | None,
+    ) -> None:
+        self.message = message
+        self.structure = structure
+        self.subject = subject
+        self.attributes = attributes
+        self.wire = wire  # the attributes as SNS shows them: name: {"DataType", "StringValue"}
+        self.group_id = group_id
+        self.dedup_id = dedup_id
+
+    def body_for(self, protocol: str) -> str:
+        if self.structure is None:
+            return self.message
+        return self.structure.get(protocol, self.structure["default"])
+
+
+def read_publication(
+    params: Mapping[str, Any], topic: str, settings: Mapping[str, str], at: str
+) -> Publication:
+    message = params.get("Message")
+    if not isinstance(message, str) or message == "":
+        raise invalid(f"{at}Message Reason: Empty message")
+    structure = None
+    if params.get("MessageStructure") is not None:
+        if params.get("MessageStructure") != "json":
+            raise invalid(f"{at}MessageStructure: only 'json' is accepted")
+        try:
+            parsed = json.loads(message)
+        except ValueError:
+            raise invalid(f"{at}Message Structure - JSON message body failed to parse") from None
+        if not isinstance(parsed, dict) or "default" not in parsed:
+            raise invalid(f"{at}Message Structure - No default entry in JSON message body")
+        structure = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in parsed.items()}
+    subject = params.get("Subject")
+    if subject is not None and (
+        not isinstance(subject, str)
+        or not 0 < len(subject) <= 100
+        or any(c in subject for c in "\r\n")
+        or not subject.isprintable()
+    ):
+        raise invalid(f"{at}Subject: 1-100 printable characters, no line breaks")
+    attributes, wire = message_attributes(params.get("MessageAttributes"), at)
+    size = len(message.encode()) + sum(
+        len(k.encode())
+        + len(v["DataType"].encode())
+        + len(v.get("StringValue", v.get("BinaryValue", "")).encode())
+        for k, v in wire.items()
+    )
+    if size > MAX_MESSAGE:
+        raise invalid(f"{at}Message too long: at most {MAX_MESSAGE} bytes with its attributes")
+    group_id, dedup_id = params.get("MessageGroupId"), params.get("MessageDeduplicationId")
+    if topic.endswith(".fifo"):
+        if group_id is None:
+            raise invalid(
+                f"{at}MessageGroupId Reason: The MessageGroupId parameter is required for FIFO"
+                " topics"
+            )
+        if not isinstance(group_id, str) or not GROUP_ID_RE.fullmatch(group_id):
+            raise invalid(f"{at}MessageGroupId: 1-128 printable ASCII characters")
+        if dedup_id is None:
+            if settings.get("ContentBasedDeduplication", "false").lower() != "true":
+                raise invalid(
+                    f"{at}MessageDeduplicationId Reason: The topic should either have"
+                    " ContentBasedDeduplication enabled or MessageDeduplicationId provided"
+                    " explicitly"
+                )
+            dedup_id = hashlib.sha256(message.encode()).hexdigest()
+        elif not isinstance(dedup_id, str) or not MESSAGE_ID_RE.fullmatch(dedup_id):
+            raise invalid(f"{at}MessageDeduplicationId: 1-128 printable ASCII characters")
+    else:
+        for name, value in (("MessageGroupId", group_id), ("MessageDeduplicationId", dedup_id)):
+            if value is not None:
+                raise invalid(
+                    f"{at}{name} Reason: The request includes {name} parameter that is not"
+                    " valid for this topic type"
+                )
+    return Publication(message, structure, subject, attributes, wire, group_id, dedup_id)
+
+
+def message_attributes(
+    raw: Any, at: str
+) -> tuple[dict[str, AttributeValue], dict[str, dict[str, str]]]:
+    attributes: dict[str, AttributeValue] = {}
+    wire: dict[str, dict[str, str]] = {}
+    for item in numbered(raw.get("entry") if isinstance(raw, dict) else raw):
+        if not isinstance(item, dict) or not isinstance(item.get("Name"), str):
+            raise invalid(f"{at}MessageAttributes: each entry needs a Name and a Value")
+        name, value = item["Name"], item.get("Value")
+        if not ATTRIBUTE_NAME_RE.fullmatch(name) or name.lower().startswith(("aws.", "amazon.")):
+            raise invalid(f"{at}MessageAttributes: attribute name {name!r} is not valid")
+        if not isinstance(value, dict) or not isinstance(value.get("DataType"), str):
+            raise invalid(
+                f"{at}Message attribute '{name}' must contain non-empty message attribute type."
+            )
+        kind = value["DataType"]
+        base = kind.partition(".")[0]
+        if base == "Binary":
+            text = value.get("BinaryValue")
+            try:
+                data = base64.b64decode(text or "", validate=True)
+            except (binascii.Error, ValueError):
+                raise invalid(
+                    f"{at}MessageAttributes: {name!r} BinaryValue is not base64"
+                ) from None
+            if not data:
+                raise invalid(
+                    f"{at}Message attribute '{name}' must contain non-empty message attribute"
+                    " value for message attribute type 'Binary'."
+                )
+            attributes[name] = TypedValue(kind, data)
+            wire[name] = {"DataType": kind, "BinaryValue": text or ""}
+            continue
+        if base not in ("String", "Number"):
+            raise invalid(
+                f"{at}The message attribute '{name}' has an invalid message attribute type, the"
+                " set of supported type prefixes is Binary, Number, and String."
+            )
+        text = value.get("StringValue")
+        if not isinstance(text, str) or text == "":
+            raise invalid(
+                f"{at}Message attribute '{name}' must contain non-empty message attribute"
+                f" value for message attribute type '{base}'."
+            )
+        if base == "Number":
+            try:
+                float(text)
+            except ValueError:
+                raise invalid(
+                    f"{at}Could not cast message attribute '{name}' value to number."
+                ) from None
+        attributes[name] = TypedValue(kind, text)
+        wire[name] = {"DataType": kind, "StringValue": text}
+    if len(attributes) > 10:
+        raise invalid(f"{at}MessageAttributes: at most 10 attributes")
+    return attributes, wire
+
+
+def passes(attributes: Mapping[str, str], p: Publication) -> bool:
+    policy_text = attributes.get("FilterPolicy")
+    if not policy_text:
+        return True
+    scope = attributes.get("FilterPolicyScope", "MessageAttributes")
+    policy = json.loads(policy_text)
+    if not policy:
+        return True
+    if scope == "MessageBody":
+        try:
+            body = json.loads(p.body_for("sqs"))
+        except ValueError:
+            return False
+        return matches_body(policy, body)
+    return matches_attributes(policy, p.wire)
+
+
+def envelope(mid: str, arn: str, p: Publication, body: str, caller: Caller, topic: str) -> str:
+    now = datetime.now(UTC)
+    envelope: dict[str, Any] = {"Type": "Notification", "MessageId": mid}
+    if topic.endswith(".fifo"):
+        envelope["SequenceNumber"] = str(int(now.timestamp() * 1_000_000)).rjust(20, "0")
+    envelope["TopicArn"] = arn
+    if p.subject is not None:
+        envelope["Subject"] = p.subject
+    envelope["Message"] = body
+    envelope["Timestamp"] = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    if topic.endswith(".fifo"):
+        envelope["UnsubscribeURL"] = f"{caller.base_url}/?Action=Unsubscribe"
+    else:
+        # not a signature anyone can verify: the digest of the canonical text, so that
+        # clients that read the fields find them; documented in docs/sns-compatibility.md
+        envelope["SignatureVersion"] = "1"
+        canonical = "".join(
+            f"{k}\n{envelope[k]}\n"
+            for k in ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type")
+            if k in envelope
+        )
+        envelope["Signature"] = base64.b64encode(
+            hashlib.sha256(canonical.encode()).digest()
+        ).decode()
+        envelope["SigningCertURL"] = f"{caller.base_url}/SimpleNotificationService-conveyor.pem"
+        envelope["UnsubscribeURL"] = f"{caller.base_url}/?Action=Unsubscribe"
+    if p.wire:
+        envelope["MessageAttributes"] = {
+            k: {"Type": v["DataType"], "Value": v.get("StringValue", v.get("BinaryValue", ""))}
+            for k, v in p.wire.items()
+        }
+    return json.dumps(envelope, indent=2)

@@ -1,0 +1,121 @@
+"""SNS's Query wire format: the errors it answers with, list and map parameters as the Query
+protocol numbers them, and the XML of answers and errors (as `sqs_wire` is for SQS)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+from ..exceptions import ConveyorError, InvalidInput
+from .sqs_wire import XML_DECLARATION, XML_UNSAFE
+
+XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/"
+STS_XMLNS = "https://sts.amazonaws.com/doc/2011-06-15/"
+
+
+class SnsError(ConveyorError):
+    """An error with SNS's code and status."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.sender_fault = status < 500
+
+
+def invalid(message: str) -> SnsError:
+    return SnsError("InvalidParameter", f"Invalid parameter: {message}")
+
+
+def not_found(message: str) -> SnsError:
+    return SnsError("NotFound", message, 404)
+
+
+class Entries(dict[str, str]):
+    """A map rendered as <entry><key/><value/></entry> (Attributes)."""
+
+
+def numbered(node: Any) -> list[Any]:
+    """The members of a Query list (``X.member.N`` or ``X.N``), in order."""
+    if node is None or node == "":  # an empty list is sent as ``X=``
+        return []
+    if isinstance(node, dict) and set(node) == {"member"}:
+        node = node["member"]
+    if not isinstance(node, dict):
+        raise invalid("a list parameter must be numbered from 1 (X.member.1, X.member.2, ...)")
+    try:
+        items = sorted((int(k), v) for k, v in node.items())
+    except ValueError:
+        raise invalid("a list parameter must be numbered from 1 (X.member.1, ...)") from None
+    return [v for _, v in items]
+
+
+def query_map(node: Any, key: str, value: str) -> dict[str, str]:
+    """A Query map (``X.entry.N.key`` / ``.value``) as a dict."""
+    if node is None:
+        return {}
+    if isinstance(node, dict) and "entry" in node:
+        node = node["entry"]
+    out: dict[str, str] = {}
+    for item in numbered(node):
+        if not isinstance(item, dict) or not isinstance(item.get(key), str):
+            raise invalid(f"a map entry needs a {key} and a {value}")
+        v = item.get(value, "")
+        out[item[key]] = v if isinstance(v, str) else ""
+    return out
+
+
+def sns_response(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
+    xmlns = STS_XMLNS if action == "GetCallerIdentity" else XMLNS
+    root = ET.Element(f"{action}Response", xmlns=xmlns)
+    body = ET.SubElement(root, f"{action}Result")
+    for key, value in result.items():
+        _xml(ET.SubElement(body, key), value)
+    meta = ET.SubElement(root, "ResponseMetadata")
+    ET.SubElement(meta, "RequestId").text = request_id
+    return XML_DECLARATION + ET.tostring(root).replace(b"\r", b"&#xD;")
+
+
+def _xml(element: ET.Element, value: Any) -> None:
+    if isinstance(value, Entries):
+        for k, v in value.items():
+            entry = ET.SubElement(element, "entry")
+            ET.SubElement(entry, "key").text = k
+            ET.SubElement(entry, "value").text = _text(v)
+    elif isinstance(value, list):
+        for item in value:
+            _xml(ET.SubElement(element, "member"), item)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _xml(ET.SubElement(element, k), v)
+    else:
+        element.text = _text(value)
+
+
+def _text(value: Any) -> str:
+    return XML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
+
+
+def sns_error_body(error: ConveyorError, request_id: str) -> bytes:
+    root = ET.Element("ErrorResponse", xmlns=XMLNS)
+    err = ET.SubElement(root, "Error")
+    ET.SubElement(err, "Type").text = "Sender" if error.sender_fault else "Receiver"
+    ET.SubElement(err, "Code").text = error.code
+    ET.SubElement(err, "Message").text = _text(error.message)
+    ET.SubElement(root, "RequestId").text = request_id
+    return XML_DECLARATION + ET.tostring(root)
+
+
+def sns_error(exc: ConveyorError) -> ConveyorError:
+    """An error of the server's other layers (auth, request parsing) in SNS's terms."""
+    if isinstance(exc, SnsError):
+        return exc
+    if exc.status == 403:  # SNS says AuthorizationError where SQS says AccessDenied
+        code = "AuthorizationError" if exc.code == "AccessDenied" else exc.code
+        return SnsError(code, exc.message, 403)
+    if isinstance(exc, InvalidInput):
+        return invalid(exc.message)
+    if exc.status >= 500:
+        return SnsError("InternalError", exc.message, exc.status)
+    return SnsError(exc.code, exc.message, exc.status)
