@@ -111,11 +111,29 @@ class ListsBaseline(_RedisDriver):
         pipe.execute()
 
 
-def _drop_store(url: str, prefix: str) -> None:
+def _libraries(url: str) -> set[str]:
+    """The function libraries a server holds (the store loads its scripts as one)."""
+    r = redis.Redis.from_url(url)
+    try:
+        return {
+            dict(zip(e[::2], e[1::2], strict=True))[b"library_name"].decode()
+            for e in r.function_list()
+        }
+    except redis.exceptions.ResponseError:  # a server without functions
+        return set()
+    finally:
+        r.close()
+
+
+def _drop_store(url: str, prefix: str, libraries: set[str]) -> None:
+    """Delete the store's keys, and the library it loaded if the server had none before."""
     r = redis.Redis.from_url(url)
     for pattern in (f"{prefix}:*", f"{{{prefix}}}:*"):
         for key in list(r.scan_iter(match=pattern, count=1000)):
             r.delete(key)
+    for name in _libraries(url) - libraries:
+        if name.startswith("conveyor_"):
+            r.function_delete(name)
     r.close()
 
 
@@ -130,6 +148,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     keep_heap()  # as in the other benchmarks (and `conveyor serve --keep-heap`)
+    libraries = _libraries(args.redis)
     tag = secrets.token_hex(3)
     prefix = f"bench{tag}"
     store = ConveyorDriver("redis store", f"{args.redis}?prefix={prefix}")
@@ -167,7 +186,7 @@ def main() -> None:
     finally:
         streams.drop()
         lists.drop()
-        _drop_store(args.redis, prefix)
+        _drop_store(args.redis, prefix, libraries)
     print()
     print("## Store end to end as a share of each baseline (target: >= 60% of Streams in 1P+4C)")
     for mode, batch, of_streams, of_lists in ratios:

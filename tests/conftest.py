@@ -75,15 +75,18 @@ STORES: dict[str, StoreFactory] = {
 
 WAKE_DIRECTORIES = os.path.join(tempfile.gettempdir(), "conveyor-wake-*")
 _wake_directories_before: set[str] = set()
+_redis_libraries_before: set[str] = set()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _wake_directories_before.update(glob.glob(WAKE_DIRECTORIES))
+    _redis_libraries_before.update(sqlstores.redis_libraries())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     redisservers.stop_cluster()
     dynamoservers.stop()
+    sqlstores.drop_redis_libraries(_redis_libraries_before)  # the stores' Lua functions
     # processes the tests killed leave their wake sockets behind: remove what this session made
     for directory in set(glob.glob(WAKE_DIRECTORIES)) - _wake_directories_before:
         sweep(directory)

@@ -119,3 +119,32 @@ def drop_redis(url: str, prefix: str) -> None:
             for key in list(client.scan_iter(match=pattern, count=1000)):
                 client.delete(key)
         client.close()
+
+
+def redis_libraries() -> set[str]:
+    """The function libraries the shared Redis holds (Redis 7 and later; none before)."""
+    import redis
+
+    with suppress(Exception):
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+        try:
+            # each library: [b"library_name", name, b"engine", ...]
+            return {
+                dict(zip(e[::2], e[1::2], strict=True))[b"library_name"].decode()
+                for e in client.function_list()
+            }
+        finally:
+            client.close()
+    return set()
+
+
+def drop_redis_libraries(before: set[str]) -> None:
+    """Delete the Conveyor libraries loaded into the shared Redis since `before`."""
+    import redis
+
+    with suppress(Exception):
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+        for name in redis_libraries() - before:
+            if name.startswith("conveyor_"):
+                client.function_delete(name)
+        client.close()

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from conveyor import Client, DeadLetterPolicy, InvalidInput, StoreUnavailable
+from conveyor.backends.receipts import make_receipt
 from conveyor.backends.redis import RedisStore
 
 from . import redisservers, sqlstores
@@ -77,6 +78,7 @@ def test_a_server_that_forgot_the_scripts_or_dropped_the_link_is_carried_on(
         q = client.create_queue("jobs")
         q.send_batch(["a", "b"])
         raw.script_flush()  # as after a restart without persistence of scripts
+        raw.function_flush()  # and of functions
         q.send("c")
         store = client.backend
         assert isinstance(store, RedisStore)
@@ -94,6 +96,67 @@ def test_a_server_that_forgot_the_scripts_or_dropped_the_link_is_carried_on(
             store.redis.run_script(failing, ["k"], [])
         q.send("d")  # an error answer left the connection in step
         assert [m.text for m in q.receive()] == ["d"]
+    raw.close()
+
+
+def test_scripts_run_by_sha_where_the_server_has_no_functions(url: str) -> None:
+    """On Redis 6, or where an ACL withholds FUNCTION, every operation runs as a script."""
+    with Client(url) as client:
+        store = client.backend
+        assert isinstance(store, RedisStore)
+        store.redis.client()
+        scripts = store.redis._scripts
+        assert scripts is not None and scripts.functions  # Redis 7 on this machine
+        scripts.functions = {}
+        q = client.create_queue("jobs", visibility_timeout=30)
+        q.send_batch(["a", "b"])
+        got = q.receive(10)
+        assert sorted(m.text for m in got) == ["a", "b"] and got[0].receive_count == 1
+        q.change_visibility(got[0].receipt or "", 0)
+        [again] = q.receive(10)
+        assert again.id == got[0].id and again.receive_count == 2
+        assert all(r.ok for r in q.delete_batch([again.receipt or "", got[1].receipt or ""]))
+        assert q.stats().total == 0 and scripts.functions == {}
+
+
+def test_a_store_written_in_the_first_layout_is_upgraded_in_place(url: str) -> None:
+    """Messages kept as one hash each, with their receipt state among the fields (the first
+    layout), are rewritten when a process of this version first connects: bodies,
+    attributes, states, receipts of messages in flight and dead letters all carry over."""
+    prefix = url.split("prefix=", 1)[1]
+    raw = redis.Redis.from_url(url.split("?", 1)[0])
+    with Client(url) as client:
+        q = client.create_queue("jobs")
+        store = client.backend
+        assert isinstance(store, RedisStore)
+        p = store._entry("jobs").prefix
+    band = 32767 * (1 << 37)
+    now = time.time()
+    raw.delete(f"{{{prefix}}}:layout")  # a store of the earlier version: no layout key
+    raw.hset(f"{p}m:plain", mapping={"b": b"first", "p": 0, "s": repr(now), "v": repr(now), "q": 1})
+    raw.hset(
+        f"{p}m:held",
+        mapping={"b": b"second", "a": '{"k":"v"}', "p": 0, "s": repr(now), "v": repr(now + 300),
+                 "q": 2, "n": 1, "r": 2, "f": repr(now), "t": "0123456789abcdef"},
+    )  # fmt: skip
+    raw.zadd(f"{p}all", {"plain": band + 1, "held": band + 2})
+    raw.zadd(f"{p}ready", {"plain": band + 1})
+    raw.zadd(f"{p}inflight", {"held": now + 300})
+    raw.zadd(f"{p}sent", {"plain": now, "held": now})
+    raw.hset(f"{p}meta", mapping={"seq": 2, "sent": 2})
+    with Client(url) as client:
+        q = client.queue("jobs")
+        held = q.get("held")
+        assert raw.get(f"{{{prefix}}}:layout") == b"2"
+        assert raw.exists(f"{p}m:plain", f"{p}m:held") == 0
+        assert held.body == b"second" and held.attributes == {"k": "v"}
+        assert held.receive_count == 1 and held.version == 2 and held.visible_at > now
+        [plain] = q.receive(10)
+        assert plain.id == "plain" and plain.body == b"first" and plain.receive_count == 1
+        # the receipt of the earlier version's receive still holds
+        q.delete(make_receipt("jobs", 2, "held", "0123456789abcdef"))
+        q.delete(plain.receipt or "")
+        assert q.stats().total == 0
     raw.close()
 
 

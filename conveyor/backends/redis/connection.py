@@ -16,6 +16,7 @@ from redis.cluster import RedisCluster
 
 from ...exceptions import StoreUnavailable
 from ...notify import HUB
+from .layout import ensure_layout
 from .scripts import Scripts
 
 log = logging.getLogger("conveyor.store")
@@ -34,10 +35,18 @@ RETRIED = (
 
 class RedisConnection:
     def __init__(
-        self, url: str, *, display: str, registry: str, channel: str, reconnect_timeout: float
+        self,
+        url: str,
+        *,
+        display: str,
+        prefix: str,
+        registry: str,
+        channel: str,
+        reconnect_timeout: float,
     ) -> None:
         self.url = url
         self.display = display
+        self.prefix = prefix
         self.registry_key = registry  # the registry's keys start with this ("{prefix}:")
         self.channel = channel
         self.reconnect_timeout = reconnect_timeout
@@ -62,12 +71,17 @@ class RedisConnection:
                     if cluster:
                         client.close()
                         client = RedisCluster.from_url(self.url)
+                    scripts = Scripts(client)
+                    if not cluster:
+                        self._load_library(client, scripts)
+                    upgrade = scripts.by_name["upgrade"]
+                    ensure_layout(client, self.registry_key, self.prefix, upgrade)
                 except redis.exceptions.RedisError as exc:
                     raise StoreUnavailable(
                         f"cannot connect to redis store {self.display}: {exc} (check the URL,"
                         " and that the server is running and reachable)"
                     ) from exc
-                self._scripts = Scripts(client)
+                self._scripts = scripts
                 self.cluster = cluster
                 self._client = client
         return self._client
@@ -157,6 +171,20 @@ class RedisConnection:
         return self._scripts
 
     def _call(self, conn: Any, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        scripts = self._scripts
+        function = scripts.functions.get(script.sha) if scripts is not None else None
+        if function is not None:
+            try:
+                conn.send_command("FCALL", function, len(keys), *keys, *args)
+                return conn.read_response()
+            except redis.exceptions.ResponseError as exc:
+                if "function not found" not in str(exc).lower():
+                    raise
+                # the server lost the library (a restart, FUNCTION FLUSH)
+                assert scripts is not None
+                self._load_library(self._client, scripts)
+                conn.send_command("FCALL", function, len(keys), *keys, *args)
+                return conn.read_response()
         try:
             conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
             return conn.read_response()
@@ -164,6 +192,20 @@ class RedisConnection:
             script.sha = self._client.script_load(script.script)
             conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
             return conn.read_response()
+
+    @staticmethod
+    def _load_library(client: Any, scripts: Scripts) -> None:
+        """Load the scripts' library where the server has functions (Redis 7 and later); the
+        scripts stay plain scripts elsewhere."""
+        try:
+            client.function_load(scripts.library)
+        except redis.exceptions.ResponseError as exc:
+            text = str(exc).lower()
+            if "already exists" not in text:
+                # no FUNCTION command (Redis 6), or one an ACL or a rename withholds
+                log.debug("redis functions unavailable (%s): calling scripts by SHA", exc)
+                return
+        scripts.use_functions()
 
     def close(self) -> None:
         self._closed.set()

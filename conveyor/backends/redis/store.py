@@ -54,7 +54,10 @@ from .values import (
     archived,
     decode_entry,
     message,
+    messages,
     num,
+    pack_ext,
+    pack_message,
     queue_prefix,
 )
 
@@ -85,6 +88,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         self.redis = RedisConnection(
             url,
             display=display,
+            prefix=prefix,
             registry=self._global,
             channel=self.channel,
             reconnect_timeout=reconnect_timeout,
@@ -235,34 +239,37 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         entry = self._entry(queue)
         attrs = entry.attrs
         now = self.clock.now()
+        now_text = num(now)
         fifo = attrs.fifo
         mine = [m.generated_id or not m.id for m in messages]
         fresh = iter(new_ids(sum(mine)))
-        args: list[Any] = [entry.prefix, queue, num(now), num(now + DEDUP_WINDOW), self.channel]
+        args: list[Any] = [entry.prefix, queue, now_text, num(now + DEDUP_WINDOW), self.channel]
         ids: list[str] = []
         if not fifo and bare_bodies(messages):
             first = messages[0]
-            args += ("bare", str(first.priority), num(now + first.delay))
+            visible = num(now + first.delay)
+            args += ("bare", str(first.priority), visible)
+            head = pack_message(now_text, visible, "", "", "", b"")
             for m, own in zip(messages, mine, strict=True):
                 message_id = next(fresh) if own else m.id
                 ids.append(message_id)
-                args += (message_id, m.body)
+                args += (message_id, head + m.body)
             return self._sent(entry, ids, mine, self._script("send", entry, args))
         args.append("full")
         for m, own in zip(messages, mine, strict=True):
             message_id = next(fresh) if own else m.id
             ids.append(message_id)
-            key = dedup_key(m, attrs) if fifo else None
+            key = (dedup_key(m, attrs) or "") if fifo else ""
+            visible = num(now + m.delay)
+            deadline = "" if m.deadline is None else num(m.deadline)
+            ext = pack_ext(encode_attributes(m.attributes), deadline, compressed=m.compressed)
             args += (
                 message_id,
-                m.body,
-                encode_attributes(m.attributes) or "",
-                m.group_id or "",
-                key or "",
+                pack_message(now_text, visible, m.group_id or "", key, ext, m.body),
+                key,
                 "0" if fifo else str(m.priority),
-                "" if m.deadline is None else num(m.deadline),
-                num(now + m.delay),
-                "1" if m.compressed else "0",
+                deadline,
+                visible,
             )
         return self._sent(entry, ids, mine, self._script("send", entry, args))
 
@@ -331,8 +338,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         if not claimed:
             self._next_visible[queue] = float(next_visible) if next_visible else math.inf
             return []
-        prefix = receipt_prefix(queue, token)
-        return [message(queue, values, prefix) for values in claimed]
+        return messages(queue, claimed, receipt_prefix(queue, token))
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
         entry = self._entry(queue)
@@ -405,10 +411,10 @@ class RedisStore(Backend, Editing, Topics, Consumers):
     # -- reading messages -----------------------------------------------------------------
 
     def _fetch(self, entry: QueueEntry, message_id: str) -> Message:
-        [values] = self._script("peek", entry, [entry.prefix, "", message_id])
-        if values is None:
+        found = self._script("peek", entry, [entry.prefix, "", message_id])
+        if not found:
             raise no_message(entry.name, message_id)
-        return message(entry.name, values)
+        return message(entry.name, *found)
 
     def list_messages(
         self,
@@ -424,7 +430,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             entry,
             [entry.prefix, num(self.clock.now()), str(after), limit, state.value if state else ""],
         )
-        return [message(queue, values) for values in found]
+        return messages(queue, found)
 
     def get_message(self, queue: str, message_id: str) -> Message:
         return self._fetch(self._entry(queue), message_id)
@@ -458,18 +464,18 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             "1" if priority is not None else "0",
             "1" if update.visible_at is not None else "0",
         )
-        return message(queue, values)
+        return message(queue, *values)
 
     def remove_message(self, queue: str, message_id: str) -> None:
         entry = self._entry(queue)
         self._edit(entry, "remove", message_id, "1" if entry.attrs.archive else "0")
 
     def reset_message(self, queue: str, message_id: str) -> Message:
-        return message(queue, self._edit(self._entry(queue), "reset", message_id))
+        return message(queue, *self._edit(self._entry(queue), "reset", message_id))
 
     def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
         visible = num(self.clock.now() + delay)
-        return message(queue, self._edit(self._entry(queue), "fail", message_id, visible))
+        return message(queue, *self._edit(self._entry(queue), "fail", message_id, visible))
 
     def _move_across(
         self, src: QueueEntry, message_id: str, dest: QueueEntry, *, dead: bool, error: str | None
@@ -478,26 +484,31 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         destination, then take it out of the source. A crash between the two leaves it in
         both (never in neither): at least once."""
         m = self._fetch(src, message_id)
+        now = num(self.clock.now())
+        sent = num(m.sent_at) if dead else now
+        deadline = "" if m.deadline is None else num(m.deadline)
+        ext = pack_ext(
+            encode_attributes(m.attributes),
+            deadline,
+            src.name if dead else None,
+            (error if error is not None else m.error) if dead else None,
+            m.compressed,
+        )
+        blob = pack_message(sent, now, m.group_id or "", m.dedup_id or "", ext, m.body)
         seq = self._script(
             "put",
             dest,
             [
                 dest.prefix,
                 dest.name,
-                num(self.clock.now()),
+                now,
                 self.channel,
                 "0" if dead else "1",
                 m.id,
-                m.body,
-                encode_attributes(m.attributes) or "",
-                m.group_id or "",
-                m.dedup_id or "",
+                blob,
                 str(m.priority),
-                "" if m.deadline is None else num(m.deadline),
-                num(m.sent_at) if dead else num(self.clock.now()),
-                "1" if m.compressed else "",
-                src.name if dead else "",
-                (error if error is not None else (m.error or "")) if dead else "",
+                deadline,
+                sent,
             ],
         )
         self._edit(src, "moved", message_id, "dead" if dead else "")
@@ -688,16 +699,16 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         out: dict[str, SendResult] = {}
         for group in groups.values():
             copy = group[0][1]
+            deadline = "" if copy.deadline is None else num(copy.deadline)
             args: list[Any] = [
                 num(now),
                 num(now + DEDUP_WINDOW),
                 self.channel,
                 copy.id,
                 copy.body,
-                encode_attributes(copy.attributes) or "",
+                pack_ext(encode_attributes(copy.attributes), deadline, compressed=copy.compressed),
                 copy.group_id or "",
-                "" if copy.deadline is None else num(copy.deadline),
-                "1" if copy.compressed else "0",
+                deadline,
             ]
             for entry, _ in group:
                 fifo = entry.attrs.fifo

@@ -84,51 +84,92 @@ def decode_entry(store_prefix: str, name: str, text: bytes | str) -> QueueEntry:
     )
 
 
-def message(queue: str, values: Sequence[Any], prefix: str | None = None) -> Message:
-    """A message from a script's answer (`fetch` in common.lua); with a receive's
-    `prefix`, with its receipt."""
-    (
-        message_id,
-        body,
-        attributes,
-        group,
-        dedup,
-        priority,
-        deadline,
-        sent,
-        visible,
-        count,
-        first,
-        version,
-        source,
-        error,
-        compressed,
-        seq,
-        _placeholder,
-    ) = values
-    mid = message_id.decode()
+def pack_message(
+    sent: str, visible: str, group: str, dedup: str, ext: str | bytes, body: bytes
+) -> bytes:
+    """A message as the store keeps it (the layout in common.lua): one string."""
+    head = f"{sent}\t{visible}\t{group}\t{dedup}\t".encode()
+    return b"".join((head, ext if isinstance(ext, bytes) else ext.encode(), b"\n", body))
+
+
+def pack_ext(
+    attributes: str | None = None,
+    deadline: str | None = None,
+    source: str | None = None,
+    error: str | None = None,
+    compressed: bool = False,
+) -> str:
+    """What a message carries beyond its body, FIFO ids and times ('' for nothing)."""
+    fields: dict[str, str] = {}
+    if attributes:
+        fields["a"] = attributes
+    if deadline:
+        fields["dl"] = deadline
+    if source:
+        fields["o"] = source
+    if error:
+        fields["e"] = error
+    if compressed:
+        fields["z"] = "1"
+    return json.dumps(fields, separators=(",", ":")) if fields else ""
+
+
+def messages(queue: str, flat: Sequence[Any], prefix: str | None = None) -> list[Message]:
+    """Messages from a script's flat answer (id, order score, string, state each); with a
+    receive's `prefix`, with their receipts."""
+    return [
+        message(queue, flat[i], flat[i + 1], flat[i + 2], flat[i + 3], prefix)
+        for i in range(0, len(flat), 4)
+    ]
+
+
+def message(
+    queue: str,
+    raw_id: bytes,
+    score: bytes,
+    blob: bytes,
+    state: bytes | None,
+    prefix: str | None = None,
+) -> Message:
+    """A message from its id, order score, string and receipt state (see common.lua)."""
+    head, _, body = blob.partition(b"\n")
+    sent, visible, group, dedup, ext = head.split(b"\t")
+    order = int(float(score))
+    seq = order % BAND
+    mid = raw_id.decode()
+    if state is None:
+        count, version, first = 0, 1, None
+    else:
+        _token, n, r, f, visible = state.split(b"|")
+        count, version, first = int(n), int(r), float(f) if f else None
+    fields = json.loads(ext) if ext else _NO_EXT
+    attributes = fields.get("a")
+    deadline = fields.get("dl")
     return message_from(
         {
-            "sequence": (32767 - int(priority)) * BAND + int(seq),
+            "sequence": order,
             "id": mid,
             "queue": queue,
             "body": body,
-            "attributes": decode_attributes(attributes.decode()) if attributes else {},
-            "group_id": group.decode() if group is not None else None,
-            "dedup_id": dedup.decode() if dedup is not None else None,
-            "priority": int(priority),
+            "attributes": decode_attributes(attributes) if attributes else {},
+            "group_id": group.decode() if group else None,
+            "dedup_id": dedup.decode() if dedup else None,
+            "priority": 32767 - order // BAND,
             "deadline": float(deadline) if deadline is not None else None,
             "sent_at": float(sent),
             "visible_at": float(visible),
-            "receive_count": int(count or 0),
-            "first_received_at": float(first) if first is not None else None,
-            "version": int(version or 1),
-            "source_queue": source.decode() if source is not None else None,
-            "error": error.decode() if error is not None else None,
-            "compressed": compressed is not None,
-            "receipt": None if prefix is None else f"{prefix}{int(seq):x}.{mid}",
+            "receive_count": count,
+            "first_received_at": first,
+            "version": version,
+            "source_queue": fields.get("o"),
+            "error": fields.get("e"),
+            "compressed": "z" in fields,
+            "receipt": None if prefix is None else f"{prefix}{seq:x}.{mid}",
         }
     )
+
+
+_NO_EXT: dict[str, str] = {}
 
 
 def archived(queue: str, values: Sequence[Any]) -> ArchivedMessage | None:

@@ -4,15 +4,19 @@
 -- no dead-letter queue), 10 dead-letter queue prefix ('' where it cannot be moved in this
 -- script), 11 dead-letter queue name, 12 archive (1/0), 13 rate limit (0: none),
 -- 14 wake channel.
--- Returns {claimed messages (as `fetch` gives them), the next time a message becomes
--- visible (when none was claimed), ids to dead-letter outside this script}.
+-- Returns {claimed messages (flat: id, score, string, state each), the next time a message
+-- becomes visible (when none was claimed), ids to dead-letter outside this script}.
 local prefix, name, now_text = ARGV[1], ARGV[2], ARGV[3]
 local now, limit, visible_text, token = tonumber(now_text), tonumber(ARGV[4]), ARGV[5], ARGV[6]
-local horizon, fifo, max_count = tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
+local horizon_text, fifo, max_count = ARGV[7], ARGV[8] == '1', tonumber(ARGV[9])
 local dlq, dlq_name, keep, rate = ARGV[10], ARGV[11], ARGV[12] == '1', tonumber(ARGV[13])
+local horizon = tonumber(horizon_text)
 local meta = prefix .. 'meta'
 
-promote(prefix, now_text, 1000)
+promote(prefix, now_text, '1000')
+-- what is past retention or deadline goes first, so candidates need no look at their own
+-- times, unless more was due than one claim expires (then each is checked)
+local all_expired = expire_due(prefix, name, now_text, horizon_text, keep, '100')
 
 local tokens = 0
 if rate > 0 then
@@ -24,22 +28,31 @@ if rate > 0 then
 end
 
 local claimed, outbox = {}, {}
+local count_claimed = 0
 local dead = false
-local pending = {} -- ids claimed and still to move from 'ready' to 'inflight'
+local states, flying, taken = {}, {}, {} -- what the next flush writes
 
--- A candidate (its FIELDS, as HMGET read them) is expired ('gone'), dead-lettered ('gone',
--- or 'stays' where its dead-letter queue is in another slot: the client moves it), or
--- deliverable ('ok').
-local function check(id, f)
-  local sent, deadline, count = tonumber(f[7]), f[6], tonumber(f[9] or 0)
-  if sent < horizon or (deadline and tonumber(deadline) <= now) then
+-- Whether a candidate is past retention or its deadline (only looked at when expire_due
+-- could not take everything that was due).
+local function overdue(blob)
+  if all_expired then return false end
+  local sent, _, _, _, ext = unpack_message(blob)
+  if tonumber(sent) < horizon then return true end
+  local deadline = decode_ext(ext).dl
+  return deadline ~= nil and tonumber(deadline) <= now
+end
+
+-- A candidate is expired ('gone'), dead-lettered ('gone', or 'stays' where its dead-letter
+-- queue is in another slot: the client moves it), or deliverable ('ok').
+local function check(id, blob, n)
+  if overdue(blob) then
     expire(prefix, name, id, now_text, keep)
     return 'gone'
   end
-  if max_count > 0 and count >= max_count then
+  if max_count > 0 and n >= max_count then
     if dlq ~= '' then
       move(prefix, name, id, dlq, dlq_name, now, now_text, name, false)
-      redis.call('HINCRBY', meta, 'dead', 1)
+      redis.call('HINCRBY', meta, 'dead', '1')
       dead = true
       return 'gone'
     end
@@ -49,52 +62,52 @@ local function check(id, f)
   return 'ok'
 end
 
--- Claim a deliverable candidate.
-local function claim(id, f)
-  local count = tonumber(f[9] or 0)
-  f[8] = visible_text
-  f[9] = tostring(count + 1)
-  f[10] = f[10] or now_text
-  f[11] = tostring(tonumber(f[11] or 1) + 1)
-  redis.call('HSET', message_key(prefix, id), 'n', f[9], 'r', f[11], 'f', f[10],
-             'v', visible_text, 't', token)
-  table.insert(f, 1, id)
-  table.insert(f, false)
-  table.insert(claimed, f)
-  table.insert(pending, id)
-  return 'claimed'
-end
-
-local function take(id, f)
-  local checked = check(id, f)
-  if checked ~= 'ok' then return checked end
-  return claim(id, f)
+-- Claim a deliverable candidate (its state read as read_state gives it).
+local function claim(id, score, blob, n, r, f)
+  local state = write_state(n + 1, r + 1, f or now_text, visible_text, token)
+  states[#states + 1] = id
+  states[#states + 1] = state
+  flying[#flying + 1] = visible_text
+  flying[#flying + 1] = id
+  taken[#taken + 1] = id
+  claimed[#claimed + 1] = id
+  claimed[#claimed + 1] = score
+  claimed[#claimed + 1] = blob
+  claimed[#claimed + 1] = state
+  count_claimed = count_claimed + 1
 end
 
 -- Move what was claimed since the last flush out of 'ready' and into 'inflight'.
 local function flush()
-  if #pending == 0 then return end
-  local scored = {}
-  for _, id in ipairs(pending) do
-    table.insert(scored, visible_text)
-    table.insert(scored, id)
-  end
-  redis.call('ZREM', prefix .. 'ready', unpack(pending))
-  zadd(prefix .. 'inflight', unpack(scored))
-  pending = {}
+  if #taken == 0 then return end
+  write_states(prefix, states)
+  redis.call('ZREM', prefix .. 'ready', unpack(taken))
+  zadd(prefix .. 'inflight', unpack(flying))
+  states, flying, taken = {}, {}, {}
 end
 
 if limit > 0 and not fifo then
   local skipped = 0
-  while #claimed < limit do
-    local page = redis.call('ZRANGE', prefix .. 'ready', skipped, skipped + limit - #claimed - 1)
+  while count_claimed < limit do
+    local page = redis.call('ZRANGE', prefix .. 'ready', int(skipped),
+                            int(skipped + limit - count_claimed - 1), 'WITHSCORES')
     if #page == 0 then break end
-    for _, id in ipairs(page) do
-      local f = redis.call('HMGET', message_key(prefix, id), unpack(FIELDS))
-      if not f[1] then
+    local ids = {}
+    for j = 1, #page, 2 do ids[#ids + 1] = page[j] end
+    local blobs = redis.call('HMGET', prefix .. 'msg', unpack(ids))
+    local texts = redis.call('HMGET', prefix .. 'st', unpack(ids))
+    for j, id in ipairs(ids) do
+      local blob = blobs[j]
+      if not blob then
         redis.call('ZREM', prefix .. 'ready', id) -- an index entry without its message
-      elseif take(id, f) == 'stays' then
-        skipped = skipped + 1
+      else
+        local n, r, f = read_state(texts[j], '')
+        local checked = check(id, blob, n)
+        if checked == 'ok' then
+          claim(id, page[2 * j], blob, n, r, f)
+        elseif checked == 'stays' then
+          skipped = skipped + 1
+        end
       end
     end
     flush()
@@ -104,63 +117,71 @@ elseif limit > 0 then
   -- yields nothing. The batch fills from one group before it takes the next, as SQS does
   -- (rules.GroupFill): the walk gathers each group's deliverable messages and stops once
   -- the first group has `limit` of them, or 1,000 messages past a full batch.
-  local blocked, groups, order = {}, {}, {}
+  local blocked, groups, order_of_groups = {}, {}, {}
   local total, beyond, done = 0, 0, false
   local after = '-inf'
   while not done do
     local page = redis.call('ZRANGEBYSCORE', prefix .. 'all', after, '+inf', 'WITHSCORES',
-                            'LIMIT', 0, 64)
+                            'LIMIT', '0', '64')
     if #page == 0 then break end
-    for i = 1, #page, 2 do
-      local id = page[i]
-      after = '(' .. page[i + 1]
+    local ids = {}
+    for j = 1, #page, 2 do ids[#ids + 1] = page[j] end
+    local blobs = redis.call('HMGET', prefix .. 'msg', unpack(ids))
+    local texts = redis.call('HMGET', prefix .. 'st', unpack(ids))
+    for j, id in ipairs(ids) do
+      after = '(' .. page[2 * j]
       if total >= limit then beyond = beyond + 1 end
-      local f = redis.call('HMGET', message_key(prefix, id), unpack(FIELDS))
-      local group = f[3] or ''
-      if f[8] and not blocked[group] then
-        if tonumber(f[8]) > now then
-          blocked[group] = true
-        else
-          local checked = check(id, f)
-          if checked == 'stays' then
-            blocked[group] = true -- it waits to be moved out of this slot
-          elseif checked == 'ok' then
-            local g = groups[group]
-            if not g then
-              g = {}
-              groups[group] = g
-              table.insert(order, group)
-            end
-            if #g < limit then
-              table.insert(g, {id, f})
-              total = total + 1
+      local blob = blobs[j]
+      if blob then
+        local _, visible, group = unpack_message(blob)
+        local n, r, f, v = read_state(texts[j], visible)
+        if not blocked[group] then
+          if tonumber(v) > now then
+            blocked[group] = true
+          else
+            local checked = check(id, blob, n)
+            if checked == 'stays' then
+              blocked[group] = true -- it waits to be moved out of this slot
+            elseif checked == 'ok' then
+              local g = groups[group]
+              if not g then
+                g = {}
+                groups[group] = g
+                table.insert(order_of_groups, group)
+              end
+              if #g < limit then
+                table.insert(g, {id, page[2 * j], blob, n, r, f})
+                total = total + 1
+              end
             end
           end
         end
       end
-      if #order > 0 and (#groups[order[1]] >= limit or beyond >= 1000) then
+      if #order_of_groups > 0
+          and (#groups[order_of_groups[1]] >= limit or beyond >= 1000) then
         done = true
         break
       end
     end
     if #page < 128 then break end
   end
-  for _, group in ipairs(order) do
-    for _, candidate in ipairs(groups[group]) do
-      if #claimed >= limit then break end
-      claim(candidate[1], candidate[2])
+  for _, group in ipairs(order_of_groups) do
+    for _, c in ipairs(groups[group]) do
+      if count_claimed >= limit then break end
+      claim(c[1], c[2], c[3], c[4], c[5], c[6])
     end
   end
   flush()
 end
 
 if rate > 0 then
-  redis.call('HSET', meta, 'tokens', tostring(tokens - #claimed), 'tokens_at', now_text)
+  redis.call('HSET', meta, 'tokens', string.format('%.17g', tokens - count_claimed),
+             'tokens_at', now_text)
 end
-if #claimed > 0 then
-  redis.call('HINCRBY', meta, 'received', #claimed)
+if count_claimed > 0 then
+  redis.call('HINCRBY', meta, 'received', int(count_claimed))
 end
 if dead then
   redis.call('PUBLISH', ARGV[14], dlq_name)
 end
-return {claimed, #claimed == 0 and next_visible(prefix, now_text) or false, outbox}
+return {claimed, count_claimed == 0 and next_visible(prefix, now_text) or false, outbox}

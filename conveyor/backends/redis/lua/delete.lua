@@ -2,31 +2,35 @@
 -- KEYS[1] the queue's meta. ARGV: prefix, queue name, now, archive (1/0), then per
 -- receipt: message id, token. Returns 1 (deleted) or 0 (stale) per receipt.
 local prefix, name, now_text, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1'
-local out, gone, deadlines, seen = {}, {}, {}, {}
-local deleted = 0
+local ids, tokens = {}, {}
 for i = 5, #ARGV, 2 do
-  local id, token = ARGV[i], ARGV[i + 1]
-  local held = redis.call('HMGET', message_key(prefix, id), 't', 'dl')
+  ids[#ids + 1] = ARGV[i]
+  tokens[#tokens + 1] = ARGV[i + 1]
+end
+local texts = redis.call('HMGET', prefix .. 'st', unpack(ids))
+local out, gone, seen = {}, {}, {}
+local deleted = 0
+for j, id in ipairs(ids) do
+  local token = tokens[j]
   if seen[id] == token then
-    table.insert(out, 1) -- the same receipt twice in one batch
-  elseif held[1] == token then
+    out[j] = 1 -- the same receipt twice in one batch
+  elseif holds(texts[j], token) then
     seen[id] = token
     deleted = deleted + 1
     if keep then
-      drop(prefix, name, id, now_text, 'deleted', keep)
+      drop(prefix, name, id, now_text, 'deleted', true)
     else
-      table.insert(gone, id)
-      if held[2] then table.insert(deadlines, id) end
+      gone[#gone + 1] = id
     end
-    table.insert(out, 1)
+    out[j] = 1
   else
-    table.insert(out, 0)
+    out[j] = 0
   end
 end
 if #gone > 0 then
-  drop_claimed(prefix, gone, deadlines)
+  drop_claimed(prefix, gone)
 end
 if deleted > 0 then
-  redis.call('HINCRBY', prefix .. 'meta', 'deleted', deleted)
+  redis.call('HINCRBY', prefix .. 'meta', 'deleted', int(deleted))
 end
 return out

@@ -8,53 +8,54 @@
 local prefix, name, now_text, channel, op, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6]
 local now = tonumber(now_text)
-local key = message_key(prefix, id)
-if redis.call('EXISTS', key) == 0 then
+local blob = redis.call('HGET', prefix .. 'msg', id)
+if not blob then
   return false
 end
 if op == 'remove' then
   drop(prefix, name, id, now_text, 'removed', ARGV[7] == '1')
-  redis.call('HINCRBY', prefix .. 'meta', 'deleted', 1)  -- an admin's delete is a delete
+  redis.call('HINCRBY', prefix .. 'meta', 'deleted', '1')  -- an admin's delete is a delete
   return {}
 elseif op == 'moved' then
   drop(prefix, name, id, now_text, 'moved', false)
-  if ARGV[7] == 'dead' then redis.call('HINCRBY', prefix .. 'meta', 'dead', 1) end
+  if ARGV[7] == 'dead' then redis.call('HINCRBY', prefix .. 'meta', 'dead', '1') end
   return {}
 end
 local score = tonumber(redis.call('ZSCORE', prefix .. 'all', id))
+local sent, visible, group, dedup, ext, start = unpack_message(blob)
+local n, r, f, v, t = read_state(redis.call('HGET', prefix .. 'st', id), visible)
 if op == 'update' then
-  local body, compressed, attrs, priority, visible = ARGV[7], ARGV[8], ARGV[9], ARGV[10],
-    ARGV[11]
+  local fields = decode_ext(ext)
+  local body = string.sub(blob, start)
   if ARGV[12] == '1' then
-    redis.call('HSET', key, 'b', body)
-    if compressed == '1' then redis.call('HSET', key, 'z', '1') else redis.call('HDEL', key, 'z') end
+    body = ARGV[7]
+    fields.z = ARGV[8] == '1' and '1' or nil
   end
   if ARGV[13] == '1' then
-    if attrs ~= '' then redis.call('HSET', key, 'a', attrs) else redis.call('HDEL', key, 'a') end
+    fields.a = ARGV[9] ~= '' and ARGV[9] or nil
   end
-  if ARGV[14] == '1' and tonumber(priority) ~= tonumber(redis.call('HGET', key, 'p')) then
+  write_messages(prefix, {id, pack_message(sent, visible, group, dedup, encode_ext(fields),
+                                           body)})
+  local priority = ARGV[10]
+  if ARGV[14] == '1' and tonumber(priority) ~= 32767 - math.floor(score / BAND) then
     -- a new priority is a new place: the back of that priority's messages
-    local seq = redis.call('HINCRBY', prefix .. 'meta', 'seq', 1)
+    local seq = redis.call('HINCRBY', prefix .. 'meta', 'seq', '1')
     score = order(tonumber(priority), seq)
-    redis.call('HSET', key, 'p', priority, 'q', seq)
-    redis.call('HDEL', key, 't')
-    zadd(prefix .. 'all', score, id)
+    t = false
+    zadd(prefix .. 'all', int(score), id)
   end
   if ARGV[15] == '1' then
-    redis.call('HSET', key, 'v', visible)
+    v = ARGV[11]
   end
 elseif op == 'reset' then
-  redis.call('HSET', key, 'n', 0, 'v', now_text)
-  redis.call('HDEL', key, 'f', 't')
+  n, f, t, v = 0, false, false, now_text
 elseif op == 'fail' then
-  redis.call('HSET', key, 'v', ARGV[7])
-  redis.call('HDEL', key, 't')
+  v, t = ARGV[7], false
 end
-redis.call('HSET', key, 'r', tonumber(redis.call('HGET', key, 'r') or 1) + 1)
-local state = redis.call('HMGET', key, 'v', 'n')
-local visible = tonumber(state[1])
-place(prefix, id, now, visible, state[1], tonumber(state[2] or 0), score)
-if visible <= now and channel ~= '' then
+write_states(prefix, {id, write_state(n, r + 1, f, v, t)})
+local visible_at = tonumber(v)
+place(prefix, id, now, visible_at, v, n, int(score))
+if visible_at <= now and channel ~= '' then
   redis.call('PUBLISH', channel, name)
 end
 return fetch(prefix, id)

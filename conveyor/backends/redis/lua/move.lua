@@ -9,20 +9,22 @@ local now = tonumber(now_text)
 local out, moved = {}, 0
 for i = 9, #ARGV do
   local id = ARGV[i]
-  local f = redis.call('HMGET', message_key(src, id), 'v', 'n')
-  if not f[1] then
+  local blob = redis.call('HGET', src .. 'msg', id)
+  local v, count
+  if blob then v, count = visibility(blob, redis.call('HGET', src .. 'st', id)) end
+  if not blob then
     table.insert(out, 0); table.insert(out, false)
-  elseif mode == 'redrive' and tonumber(f[1]) > now and tonumber(f[2] or 0) > 0 then
+  elseif mode == 'redrive' and tonumber(v) > now and count > 0 then
     table.insert(out, 2); table.insert(out, false)
   else
     local seq
     if mode == 'dead' then
       seq = move(src, src_name, id, dest, dest_name, now, now_text, src_name,
                  err ~= '' and err or false)
-      redis.call('HINCRBY', src .. 'meta', 'dead', 1)
+      redis.call('HINCRBY', src .. 'meta', 'dead', '1')
     else
       seq = move(src, src_name, id, dest, dest_name, now, now_text, false, false)
-      redis.call('HINCRBY', dest .. 'meta', 'sent', 1)
+      redis.call('HINCRBY', dest .. 'meta', 'sent', '1')
     end
     moved = moved + 1
     table.insert(out, 1); table.insert(out, seq)

@@ -3,7 +3,7 @@
 local prefix, now_text = ARGV[1], ARGV[2]
 local due = redis.call('ZCOUNT', prefix .. 'delayed', '-inf', now_text)
   + redis.call('ZCOUNT', prefix .. 'inflight', '-inf', now_text)
-local oldest = redis.call('ZRANGE', prefix .. 'sent', 0, 0, 'WITHSCORES')
+local oldest = redis.call('ZRANGE', prefix .. 'sent', '0', '0', 'WITHSCORES')
 local totals = redis.call('HMGET', prefix .. 'meta', 'sent', 'received', 'deleted', 'dead',
                           'expired')
 return {

@@ -2,20 +2,10 @@
 -- de-duplication keys past their five minutes. KEYS[1] the queue's meta. ARGV: prefix,
 -- queue name, now, retention horizon, archive (1/0), most. Returns how many expired.
 local prefix, name, now_text, horizon = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local keep, most = ARGV[5] == '1', tonumber(ARGV[6])
-local gone = 0
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', prefix .. 'sent', '-inf', '(' .. horizon,
-                               'LIMIT', 0, most)) do
-  expire(prefix, name, id, now_text, keep)
-  gone = gone + 1
-end
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', prefix .. 'dl', '-inf', now_text,
-                               'LIMIT', 0, most)) do
-  expire(prefix, name, id, now_text, keep)
-  gone = gone + 1
-end
+local keep, most = ARGV[5] == '1', ARGV[6]
+local _, gone = expire_due(prefix, name, now_text, horizon, keep, most)
 for _, key in ipairs(redis.call('ZRANGEBYSCORE', prefix .. 'ddx', '-inf', now_text,
-                                'LIMIT', 0, most)) do
+                                'LIMIT', '0', most)) do
   redis.call('HDEL', prefix .. 'dedup', key)
   redis.call('ZREM', prefix .. 'ddx', key)
 end

@@ -3,24 +3,50 @@
 -- message id, token, new visible_at. Returns 1 (changed) or 0 (stale) per entry.
 local prefix, now_text, channel = ARGV[1], ARGV[3], ARGV[4]
 local now = tonumber(now_text)
-local out = {}
-local released = false
+local ids, tokens, visibles = {}, {}, {}
 for i = 5, #ARGV, 3 do
-  local id, token, visible = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local key = message_key(prefix, id)
-  local held = redis.call('HMGET', key, 't', 'n')
-  if held[1] == token then
-    redis.call('HSET', key, 'v', visible)
-    redis.call('HINCRBY', key, 'r', 1)
-    local score = redis.call('ZSCORE', prefix .. 'all', id)
-    place(prefix, id, now, tonumber(visible), visible, tonumber(held[2] or 0), score)
-    if tonumber(visible) <= now then released = true end
-    table.insert(out, 1)
+  ids[#ids + 1] = ARGV[i]
+  tokens[#tokens + 1] = ARGV[i + 1]
+  visibles[#visibles + 1] = ARGV[i + 2]
+end
+local texts = redis.call('HMGET', prefix .. 'st', unpack(ids))
+local current, changed, out = {}, {}, {}
+for j, id in ipairs(ids) do
+  local text = current[id] or texts[j]
+  if holds(text, tokens[j]) then
+    local n, r, f, _, t = read_state(text, '')
+    if not current[id] then changed[#changed + 1] = id end
+    current[id] = write_state(n, r + 1, f, visibles[j], t)
+    out[j] = 1
   else
-    table.insert(out, 0)
+    out[j] = 0
   end
 end
-if released and channel ~= '' then
-  redis.call('PUBLISH', channel, ARGV[2])
+if #changed > 0 then
+  local states, ready, flying = {}, {}, {}
+  local scores = redis.call('ZMSCORE', prefix .. 'all', unpack(changed))
+  for j, id in ipairs(changed) do
+    local text = current[id]
+    states[#states + 1] = id
+    states[#states + 1] = text
+    local _, _, _, visible = read_state(text, '')
+    if tonumber(visible) <= now then
+      if scores[j] then
+        ready[#ready + 1] = scores[j]
+        ready[#ready + 1] = id
+      end
+    else
+      flying[#flying + 1] = visible
+      flying[#flying + 1] = id
+    end
+  end
+  write_states(prefix, states)
+  redis.call('ZREM', prefix .. 'ready', unpack(changed))
+  redis.call('ZREM', prefix .. 'inflight', unpack(changed))
+  if #flying > 0 then zadd(prefix .. 'inflight', unpack(flying)) end
+  if #ready > 0 then
+    zadd(prefix .. 'ready', unpack(ready))
+    if channel ~= '' then redis.call('PUBLISH', channel, ARGV[2]) end
+  end
 end
 return out
