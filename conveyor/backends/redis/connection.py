@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import hiredis  # redis-py's C reply parser and command packer (the [redis] extra)
 import redis
 from redis.cluster import RedisCluster
 
@@ -175,23 +176,19 @@ class RedisConnection:
         function = scripts.functions.get(script.sha) if scripts is not None else None
         if function is not None:
             try:
-                conn.send_command("FCALL", function, len(keys), *keys, *args)
-                return conn.read_response()
+                return _request(conn, "FCALL", function, len(keys), *keys, *args)
             except redis.exceptions.ResponseError as exc:
                 if "function not found" not in str(exc).lower():
                     raise
                 # the server lost the library (a restart, FUNCTION FLUSH)
                 assert scripts is not None
                 self._load_library(self._client, scripts)
-                conn.send_command("FCALL", function, len(keys), *keys, *args)
-                return conn.read_response()
+                return _request(conn, "FCALL", function, len(keys), *keys, *args)
         try:
-            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return conn.read_response()
+            return _request(conn, "EVALSHA", script.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
             script.sha = self._client.script_load(script.script)
-            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return conn.read_response()
+            return _request(conn, "EVALSHA", script.sha, len(keys), *keys, *args)
 
     @staticmethod
     def _load_library(client: Any, scripts: Scripts) -> None:
@@ -265,3 +262,11 @@ class RedisConnection:
                 lost = True
                 self._closed.wait(delay)
                 delay = min(delay * 2, 2.0)
+
+
+def _request(conn: Any, *command: Any) -> Any:
+    """Send one command on a connection of the store's own and read its reply: packed by
+    hiredis straight from the arguments (redis-py's packer looks at each argument's type
+    first, a tenth of the client's time per call), without the pool's health check."""
+    conn.send_packed_command([hiredis.pack_command(command)], check_health=False)
+    return conn.read_response()
