@@ -118,3 +118,45 @@ def test_no_input_makes_the_decoder_raise(data: bytes, chunk: int) -> None:
     d.feed(data)
     tail = d.feed(b"\r\n\r\n" + encode(Frame(type="ack", msgid="m")))
     assert tail[-1] == Frame(type="ack", msgid="m")
+
+
+class LineDecoder(Decoder):
+    """The decoder without its fast way through whole plain frames: every line checked."""
+
+    def _whole_frames(self, out: list[Frame | FrameError]) -> bool:
+        return False
+
+
+frames = st.builds(
+    Frame,
+    type=st.sampled_from(["queue", "push", "ack", "resp", "ping"]) | text,
+    appid=st.sampled_from(["", "billing"]) | text,
+    msgid=st.sampled_from(["", "m-1"]) | text,
+    content=st.binary(max_size=40) | st.sampled_from([b"", b"a=b", b"\r\n\r\n", b"\xff"]),
+)
+noise = st.sampled_from(
+    [b"", b"\r\n", b"ping\r\n\r\n", b"junk\r\n\r\n", b"type=x\r\ntype=y\r\n\r\n",
+     b"type=a\r\nlength=2\r\ncontent=\r\n\r\n\r\n", b"msgid=\xff\r\ntype=q\r\n\r\n",
+     b"type=q\r\nother=1\r\ncontent=x\r\n\r\n", b"appid\r\ntype=q\r\ncontent=x\r\n\r\n",
+     b"type=q\r\n" + b"msgid=" + b"m" * 9000 + b"\r\n\r\n"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.one_of(frames.map(encode), noise), max_size=12),
+    chunk=st.integers(min_value=0, max_value=64),
+)
+def test_the_fast_way_decodes_as_the_line_by_line_way(parts: list[bytes], chunk: int) -> None:
+    """Whole plain frames are read a frame at a time; anything else line by line, with every
+    check: both ways give the same frames and errors, however the input is cut."""
+    data = b"".join(parts)
+    fast, lines = Decoder(), LineDecoder()
+    step = chunk or len(data) or 1
+    got: list[Frame | FrameError] = []
+    want: list[Frame | FrameError] = []
+    for i in range(0, len(data), step):
+        got += fast.feed(data[i : i + step])
+        want += lines.feed(data[i : i + step])
+    assert got == want
+    assert fast.pending == lines.pending

@@ -13,7 +13,9 @@ import signal
 import socket
 import ssl
 import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from .config import DEFAULT_PORT
 log = logging.getLogger("conveyor.push")
 
 ACK_PREFIX = b'{"status": "ack"'  # how the gateway's `resp` ack starts
+ANSWER_EVERY = 0.05  # seconds: answers of a batch still being handled are sent this often
 
 
 class PushRefused(ConveyorError):
@@ -124,7 +127,7 @@ class PushProducer:
         self.timeout = timeout
         self._sock: socket.socket | None = None
         self._decoder = Decoder()
-        self._frames: list[Frame] = []
+        self._frames: deque[Frame] = deque()
         self._lock = threading.Lock()
 
     def send(
@@ -167,25 +170,39 @@ class PushProducer:
         if window < 1:
             raise InvalidInput("window must be at least 1")
         ids = iter(msgids) if msgids is not None else None
+        bodies = iter(contents)
         replies: list[PushReply] = []
         with self._lock:
             try:
                 sock = self._connect()
-                sent = 0
-                for content in contents:
-                    body = content.encode() if isinstance(content, str) else content
-                    msgid = (next(ids, None) if ids is not None else None) or ""
-                    frame = Frame(type=type, appid=appid, msgid=msgid, content=body)
-                    sock.sendall(encode(frame))
-                    sent += 1
-                    while sent - len(replies) >= window:
-                        replies.append(PushReply(*resp_of(self._next())))
-                while len(replies) < sent:
+                sent, more = 0, True
+                while True:
+                    # as many frames as the window has room for, in one write
+                    chunk: list[bytes] = []
+                    while more and sent + len(chunk) - len(replies) < window:
+                        content = next(bodies, None)
+                        if content is None:
+                            more = False
+                            break
+                        body = content.encode() if isinstance(content, str) else content
+                        msgid = (next(ids, None) if ids is not None else None) or ""
+                        chunk.append(
+                            encode(Frame(type=type, appid=appid, msgid=msgid, content=body))
+                        )
+                    if chunk:
+                        sock.sendall(b"".join(chunk))
+                        sent += len(chunk)
+                    if len(replies) == sent and not more:
+                        return replies
+                    # one reply at least, and every other one already read
                     replies.append(PushReply(*resp_of(self._next())))
+                    while self._frames:
+                        frame = self._frames.popleft()
+                        if frame.type == "resp":
+                            replies.append(PushReply(*resp_of(frame)))
             except OSError:
                 self._reset()
                 raise
-        return replies
 
     def _request(self, data: bytes) -> tuple[str, str]:
         sock = self._connect()
@@ -195,7 +212,7 @@ class PushProducer:
     def _connect(self) -> socket.socket:
         if self._sock is None:
             sock = connect(self.host, self.port, self.timeout, self.tls)
-            self._sock, self._decoder, self._frames = sock, Decoder(), []
+            self._sock, self._decoder, self._frames = sock, Decoder(), deque()
             if self.token is not None:
                 sock.sendall(encode(Frame(type="auth", content=self.token.encode())))
                 status, text = resp_of(self._next())
@@ -208,7 +225,7 @@ class PushProducer:
         assert self._sock is not None
         while True:
             while self._frames:
-                frame = self._frames.pop(0)
+                frame = self._frames.popleft()
                 if frame.type == "resp":
                     return frame
             data = self._sock.recv(65536)
@@ -345,20 +362,34 @@ class PushConsumer:
                 continue
             if not data:
                 raise ConnectionResetError("the gateway closed the connection")
+            # what one read brings is answered together: the arrivals in one write, the
+            # messages handed to the handlers at once (a thread hand-off costs more than a
+            # small handler)
+            out: list[bytes] = []
+            pushed: list[PushMessage] = []
             for item in decoder.feed(data):
                 if isinstance(item, FrameError):
                     log.warning("push consumer %s: bad frame from the gateway: %s",
                                 self.id, item.reason)  # fmt: skip
                 elif item.type == "ping":
-                    self._write(encode(PONG))
+                    out.append(encode(PONG))
                 elif item.type == "push":
                     if self._stopping.is_set():
                         continue  # released by the gateway when we disconnect
                     message = PushMessage(item.appid or self.appid, item.msgid, item.content)
-                    self._answer("arrived", message.msgid)
-                    pool.submit(self._handle, message, sock)
+                    out.append(self._frame("arrived", message.msgid))
+                    pushed.append(message)
                 elif item.type == "resp":
                     self._on_resp(item)
+            if out:
+                self._write(b"".join(out))
+            if not pushed:
+                continue
+            if self.workers == 1:
+                pool.submit(self._handle_all, pushed, sock)
+            else:
+                for message in pushed:
+                    pool.submit(self._handle_all, [message], sock)
 
     def _on_resp(self, frame: Frame) -> None:
         if frame.content.startswith(ACK_PREFIX) and self.registered.is_set():
@@ -373,23 +404,39 @@ class PushConsumer:
                 raise PushRefused(status, text)
             log.warning("push consumer %s: gateway answered %s: %s", self.id, status, text)
 
-    def _handle(self, message: PushMessage, sock: socket.socket) -> None:
+    def _handle_all(self, messages: list[PushMessage], sock: socket.socket) -> None:
+        """Run the handler on each message and answer them: together, unless handling
+        takes long (then what is done is answered every ANSWER_EVERY seconds)."""
+        answers: list[bytes] = []
+        since = time.monotonic()
+        for message in messages:
+            if self._stopping.is_set():
+                break  # not started: released by the gateway when we disconnect
+            answers.append(self._frame(self._outcome(message), message.msgid))
+            if time.monotonic() - since >= ANSWER_EVERY:
+                self._answer_all(answers, sock)
+                answers, since = [], time.monotonic()
+        self._answer_all(answers, sock)
+
+    def _outcome(self, message: PushMessage) -> str:
         try:
             outcome = self.handler(message)
-            answer = "reject" if outcome is False else "ack"
+            return "reject" if outcome is False else "ack"
         except Reject:
-            answer = "reject"
+            return "reject"
         except DeadLetter:
-            answer = "error"
+            return "error"
         except Exception:
             log.exception("push consumer %s: handler failed on %s", self.id, message.msgid)
-            answer = "reject"
-        if sock is self._sock:
-            self._answer(answer, message.msgid)
+            return "reject"
 
-    def _answer(self, kind: str, msgid: str) -> None:
-        with contextlib.suppress(OSError):
-            self._write(encode(Frame(type=kind, appid=self.appid, msgid=msgid)))
+    def _answer_all(self, answers: list[bytes], sock: socket.socket) -> None:
+        if answers and sock is self._sock:
+            with contextlib.suppress(OSError):
+                self._write(b"".join(answers))
+
+    def _frame(self, kind: str, msgid: str) -> bytes:
+        return encode(Frame(type=kind, appid=self.appid, msgid=msgid))
 
     def _write(self, data: bytes) -> None:
         sock = self._sock

@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from ..aio import offload_to
 from ..client import Client
@@ -69,15 +69,35 @@ R = TypeVar("R")
 SEND_TYPES = ("queue", "topic")
 ANSWERS = ("arrived", "ack", "reject", "error")
 KNOWN_TYPES = (*SEND_TYPES, *ANSWERS, "register", "auth", "ping", "pong", "resp")
-CONCURRENT = (*SEND_TYPES, *ANSWERS)  # handled beside the next frames; replies kept in order
-MAX_PIPELINED = 1000  # frames of one connection handled at once, at most
+RUNS = {"queue": "send", "arrived": "answer", "ack": "answer"}  # handled a run at a time
 RECEIVE_WAIT = 20.0  # seconds a dispatcher's long poll waits before asking again
+# messages a dispatcher claims at once, at most: one transaction for many pushes (SQS
+# itself takes at most 10 a receive)
+CLAIM_MOST = 100
+CLAIM_MOST_SQS = 10
 
 
 def resp(status: str, text: str, *, msgid: str = "") -> bytes:
     """A `resp` frame: JSON content with the status (ack, reject or error) and a text."""
     content = json.dumps({"status": status, "content": text}, ensure_ascii=False)
     return encode(Frame(type="resp", msgid=msgid, content=content.encode()))
+
+
+def _ack_as(text: str) -> Callable[[str], bytes]:
+    """`resp("ack", text, msgid=...)` for a fixed text, made by joining bytes (the answers to
+    every send and every acknowledgement)."""
+    with_id = resp("ack", text, msgid="\0").split(b"\0")
+    without = resp("ack", text)
+    head, tail = with_id[0], with_id[1]
+
+    def made(msgid: str) -> bytes:
+        return b"".join((head, msgid.encode(), tail)) if msgid else without
+
+    return made
+
+
+ACK_ANSWER = _ack_as("")
+ACK_SENT = _ack_as("Message enqueue successful")
 
 
 def dlq_name(app: str) -> str:
@@ -120,7 +140,10 @@ class TokenBucket:
 
 
 class Connection:
-    """One TCP connection, either way: frames out, and what the gateway knows of it."""
+    """One TCP connection, either way: frames out, and what the gateway knows of it.
+
+    Frames written in one turn of the event loop go out in one write: a push, a reply, a
+    ping each cost a system call otherwise, and a consumer a read for each."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
@@ -131,56 +154,27 @@ class Connection:
         self.pinged_at: float | None = None
         peer = writer.get_extra_info("peername")
         self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-
-        # replies in the order their frames came: (frame being handled, or its reply)
-        self.replies: deque[tuple[asyncio.Future[list[bytes]] | None, list[bytes] | None]] = deque()
-        self.replying: asyncio.Future[None] | None = None
-
-    @property
-    def backlog(self) -> int:
-        return len(self.replies)
+        self._out: list[bytes] = []  # written this turn of the loop, not yet sent
 
     def write(self, data: bytes) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(data)
-
-    def reply(self, work: asyncio.Future[list[bytes]] | None, out: list[bytes] | None) -> None:
-        """Queue a frame's reply (or the task that makes it) behind the earlier ones."""
-        if work is None and not self.replies:
-            if out:
-                self.write(b"".join(out))
+        if not data or self.writer.is_closing():
             return
-        self.replies.append((work, out))
-        if self.replying is None or self.replying.done():
-            self.replying = asyncio.ensure_future(self._write_replies())
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._send_out)
+        self._out.append(data)
 
-    async def _write_replies(self) -> None:
-        while self.replies:
-            work, out = self.replies[0]
-            if work is not None:
-                out = await work
-            self.replies.popleft()
-            if out:
-                self.write(b"".join(out))
-
-    async def settle(self, below: int) -> None:
-        """Wait until fewer than `below` replies are pending (a producer that pipelines
-        faster than the store takes its frames is read no further meanwhile)."""
-        while len(self.replies) >= below and self.replying is not None:
-            await asyncio.wait([self.replying], timeout=1)
-            await self.flush()
-
-    async def finish(self) -> None:
-        """Write every pending reply."""
-        if self.replying is not None:
-            await self.replying
-        await self.flush()
+    def _send_out(self) -> None:
+        out, self._out = self._out, []
+        if out and not self.writer.is_closing():
+            self.writer.write(b"".join(out))
 
     async def flush(self) -> None:
+        self._send_out()
         with contextlib.suppress(ConnectionError):
             await self.writer.drain()
 
     def close(self) -> None:
+        self._send_out()
         if not self.writer.is_closing():
             self.writer.close()
 
@@ -242,7 +236,8 @@ class App:
 class Batcher(Generic[In, R]):
     """Store operations of one kind on one queue, gathered while the previous batch is in
     the store and done as one call (one transaction): under load a send, an acknowledgement
-    or a release costs a fraction of a commit."""
+    or a release costs a fraction of a commit. Callers hand over one item or a run of
+    them (the frames of one read)."""
 
     def __init__(
         self, gateway: Gateway, fn: Callable[[list[In]], list[R | Exception]], limit: int = 100
@@ -250,12 +245,19 @@ class Batcher(Generic[In, R]):
         self.gateway = gateway
         self.fn = fn
         self.limit = limit
-        self.pending: list[tuple[In, asyncio.Future[R]]] = []
+        self.pending: deque[tuple[list[In], asyncio.Future[list[R | Exception]]]] = deque()
         self.running = False
 
     async def __call__(self, item: In) -> R:
-        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self.pending.append((item, future))
+        [result] = await self.many([item])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def many(self, items: list[In]) -> list[R | Exception]:
+        """Each item's result, or the exception it met."""
+        future: asyncio.Future[list[R | Exception]] = asyncio.get_running_loop().create_future()
+        self.pending.append((items, future))
         if not self.running:
             self.running = True
             self.gateway.spawn(self._drain())
@@ -264,19 +266,21 @@ class Batcher(Generic[In, R]):
     async def _drain(self) -> None:
         try:
             while self.pending:
-                batch = self.pending[: self.limit]
-                del self.pending[: self.limit]
+                runs = [self.pending.popleft()]
+                size = len(runs[0][0])
+                while self.pending and size + len(self.pending[0][0]) <= self.limit:
+                    runs.append(self.pending.popleft())
+                    size += len(runs[-1][0])
+                items = [item for run, _ in runs for item in run]
                 try:
-                    results = await self.gateway.call(self.fn, [item for item, _ in batch])
+                    results = await self.gateway.call(self.fn, items)
                 except Exception as exc:
-                    results = [exc] * len(batch)
-                for (_, future), result in zip(batch, results, strict=True):
-                    if future.done():
-                        continue
-                    if isinstance(result, Exception):
-                        future.set_exception(result)
-                    else:
-                        future.set_result(result)
+                    results = [exc] * len(items)
+                at = 0
+                for run, future in runs:
+                    if not future.done():
+                        future.set_result(results[at : at + len(run)])
+                    at += len(run)
         finally:
             self.running = False
 
@@ -368,6 +372,7 @@ class Dispatcher:
     async def _run(self) -> None:
         gw = self.gateway
         ops = gw.ops(self.queue)
+        most = CLAIM_MOST_SQS if ops.backend.scheme == "sqs" else CLAIM_MOST
         failures = 0
         while not self.stopped and not gw.closing:
             room = sum(p.free for p in self.candidates())
@@ -376,7 +381,7 @@ class Dispatcher:
                 await self.room.wait()
                 continue
             try:
-                messages = await self._receive(ops, min(room, 10))
+                messages = await self._receive(ops, min(room, most))
                 failures = 0
             except asyncio.CancelledError:
                 raise
@@ -530,31 +535,52 @@ class Gateway:
                 return
             conn.last_seen = time.monotonic()
             conn.pinged_at = None
-            for item in decoder.feed(data):
-                if isinstance(item, FrameError):
-                    conn.reply(None, [resp("error", f"malformed frame: {item.reason}")])
-                elif item.type in CONCURRENT and conn.authenticated:
-                    conn.reply(asyncio.ensure_future(self._handled(conn, item)), None)
-                else:  # state the next frames depend on: done before they are read
-                    out: list[bytes] = []
-                    keep = await self.handle(conn, item, out)
-                    conn.reply(None, out)
-                    if not keep:
-                        await conn.finish()
-                        return
-                if conn.backlog >= MAX_PIPELINED:
-                    await conn.settle(MAX_PIPELINED // 2)
-            await conn.flush()
-        await conn.finish()
+            keep = await self._frames(conn, decoder.feed(data))
+            await conn.flush()  # a peer that does not read holds up its own connection
+            if not keep:
+                return
 
-    async def _handled(self, conn: Connection, frame: Frame) -> list[bytes]:
-        out: list[bytes] = []
-        try:
-            await self.handle(conn, frame, out)
-        except Exception:
-            log.exception("push frame %s from %s failed", frame.type, conn.address)
-            out.append(resp("error", "internal error (the gateway log has the details)"))
-        return out
+    async def _frames(self, conn: Connection, items: list[Frame | FrameError]) -> bool:
+        """Answer the frames one read brought, in order; False to close the connection.
+        Runs of sends, and of arrivals and acknowledgements, are handled together: a run's
+        sends to one app are one store call (one transaction), its acknowledgements of one
+        queue one delete."""
+        i, n = 0, len(items)
+        while i < n:
+            item = items[i]
+            if isinstance(item, FrameError):
+                conn.write(resp("error", f"malformed frame: {item.reason}"))
+                i += 1
+                continue
+            run = RUNS.get(item.type) if conn.authenticated else None
+            if run is not None:
+                j = i + 1
+                while j < n and RUNS.get(getattr(items[j], "type", "")) == run:
+                    j += 1
+                frames = cast(list[Frame], items[i:j])
+                try:
+                    if run == "send":
+                        conn.write(b"".join(await self._send_run(frames)))
+                    else:
+                        conn.write(b"".join(await self._answer_run(conn, frames)))
+                except Exception:
+                    log.exception("push frames from %s failed", conn.address)
+                    failed = resp("error", "internal error (the gateway log has the details)")
+                    conn.write(failed * len(frames))
+                i = j
+                continue
+            out: list[bytes] = []
+            try:
+                keep = await self.handle(conn, item, out)
+            except Exception:
+                log.exception("push frame %s from %s failed", item.type, conn.address)
+                out.append(resp("error", "internal error (the gateway log has the details)"))
+                keep = True
+            conn.write(b"".join(out))
+            if not keep:
+                return False
+            i += 1
+        return True
 
     async def handle(self, conn: Connection, frame: Frame, out: list[bytes]) -> bool:
         """Answer one frame into `out`; False to close the connection after it."""
@@ -649,41 +675,105 @@ class Gateway:
         return True
 
     async def _send(self, conn: Connection, frame: Frame, out: list[bytes]) -> None:
+        if frame.type == "queue":
+            out += await self._send_run([frame])
+            return
         if not frame.appid:
             out.append(resp("reject", "appid is missing: it names the app to send to"))
             return
         app = self.app(frame.appid)
+        if not await self._take_token(app, frame, out):
+            return
+        if not await self.ensure_topic(app):
+            out.append(resp("reject", "this store has no topics: send type=queue"))
+            return
+        msgid = frame.msgid or None
+        results = await self.call(self.client.publish, app.name, frame.content, id=msgid)
+        self.stats["received"] += 1
+        out.append(self._sent(frame, any(r.duplicate for r in results.values())))
+
+    async def _take_token(self, app: App, frame: Frame, out: list[bytes]) -> bool:
+        """The app's rate limit: False (and the refusal in `out`) when the frame must wait
+        longer than `rate_wait` for its turn."""
         wait = app.bucket.reserve(self.config.rate_wait)
         if wait is None:
-            out.append(
-                resp(
-                    "reject",
-                    f"rate limit: app {app.name} takes {self.config.rate:g} messages a second;"
-                    " send more slowly or raise `rate`",
-                    msgid=frame.msgid,
-                )
-            )
-            return
+            out.append(self._over_rate(app, frame))
+            return False
         if wait > 0:
             await asyncio.sleep(wait)
-        msgid = frame.msgid or None
-        if frame.type == "queue":
-            await self.ensure_app_queue(app)
-            ops = self.ops(app.name)
-            result = await ops.send(frame.content if msgid is None else (frame.content, msgid))
-            duplicate = result.duplicate
-        else:
-            if not await self.ensure_topic(app):
-                out.append(resp("reject", "this store has no topics: send type=queue"))
-                return
-            results = await self.call(self.client.publish, app.name, frame.content, id=msgid)
-            duplicate = any(r.duplicate for r in results.values())
-        self.stats["received"] += 1
+        return True
+
+    def _over_rate(self, app: App, frame: Frame) -> bytes:
+        return resp(
+            "reject",
+            f"rate limit: app {app.name} takes {self.config.rate:g} messages a second;"
+            " send more slowly or raise `rate`",
+            msgid=frame.msgid,
+        )
+
+    def _sent(self, frame: Frame, duplicate: bool) -> bytes:
         if duplicate:
             text = f"message already exists, ID: {frame.msgid}, Status: not acknowledged"
-        else:
-            text = "Message enqueue successful"
-        out.append(resp("ack", text, msgid=frame.msgid))
+            return resp("ack", text, msgid=frame.msgid)
+        return ACK_SENT(frame.msgid)
+
+    async def _send_run(self, frames: list[Frame]) -> list[bytes]:
+        """Answers to `queue` frames that came together: each app's messages are stored
+        by one store call (one transaction), and answered in order. The rate limit takes
+        each frame's token as it comes; those that must wait for theirs are stored once the
+        last of them may be (at most `rate_wait` later), the rest at once."""
+        answers: list[bytes] = [b""] * len(frames)
+        now: dict[str, list[int]] = {}
+        later: dict[str, list[int]] = {}
+        wait_most = 0.0
+        for k, frame in enumerate(frames):
+            if not frame.appid:
+                answers[k] = resp("reject", "appid is missing: it names the app to send to")
+                continue
+            try:
+                app = self.app(frame.appid)
+            except ConveyorError as exc:
+                answers[k] = resp("reject", str(exc))
+                continue
+            wait = app.bucket.reserve(self.config.rate_wait)
+            if wait is None:
+                answers[k] = self._over_rate(app, frame)
+            elif wait > 0:
+                later.setdefault(app.name, []).append(k)
+                wait_most = max(wait_most, wait)
+            else:
+                now.setdefault(app.name, []).append(k)
+        await self._store_runs(frames, now, answers)
+        if later:
+            await asyncio.sleep(wait_most)
+            await self._store_runs(frames, later, answers)
+        return answers
+
+    async def _store_runs(
+        self, frames: list[Frame], runs: dict[str, list[int]], answers: list[bytes]
+    ) -> None:
+        """Store each app's run of frames (indexes into `frames`) and set their answers."""
+        for name, run in runs.items():
+            try:
+                await self.ensure_app_queue(self.apps[name])
+            except ConveyorError as exc:
+                for k in run:
+                    answers[k] = resp("reject", str(exc))
+                continue
+            items: list[bytes | tuple[bytes, str]] = [
+                (frames[k].content, frames[k].msgid) if frames[k].msgid else frames[k].content
+                for k in run
+            ]
+            results = await self.ops(name).send.many(items)
+            for k, result in zip(run, results, strict=True):
+                if isinstance(result, ConveyorError):
+                    answers[k] = resp("reject", str(result))
+                elif isinstance(result, Exception):
+                    log.error("storing a message of app %s failed: %r", name, result)
+                    answers[k] = resp("error", "internal error (the gateway log has the details)")
+                else:
+                    self.stats["received"] += 1
+                    answers[k] = self._sent(frames[k], result.duplicate)
 
     # -- consumers ------------------------------------------------------------------------
 
@@ -873,49 +963,73 @@ class Gateway:
         return found[0] if found else None
 
     async def _answer(self, conn: Connection, frame: Frame, out: list[bytes]) -> None:
-        if not frame.msgid:
-            out.append(resp("error", f"{frame.type} needs the msgid it answers"))
-            return
-        delivery = self._find(conn, frame)
-        if delivery is None:
-            out.append(
-                resp(
+        out += await self._answer_run(conn, [frame])
+
+    async def _answer_run(self, conn: Connection, frames: list[Frame]) -> list[bytes]:
+        """Answers to consumers' answers that came together: acknowledgements of one queue
+        are deleted by one store call."""
+        answers: list[bytes] = [b""] * len(frames)
+        acks: dict[str, list[tuple[int, Delivery]]] = {}
+        for k, frame in enumerate(frames):
+            if not frame.msgid:
+                answers[k] = resp("error", f"{frame.type} needs the msgid it answers")
+                continue
+            delivery = self._find(conn, frame)
+            if delivery is None:
+                answers[k] = resp(
                     "error",
                     f"no message {frame.msgid[:128]!r} is awaiting an answer: it was answered,"
                     " or its ack_timeout passed and it is being delivered again",
                     msgid=frame.msgid,
                 )
-            )
-            return
-        ops = self.ops(delivery.queue)
-        try:
+                continue
             if frame.type == "arrived":  # held for this consumer until its ack_timeout
-                out.append(resp("ack", "", msgid=frame.msgid))
-                return
+                answers[k] = ACK_ANSWER(frame.msgid)
+                continue
             self._settle(delivery)
             if frame.type == "ack":
-                await ops.delete(delivery.receipt)
-                self.stats["acked"] += 1
-            elif frame.type == "reject" and delivery.message.receive_count <= (
-                self.config.retry_times
-            ):
-                await ops.visibility((delivery.receipt, self.config.retry_delay))
-                self.stats["rejected"] += 1
-            else:
-                why = "rejected" if frame.type == "reject" else "failed"
-                await self._dead_letter(delivery, f"{why} by consumer {delivery.peer.id}")
-                self.stats["dead"] += 1
-        except ReceiptHandleInvalid:
-            out.append(
-                resp(
-                    "error",
-                    f"message {frame.msgid} is no longer held for this answer (its ack_timeout"
-                    " passed, or it was removed)",
-                    msgid=frame.msgid,
-                )
-            )
+                acks.setdefault(delivery.queue, []).append((k, delivery))
+                continue
+            try:
+                await self._refuse(frame, delivery)
+                answers[k] = ACK_ANSWER(frame.msgid)
+            except ReceiptHandleInvalid:
+                answers[k] = self._not_held(frame)
+            except ConveyorError as exc:
+                answers[k] = resp("error", str(exc))
+        for queue, run in acks.items():
+            results = await self.ops(queue).delete.many([d.receipt for _, d in run])
+            for (k, _), result in zip(run, results, strict=True):
+                if result is None:
+                    self.stats["acked"] += 1
+                    answers[k] = ACK_ANSWER(frames[k].msgid)
+                elif isinstance(result, ReceiptHandleInvalid):
+                    answers[k] = self._not_held(frames[k])
+                elif isinstance(result, ConveyorError):
+                    answers[k] = resp("error", str(result))
+                else:
+                    log.error("deleting an acknowledged message of %s failed: %r", queue, result)
+                    answers[k] = resp("error", "internal error (the gateway log has the details)")
+        return answers
+
+    async def _refuse(self, frame: Frame, delivery: Delivery) -> None:
+        """A `reject` (delivered again, or dead-lettered past `retry_times`) or an `error`."""
+        if frame.type == "reject" and delivery.message.receive_count <= self.config.retry_times:
+            await self.ops(delivery.queue).visibility((delivery.receipt, self.config.retry_delay))
+            self.stats["rejected"] += 1
             return
-        out.append(resp("ack", "", msgid=frame.msgid))
+        why = "rejected" if frame.type == "reject" else "failed"
+        await self._dead_letter(delivery, f"{why} by consumer {delivery.peer.id}")
+        self.stats["dead"] += 1
+
+    @staticmethod
+    def _not_held(frame: Frame) -> bytes:
+        return resp(
+            "error",
+            f"message {frame.msgid} is no longer held for this answer (its ack_timeout"
+            " passed, or it was removed)",
+            msgid=frame.msgid,
+        )
 
     def _settle(self, delivery: Delivery) -> None:
         """The consumer answered for good: its slot is free."""
