@@ -134,6 +134,10 @@ class Queue:
         """Validate and encode an entry as `send` would, without sending it."""
         return self._prepare(self.info.attributes, entry)
 
+    def prepare_body(self, body: Body) -> NewMessage:
+        """`prepare` for a bare body (no id, delay, group, attributes or deadline)."""
+        return self._prepare_body(self.info.attributes, body)
+
     def _prepare(self, attrs: QueueAttributes, entry: SendEntry) -> NewMessage:
         body = entry.body if type(entry.body) is bytes else encode_body(entry.body)
         attributes: dict[str, Any] = {}

@@ -8,7 +8,7 @@ import json
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from conveyor.push.codec import PING, PONG, Decoder, Frame, FrameError, encode
+from conveyor.push.codec import PING, PONG, Decoder, Frame, FrameError, encode, encode_push
 
 
 def decode_all(data: bytes, chunk: int = 0) -> list[Frame | FrameError]:
@@ -160,3 +160,9 @@ def test_the_fast_way_decodes_as_the_line_by_line_way(parts: list[bytes], chunk:
         want += lines.feed(data[i : i + step])
     assert got == want
     assert fast.pending == lines.pending
+
+
+@given(appid=text, msgid=text, content=st.binary(max_size=60) | st.just(b"a\r\nb"))
+def test_a_push_is_encoded_as_any_frame(appid: str, msgid: str, content: bytes) -> None:
+    frame = Frame(type="push", appid=appid, msgid=msgid, content=content)
+    assert encode_push(appid, msgid, content) == encode(frame)

@@ -276,6 +276,41 @@ def test_a_dialled_consumer_that_is_gone_is_dropped(start: Start) -> None:
 # -- delivery rules ---------------------------------------------------------------------
 
 
+def test_the_consumer_says_arrived_only_of_messages_that_wait() -> None:
+    """`PushConsumer` against a gateway played by the test: a message handled at once is
+    answered `ack` alone; messages that wait for a slow handler are answered `arrived` as the
+    handler comes to them, then `ack`."""
+    seen: list[str] = []
+
+    def handle(message: PushMessage) -> None:
+        seen.append(message.msgid)
+        if message.msgid.startswith("slow"):
+            time.sleep(0.2)
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        consumer = PushConsumer(f"skmq://127.0.0.1:{port}", "app", handle, prefetch=10)
+        runner = threading.Thread(target=consumer.run, daemon=True)
+        runner.start()
+        conn, _ = server.accept()
+        gw = Peer(port, conn)
+        assert gw.next().type == "register"
+        gw.send(Frame(type="resp", content=b'{"status": "ack", "content": '
+                      b'"Recipient register successful."}'))  # fmt: skip
+        gw.send(Frame(type="push", appid="app", msgid="quick", content=b"q"))
+        assert [(f.type, f.msgid) for f in (gw.next(),)] == [("ack", "quick")]
+        gw.send(
+            encode(Frame(type="push", appid="app", msgid="slow-1", content=b"1"))
+            + encode(Frame(type="push", appid="app", msgid="slow-2", content=b"2"))
+        )
+        answers = [(f.type, f.msgid) for f in (gw.next(), gw.next(), gw.next())]
+        assert answers == [("ack", "slow-1"), ("arrived", "slow-2"), ("ack", "slow-2")]
+        consumer.stop()
+        gw.close()
+        runner.join(10)
+    assert seen == ["quick", "slow-1", "slow-2"]
+
+
 def test_weights_share_the_messages_as_skmq_did(start: Start) -> None:
     gw = start(rate=0)
     counts: Counter[str] = Counter()

@@ -29,7 +29,9 @@ from .config import DEFAULT_PORT
 log = logging.getLogger("conveyor.push")
 
 ACK_PREFIX = b'{"status": "ack"'  # how the gateway's `resp` ack starts
-ANSWER_EVERY = 0.05  # seconds: answers of a batch still being handled are sent this often
+# seconds: answers of a batch still being handled are sent this often, and a message that
+# waited this long for the handler is answered `arrived` before it is handled
+ANSWER_EVERY = 0.05
 
 
 class PushRefused(ConveyorError):
@@ -261,7 +263,8 @@ class PushConsumer:
     The handler's outcome is the answer: returning (anything but False) acknowledges the
     message; returning False or raising `Reject` rejects it (delivered again, up to the
     gateway's `retry_times`); raising `DeadLetter` sends it to the dead-letter queue; any
-    other exception rejects it and is logged. Every message is answered `arrived` first.
+    other exception rejects it and is logged. A message that waits for the handler 50 ms or
+    more is answered `arrived` first.
 
     `run()` blocks until `stop()` (or SIGTERM/SIGINT, when run in the main thread): the
     handlers in progress finish and are answered, the connection closes, and messages
@@ -362,9 +365,8 @@ class PushConsumer:
                 continue
             if not data:
                 raise ConnectionResetError("the gateway closed the connection")
-            # what one read brings is answered together: the arrivals in one write, the
-            # messages handed to the handlers at once (a thread hand-off costs more than a
-            # small handler)
+            # what one read brings goes to the handlers at once (a thread hand-off costs more
+            # than a small handler), and is answered together
             out: list[bytes] = []
             pushed: list[PushMessage] = []
             for item in decoder.feed(data):
@@ -376,20 +378,19 @@ class PushConsumer:
                 elif item.type == "push":
                     if self._stopping.is_set():
                         continue  # released by the gateway when we disconnect
-                    message = PushMessage(item.appid or self.appid, item.msgid, item.content)
-                    out.append(self._frame("arrived", message.msgid))
-                    pushed.append(message)
+                    pushed.append(PushMessage(item.appid or self.appid, item.msgid, item.content))
                 elif item.type == "resp":
                     self._on_resp(item)
             if out:
                 self._write(b"".join(out))
             if not pushed:
                 continue
+            now = time.monotonic()
             if self.workers == 1:
-                pool.submit(self._handle_all, pushed, sock)
+                pool.submit(self._handle_all, pushed, sock, now)
             else:
                 for message in pushed:
-                    pool.submit(self._handle_all, [message], sock)
+                    pool.submit(self._handle_all, [message], sock, now)
 
     def _on_resp(self, frame: Frame) -> None:
         if frame.content.startswith(ACK_PREFIX) and self.registered.is_set():
@@ -404,14 +405,24 @@ class PushConsumer:
                 raise PushRefused(status, text)
             log.warning("push consumer %s: gateway answered %s: %s", self.id, status, text)
 
-    def _handle_all(self, messages: list[PushMessage], sock: socket.socket) -> None:
+    def _handle_all(
+        self, messages: list[PushMessage], sock: socket.socket, received_at: float
+    ) -> None:
         """Run the handler on each message and answer them: together, unless handling
-        takes long (then what is done is answered every ANSWER_EVERY seconds)."""
+        takes long (then what is done is answered every ANSWER_EVERY seconds). Messages
+        that wait ANSWER_EVERY or more for the handler are answered `arrived` as it comes
+        to them (a message handled at once needs no word before its answer)."""
         answers: list[bytes] = []
         since = time.monotonic()
-        for message in messages:
+        announced = 0  # messages[:announced] were answered `arrived`
+        for i, message in enumerate(messages):
             if self._stopping.is_set():
                 break  # not started: released by the gateway when we disconnect
+            if i >= announced and time.monotonic() - received_at >= ANSWER_EVERY:
+                answers += [self._frame("arrived", m.msgid) for m in messages[i:]]
+                announced = len(messages)
+                self._answer_all(answers, sock)
+                answers, since = [], time.monotonic()
             answers.append(self._frame(self._outcome(message), message.msgid))
             if time.monotonic() - since >= ANSWER_EVERY:
                 self._answer_all(answers, sock)

@@ -70,6 +70,17 @@ def encode(frame: Frame) -> bytes:
     return b"".join(parts)
 
 
+def encode_push(appid: str, msgid: str, content: bytes) -> bytes:
+    """`encode(Frame(type="push", ...))` for what the gateway pushes: an app name and a
+    message id (neither holds CR or LF) and a body."""
+    if not appid or not msgid or b"\r" in content or b"\n" in content:
+        return encode(Frame(type="push", appid=appid, msgid=msgid, content=content))
+    return b"".join(
+        (b"type=push\r\nappid=", appid.encode(), b"\r\nmsgid=", msgid.encode(), b"\r\ncontent=",
+         content, b"\r\n\r\n")
+    )  # fmt: skip
+
+
 class Decoder:
     """Feed it bytes as they arrive; it returns the frames (and errors) they complete."""
 

@@ -57,7 +57,7 @@ from ..exceptions import (
 from ..models import Capability, DeadLetterPolicy, Message, NewMessage, SendResult
 from ..queues import RECEIVE, SendEntry, Wait, decode_message, long_poll
 from ..validation import NAME_RE
-from .codec import PING, PONG, Decoder, Frame, FrameError, encode
+from .codec import PING, PONG, Decoder, Frame, FrameError, encode, encode_push
 from .config import GatewayConfig, server_tls
 
 log = logging.getLogger("conveyor.push")
@@ -297,20 +297,24 @@ class QueueOps:
         self.visibility = Batcher[tuple[str, float], None](gateway, self._visibility)
 
     def _send(self, items: list[bytes | tuple[bytes, str]]) -> list[SendResult | Exception]:
-        results: list[SendResult | Exception] = []
+        results: list[SendResult | Exception | None] = []
         ready: list[tuple[int, NewMessage]] = []
+        queue = self.queue
         for i, item in enumerate(items):
-            body, msgid = item if isinstance(item, tuple) else (item, None)
             try:
-                ready.append((i, self.queue.prepare(SendEntry(entry_id="0", body=body, id=msgid))))
-                results.append(InvalidInput("not sent"))
+                if isinstance(item, tuple):
+                    entry = SendEntry(entry_id="0", body=item[0], id=item[1])
+                    ready.append((i, queue.prepare(entry)))
+                else:
+                    ready.append((i, queue.prepare_body(item)))
+                results.append(None)
             except ConveyorError as exc:  # refused alone; the others go on
                 results.append(exc)
         if ready:
             sent = self.backend.send(self.name, [m for _, m in ready])
             for (i, _), result in zip(ready, sent, strict=True):
                 results[i] = result
-        return results
+        return cast(list[SendResult | Exception], results)
 
     def _delete(self, receipts: list[str]) -> list[Exception | None]:
         return list(self.backend.delete(self.name, receipts))
@@ -343,9 +347,17 @@ class Dispatcher:
         if self.task is not None:
             self.task.cancel()
 
-    def pick(self) -> Peer | None:
-        ready = [p for p in self.candidates() if p.free > 0]
-        return max(ready, key=Peer.score) if ready else None
+    def pick(self, peers: list[Peer] | None = None) -> Peer | None:
+        """The consumer with room that has the highest (weight + 1) / assigned (of `peers`,
+        by default the candidates now)."""
+        best: Peer | None = None
+        top = -1.0
+        for peer in self.candidates() if peers is None else peers:
+            if peer.free > 0:
+                score = peer.score()
+                if score > top:
+                    best, top = peer, score
+        return best
 
     async def _receive(self, ops: QueueOps, max_messages: int) -> list[Message]:
         """A long poll: woken by a send in this process, and every `poll_interval` for
@@ -391,13 +403,14 @@ class Dispatcher:
                     log.warning("receiving from %s failed: %s; retrying", self.queue, exc)
                 await asyncio.sleep(min(5.0, 0.1 * 2**failures))
                 continue
+            peers = self.candidates()
+            deadline = time.monotonic() + gw.config.ack_timeout
             for message in messages:
-                peer = self.pick()
+                peer = self.pick(peers)
                 if peer is None or self.stopped or gw.closing:
                     gw.spawn(gw.release_message(self.queue, message))
                     continue
                 peer.assigned += 1
-                deadline = time.monotonic() + gw.config.ack_timeout
                 gw.deliver(Delivery(self.queue, message, peer, deadline))
 
 
@@ -914,9 +927,7 @@ class Gateway:
         peer.deliveries[delivery.msgid] = delivery
         self.waiting.setdefault(delivery.msgid, []).append(delivery)
         self.stats["pushed"] += 1
-        frame = encode(
-            Frame(type="push", appid=peer.app, msgid=delivery.msgid, content=delivery.message.body)
-        )
+        frame = encode_push(peer.app, delivery.msgid, delivery.message.body)
         if peer.connection is not None:
             peer.connection.write(frame)
         else:
@@ -970,6 +981,7 @@ class Gateway:
         are deleted by one store call."""
         answers: list[bytes] = [b""] * len(frames)
         acks: dict[str, list[tuple[int, Delivery]]] = {}
+        freed: set[Peer] = set()
         for k, frame in enumerate(frames):
             if not frame.msgid:
                 answers[k] = resp("error", f"{frame.type} needs the msgid it answers")
@@ -986,7 +998,8 @@ class Gateway:
             if frame.type == "arrived":  # held for this consumer until its ack_timeout
                 answers[k] = ACK_ANSWER(frame.msgid)
                 continue
-            self._settle(delivery)
+            self._settle(delivery, wake=False)
+            freed.add(delivery.peer)
             if frame.type == "ack":
                 acks.setdefault(delivery.queue, []).append((k, delivery))
                 continue
@@ -997,6 +1010,8 @@ class Gateway:
                 answers[k] = self._not_held(frame)
             except ConveyorError as exc:
                 answers[k] = resp("error", str(exc))
+        for peer in freed:
+            self._room(peer)
         for queue, run in acks.items():
             results = await self.ops(queue).delete.many([d.receipt for _, d in run])
             for (k, _), result in zip(run, results, strict=True):
@@ -1031,13 +1046,15 @@ class Gateway:
             msgid=frame.msgid,
         )
 
-    def _settle(self, delivery: Delivery) -> None:
-        """The consumer answered for good: its slot is free."""
+    def _settle(self, delivery: Delivery, *, wake: bool = True) -> None:
+        """The consumer answered for good: its slot is free (`wake`: tell its dispatchers
+        now; else the caller does, once for many)."""
         self._forget(delivery)
         peer = delivery.peer
         if peer.deliveries.get(delivery.msgid) is delivery:
             del peer.deliveries[delivery.msgid]
-        self._room(peer)
+        if wake:
+            self._room(peer)
 
     async def _dead_letter(self, delivery: Delivery, error: str) -> None:
         queue = self.client.queue(delivery.queue)
