@@ -2,10 +2,11 @@
 
 1 producer + 4 consumer processes over TCP, single messages of 100 bytes, every message
 confirmed to the producer and acknowledged by its consumer. Conveyor: `conveyor gateway`
-(its own process, rate limit off) on SQLite at durability full and on memory; the producer
-waits for each send's `resp`, consumers answer `arrived` then `ack` (`PushConsumer`).
-RabbitMQ (127.0.0.1:5672, pika): a durable queue, persistent messages, publisher confirms
-on (the producer waits for each confirm), manual acks. Both with prefetch 1 and 100.
+(its own process, rate limit off) on SQLite at durability full and on memory; consumers
+answer `ack` (`PushConsumer`). RabbitMQ (127.0.0.1:5672, pika): a durable queue,
+persistent messages, publisher confirms on, manual acks. Both with prefetch 1 and 100, and
+with the producer waiting for each confirmation (`PushProducer.send`; pika's blocking
+confirms) or keeping up to 100 unconfirmed (`send_many`; pika's asynchronous confirms).
 Prints msgs/s end to end (first send to last handler) and p50/p99 send-to-handler latency,
 and Conveyor on SQLite's ratio to RabbitMQ (target >= 2x). See docs/benchmarks.md.
 """
