@@ -165,6 +165,14 @@ class _Tx:
             raise exc
 
 
+# when several commits came together for the last fsync, the next one waits this long for
+# more (as PostgreSQL's commit_delay): under load an fsync then serves many commits instead
+# of one or two (16 connections sending batches at durability=full: 2,845 -> 3,300 requests
+# a second, 409 -> 330 us of CPU each); a committer alone, or two taking turns, never waits
+GROUP_WAIT = 0.0005
+GROUP_WAIT_AT = 3  # commits the last fsync served, with those that came meanwhile
+
+
 class _Syncer:
     """Makes commits durable for callers on event loops: fsyncs the write-ahead log file
     from a thread of its own and resolves the futures of every commit made before the
@@ -193,12 +201,16 @@ class _Syncer:
         return future
 
     def _run(self) -> None:
+        together = False  # the last fsync served several commits, or more came meanwhile
         while True:
             with self._lock:
                 while not self._waiting and not self._closed:
                     self._wake.wait()
                 if self._closed and not self._waiting:
                     return
+            if together:
+                time.sleep(GROUP_WAIT)
+            with self._lock:
                 group, self._waiting = self._waiting, []
             error: Exception | None = None
             try:
@@ -209,6 +221,8 @@ class _Syncer:
                     os.close(fd)
             except OSError as exc:
                 error = StoreUnavailable(f"SQLite store: cannot fsync {self.wal}: {exc}")
+            with self._lock:
+                together = len(group) + len(self._waiting) >= GROUP_WAIT_AT
             for future in group:
                 loop = future.get_loop()
                 if not loop.is_closed():
