@@ -7,9 +7,11 @@ Sections, each interleaving what it compares (rounds of every target in turn, me
   messages/s, p50/p99 and the server's CPU per request, for SendMessageBatch (10 x 100 B),
   ReceiveMessage (10, VisibilityTimeout 0 on a queue of 10,000: every call claims ten) and
   DeleteMessageBatch (10 receipts each, gathered beforehand, each sent once).
-- ``workers``: SendMessageBatch with ``--workers 1`` and ``2`` on SQLite and PostgreSQL,
-  beside the trivial endpoint with 1 and 2 uvicorn workers (what the load generator, on the
-  same two cores, leaves room for).
+- ``workers``: SendMessageBatch with ``--workers 1`` and ``2`` on SQLite, PostgreSQL and
+  Redis, beside the trivial endpoint with 1 and 2 uvicorn workers (what the load generator,
+  on the same two cores, leaves room for); then the same with each server process held to
+  ``--cpu-per-worker`` CPUs by a cgroup (root only), so that the server, not wrk, is the
+  limit.
 - ``e2e``: boto3 in 1 producer + 4 consumer processes (SendMessageBatch 10; ReceiveMessage
   10 + DeleteMessageBatch) against Conveyor, LocalStack and moto: msgs/s, duplicates and
   losses, server CPU per message.
@@ -48,6 +50,7 @@ import httpx
 from . import wrk
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
+REDIS = "redis://127.0.0.1:6379/0"
 PER_QUEUE = 1000  # messages per queue the DeleteMessageBatch receipts are gathered from
 LOCALSTACK = "localstack-core[runtime]==2026.3.0"
 LOCALSTACK_PINS = ["cbor2<6", "cryptography<45", "pyopenssl<25", "service_identity"]
@@ -240,38 +243,39 @@ def run_op(
     return wrk.run(server, op, bodies=bodies, seconds=seconds)
 
 
-def workers_section(source: str | None, seconds: float, repeat: int) -> None:
+def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_worker: float) -> None:
     print("\n## --workers: SendMessageBatch under wrk, 1 and 2 server processes")
+    limited = wrk.CpuLimit.available()
     with tempfile.TemporaryDirectory() as tmp:
         prefix = f"benchw{secrets.token_hex(3)}_"
-        groups = [
-            ("trivial", [trivial(1), trivial(2)]),
-            (
-                "sqlite normal",
-                [
-                    conveyor(
-                        f"sqlite x{n}", f"sqlite:///{tmp}/w{n}.db?durability=normal", workers=n
-                    )
-                    for n in (1, 2)
-                ],
-            ),
-            (
-                "postgres",
-                [
-                    conveyor(f"postgres x{n}", f"{PG}?prefix={prefix}{n}_", workers=n)
-                    for n in (1, 2)
-                ],
-            ),
+        stores = [
+            ("sqlite normal", lambda n: f"sqlite:///{tmp}/w{n}.db?durability=normal"),
+            ("postgres", lambda n: f"{PG}?prefix={prefix}{n}_"),
+            ("redis", lambda n: f"{REDIS}?prefix={prefix}r{n}"),
         ]
+        groups = [("trivial", [trivial(1), trivial(2)], None)]
+        for label, url in stores:
+            targets = [conveyor(f"{label} x{n}", url(n), workers=n) for n in (1, 2)]
+            groups.append((label, targets, None))
+        if limited is None:
+            for label, url in stores:
+                targets = [conveyor(f"{label} x{n}", url(n), workers=n) for n in (1, 2)]
+                groups.append((f"{label} limited", targets, cpu_per_worker))
         rows = []
         try:
-            for label, targets in groups:
+            for label, targets, cores in groups:
                 rates: dict[str, list[float]] = {}
                 for r in range(repeat):
-                    for target in targets:
+                    for n, target in enumerate(targets, start=1):
                         server = target.start()
                         try:
-                            result = run_op(server, "SendMessageBatch", r, seconds, {})
+                            if cores is None:
+                                result = run_op(server, "SendMessageBatch", r, seconds, {})
+                            else:
+                                name = f"conveyor-bench-{os.getpid()}-{n}"
+                                with wrk.CpuLimit(name, cores * n) as limit:
+                                    limit.hold(server.proc.pid)
+                                    result = run_op(server, "SendMessageBatch", r, seconds, {})
                         finally:
                             server.stop()
                         rates.setdefault(target.name, []).append(result.rps)
@@ -280,9 +284,18 @@ def workers_section(source: str | None, seconds: float, repeat: int) -> None:
         finally:
             for n in (1, 2):
                 drop(f"{PG}?prefix={prefix}{n}_")
-    print(f"{'server':16} {'x1 req/s':>9} {'x2 req/s':>9} {'x2 / x1':>8}")
+                drop(f"{REDIS}?prefix={prefix}r{n}")
+    print(f"{'server':22} {'x1 req/s':>9} {'x2 req/s':>9} {'x2 / x1':>8}")
     for label, one, two in rows:
-        print(f"{label:16} {one:9,.0f} {two:9,.0f} {two / one:8.2f}")
+        print(f"{label:22} {one:9,.0f} {two:9,.0f} {two / one:8.2f}")
+    if limited is None:
+        print(
+            f"# limited: each server process held to {cpu_per_worker:g} CPU (a cgroup's CFS"
+            " quota; x2 gets twice the CPU of x1), so wrk, on the same two cores, is not the"
+            " limit"
+        )
+    else:
+        print(f"# no runs with CPU limits ({limited})")
 
 
 def drop(url: str) -> None:
@@ -498,6 +511,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--messages", type=int, default=5000, help="per end-to-end run")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "conveyor-bench"))
+    ap.add_argument(
+        "--cpu-per-worker",
+        type=float,
+        default=0.4,
+        help="CPUs each server process may use in the workers section's limited runs",
+    )
     args = ap.parse_args()
     if args.quick:
         args.seconds, args.repeat, args.messages = 2.0, 1, 1000
@@ -526,7 +545,7 @@ def main() -> None:
                 ]
             wrk_section(targets, args.seconds, args.repeat)
         if "workers" in sections:
-            workers_section(source, args.seconds, args.repeat)
+            workers_section(source, args.seconds, args.repeat, args.cpu_per_worker)
         if "e2e" in sections:
             targets = [
                 conveyor("conveyor sqlite normal", f"sqlite:///{tmp}/e.db?durability=normal"),

@@ -8,6 +8,7 @@ DeleteMessageBatch (10 receipts each, gathered beforehand, each sent once).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,6 +28,71 @@ import httpx
 TARGET = "AmazonSQS."
 JSON = "application/x-amz-json-1.0"
 BODY = "x" * 100
+
+
+CPU_CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
+CPU_CGROUP_V2 = Path("/sys/fs/cgroup")
+
+
+def tree(pid: int) -> list[int]:
+    """A process and its live children (a server's workers)."""
+    out = [pid]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+class CpuLimit:
+    """A CPU cgroup holding a server's processes to `cores` CPUs (a CFS quota), so that on
+    a machine whose cores the load generator shares, the server and not the load generator
+    is what a run measures. Needs root and a cgroup with the cpu controller (v1 or v2)."""
+
+    def __init__(self, name: str, cores: float) -> None:
+        self.cores = cores
+        if (CPU_CGROUP_V1 / "cpu.cfs_quota_us").exists():
+            self.path = CPU_CGROUP_V1 / name
+            self.root = CPU_CGROUP_V1
+        else:
+            self.path = CPU_CGROUP_V2 / name
+            self.root = CPU_CGROUP_V2
+
+    @staticmethod
+    def available() -> str | None:
+        """None where limits can be set here, else why not."""
+        if os.geteuid() != 0:
+            return "not root"
+        if (CPU_CGROUP_V1 / "cpu.cfs_quota_us").exists():
+            return None
+        controllers = CPU_CGROUP_V2 / "cgroup.subtree_control"
+        if controllers.exists() and "cpu" in controllers.read_text().split():
+            return None
+        return "no cgroup with the cpu controller"
+
+    def __enter__(self) -> CpuLimit:
+        self.path.mkdir(exist_ok=True)
+        period = 100_000
+        quota = int(self.cores * period)
+        if self.root == CPU_CGROUP_V1:
+            (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+        else:
+            (self.path / "cpu.max").write_text(f"{quota} {period}")
+        return self
+
+    def hold(self, pid: int) -> None:
+        for p in tree(pid):
+            (self.path / "cgroup.procs").write_text(str(p))
+
+    def __exit__(self, *exc: object) -> None:
+        for p in (self.path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # gone meanwhile
+                (self.root / "cgroup.procs").write_text(p)
+        self.path.rmdir()
 
 
 def free_port() -> int:
@@ -53,16 +119,7 @@ def cpu_seconds(pid: int) -> float:
     """User and system CPU of a process and its live children (a server's workers)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    pids = [pid]
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                pids.append(int(entry))
-    for p in pids:
+    for p in tree(pid):
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
