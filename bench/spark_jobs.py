@@ -209,14 +209,26 @@ class Row:
     rows: int
     jvm: float = 0.0
     workers: float = 0.0
+    cores: float = 0.0  # CPUs the whole machine kept busy while the job ran, on average
 
 
-def timed(fn: Callable[[], int]) -> tuple[float, int, Peak]:
+def busy() -> tuple[float, float]:
+    """The machine's busy and total CPU time so far (seconds, from /proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
+def timed(fn: Callable[[], int]) -> tuple[float, int, Peak, float]:
+    """Wall seconds, the rows `fn` reports, peak memory, and the CPUs kept busy meanwhile."""
     with peak() as p:
+        b0, _ = busy()
         t0 = time.perf_counter()
         n = fn()
         secs = time.perf_counter() - t0
-    return secs, n, p
+        b1, _ = busy()
+    return secs, n, p, (b1 - b0) / secs
 
 
 def run_sdk(kind: str, url: str, size: int, tmp: str) -> list[Row]:
@@ -235,10 +247,11 @@ def run_sdk(kind: str, url: str, size: int, tmp: str) -> list[Row]:
         c.create_queue("sdk-back")
     for job, fn in steps:
         settle(url)
-        secs, n, _ = timed(fn)
+        secs, n, _, cores = timed(fn)
         assert n == size, (job, n, size)
-        out.append(Row(kind, size, job, "one process", secs, n))
-        print(f"  {kind} {size:,} {job:8} one process {secs:7.1f} s", flush=True)
+        out.append(Row(kind, size, job, "one process", secs, n, cores=cores))
+        print(f"  {kind} {size:,} {job:8} one process {secs:7.1f} s ({cores:.2f} CPUs busy)",
+              flush=True)  # fmt: skip
     return out
 
 
@@ -265,12 +278,12 @@ def run_spark(
     out = []
     for job, fn in steps:
         settle(url)
-        secs, n, p = timed(fn)
+        secs, n, p, cores = timed(fn)
         assert n == size, (job, n, size)
-        out.append(Row(kind, size, job, mode, secs, n, p.jvm, p.workers))
+        out.append(Row(kind, size, job, mode, secs, n, p.jvm, p.workers, cores))
         print(
             f"  {kind} {size:,} {job:8} {mode:9} {secs:7.1f} s (JVM {p.jvm:,.0f} MiB,"
-            f" Python workers {p.workers:,.0f} MiB)",
+            f" Python workers {p.workers:,.0f} MiB, {cores:.2f} CPUs busy)",
             flush=True,
         )
     return out
@@ -364,7 +377,7 @@ def main(args: Any) -> None:
     print("session start (a new JVM): " + ", ".join(f"{m} {s:.1f} s" for m, s in starts.items()))
     print(
         f"{'store':9} {'size':>9} {'job':8} {'way':12} {'seconds':>8} {'rows/s':>9}"
-        f" {'JVM MiB':>8} {'workers MiB':>11} {'vs one process':>15}"
+        f" {'JVM MiB':>8} {'workers MiB':>11} {'CPUs busy':>9} {'vs one process':>15}"
     )
     base = {(r.store, r.size, r.job): r.seconds for r in rows if r.way == "one process"}
     for r in rows:
@@ -372,7 +385,7 @@ def main(args: Any) -> None:
         mem = f"{r.jvm:8,.0f} {r.workers:11,.0f}" if r.way != "one process" else f"{'':8} {'':11}"
         print(
             f"{r.store:9} {r.size:9,} {r.job:8} {r.way:12} {r.seconds:8.1f}"
-            f" {r.rows / r.seconds:9,.0f} {mem} {ratio:14.2f}x"
+            f" {r.rows / r.seconds:9,.0f} {mem} {r.cores:9.2f} {ratio:14.2f}x"
         )
     if len(modes) == 2:
         print()
