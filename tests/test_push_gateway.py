@@ -37,7 +37,7 @@ from conveyor.push import (
 )
 from conveyor.push.codec import Decoder, Frame, FrameError, encode
 from conveyor.push.config import check_gateway_exposure
-from conveyor.push.gateway import TokenBucket
+from conveyor.push.peers import TokenBucket
 
 
 class Running:

@@ -36,13 +36,11 @@ import hashlib
 import hmac
 import json
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from ..aio import offload_to
 from ..client import Client
@@ -54,27 +52,20 @@ from ..exceptions import (
     ReceiptHandleInvalid,
     Unsupported,
 )
-from ..models import Capability, DeadLetterPolicy, Message, NewMessage, SendResult
-from ..queues import RECEIVE, SendEntry, Wait, decode_message, long_poll
+from ..models import Capability, DeadLetterPolicy, Message
 from ..validation import NAME_RE
 from .codec import PING, PONG, Decoder, Frame, FrameError, encode, encode_push
 from .config import GatewayConfig, server_tls
+from .dispatch import Dispatcher, QueueOps
+from .peers import App, Connection, Delivery, Peer
 
 log = logging.getLogger("conveyor.push")
 
 T = TypeVar("T")
-In = TypeVar("In")
-R = TypeVar("R")
 
 SEND_TYPES = ("queue", "topic")
 ANSWERS = ("arrived", "ack", "reject", "error")
-KNOWN_TYPES = (*SEND_TYPES, *ANSWERS, "register", "auth", "ping", "pong", "resp")
 RUNS = {"queue": "send", "arrived": "answer", "ack": "answer"}  # handled a run at a time
-RECEIVE_WAIT = 20.0  # seconds a dispatcher's long poll waits before asking again
-# messages a dispatcher claims at once, at most: one transaction for many pushes (SQS
-# itself takes at most 10 a receive)
-CLAIM_MOST = 100
-CLAIM_MOST_SQS = 10
 
 
 def resp(status: str, text: str, *, msgid: str = "") -> bytes:
@@ -111,307 +102,6 @@ def topic_queue_name(app: str, consumer_id: str) -> str:
         return name
     digest = hashlib.sha256(consumer_id.encode()).hexdigest()[:16]
     return f"{app[:60]}-to-{digest}"
-
-
-class TokenBucket:
-    """`rate` tokens a second, up to a second's worth banked (SKMQ's smooth bursty limiter).
-    A caller reserves a token and waits the time `reserve` returns."""
-
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = rate
-        self.capacity = max(1.0, rate)
-        self.clock = clock
-        self.tokens = self.capacity
-        self.at = clock()
-
-    def reserve(self, limit: float) -> float | None:
-        """Take a token; the seconds to wait before using it, or None (taking nothing)
-        when that would be more than `limit`."""
-        if self.rate <= 0:
-            return 0.0
-        now = self.clock()
-        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        wait = 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
-        if wait > limit:
-            return None
-        self.tokens -= 1
-        return wait
-
-
-class Connection:
-    """One TCP connection, either way: frames out, and what the gateway knows of it.
-
-    Frames written in one turn of the event loop go out in one write: a push, a reply, a
-    ping each cost a system call otherwise, and a consumer a read for each."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.authenticated = False
-        self.peer: Peer | None = None  # the consumer registered on this connection
-        self.last_seen = time.monotonic()
-        self.pinged_at: float | None = None
-        peer = writer.get_extra_info("peername")
-        self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self._out: list[bytes] = []  # written this turn of the loop, not yet sent
-
-    def write(self, data: bytes) -> None:
-        if not data or self.writer.is_closing():
-            return
-        if not self._out:
-            asyncio.get_running_loop().call_soon(self._send_out)
-        self._out.append(data)
-
-    def _send_out(self) -> None:
-        out, self._out = self._out, []
-        if out and not self.writer.is_closing():
-            self.writer.write(b"".join(out))
-
-    async def flush(self) -> None:
-        self._send_out()
-        with contextlib.suppress(ConnectionError):
-            await self.writer.drain()
-
-    def close(self) -> None:
-        self._send_out()
-        if not self.writer.is_closing():
-            self.writer.close()
-
-
-@dataclass(eq=False)
-class Delivery:
-    """A message pushed to a consumer and not answered yet."""
-
-    queue: str
-    message: Message
-    peer: Peer
-    deadline: float  # time.monotonic() when the consumer's time to answer ends
-
-    @property
-    def msgid(self) -> str:
-        return self.message.id
-
-    @property
-    def receipt(self) -> str:
-        assert self.message.receipt is not None
-        return self.message.receipt
-
-
-@dataclass(eq=False)
-class Peer:
-    """A registered consumer."""
-
-    id: str
-    app: str
-    weight: int
-    prefetch: int
-    host: str = ""
-    port: int = 0
-    connection: Connection | None = None  # pushes go here; None: dial host:port
-    assigned: int = 0
-    alive: bool = True
-    deliveries: dict[str, Delivery] = field(default_factory=dict)  # by msgid
-    topic_queue: str | None = None
-    checked_at: float = 0.0  # last heartbeat, dialled consumers
-
-    @property
-    def free(self) -> int:
-        return self.prefetch - len(self.deliveries) if self.alive else 0
-
-    def score(self) -> float:
-        return math.inf if self.assigned == 0 else (self.weight + 1) / self.assigned
-
-
-class App:
-    """An application: its queue, dead-letter queue, topic, consumers and rate limit."""
-
-    def __init__(self, name: str, rate: float) -> None:
-        self.name = name
-        self.peers: dict[str, Peer] = {}
-        self.bucket = TokenBucket(rate)
-        self.topic_ready = False
-
-
-class Batcher(Generic[In, R]):
-    """Store operations of one kind on one queue, gathered while the previous batch is in
-    the store and done as one call (one transaction): under load a send, an acknowledgement
-    or a release costs a fraction of a commit. Callers hand over one item or a run of
-    them (the frames of one read)."""
-
-    def __init__(
-        self, gateway: Gateway, fn: Callable[[list[In]], list[R | Exception]], limit: int = 100
-    ) -> None:
-        self.gateway = gateway
-        self.fn = fn
-        self.limit = limit
-        self.pending: deque[tuple[list[In], asyncio.Future[list[R | Exception]]]] = deque()
-        self.running = False
-
-    async def __call__(self, item: In) -> R:
-        [result] = await self.many([item])
-        if isinstance(result, Exception):
-            raise result
-        return result
-
-    async def many(self, items: list[In]) -> list[R | Exception]:
-        """Each item's result, or the exception it met."""
-        future: asyncio.Future[list[R | Exception]] = asyncio.get_running_loop().create_future()
-        self.pending.append((items, future))
-        if not self.running:
-            self.running = True
-            self.gateway.spawn(self._drain())
-        return await future
-
-    async def _drain(self) -> None:
-        try:
-            while self.pending:
-                runs = [self.pending.popleft()]
-                size = len(runs[0][0])
-                while self.pending and size + len(self.pending[0][0]) <= self.limit:
-                    runs.append(self.pending.popleft())
-                    size += len(runs[-1][0])
-                items = [item for run, _ in runs for item in run]
-                try:
-                    results = await self.gateway.call(self.fn, items)
-                except Exception as exc:
-                    results = [exc] * len(items)
-                at = 0
-                for run, future in runs:
-                    if not future.done():
-                        future.set_result(results[at : at + len(run)])
-                    at += len(run)
-        finally:
-            self.running = False
-
-
-class QueueOps:
-    """One queue's batched operations, straight on the store."""
-
-    def __init__(self, gateway: Gateway, name: str) -> None:
-        self.name = name
-        self.queue = gateway.client.queue(name)
-        self.backend = gateway.client.backend
-        self.send = Batcher[bytes | tuple[bytes, str], SendResult](gateway, self._send)
-        self.delete = Batcher[str, None](gateway, self._delete)
-        self.visibility = Batcher[tuple[str, float], None](gateway, self._visibility)
-
-    def _send(self, items: list[bytes | tuple[bytes, str]]) -> list[SendResult | Exception]:
-        results: list[SendResult | Exception | None] = []
-        ready: list[tuple[int, NewMessage]] = []
-        queue = self.queue
-        for i, item in enumerate(items):
-            try:
-                if isinstance(item, tuple):
-                    entry = SendEntry(entry_id="0", body=item[0], id=item[1])
-                    ready.append((i, queue.prepare(entry)))
-                else:
-                    ready.append((i, queue.prepare_body(item)))
-                results.append(None)
-            except ConveyorError as exc:  # refused alone; the others go on
-                results.append(exc)
-        if ready:
-            sent = self.backend.send(self.name, [m for _, m in ready])
-            for (i, _), result in zip(ready, sent, strict=True):
-                results[i] = result
-        return cast(list[SendResult | Exception], results)
-
-    def _delete(self, receipts: list[str]) -> list[Exception | None]:
-        return list(self.backend.delete(self.name, receipts))
-
-    def _visibility(self, entries: list[tuple[str, float]]) -> list[Exception | None]:
-        return list(self.backend.change_visibility(self.name, entries))
-
-    def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
-        got = self.backend.receive(self.name, max_messages, visibility_timeout)
-        return [decode_message(m) for m in got]
-
-
-class Dispatcher:
-    """Receives from one queue and pushes to the consumers `candidates` names."""
-
-    def __init__(self, gateway: Gateway, queue: str, candidates: Callable[[], list[Peer]]) -> None:
-        self.gateway = gateway
-        self.queue = queue
-        self.candidates = candidates
-        self.room = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-        self.stopped = False
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self._run(), name=f"dispatch {self.queue}")
-
-    def stop(self) -> None:
-        self.stopped = True
-        self.room.set()
-        if self.task is not None:
-            self.task.cancel()
-
-    def pick(self, peers: list[Peer] | None = None) -> Peer | None:
-        """The consumer with room that has the highest (weight + 1) / assigned (of `peers`,
-        by default the candidates now)."""
-        best: Peer | None = None
-        top = -1.0
-        for peer in self.candidates() if peers is None else peers:
-            if peer.free > 0:
-                score = peer.score()
-                if score > top:
-                    best, top = peer, score
-        return best
-
-    async def _receive(self, ops: QueueOps, max_messages: int) -> list[Message]:
-        """A long poll: woken by a send in this process, and every `poll_interval` for
-        delays ending and other processes' sends; no thread held while it waits."""
-        gw = self.gateway
-        backend = ops.backend
-        poll = long_poll(backend, ops.name, RECEIVE_WAIT)
-        step = next(poll)
-        try:
-            while True:
-                if step is RECEIVE:
-                    got = await gw.call(ops.receive, max_messages, gw.config.ack_timeout)
-                    step = poll.send(got)
-                    continue
-                assert isinstance(step, Wait)
-                if self.stopped or gw.closing:
-                    return []
-                await backend.wait_for_messages_async(ops.name, step.since, step.remaining)
-                step = next(poll)
-        except StopIteration as done:
-            messages: list[Message] = done.value
-            return messages
-
-    async def _run(self) -> None:
-        gw = self.gateway
-        ops = gw.ops(self.queue)
-        most = CLAIM_MOST_SQS if ops.backend.scheme == "sqs" else CLAIM_MOST
-        failures = 0
-        while not self.stopped and not gw.closing:
-            room = sum(p.free for p in self.candidates())
-            if room <= 0:
-                self.room.clear()
-                await self.room.wait()
-                continue
-            try:
-                messages = await self._receive(ops, min(room, most))
-                failures = 0
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                failures += 1
-                if failures == 1 or failures % 60 == 0:
-                    log.warning("receiving from %s failed: %s; retrying", self.queue, exc)
-                await asyncio.sleep(min(5.0, 0.1 * 2**failures))
-                continue
-            peers = self.candidates()
-            deadline = time.monotonic() + gw.config.ack_timeout
-            for message in messages:
-                peer = self.pick(peers)
-                if peer is None or self.stopped or gw.closing:
-                    gw.spawn(gw.release_message(self.queue, message))
-                    continue
-                peer.assigned += 1
-                gw.deliver(Delivery(self.queue, message, peer, deadline))
 
 
 class Gateway:

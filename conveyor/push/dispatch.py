@@ -1,0 +1,212 @@
+"""The push gateway's side of the store: operations of one kind on one queue gathered into one
+call (`Batcher`, `QueueOps`), and the dispatcher of each queue, which receives by long poll
+and pushes to the consumers with room."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
+
+from ..exceptions import ConveyorError
+from ..models import Message, NewMessage, SendResult
+from ..queues import RECEIVE, SendEntry, Wait, decode_message, long_poll
+from .peers import Delivery, Peer
+
+if TYPE_CHECKING:
+    from .gateway import Gateway
+
+log = logging.getLogger("conveyor.push")
+
+In = TypeVar("In")
+R = TypeVar("R")
+
+RECEIVE_WAIT = 20.0  # seconds a dispatcher's long poll waits before asking again
+# messages a dispatcher claims at once, at most: one transaction for many pushes (SQS
+# itself takes at most 10 a receive)
+CLAIM_MOST = 100
+CLAIM_MOST_SQS = 10
+
+
+class Batcher(Generic[In, R]):
+    """Store operations of one kind on one queue, gathered while the previous batch is in
+    the store and done as one call (one transaction): under load a send, an acknowledgement
+    or a release costs a fraction of a commit. Callers hand over one item or a run of
+    them (the frames of one read)."""
+
+    def __init__(
+        self, gateway: Gateway, fn: Callable[[list[In]], list[R | Exception]], limit: int = 100
+    ) -> None:
+        self.gateway = gateway
+        self.fn = fn
+        self.limit = limit
+        self.pending: deque[tuple[list[In], asyncio.Future[list[R | Exception]]]] = deque()
+        self.running = False
+
+    async def __call__(self, item: In) -> R:
+        [result] = await self.many([item])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def many(self, items: list[In]) -> list[R | Exception]:
+        """Each item's result, or the exception it met."""
+        future: asyncio.Future[list[R | Exception]] = asyncio.get_running_loop().create_future()
+        self.pending.append((items, future))
+        if not self.running:
+            self.running = True
+            self.gateway.spawn(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self.pending:
+                runs = [self.pending.popleft()]
+                size = len(runs[0][0])
+                while self.pending and size + len(self.pending[0][0]) <= self.limit:
+                    runs.append(self.pending.popleft())
+                    size += len(runs[-1][0])
+                items = [item for run, _ in runs for item in run]
+                try:
+                    results = await self.gateway.call(self.fn, items)
+                except Exception as exc:
+                    results = [exc] * len(items)
+                at = 0
+                for run, future in runs:
+                    if not future.done():
+                        future.set_result(results[at : at + len(run)])
+                    at += len(run)
+        finally:
+            self.running = False
+
+
+class QueueOps:
+    """One queue's batched operations, straight on the store."""
+
+    def __init__(self, gateway: Gateway, name: str) -> None:
+        self.name = name
+        self.queue = gateway.client.queue(name)
+        self.backend = gateway.client.backend
+        self.send = Batcher[bytes | tuple[bytes, str], SendResult](gateway, self._send)
+        self.delete = Batcher[str, None](gateway, self._delete)
+        self.visibility = Batcher[tuple[str, float], None](gateway, self._visibility)
+
+    def _send(self, items: list[bytes | tuple[bytes, str]]) -> list[SendResult | Exception]:
+        results: list[SendResult | Exception | None] = []
+        ready: list[tuple[int, NewMessage]] = []
+        queue = self.queue
+        for i, item in enumerate(items):
+            try:
+                if isinstance(item, tuple):
+                    entry = SendEntry(entry_id="0", body=item[0], id=item[1])
+                    ready.append((i, queue.prepare(entry)))
+                else:
+                    ready.append((i, queue.prepare_body(item)))
+                results.append(None)
+            except ConveyorError as exc:  # refused alone; the others go on
+                results.append(exc)
+        if ready:
+            sent = self.backend.send(self.name, [m for _, m in ready])
+            for (i, _), result in zip(ready, sent, strict=True):
+                results[i] = result
+        return cast(list[SendResult | Exception], results)
+
+    def _delete(self, receipts: list[str]) -> list[Exception | None]:
+        return list(self.backend.delete(self.name, receipts))
+
+    def _visibility(self, entries: list[tuple[str, float]]) -> list[Exception | None]:
+        return list(self.backend.change_visibility(self.name, entries))
+
+    def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
+        got = self.backend.receive(self.name, max_messages, visibility_timeout)
+        return [decode_message(m) for m in got]
+
+
+class Dispatcher:
+    """Receives from one queue and pushes to the consumers `candidates` names."""
+
+    def __init__(self, gateway: Gateway, queue: str, candidates: Callable[[], list[Peer]]) -> None:
+        self.gateway = gateway
+        self.queue = queue
+        self.candidates = candidates
+        self.room = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.stopped = False
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name=f"dispatch {self.queue}")
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.room.set()
+        if self.task is not None:
+            self.task.cancel()
+
+    def pick(self, peers: list[Peer] | None = None) -> Peer | None:
+        """The consumer with room that has the highest (weight + 1) / assigned (of `peers`,
+        by default the candidates now)."""
+        best: Peer | None = None
+        top = -1.0
+        for peer in self.candidates() if peers is None else peers:
+            if peer.free > 0:
+                score = peer.score()
+                if score > top:
+                    best, top = peer, score
+        return best
+
+    async def _receive(self, ops: QueueOps, max_messages: int) -> list[Message]:
+        """A long poll: woken by a send in this process, and every `poll_interval` for
+        delays ending and other processes' sends; no thread held while it waits."""
+        gw = self.gateway
+        backend = ops.backend
+        poll = long_poll(backend, ops.name, RECEIVE_WAIT)
+        step = next(poll)
+        try:
+            while True:
+                if step is RECEIVE:
+                    got = await gw.call(ops.receive, max_messages, gw.config.ack_timeout)
+                    step = poll.send(got)
+                    continue
+                assert isinstance(step, Wait)
+                if self.stopped or gw.closing:
+                    return []
+                await backend.wait_for_messages_async(ops.name, step.since, step.remaining)
+                step = next(poll)
+        except StopIteration as done:
+            messages: list[Message] = done.value
+            return messages
+
+    async def _run(self) -> None:
+        gw = self.gateway
+        ops = gw.ops(self.queue)
+        most = CLAIM_MOST_SQS if ops.backend.scheme == "sqs" else CLAIM_MOST
+        failures = 0
+        while not self.stopped and not gw.closing:
+            room = sum(p.free for p in self.candidates())
+            if room <= 0:
+                self.room.clear()
+                await self.room.wait()
+                continue
+            try:
+                messages = await self._receive(ops, min(room, most))
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if failures == 1 or failures % 60 == 0:
+                    log.warning("receiving from %s failed: %s; retrying", self.queue, exc)
+                await asyncio.sleep(min(5.0, 0.1 * 2**failures))
+                continue
+            peers = self.candidates()
+            deadline = time.monotonic() + gw.config.ack_timeout
+            for message in messages:
+                peer = self.pick(peers)
+                if peer is None or self.stopped or gw.closing:
+                    gw.spawn(gw.release_message(self.queue, message))
+                    continue
+                peer.assigned += 1
+                gw.deliver(Delivery(self.queue, message, peer, deadline))

@@ -1,0 +1,134 @@
+"""What the push gateway knows of its peers: connections (frames out, written once per turn of
+the event loop), apps with their rate limits, registered consumers and the messages pushed to
+them awaiting an answer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..models import Message
+
+
+class TokenBucket:
+    """`rate` tokens a second, up to a second's worth banked (SKMQ's smooth bursty limiter).
+    A caller reserves a token and waits the time `reserve` returns."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, rate)
+        self.clock = clock
+        self.tokens = self.capacity
+        self.at = clock()
+
+    def reserve(self, limit: float) -> float | None:
+        """Take a token; the seconds to wait before using it, or None (taking nothing)
+        when that would be more than `limit`."""
+        if self.rate <= 0:
+            return 0.0
+        now = self.clock()
+        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        wait = 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
+        if wait > limit:
+            return None
+        self.tokens -= 1
+        return wait
+
+
+class Connection:
+    """One TCP connection, either way: frames out, and what the gateway knows of it.
+
+    Frames written in one turn of the event loop go out in one write: a push, a reply, a
+    ping each cost a system call otherwise, and a consumer a read for each."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.authenticated = False
+        self.peer: Peer | None = None  # the consumer registered on this connection
+        self.last_seen = time.monotonic()
+        self.pinged_at: float | None = None
+        peer = writer.get_extra_info("peername")
+        self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._out: list[bytes] = []  # written this turn of the loop, not yet sent
+
+    def write(self, data: bytes) -> None:
+        if not data or self.writer.is_closing():
+            return
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._send_out)
+        self._out.append(data)
+
+    def _send_out(self) -> None:
+        out, self._out = self._out, []
+        if out and not self.writer.is_closing():
+            self.writer.write(b"".join(out))
+
+    async def flush(self) -> None:
+        self._send_out()
+        with contextlib.suppress(ConnectionError):
+            await self.writer.drain()
+
+    def close(self) -> None:
+        self._send_out()
+        if not self.writer.is_closing():
+            self.writer.close()
+
+
+@dataclass(eq=False)
+class Delivery:
+    """A message pushed to a consumer and not answered yet."""
+
+    queue: str
+    message: Message
+    peer: Peer
+    deadline: float  # time.monotonic() when the consumer's time to answer ends
+
+    @property
+    def msgid(self) -> str:
+        return self.message.id
+
+    @property
+    def receipt(self) -> str:
+        assert self.message.receipt is not None
+        return self.message.receipt
+
+
+@dataclass(eq=False)
+class Peer:
+    """A registered consumer."""
+
+    id: str
+    app: str
+    weight: int
+    prefetch: int
+    host: str = ""
+    port: int = 0
+    connection: Connection | None = None  # pushes go here; None: dial host:port
+    assigned: int = 0
+    alive: bool = True
+    deliveries: dict[str, Delivery] = field(default_factory=dict)  # by msgid
+    topic_queue: str | None = None
+    checked_at: float = 0.0  # last heartbeat, dialled consumers
+
+    @property
+    def free(self) -> int:
+        return self.prefetch - len(self.deliveries) if self.alive else 0
+
+    def score(self) -> float:
+        return math.inf if self.assigned == 0 else (self.weight + 1) / self.assigned
+
+
+class App:
+    """An application: its queue, dead-letter queue, topic, consumers and rate limit."""
+
+    def __init__(self, name: str, rate: float) -> None:
+        self.name = name
+        self.peers: dict[str, Peer] = {}
+        self.bucket = TokenBucket(rate)
+        self.topic_ready = False
