@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from .backends.base import Bounds, Pipeline
-from .models import ArchivedMessage, Message
+from .models import ArchivedMessage, Message, NewMessage
 from .queues import Queue, SendEntry, decode_archived, decode_message
 
 
@@ -56,8 +56,14 @@ class QueuePipeline:
     ) -> int:
         """Insert entries hidden under (sink, batch, part, attempt), each checked and
         encoded as a send to the queue would be; how many were staged."""
-        prepared = [self.queue.prepare(entry) for entry in entries]
-        return self.store.stage_messages(self.name, sink, batch, part, attempt, prepared)
+        prepared = self.queue.prepare_many(entries)
+        return self.stage_prepared(sink, batch, part, attempt, prepared)
+
+    def stage_prepared(
+        self, sink: str, batch: int, part: int, attempt: int, messages: Sequence[NewMessage]
+    ) -> int:
+        """`stage` for messages `Queue.prepare_many` or `prepare_plain` made."""
+        return self.store.stage_messages(self.name, sink, batch, part, attempt, messages)
 
     def publish(self, sink: str, batch: int, tags: Sequence[tuple[int, int]]) -> int | None:
         """Make visible what (part, attempt) in `tags` staged for (sink, batch)."""

@@ -134,6 +134,11 @@ class Queue:
         """Validate and encode an entry as `send` would, without sending it."""
         return self._prepare(self.info.attributes, entry)
 
+    def prepare_many(self, entries: Iterable[SendEntry]) -> list[NewMessage]:
+        """`prepare` for many entries, against one read of the queue's attributes."""
+        attrs = self.info.attributes
+        return [self._prepare(attrs, entry) for entry in entries]
+
     def prepare_body(self, body: Body) -> NewMessage:
         """`prepare` for a bare body (no id, delay, group, attributes or deadline)."""
         return self._prepare_body(self.info.attributes, body)
@@ -194,20 +199,30 @@ class Queue:
             }
         )
 
-    def _prepare_body(self, attrs: QueueAttributes, body: Body) -> NewMessage:
-        """`_prepare` for a bare body (no id, delay, group, attributes or deadline)."""
+    def prepare_plain(self, ids: Sequence[str | None], bodies: Sequence[Body]) -> list[NewMessage]:
+        """`prepare_many` for entries of a body and an id (None: made by the store) alone."""
+        attrs = self.info.attributes
+        return [self._prepare_body(attrs, b, i) for i, b in zip(ids, bodies, strict=True)]
+
+    def _prepare_body(
+        self, attrs: QueueAttributes, body: Body, message_id: str | None = None
+    ) -> NewMessage:
+        """`_prepare` for a bare body and an id (no delay, group, attributes or deadline)."""
         if type(body) is not bytes:
             body = encode_body(body)
         if len(body) > attrs.max_message_bytes or not body:
             check_body_size(body, {}, attrs.max_message_bytes)
-        if attrs.fifo:  # says what a FIFO queue needs
-            return self._prepare(attrs, SendEntry(entry_id="0", body=body))
+        if attrs.fifo or (message_id is not None and not self._sender_ids):
+            # says what a FIFO queue needs, or that the store makes its own ids
+            return self._prepare(attrs, SendEntry(entry_id="0", body=body, id=message_id))
+        if message_id is not None:
+            check_message_id(message_id)
         compressed = False
         if attrs.compress_over is not None and len(body) > attrs.compress_over:
             body, compressed = _packed(attrs, body)
         return new_message(
             {
-                "id": "",
+                "id": message_id or "",
                 "body": body,
                 "attributes": {},
                 "group_id": None,
@@ -216,7 +231,7 @@ class Queue:
                 "deadline": None,
                 "delay": attrs.delay,
                 "compressed": compressed,
-                "generated_id": True,
+                "generated_id": message_id is None,
             }
         )
 

@@ -140,6 +140,31 @@ def test_a_retry_takes_over_the_ids_an_earlier_attempt_staged(
     assert q.get("x0").text == "kept"
 
 
+def test_a_bulk_import_skips_the_ids_the_queue_holds_and_repeats(
+    env: tuple[Client, Pipeline],
+) -> None:
+    """Hundreds of rows with chosen ids (PostgreSQL copies them, and falls back to a
+    statement that skips held ids when the copy meets one): held ids and a repeated id are
+    skipped, the rest staged, nothing of the failed copy left behind."""
+    client, store = env
+    q = client.create_queue("q")
+    for i in range(0, 300, 7):
+        q.send("kept", id=f"x{i}")
+    held = len(range(0, 300, 7))
+    rows = [q.prepare(e) for e in entries(300, "x", ids=True)]
+    rows.append(q.prepare(SendEntry(entry_id="r", body="again", id="x1")))
+    assert store.stage_messages("q", "imp", 0, 0, 0, rows) == 300 - held
+    assert store.publish_staged("q", "imp", 0, [(0, 0)]) == 300 - held
+    texts = {m.id: m.text for m in q.peek(limit=1000)}
+    assert len(texts) == 300 and texts["x7"] == "kept" and texts["x1"] == "x1"
+    # with nothing held, the same rows of another queue are all staged at once
+    r = client.create_queue("r")
+    fresh = [r.prepare(e) for e in entries(300, "x", ids=True)]
+    assert store.stage_messages("r", "imp", 0, 0, 0, fresh) == 300
+    assert store.publish_staged("r", "imp", 0, [(0, 0)]) == 300
+    assert r.stats().ready == 300
+
+
 def staged_rows(store: Pipeline, queue: str) -> int:
     """Rows of `queue` staged and not published (hidden at visible_at >= HIDDEN)."""
     assert isinstance(store, SQLPipeline)
@@ -283,3 +308,52 @@ def test_imports_and_redrives_issue_statements_in_proportion_to_their_rows(
         assert large <= 11 * small, f"{job}: {small} statements for 5,000, {large} for 50,000"
     # a few dozen statements per thousand rows staged, a few per thousand removed
     assert counts["import"][1] <= 50 * 30 and counts["redrive"][1] <= 50 * 5, counts
+
+
+def test_plain_rows_are_checked_and_encoded_as_sends_are(tmp_path: Path) -> None:
+    """What a sink's task makes of rows carrying only an id and a body (`prepare_plain`,
+    taken for an Arrow batch without attributes, groups or priorities) is what `prepare`
+    makes of the same entries, refusals included; other batches go through `prepare`."""
+    pa = pytest.importorskip("pyarrow")
+    pytest.importorskip("pyspark")
+    from conveyor.exceptions import InvalidInput
+    from conveyor.spark.source import _prepared
+
+    with Client(f"sqlite:///{tmp_path}/p.db") as client:
+        q = client.create_queue("q", compress_over=100, delay=5, max_message_bytes=1024)
+        given: list[tuple[str | None, bytes | str]] = [("a", b"x"), (None, "y"), ("b", b"z" * 500)]
+        plain = q.prepare_plain([i for i, _ in given], [b for _, b in given])
+        one_by_one = [q.prepare(SendEntry(entry_id="0", body=b, id=i)) for i, b in given]
+        assert [vars(m) for m in plain] == [vars(m) for m in one_by_one]
+        assert plain[2].compressed and plain[0].delay == 5 and plain[1].generated_id
+        refused: list[tuple[list[str | None], list[bytes], str]] = [
+            (["bad id"], [b"x"], "message id 'bad id'"),
+            ([""], [b"x"], "message id ''"),
+            ([None], [b""], "empty"),
+            ([None], [b"x" * 1025], "1,?024"),
+        ]
+        for ids, bodies, says in refused:
+            with pytest.raises(InvalidInput, match=says):
+                q.prepare_plain(ids, bodies)
+        fifo = client.create_queue("f.fifo", fifo=True)
+        with pytest.raises(InvalidInput, match="every message needs a group_id"):
+            fifo.prepare_plain([None], [b"x"])
+
+        maps = pa.map_(pa.string(), pa.string())
+        exported = pa.RecordBatch.from_pydict(
+            {
+                "id": ["a", "b"], "body": [b"1", b"2"], "body_text": ["1", "2"],
+                "attributes": pa.array([[], None], type=maps),
+                "group_id": pa.array([None, None], type=pa.string()),
+                "priority": pa.array([0, None], type=pa.int32()),
+            }
+        )  # fmt: skip
+        as_plain = _prepared(q, exported)
+        assert [m.id for m in as_plain] == ["a", "b"] and as_plain[1].body == b"2"
+        tagged = exported.set_column(3, "attributes", pa.array([[("k", "v")], None], type=maps))
+        kept = _prepared(q, tagged)
+        assert kept[0].attributes == {"k": "v"} and kept[1].attributes == {}
+        urgent = exported.set_column(5, "priority", pa.array([0, 3], type=pa.int32()))
+        assert [m.priority for m in _prepared(q, urgent)] == [0, 3]
+        texts = pa.RecordBatch.from_pydict({"body_text": ["t1", "t2"]})
+        assert [m.body for m in _prepared(q, texts)] == [b"t1", b"t2"]

@@ -44,8 +44,9 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from ..client import Client
 from ..exceptions import InvalidInput, Unsupported
+from ..models import NewMessage
 from ..pipeline import QueuePipeline
-from ..queues import SendEntry
+from ..queues import Queue, SendEntry
 from .options import Options, parse_options
 from .rows import SCHEMA, WRITABLE, archived_row, message_row, record_batch
 
@@ -299,6 +300,39 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 # -- writing --------------------------------------------------------------------------------
 
 
+def _plain(batch: Any) -> tuple[list[str | None], list[Any]] | None:
+    """(ids, bodies) of an Arrow record batch whose rows carry nothing else (no attributes,
+    group or priority: an export of a standard queue), or None."""
+    names, n = batch.schema.names, batch.num_rows
+    for extra in ("group_id", "priority", "attributes"):
+        if extra not in names:
+            continue
+        column = batch.column(extra)
+        if column.null_count == n:
+            continue
+        if extra == "priority" and not any(column.to_pylist()):
+            continue
+        if extra == "attributes" and column.offsets[-1].as_py() == column.offsets[0].as_py():
+            continue  # every map empty (or null)
+        return None
+    if "body" in names and batch.column("body").null_count == 0:
+        bodies = batch.column("body").to_pylist()
+    elif "body" not in names and batch.column("body_text").null_count == 0:
+        bodies = batch.column("body_text").to_pylist()
+    else:
+        return None
+    ids = batch.column("id").to_pylist() if "id" in names else [None] * n
+    return ids, bodies
+
+
+def _prepared(queue: Queue, batch: Any) -> list[NewMessage]:
+    """The messages of an Arrow record batch of the sink's columns, checked and encoded."""
+    plain = _plain(batch)
+    if plain is not None:
+        return queue.prepare_plain(*plain)
+    return queue.prepare_many(_entries(batch))
+
+
 def _entries(batch: Any) -> Iterator[SendEntry]:
     """Send entries from an Arrow record batch of the sink's columns."""
     cols = batch.to_pydict()
@@ -338,16 +372,17 @@ class Staging:
         part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
         queue = self.conn.queue
         count = 0
-        chunk: list[SendEntry] = []
+        chunk: list[NewMessage] = []
         try:
             for records in iterator:
-                for entry in _entries(records):
-                    chunk.append(entry)
-                    if len(chunk) >= STAGE_CHUNK:
-                        count += queue.stage(self.sink, batch, part, attempt, chunk)
-                        chunk = []
+                chunk += _prepared(queue.queue, records)
+                while len(chunk) >= STAGE_CHUNK:
+                    count += queue.stage_prepared(
+                        self.sink, batch, part, attempt, chunk[:STAGE_CHUNK]
+                    )
+                    del chunk[:STAGE_CHUNK]
             if chunk:
-                count += queue.stage(self.sink, batch, part, attempt, chunk)
+                count += queue.stage_prepared(self.sink, batch, part, attempt, chunk)
         finally:
             self.conn.close()
         return Staged(part, attempt, count)

@@ -77,6 +77,9 @@ KEEP_SECONDS = 60.0
 POOL_TIMEOUT = 5.0  # how long an operation waits for a connection when all are busy
 
 # binary parameters (%b): arrays cross without text quoting and escaping
+# rows with ids chosen by senders from which an insert tries COPY first (a savepoint and a
+# reservation of seqs cost two more round trips: worth it for bulk moves, not for a send)
+COPY_IDS_AT = 100
 _ARRAYS = (
     "%b::bigint[], %b::int[], %b::text[], %b::bytea[], %b::text[], %b::text[], %b::text[],"
     " %b::float8[], %b::float8[], %b::float8[], %b::smallint[]"
@@ -477,8 +480,13 @@ class PostgresDialect(ServerDialect):
         if not made:
             if not all(row.as_sent and row.id for row in rows):
                 return super().insert_keyed(ex, qid, rows, made)
-            # ids chosen by senders (an import): one statement of one array per column; the
-            # rows whose id the queue holds are skipped, and so is a second row of one id
+            if len(rows) >= COPY_IDS_AT:
+                # ids chosen by senders (an import), seldom held already: a binary COPY in a
+                # savepoint, which a unique violation undoes for the statement below
+                with suppress(psycopg.errors.UniqueViolation), ex.cur.connection.transaction():
+                    return list(self._copy_rows(ex, qid, rows))
+            # one statement of one array per column; the rows whose id the queue holds are
+            # skipped, and so is a second row of one id
             values = [self.send_values(qid, row) for row in rows]
             stored = {
                 str(message_id): int(seq)
@@ -490,7 +498,11 @@ class PostgresDialect(ServerDialect):
                 )
             }
             return [stored.pop(row.id, None) for row in rows]
-        # seqs reserved up front, then one binary COPY: several times an INSERT's speed
+        return list(self._copy_rows(ex, qid, rows))
+
+    def _copy_rows(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> list[int]:
+        """Insert rows with seqs reserved up front by one binary COPY (several times an
+        INSERT's speed); their seqs."""
         p = self.prefix
         seqs = [
             int(seq)
@@ -505,7 +517,7 @@ class PostgresDialect(ServerDialect):
             cp.set_types(_COPY_TYPES)
             for seq, row in zip(seqs, rows, strict=True):
                 cp.write_row((seq, *self.send_values(qid, row)))
-        return list(seqs)
+        return seqs
 
     # -- claims and deletes ---------------------------------------------------------------
 
