@@ -1,6 +1,7 @@
 """Spark against one process with the SDK.
 
     python -m bench.spark [--size 100000] [--only sqlite|postgres] [--modes local[1],local[2]]
+                          [--jobs export,import,stats,redrive,stream]
 
 runs the pipeline jobs (export, import, stats, redrive, streaming read) each beside the same
 work done in one process with the SDK (see `bench/spark_jobs.py`).
@@ -163,6 +164,9 @@ def main() -> None:
     parser.add_argument("--ops", action="store_true", help="the data source's operations")
     parser.add_argument("--size", default="100000", help="jobs: messages (N or N,M)")
     parser.add_argument("--modes", default="local[1],local[2]", help="jobs: Spark masters")
+    parser.add_argument(
+        "--jobs", default="export,import,stats,redrive,stream", help="jobs: which to run"
+    )
     parser.add_argument("--messages", type=int, default=100_000, help="--ops: messages")
     parser.add_argument("--only", choices=["sqlite", "postgres"])
     parser.add_argument("--master", default="local[2]", help="--ops: the Spark master")

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,7 +231,7 @@ def timed(fn: Callable[[], int]) -> tuple[float, int, Peak, float]:
     return secs, n, p, (b1 - b0) / secs
 
 
-def run_sdk(kind: str, url: str, size: int, tmp: str) -> list[Row]:
+def run_sdk(kind: str, url: str, size: int, tmp: str, which: Sequence[str] = JOBS) -> list[Row]:
     out = []
     path = os.path.join(tmp, f"sdk-{kind}-{size}.parquet")
     fill(url, "src", size)
@@ -246,6 +246,8 @@ def run_sdk(kind: str, url: str, size: int, tmp: str) -> list[Row]:
     with Client(url) as c:
         c.create_queue("sdk-back")
     for job, fn in steps:
+        if job not in which:
+            continue
         settle(url)
         secs, n, _, cores = timed(fn)
         assert n == size, (job, n, size)
@@ -256,8 +258,9 @@ def run_sdk(kind: str, url: str, size: int, tmp: str) -> list[Row]:
 
 
 def run_spark(
-    spark: Any, mode: str, kind: str, url: str, size: int, tmp: str, src: str = "src"
-) -> list[Row]:
+    spark: Any, mode: str, kind: str, url: str, size: int, tmp: str, src: str = "src",
+    which: Sequence[str] = JOBS,
+) -> list[Row]:  # fmt: skip
     from conveyor.spark import jobs
 
     tag = mode.replace("[", "").replace("]", "") + ("" if src == "src" else f"-{src}")
@@ -277,6 +280,8 @@ def run_spark(
     ]
     out = []
     for job, fn in steps:
+        if job not in which:
+            continue
         settle(url)
         secs, n, p, cores = timed(fn)
         assert n == size, (job, n, size)
@@ -289,7 +294,9 @@ def run_spark(
     return out
 
 
-def spark_mode(mode: str, stores: list[tuple[str, str]], size: int, tmp: str) -> dict[str, Any]:
+def spark_mode(
+    mode: str, stores: list[tuple[str, str]], size: int, tmp: str, which: Sequence[str] = JOBS
+) -> dict[str, Any]:
     """Every job in a Spark session of its own (this process is fresh: its JVM too)."""
     from conveyor.spark import session
 
@@ -305,16 +312,18 @@ def spark_mode(mode: str, stores: list[tuple[str, str]], size: int, tmp: str) ->
         warm = "warm-" + mode.replace("[", "").replace("]", "")
         for kind, url in stores:
             fill(url, warm, WARM)
-            for r in run_spark(spark, mode, kind, url, WARM, tmp, src=warm):
+            for r in run_spark(spark, mode, kind, url, WARM, tmp, src=warm, which=which):
                 first[r.job] = first.get(r.job, 0.0) + r.seconds
         for kind, url in stores:
-            rows += run_spark(spark, mode, kind, url, size, tmp)
+            rows += run_spark(spark, mode, kind, url, size, tmp, which=which)
     finally:
         spark.stop()
     return {"start": start, "first": first, "rows": [r.__dict__ for r in rows]}
 
 
-def _child(mode: str, stores: list[tuple[str, str]], size: int, tmp: str) -> dict[str, Any]:
+def _child(
+    mode: str, stores: list[tuple[str, str]], size: int, tmp: str, which: Sequence[str]
+) -> dict[str, Any]:
     """`spark_mode` in a new process (a JVM of its own, whose start is then counted)."""
     import json
     import subprocess
@@ -327,7 +336,7 @@ def _child(mode: str, stores: list[tuple[str, str]], size: int, tmp: str) -> dic
         "print('RESULT ' + json.dumps(out))\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code, json.dumps([mode, stores, size, tmp])],
+        [sys.executable, "-c", code, json.dumps([mode, stores, size, tmp, list(which)])],
         stdout=subprocess.PIPE,
         text=True,
         check=True,
@@ -342,6 +351,12 @@ def _child(mode: str, stores: list[tuple[str, str]], size: int, tmp: str) -> dic
 
 def main(args: Any) -> None:
     sizes = [int(s) for s in str(args.size).split(",")]
+    jobs = [j.strip() for j in str(args.jobs).split(",")]
+    unknown = sorted(set(jobs) - set(JOBS))
+    if unknown:
+        raise SystemExit(f"unknown job(s) {', '.join(unknown)}: pick from {', '.join(JOBS)}")
+    if "stream" in jobs and "import" not in jobs:
+        raise SystemExit("the stream drains what import wrote: --jobs with stream needs import")
     modes = args.modes.split(",")
     tmp = tempfile.mkdtemp(prefix="spark-jobs-")
     prefix = f"sparkjobs{secrets.token_hex(3)}_"
@@ -355,9 +370,9 @@ def main(args: Any) -> None:
             if args.only in (None, "postgres"):
                 stores.append(("postgres", f"{PG}?prefix={prefix}{size}_"))
             for kind, url in stores:
-                rows += run_sdk(kind, url, size, tmp)
+                rows += run_sdk(kind, url, size, tmp, jobs)
             for mode in modes:
-                got = _child(mode, stores, size, tmp)
+                got = _child(mode, stores, size, tmp, jobs)
                 starts[mode] = got["start"]
                 print(
                     f"  {mode}: session start {got['start']:.1f} s; first use of each job"

@@ -13,19 +13,21 @@ from typing import Any
 
 from ..client import Client
 from ..exceptions import InvalidInput
+from .rows import TYPES
 
 LATENCY_QUANTILES = (0.5, 0.9, 0.99)
 
 
-def snapshot(spark: Any, store: str, queue: str, *, source: str = "queue") -> Any:
-    """A DataFrame of a queue's messages (every state) or of its archive."""
-    return (
-        spark.read.format("conveyor")
-        .option("store", store)
-        .option("queue", queue)
-        .option("source", source)
-        .load()
-    )
+def snapshot(
+    spark: Any, store: str, queue: str, *, source: str = "queue",
+    columns: Sequence[str] | None = None,
+) -> Any:  # fmt: skip
+    """A DataFrame of a queue's messages (every state) or of its archive; of `columns` alone
+    if given (the source then converts no others: bodies are most of a row)."""
+    reader = spark.read.format("conveyor")
+    if columns is not None:
+        reader = reader.schema(", ".join(f"{c} {TYPES[c]}" for c in columns))
+    return reader.option("store", store).option("queue", queue).option("source", source).load()
 
 
 def _queues(store: str, queues: Sequence[str] | None) -> list[str]:
@@ -83,13 +85,17 @@ def _depth(client: Client, queue: str) -> int:
 # -- redrive --------------------------------------------------------------------------------
 
 
+# what `redrive` reads of a dead-letter queue: what it writes, the state and the source
+REDRIVE_COLUMNS = ("id", "body", "attributes", "group_id", "priority", "state", "source_queue")
+
+
 def redrive(spark: Any, store: str, dlq: str, *, to: str | None = None) -> dict[str, int]:
     """Move the ready messages of dead-letter queue `dlq` back to the queues they came from
     (or all to `to`), keeping ids: a redrive cut short and run again sends nothing twice.
     Messages with no source queue stay put unless `to` is given. Counts per target queue."""
     from pyspark.sql import functions as F
 
-    df = snapshot(spark, store, dlq).where(F.col("state") == "ready")
+    df = snapshot(spark, store, dlq, columns=REDRIVE_COLUMNS).where(F.col("state") == "ready")
     target = F.lit(to) if to else F.col("source_queue")
     df = df.withColumn("target", target).where(F.col("target").isNotNull()).cache()
     try:
@@ -159,6 +165,11 @@ class Stats:
         }
 
 
+# what `stats` reads of the queues and of their archives
+LIVE_COLUMNS = ("queue", "state", "receive_count", "source_queue", "error")
+GONE_COLUMNS = ("queue", "state", "receive_count", "sent_at", "first_received_at", "removed_at")
+
+
 def stats(
     spark: Any, store: str, queues: Sequence[str] | None = None, *, window: str = "1 minute"
 ) -> Stats:
@@ -173,10 +184,13 @@ def stats(
     out = Stats()
     if not names:
         return out
-    live = reduce(lambda a, b: a.unionByName(b), [snapshot(spark, store, q) for q in names])
+    live = reduce(
+        lambda a, b: a.unionByName(b),
+        [snapshot(spark, store, q, columns=LIVE_COLUMNS) for q in names],
+    )
     gone = reduce(
         lambda a, b: a.unionByName(b),
-        [snapshot(spark, store, q, source="archive") for q in names],
+        [snapshot(spark, store, q, source="archive", columns=GONE_COLUMNS) for q in names],
     )
     live, gone = live.cache(), gone.cache()
     try:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..exceptions import InvalidInput
 from ..models import ArchivedMessage, AttributeValue, Message, TypedValue
 
 SCHEMA = (
@@ -14,7 +17,12 @@ SCHEMA = (
     " first_received_at TIMESTAMP, removed_at TIMESTAMP, receive_count INT, state STRING,"
     " source_queue STRING, error STRING"
 )
-COLUMNS = [c.strip().split(" ")[0] for c in SCHEMA.split(",") if " " in c.strip()]
+# each column's type as Spark's DataType.simpleString() spells it
+TYPES = {
+    name: kind.lower().replace(" ", "")
+    for name, kind in (c.split(" ", 1) for c in re.split(r",\s*(?![^<]*>)", SCHEMA))
+}
+COLUMNS = list(TYPES)
 # what a sink takes from a DataFrame; the snapshot's other columns are ignored
 WRITABLE = {"id", "body", "body_text", "attributes", "group_id", "priority"}
 
@@ -38,13 +46,40 @@ def _attributes(attrs: Mapping[str, AttributeValue]) -> dict[str, str]:
     return {k: attribute_text(v) for k, v in attrs.items()} if attrs else {}
 
 
-def message_row(m: Message, now: float) -> tuple[Any, ...]:
-    """A message as a row of the schema (times as epoch seconds: `record_batch` converts)."""
+def check_columns(fields: Sequence[tuple[str, str]]) -> list[str] | None:
+    """The columns of a schema given to a read, as (name, simpleString) pairs: None for the
+    whole schema, else their names (each one of SCHEMA's, of its type, once)."""
+    names = [name for name, _ in fields]
+    for name, kind in fields:
+        if name not in TYPES:
+            raise InvalidInput(f"unknown column {name!r}: a conveyor read has {', '.join(COLUMNS)}")
+        if kind != TYPES[name]:
+            raise InvalidInput(f"column {name!r} is {TYPES[name]}, not {kind}")
+    if len(set(names)) != len(names) or not names:
+        raise InvalidInput("a schema given to a conveyor read names each column once")
+    return None if names == COLUMNS else names
+
+
+def projection(columns: Sequence[str] | None) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """From a whole row, the row of `columns` (None: all)."""
+    if columns is None:
+        return lambda row: row
+    at = [COLUMNS.index(c) for c in columns]
+    if len(at) == 1:
+        (i,) = at
+        return lambda row: (row[i],)
+    pick = operator.itemgetter(*at)
+    return lambda row: pick(row)
+
+
+def message_row(m: Message, now: float, text: bool = True) -> tuple[Any, ...]:
+    """A message as a row of the schema (times as epoch seconds: `record_batch` converts);
+    `text` False leaves body_text None (a read that does not want it skips decoding)."""
     return (
         m.id,
         m.queue,
         m.body,
-        _text(m.body),
+        _text(m.body) if text else None,
         _attributes(m.attributes),
         m.group_id,
         m.priority,
@@ -59,12 +94,12 @@ def message_row(m: Message, now: float) -> tuple[Any, ...]:
     )
 
 
-def archived_row(a: ArchivedMessage) -> tuple[Any, ...]:
+def archived_row(a: ArchivedMessage, text: bool = True) -> tuple[Any, ...]:
     return (
         a.id,
         a.queue,
         a.body,
-        _text(a.body),
+        _text(a.body) if text else None,
         _attributes(a.attributes),
         a.group_id,
         a.priority,
@@ -79,12 +114,12 @@ def archived_row(a: ArchivedMessage) -> tuple[Any, ...]:
     )
 
 
-def _arrow_schema() -> Any:
+def _arrow_schema(columns: Sequence[str] | None = None) -> Any:
     import pyarrow as pa
 
     ts = pa.timestamp("us", tz="UTC")
     text, i32 = pa.string(), pa.int32()
-    return pa.schema(
+    whole = pa.schema(
         [
             ("id", text), ("queue", text), ("body", pa.binary()), ("body_text", text),
             ("attributes", pa.map_(text, text)), ("group_id", text), ("priority", i32),
@@ -92,17 +127,19 @@ def _arrow_schema() -> Any:
             ("receive_count", i32), ("state", text), ("source_queue", text), ("error", text),
         ]
     )  # fmt: skip
+    return whole if columns is None else pa.schema([whole.field(c) for c in columns])
 
 
-def record_batch(rows: list[tuple[Any, ...]]) -> Any:
-    """Rows of the declared schema as one Arrow record batch (what Spark reads fastest)."""
+def record_batch(rows: list[tuple[Any, ...]], columns: Sequence[str] | None = None) -> Any:
+    """Rows of the declared schema (or of `columns`) as one Arrow record batch (what Spark
+    reads fastest)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    schema = _arrow_schema()
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
+    schema = _arrow_schema(columns)
+    by_column = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
     arrays = []
-    for field, values in zip(schema, columns, strict=True):
+    for field, values in zip(schema, by_column, strict=True):
         if field.name == "attributes":
             values = tuple(list(v.items()) if v else [] for v in values)
         elif pa.types.is_timestamp(field.type):

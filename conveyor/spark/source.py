@@ -48,7 +48,15 @@ from ..models import NewMessage
 from ..pipeline import QueuePipeline
 from ..queues import Queue, SendEntry
 from .options import Options, parse_options
-from .rows import SCHEMA, WRITABLE, archived_row, message_row, record_batch
+from .rows import (
+    SCHEMA,
+    WRITABLE,
+    archived_row,
+    check_columns,
+    message_row,
+    projection,
+    record_batch,
+)
 
 STAGE_CHUNK = 5000  # messages per staging transaction
 
@@ -117,16 +125,18 @@ class Staged(WriterCommitMessage):
 ARROW_ROWS = 5000  # rows per Arrow record batch a read yields
 
 
-def _batches(source: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
-    """Rows of the declared schema as Arrow record batches of ARROW_ROWS."""
+def _batches(source: Iterator[tuple[Any, ...]], columns: list[str] | None) -> Iterator[Any]:
+    """Whole rows of the declared schema as Arrow record batches of ARROW_ROWS, of `columns`
+    (None: all)."""
+    pick = projection(columns)
     rows = []
     for row in source:
-        rows.append(row)
+        rows.append(pick(row))
         if len(rows) >= ARROW_ROWS:
-            yield record_batch(rows)
+            yield record_batch(rows, columns)
             rows = []
     if rows:
-        yield record_batch(rows)
+        yield record_batch(rows, columns)
 
 
 class ConveyorDataSource(DataSource):
@@ -144,12 +154,12 @@ class ConveyorDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return SnapshotReader(self.parsed)
+        return SnapshotReader(self.parsed, _columns(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         if self.parsed.source != "queue":
             raise InvalidInput("a stream reads a queue: source=archive is for batch reads only")
-        return LeaseStreamReader(self.parsed)
+        return LeaseStreamReader(self.parsed, _columns(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _check_writable(schema, overwrite)
@@ -165,6 +175,12 @@ class ConveyorDataSource(DataSource):
                 " unique to this query and stable across its restarts"
             )
         return StagedStreamWriter(self.parsed, self.parsed.sink)
+
+
+def _columns(schema: StructType) -> list[str] | None:
+    """The columns a read fills: those of a schema given with `.schema(...)` (a subset of
+    the declared one, which reads less), or None for the declared schema."""
+    return check_columns([(f.name, f.dataType.simpleString()) for f in schema.fields])
 
 
 def _check_target(options: Options) -> None:
@@ -211,8 +227,9 @@ def _check_writable(schema: StructType, overwrite: bool) -> None:
 
 
 class SnapshotReader(DataSourceReader):
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, columns: list[str] | None = None) -> None:
         self.options = options
+        self.columns = columns
         self.conn = _Store(options)
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -225,22 +242,24 @@ class SnapshotReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
-        queue = self.conn.queue
+        queue, columns = self.conn.queue, self.columns
+        text = columns is None or "body_text" in columns
         try:
             if self.options.source == "archive":
                 archived = queue.scan_archive(partition.low, partition.high)
-                yield from _batches(archived_row(a) for a in archived)
+                yield from _batches((archived_row(a, text) for a in archived), columns)
             else:
                 now = self.conn.client.clock.now()
                 messages = queue.scan(partition.low, partition.high)
-                yield from _batches(message_row(m, now) for m in messages)
+                yield from _batches((message_row(m, now, text) for m in messages), columns)
         finally:
             self.conn.close()
 
 
 class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, columns: list[str] | None = None) -> None:
         self.options = options
+        self.columns = columns
         self.conn = _Store(options)
         self.budget: int | None = None  # messages left to lease under availableNow
 
@@ -286,7 +305,8 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             now = self.conn.client.clock.now()
             messages = self.conn.queue.read_leased(o.stream, p.first, p.last, p.low, p.high)
-            yield from _batches(message_row(m, now) for m in messages)
+            text = self.columns is None or "body_text" in self.columns
+            yield from _batches((message_row(m, now, text) for m in messages), self.columns)
         finally:
             self.conn.close()
 

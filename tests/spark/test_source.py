@@ -66,6 +66,37 @@ def test_batch_write_then_snapshot_round_trips(spark: Any, store: str, client: C
     assert len(held) == 5
 
 
+def test_a_read_given_a_schema_fills_those_columns_alone(
+    spark: Any, store: str, client: Client
+) -> None:
+    """`.schema(...)` with some of the source's columns: the rows carry them (what a job
+    that needs no bodies reads, cheaper); one unknown or mistyped column says what to fix."""
+    q = client.create_queue("q", archive=True)
+    q.send_batch([f"m{i}" for i in range(10)])
+    for m in q.receive(max_messages=4):
+        assert m.receipt is not None
+        q.delete(m.receipt)
+    q.receive(max_messages=2)
+    some = spark.read.format("conveyor").schema("state STRING, receive_count INT")
+    got = some.option("store", store).option("queue", "q").load()
+    assert got.columns == ["state", "receive_count"]
+    assert sorted(tuple(r) for r in got.collect()) == [("in_flight", 1)] * 2 + [("ready", 0)] * 4
+    text = spark.read.format("conveyor").schema("body_text STRING").option("store", store)
+    done = text.option("queue", "q").option("source", "archive").load().collect()
+    assert sorted(r["body_text"] for r in done) == sorted(f"m{i}" for i in range(4))
+    stream = spark.readStream.format("conveyor").schema("id STRING, body BINARY")
+    assert stream.option("store", store).option("queue", "q").load().columns == ["id", "body"]
+    for schema, hint in [
+        ("state STRING, colour STRING", "unknown column 'colour'"),
+        ("receive_count STRING", "column 'receive_count' is int, not string"),
+    ]:
+        with pytest.raises(Exception, match=None) as info:
+            spark.read.format("conveyor").schema(schema).option("store", store).option(
+                "queue", "q"
+            ).load().collect()
+        assert hint in str(info.value), (hint, str(info.value)[:400])
+
+
 def test_archive_snapshot(spark: Any, store: str, client: Client) -> None:
     q = client.create_queue("done", archive=True)
     q.send_batch([f"m{i}" for i in range(10)])
