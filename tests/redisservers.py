@@ -48,10 +48,11 @@ def available() -> str | None:
 class RedisServer:
     """One redis-server process; `options` are its command-line settings."""
 
-    def __init__(self, root: Path, port: int, *options: str) -> None:
+    def __init__(self, root: Path, port: int, *options: str, tls: bool = False) -> None:
         self.root = root
         self.port = port
         self.options = options
+        self.tls = tls  # `port` takes TLS connections alone (options give the certificates)
         self.proc: subprocess.Popen[bytes] | None = None
         root.mkdir(parents=True, exist_ok=True)
 
@@ -60,8 +61,13 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        ports = (
+            ["--port", "0", "--tls-port", str(self.port)]
+            if self.tls
+            else ["--port", str(self.port)]
+        )
         self.proc = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir",
+            ["redis-server", "--bind", "127.0.0.1", *ports, "--dir",
              str(self.root), "--save", "", "--protected-mode", "no", *self.options],
             stdout=(self.root / "redis.log").open("ab"),
             stderr=subprocess.STDOUT,
@@ -69,7 +75,10 @@ class RedisServer:
         deadline = time.monotonic() + 20
         while True:
             try:
-                redis.Redis(port=self.port, socket_connect_timeout=1, retry=ONCE).ping()
+                redis.Redis(
+                    port=self.port, socket_connect_timeout=1, retry=ONCE, ssl=self.tls,
+                    ssl_cert_reqs="none",
+                ).ping()  # fmt: skip
                 return
             except redis.exceptions.AuthenticationError:
                 return  # it answers: it wants a password

@@ -4,7 +4,10 @@ moves between queues in different slots of a cluster lose nothing."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -178,6 +181,51 @@ def test_a_server_with_a_password_is_reached_with_it_and_refused_without(tmp_pat
             pytest.raises(StoreUnavailable, match="check"),
         ):
             client.list_queues()
+    finally:
+        server.kill()
+
+
+def test_rediss_speaks_tls_and_checks_the_servers_certificate(tmp_path: Path) -> None:
+    """`rediss://` against a server taking TLS alone: the store works with a CA that signed
+    the server's certificate (libpq-style `ssl_ca_certs`), and refuses a server it cannot
+    verify, saying what to check."""
+    why = redisservers.available() or (None if shutil.which("openssl") else "openssl")
+    if why is not None:
+        unavailable(why)
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    ca, key, crt = certs / "ca.crt", certs / "server.key", certs / "server.crt"
+    run = functools.partial(subprocess.run, check=True, capture_output=True, cwd=certs)
+    run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=conveyor test CA", "-keyout", "ca.key", "-out", str(ca)])  # fmt: skip
+    run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+         "-keyout", str(key), "-out", "server.csr"])  # fmt: skip
+    (certs / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    run(["openssl", "x509", "-req", "-in", "server.csr", "-CA", str(ca), "-CAkey", "ca.key",
+         "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", str(crt)])  # fmt: skip
+    port = free_port()
+    server = redisservers.RedisServer(
+        tmp_path / "redis", port, "--tls-cert-file", str(crt), "--tls-key-file", str(key),
+        "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no", tls=True,
+    )  # fmt: skip
+    server.start()
+    try:
+        with Client(f"rediss://127.0.0.1:{port}/0?prefix=tls&ssl_ca_certs={ca}") as client:
+            q = client.create_queue("jobs")
+            q.send_batch(["a", "b"])
+            got = q.receive(10, wait=1)
+            assert sorted(m.text for m in got) == ["a", "b"]
+            assert all(r.ok for r in q.delete_batch([m.receipt or "" for m in got]))
+        with (
+            Client(f"rediss://127.0.0.1:{port}/0?prefix=tls&reconnect_timeout=0") as client,
+            pytest.raises(StoreUnavailable, match="check"),
+        ):
+            client.list_queues()  # the system's CAs did not sign this server's certificate
+        with (
+            Client(f"redis://127.0.0.1:{port}/0?prefix=tls&reconnect_timeout=0") as client,
+            pytest.raises(StoreUnavailable),
+        ):
+            client.list_queues()  # plain text to a TLS port
     finally:
         server.kill()
 
