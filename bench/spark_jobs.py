@@ -9,8 +9,9 @@ streaming read (availableNow into a no-op sink) — each timed as a job runs in 
 already started (the session's start is printed on its own), with the peak resident memory
 of Spark's driver (the JVM) and of its Python workers (all of them together) while the job
 ran, sampled every 0.2 s. The one-process way does the same with the SDK: export pages with
-`peek` into pyarrow, import sends the file's rows keeping their ids, stats pages through the
-queue counting states, redrive is `redrive_all`, the streaming read receives 10 and deletes.
+`peek` into the same Parquet columns, import sends the file's rows (the same columns, checked
+as sends are) keeping their ids, stats pages through the queue counting states, redrive is
+`redrive_all`, the streaming read receives 10 and deletes.
 On PostgreSQL the messages table is vacuumed and analyzed before each job, untimed (see
 `settle`).
 """
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conveyor import Client
+from conveyor import Client, SendEntry
 from conveyor.models import MessageState, NewMessage
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
@@ -123,34 +124,55 @@ def peak() -> Iterator[Peak]:
 
 
 def sdk_export(url: str, queue: str, path: str) -> int:
-    import pyarrow as pa
+    """What the export job writes (the snapshot's 15 columns), from `peek` pages."""
     import pyarrow.parquet as pq
+
+    from conveyor.spark.rows import message_row, record_batch
 
     with Client(url) as c:
         q = c.queue(queue)
-        schema = pa.schema([("id", pa.string()), ("body", pa.binary())])
+        now = c.clock.now()
         seen, after = 0, 0
-        with pq.ParquetWriter(path, schema) as writer:
+        writer: Any = None
+        try:
             while page := q.peek(limit=5000, after=after):
-                writer.write_table(
-                    pa.table({"id": [m.id for m in page], "body": [m.body for m in page]}, schema)
-                )
+                batch = record_batch([message_row(m, now) for m in page])
+                writer = writer or pq.ParquetWriter(path, batch.schema)
+                writer.write_batch(batch)
                 seen += len(page)
                 after = page[-1].sequence or 0
+        finally:
+            if writer is not None:
+                writer.close()
         return seen
 
 
+IMPORTED = ["id", "body", "attributes", "group_id", "priority"]
+
+
 def sdk_import(url: str, queue: str, path: str) -> int:
+    """What the import job reads of an export (its writable columns but body_text), checked
+    as sends are and sent keeping ids, 5,000 a call."""
     import pyarrow.parquet as pq
 
     sent = 0
     with Client(url) as c:
-        c.create_queue(queue)
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=5000, columns=["id", "body"]):
+        q = c.create_queue(queue)
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=5000, columns=IMPORTED):
             cols = batch.to_pydict()
-            messages = [
-                NewMessage(id=i, body=b) for i, b in zip(cols["id"], cols["body"], strict=True)
-            ]
+            if any(cols["attributes"]) or any(cols["group_id"]) or any(cols["priority"]):
+                messages = q.prepare_many(
+                    SendEntry(
+                        entry_id="0", body=b, id=i, group_id=g, priority=p or 0,
+                        attributes=dict(a or {}),
+                    )
+                    for i, b, a, g, p in zip(
+                        cols["id"], cols["body"], cols["attributes"], cols["group_id"],
+                        cols["priority"], strict=True,
+                    )
+                )  # fmt: skip
+            else:
+                messages = q.prepare_plain(cols["id"], cols["body"])
             sent += sum(not r.duplicate for r in c.backend.send(queue, messages))
     return sent
 

@@ -66,7 +66,14 @@ def import_(spark: Any, store: str, queue: str, path: str) -> tuple[int, int]:
             " export with `conveyor pipeline export` or add the column"
         )
     writable = ("id", "body", "body_text", "attributes", "group_id", "priority")
-    keep = [c for c in writable if c in df.columns]
+    from pyspark.sql import functions as F
+
+    keep: list[Any] = [c for c in writable if c in df.columns]
+    if "body" in keep and "body_text" in keep:
+        # one column to the sink, not the same bytes twice (body_text only where body is null)
+        keep.remove("body_text")
+        body = F.coalesce(F.col("body"), F.encode(F.col("body_text"), "UTF-8"))
+        keep[keep.index("body")] = body.alias("body")
     rows = int(df.count())
     with Client(store) as client:
         before = _depth(client, queue)

@@ -72,6 +72,18 @@ def test_export_then_import_is_idempotent(
         jobs.export(spark, store, "src", path)
 
 
+def test_import_takes_body_text_where_a_row_has_no_body(
+    spark: Any, store: str, client: Client, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "mixed")
+    rows = [("a", b"\xff raw", "ignored"), ("b", None, "from text"), ("c", b"both", "both")]
+    spark.createDataFrame(rows, "id STRING, body BINARY, body_text STRING").write.parquet(path)
+    client.create_queue("in")
+    assert jobs.import_(spark, store, "in", path) == (3, 3)
+    got = {m.id: m.body for m in client.queue("in").peek(limit=10)}
+    assert got == {"a": b"\xff raw", "b": b"from text", "c": b"both"}
+
+
 def test_redrive(spark: Any, store: str, client: Client) -> None:
     workload(client)
     dead = {m.id for m in client.queue("work-dlq").peek(limit=100)}
