@@ -104,7 +104,7 @@ class QueueAttributes:
     def __post_init__(self) -> None:
         if not isinstance(self.delivery, Delivery):
             # given as its text ("at-most-once"): every store compares members, not strings
-            try:
+            try:  # type: ignore[unreachable]
                 object.__setattr__(self, "delivery", Delivery(self.delivery))
             except ValueError:
                 raise InvalidAttribute(

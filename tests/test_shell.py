@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
@@ -91,6 +92,12 @@ def test_shell_session_with_completion_and_message_mode(tmp_path: Path) -> None:
     assert child.exitstatus == 0
 
 
+def using(state: Any) -> str | None:
+    """The shell's queue (a `State`), read afresh: each command may change it."""
+    queue: str | None = state.queue_name
+    return queue
+
+
 def test_shell_modes_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from conveyor import Client
     from conveyor.cli.app import State
@@ -103,10 +110,10 @@ def test_shell_modes_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     shell = Shell(state)
     try:
         shell.handle("use nope")
-        assert state.queue_name is None
+        assert using(state) is None
         assert "does not exist" in capsys.readouterr().err
         shell.handle("use jobs")
-        assert state.queue_name == "jobs"
+        assert using(state) == "jobs"
         shell.handle("id m-1")
         assert shell.message_id == "m-1"
         shell.handle("id missing")  # a missing message leaves the mode as it was

@@ -75,8 +75,8 @@ class Wakes:
         if self._listener is not None or self._broken:
             return not self._broken
         with self._lock:
-            if self._listener is not None or self._broken:
-                return not self._broken
+            if self._listener is not None or self._broken:  # another thread bound it meanwhile
+                return not self._broken  # type: ignore[unreachable]
             own = os.path.join(self.directory, f"{os.getpid():x}-{secrets.token_hex(3)}")
             try:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
