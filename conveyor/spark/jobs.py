@@ -59,6 +59,8 @@ def export(
 def import_(spark: Any, store: str, queue: str, path: str) -> tuple[int, int]:
     """Send the messages of a Parquet export to `queue`, keeping their ids, so importing
     the same file again adds nothing. (rows read, messages the queue gained)."""
+    from pyspark.sql import functions as F
+
     df = spark.read.parquet(path)
     if "id" not in df.columns:
         raise InvalidInput(
@@ -66,8 +68,6 @@ def import_(spark: Any, store: str, queue: str, path: str) -> tuple[int, int]:
             " export with `conveyor pipeline export` or add the column"
         )
     writable = ("id", "body", "body_text", "attributes", "group_id", "priority")
-    from pyspark.sql import functions as F
-
     keep: list[Any] = [c for c in writable if c in df.columns]
     if "body" in keep and "body_text" in keep:
         # one column to the sink, not the same bytes twice (body_text only where body is null)
