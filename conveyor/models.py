@@ -41,6 +41,9 @@ class Delivery(StrEnum):
     AT_MOST_ONCE = "at-most-once"
 
 
+DELIVERIES = frozenset(d.value for d in Delivery)
+
+
 class MessageState(StrEnum):
     READY = "ready"
     DELAYED = "delayed"
@@ -102,14 +105,15 @@ class QueueAttributes:
     """Settings kept verbatim for other APIs (SQS's Policy, RedriveAllowPolicy, ...)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.delivery, Delivery):
-            # given as its text ("at-most-once"): every store compares members, not strings
-            try:  # type: ignore[unreachable]
-                object.__setattr__(self, "delivery", Delivery(self.delivery))
-            except ValueError:
-                raise InvalidAttribute(
-                    f"delivery must be 'at-least-once' or 'at-most-once', got {self.delivery!r}"
-                ) from None
+        given: object = self.delivery  # stores and APIs may hand over its text
+        if isinstance(given, Delivery):
+            return
+        # given as its text ("at-most-once"): every store compares members, not strings
+        if not (isinstance(given, str) and given in DELIVERIES):
+            raise InvalidAttribute(
+                f"delivery must be 'at-least-once' or 'at-most-once', got {given!r}"
+            )
+        object.__setattr__(self, "delivery", Delivery(given))
 
     def replace(self, **changes: Any) -> QueueAttributes:
         return dataclasses.replace(self, **changes)

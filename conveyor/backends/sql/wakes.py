@@ -69,14 +69,18 @@ class Wakes:
 
     # -- listening ------------------------------------------------------------------------
 
+    def _settled(self) -> bool:
+        """Whether this process's socket is bound, or cannot be."""
+        return self._listener is not None or self._broken
+
     def listen(self, wake: Callable[[str], None]) -> bool:
         """Bind this process's socket (once) and wake `wake(queue)` for what arrives; False
         where it cannot, and the ticker must do."""
-        if self._listener is not None or self._broken:
+        if self._settled():
             return not self._broken
         with self._lock:
-            if self._listener is not None or self._broken:  # another thread bound it meanwhile
-                return not self._broken  # type: ignore[unreachable]
+            if self._settled():  # another thread bound it meanwhile
+                return not self._broken
             own = os.path.join(self.directory, f"{os.getpid():x}-{secrets.token_hex(3)}")
             try:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
