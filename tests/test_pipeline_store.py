@@ -317,7 +317,7 @@ def test_plain_rows_are_checked_and_encoded_as_sends_are(tmp_path: Path) -> None
     pa = pytest.importorskip("pyarrow")
     pytest.importorskip("pyspark")
     from conveyor.exceptions import InvalidInput
-    from conveyor.spark.source import _prepared
+    from conveyor.spark.rows import messages_from as _prepared
 
     with Client(f"sqlite:///{tmp_path}/p.db") as client:
         q = client.create_queue("q", compress_over=100, delay=5, max_message_bytes=1024)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..exceptions import InvalidInput
-from ..models import ArchivedMessage, AttributeValue, Message, TypedValue
+from ..models import ArchivedMessage, AttributeValue, Message, NewMessage, TypedValue
+from ..queues import Queue, SendEntry
 
 SCHEMA = (
     "id STRING, queue STRING, body BINARY, body_text STRING, attributes MAP<STRING, STRING>,"
@@ -149,3 +150,64 @@ def record_batch(rows: list[tuple[Any, ...]], columns: Sequence[str] | None = No
             continue
         arrays.append(pa.array(values, type=field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# -- from a sink's rows --------------------------------------------------------------------
+
+
+def _plain(batch: Any) -> tuple[list[str | None], list[Any]] | None:
+    """(ids, bodies) of an Arrow record batch whose rows carry nothing else (no attributes,
+    group or priority: an export of a standard queue), or None."""
+    names, n = batch.schema.names, batch.num_rows
+    for extra in ("group_id", "priority", "attributes"):
+        if extra not in names:
+            continue
+        column = batch.column(extra)
+        if column.null_count == n:
+            continue
+        if extra == "priority" and not any(column.to_pylist()):
+            continue
+        if extra == "attributes" and column.offsets[-1].as_py() == column.offsets[0].as_py():
+            continue  # every map empty (or null)
+        return None
+    if "body" in names and batch.column("body").null_count == 0:
+        bodies = batch.column("body").to_pylist()
+    elif "body" not in names and batch.column("body_text").null_count == 0:
+        bodies = batch.column("body_text").to_pylist()
+    else:
+        return None
+    ids = batch.column("id").to_pylist() if "id" in names else [None] * n
+    return ids, bodies
+
+
+def messages_from(queue: Queue, batch: Any) -> list[NewMessage]:
+    """The messages of an Arrow record batch of the sink's columns, checked and encoded as
+    sends to `queue` are."""
+    plain = _plain(batch)
+    if plain is not None:
+        return queue.prepare_plain(*plain)
+    return queue.prepare_many(_entries(batch))
+
+
+def _entries(batch: Any) -> Iterator[SendEntry]:
+    """Send entries from an Arrow record batch of the sink's columns."""
+    cols = batch.to_pydict()
+    n = batch.num_rows
+    none: list[Any] = [None] * n
+    bodies = cols.get("body", none)
+    texts = cols.get("body_text", none)
+    ids, groups = cols.get("id", none), cols.get("group_id", none)
+    priorities, attributes = cols.get("priority", none), cols.get("attributes", none)
+    for i in range(n):
+        body = bodies[i] if bodies[i] is not None else texts[i]
+        if body is None:
+            raise InvalidInput("a row has no body: every message needs one")
+        attrs = attributes[i]
+        yield SendEntry(
+            entry_id="0",
+            body=body,
+            id=ids[i],
+            group_id=groups[i],
+            priority=int(priorities[i] or 0),
+            attributes=dict(attrs) if attrs else {},
+        )
