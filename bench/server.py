@@ -254,13 +254,13 @@ def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_wor
             ("redis", lambda n: f"{REDIS}?prefix={prefix}r{n}"),
         ]
         groups = [("trivial", [trivial(1), trivial(2)], None)]
-        for label, url in stores:
-            targets = [conveyor(f"{label} x{n}", url(n), workers=n) for n in (1, 2)]
-            groups.append((label, targets, None))
+        runs: list[tuple[str, float | None]] = [("", None)]
         if limited is None:
+            runs.append((" limited", cpu_per_worker))
+        for suffix, cores in runs:
             for label, url in stores:
                 targets = [conveyor(f"{label} x{n}", url(n), workers=n) for n in (1, 2)]
-                groups.append((f"{label} limited", targets, cpu_per_worker))
+                groups.append((label + suffix, targets, cores))
         rows = []
         try:
             for label, targets, cores in groups:

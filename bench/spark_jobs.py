@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conveyor import Client, SendEntry
+from conveyor import Client
 from conveyor.models import MessageState, NewMessage
+
+from . import procs
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 BODY = b"x" * 100
@@ -63,30 +65,6 @@ def settle(url: str) -> None:
 # -- memory -------------------------------------------------------------------------------
 
 
-def _tree(pid: int) -> dict[int, tuple[str, int]]:
-    """pid -> (command name, resident KiB) of `pid` and every descendant."""
-    parents: dict[int, int] = {}
-    info: dict[int, tuple[str, int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        parents[int(entry)] = int(fields.get("PPid", "0").strip())
-        rss = int(fields.get("VmRSS", "0 kB").split()[0]) if "VmRSS" in fields else 0
-        info[int(entry)] = (fields.get("Name", "").strip(), rss)
-    out = {}
-    frontier = [pid]
-    while frontier:
-        p = frontier.pop()
-        out[p] = info.get(p, ("", 0))
-        frontier += [c for c, parent in parents.items() if parent == p]
-    return out
-
-
 @dataclass
 class Peak:
     """Peak RSS (MiB) of the JVM and of the Python workers (summed) while sampling."""
@@ -98,7 +76,7 @@ class Peak:
     def sample(self) -> None:
         me = os.getpid()
         while not self._stop.is_set():
-            tree = _tree(me)
+            tree = procs.tree(me)
             jvm = sum(rss for name, rss in tree.values() if name == "java")
             workers = sum(
                 rss for p, (name, rss) in tree.items() if p != me and name.startswith("python")
@@ -152,27 +130,16 @@ IMPORTED = ["id", "body", "attributes", "group_id", "priority"]
 
 def sdk_import(url: str, queue: str, path: str) -> int:
     """What the import job reads of an export (its writable columns but body_text), checked
-    as sends are and sent keeping ids, 5,000 a call."""
+    as sends are by the sink's own conversion, and sent keeping ids, 5,000 a call."""
     import pyarrow.parquet as pq
+
+    from conveyor.spark.rows import messages_from
 
     sent = 0
     with Client(url) as c:
         q = c.create_queue(queue)
         for batch in pq.ParquetFile(path).iter_batches(batch_size=5000, columns=IMPORTED):
-            cols = batch.to_pydict()
-            if any(cols["attributes"]) or any(cols["group_id"]) or any(cols["priority"]):
-                messages = q.prepare_many(
-                    SendEntry(
-                        entry_id="0", body=b, id=i, group_id=g, priority=p or 0,
-                        attributes=dict(a or {}),
-                    )
-                    for i, b, a, g, p in zip(
-                        cols["id"], cols["body"], cols["attributes"], cols["group_id"],
-                        cols["priority"], strict=True,
-                    )
-                )  # fmt: skip
-            else:
-                messages = q.prepare_plain(cols["id"], cols["body"])
+            messages = messages_from(q, batch)
             sent += sum(not r.duplicate for r in c.backend.send(queue, messages))
     return sent
 
@@ -234,22 +201,21 @@ class Row:
     cores: float = 0.0  # CPUs the whole machine kept busy while the job ran, on average
 
 
-def busy() -> tuple[float, float]:
-    """The machine's busy and total CPU time so far (seconds, from /proc/stat)."""
+def busy() -> float:
+    """The machine's busy CPU time so far (seconds, from /proc/stat)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]  # idle and iowait
-    tick = os.sysconf("SC_CLK_TCK")
-    return (sum(fields) - idle) / tick, sum(fields) / tick
+    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def timed(fn: Callable[[], int]) -> tuple[float, int, Peak, float]:
     """Wall seconds, the rows `fn` reports, peak memory, and the CPUs kept busy meanwhile."""
     with peak() as p:
-        b0, _ = busy()
+        b0 = busy()
         t0 = time.perf_counter()
         n = fn()
         secs = time.perf_counter() - t0
-        b1, _ = busy()
+        b1 = busy()
     return secs, n, p, (b1 - b0) / secs
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import httpx
 
+from . import procs
+
 TARGET = "AmazonSQS."
 JSON = "application/x-amz-json-1.0"
 BODY = "x" * 100
@@ -34,18 +36,9 @@ CPU_CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
 CPU_CGROUP_V2 = Path("/sys/fs/cgroup")
 
 
-def tree(pid: int) -> list[int]:
-    """A process and its live children (a server's workers)."""
-    out = [pid]
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                out.append(int(entry))
-    return out
+def _cgroup_v1() -> bool:
+    """Whether CPU limits go through cgroup v1's cpu hierarchy (else v2's unified one)."""
+    return (CPU_CGROUP_V1 / "cpu.cfs_quota_us").exists()
 
 
 class CpuLimit:
@@ -55,19 +48,15 @@ class CpuLimit:
 
     def __init__(self, name: str, cores: float) -> None:
         self.cores = cores
-        if (CPU_CGROUP_V1 / "cpu.cfs_quota_us").exists():
-            self.path = CPU_CGROUP_V1 / name
-            self.root = CPU_CGROUP_V1
-        else:
-            self.path = CPU_CGROUP_V2 / name
-            self.root = CPU_CGROUP_V2
+        self.root = CPU_CGROUP_V1 if _cgroup_v1() else CPU_CGROUP_V2
+        self.path = self.root / name
 
     @staticmethod
     def available() -> str | None:
         """None where limits can be set here, else why not."""
         if os.geteuid() != 0:
             return "not root"
-        if (CPU_CGROUP_V1 / "cpu.cfs_quota_us").exists():
+        if _cgroup_v1():
             return None
         controllers = CPU_CGROUP_V2 / "cgroup.subtree_control"
         if controllers.exists() and "cpu" in controllers.read_text().split():
@@ -85,7 +74,7 @@ class CpuLimit:
         return self
 
     def hold(self, pid: int) -> None:
-        for p in tree(pid):
+        for p in procs.tree(pid):
             (self.path / "cgroup.procs").write_text(str(p))
 
     def __exit__(self, *exc: object) -> None:
@@ -116,10 +105,10 @@ def ensure_wrk() -> str:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process and its live children (a server's workers)."""
+    """User and system CPU of a process and its live descendants (a server's workers)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    for p in tree(pid):
+    for p in procs.tree(pid):
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
