@@ -147,9 +147,14 @@ def main() -> None:
         ratio = deep / shallow
         flag = "" if ratio >= 0.8 else "BELOW TARGET"
         print(
-            f"{store:9} {what:29} {shallow:>12,.0f} {deep:>12,.0f}  {ratio:5.2f}  >= 0.80 "
+            f"{store:9} {what:29} {rate(shallow):>12} {rate(deep):>12}  {ratio:5.2f}  >= 0.80 "
             f"{unit} {flag}"
         )
+
+
+def rate(value: float) -> str:
+    """A rate with the digits that matter: a decimal below 100 a second."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
 if __name__ == "__main__":

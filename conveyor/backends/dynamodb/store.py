@@ -344,7 +344,10 @@ class DynamoStore(Backend):
         now = self.clock.now()
         ready = delayed = flying = 0
         oldest: float | None = None
+        horizon = now - entry.attrs.retention
         for doc in self.queue_docs(entry):
+            if doc.sat < horizon or (doc.dl is not None and doc.dl <= now):
+                continue  # expired: a receive that meets it removes it
             if doc.vis <= now:
                 ready += 1
             elif doc.rc:

@@ -372,7 +372,9 @@ class SQLStore(Backend, Generic[E]):
         queue and process, its cost bounded by what it removes: messages past their deadline
         come from the deadline index, and those past retention from the queue's head in
         delivery order (SWEEP_ROWS at a time, so a deep queue is cleared over several
-        sweeps). Stats read the whole queue anyway, and sweep it whole (`force`).
+        sweeps). Stats sweep first (`force`), as many times as it takes to clear the head:
+        each sweep a short write, so senders are not held up by a pass over a deep queue
+        (stats leave what is expired further back out of their counts).
         """
         if not force and now - self._swept.get(qid, -1e18) < SWEEP_INTERVAL:
             return
@@ -381,34 +383,28 @@ class SQLStore(Backend, Generic[E]):
         t, scope = d.messages(qid), d.scope(qid)
         horizon = now - attrs.retention
 
-        def run(ex: E) -> None:
-            if force:
-                cond = f"{scope} AND (sent_at < %s OR deadline <= %s)"
-                params: tuple[Any, ...] = (horizon, now)
-            else:
-                keys = {
-                    int(key)
-                    for (key,) in ex.rows(
-                        f"SELECT {d.key} FROM (SELECT {d.key}, sent_at FROM {t} WHERE {scope}"
-                        f" ORDER BY {d.order} LIMIT {SWEEP_ROWS}) h WHERE sent_at < %s",
-                        (horizon,),
-                    )
-                }
-                keys.update(
-                    int(key)
-                    for (key,) in ex.rows(
-                        f"SELECT {d.key} FROM {t} WHERE deadline <= %s AND {scope}"
-                        f" LIMIT {SWEEP_ROWS}",
-                        (now,),
-                    )
+        def run(ex: E) -> int:
+            keys = {
+                int(key)
+                for (key,) in ex.rows(
+                    f"SELECT {d.key} FROM (SELECT {d.key}, sent_at FROM {t} WHERE {scope}"
+                    f" ORDER BY {d.order} LIMIT {SWEEP_ROWS}) h WHERE sent_at < %s",
+                    (horizon,),
                 )
+            }
+            keys.update(
+                int(key)
+                for (key,) in ex.rows(
+                    f"SELECT {d.key} FROM {t} WHERE deadline <= %s AND {scope} LIMIT {SWEEP_ROWS}",
+                    (now,),
+                )
+            )
+            if keys:
                 ordered = sorted(keys)
-                cond = f"{d.key_scope(qid)} AND {d.key} IN ({marks(ordered)})" if keys else ""
-                params = tuple(ordered)
-            if cond:
+                cond = f"{d.key_scope(qid)} AND {d.key} IN ({marks(ordered)})"
                 if attrs.archive:
-                    self.editor.archive(ex, qid, name, now, "expired", cond, params)
-                gone = ex.run(f"DELETE FROM {t} WHERE {cond}", params)
+                    self.editor.archive(ex, qid, name, now, "expired", cond, tuple(ordered))
+                gone = ex.run(f"DELETE FROM {t} WHERE {cond}", ordered)
                 if gone:
                     ex.run(
                         f"UPDATE {d.prefix}queues SET expired = expired + %s WHERE id = %s",
@@ -418,8 +414,10 @@ class SQLStore(Backend, Generic[E]):
                 f"DELETE FROM {d.prefix}dedup WHERE queue_id = %s AND expires_at <= %s",
                 (qid, now),
             )
+            return len(keys)
 
-        self.write(run)
+        while self.write(run) >= SWEEP_ROWS and force:
+            pass
 
     def queue_stats(self, name: str) -> QueueStats:
         now = self.clock.now()
@@ -435,8 +433,9 @@ class SQLStore(Backend, Generic[E]):
                 " coalesce(sum(CASE WHEN visible_at > %s AND receive_count = 0 THEN 1 ELSE 0"
                 " END), 0), coalesce(sum(CASE WHEN visible_at > %s AND receive_count > 0 THEN 1"
                 f" ELSE 0 END), 0), min(sent_at) FROM {d.messages(qid)} WHERE {d.scope(qid)}"
-                " AND visible_at < %s",  # not what a job staged, hidden until it publishes
-                (now, now, now, HIDDEN),
+                " AND visible_at < %s"  # not what a job staged, hidden until it publishes
+                " AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)",  # nor expired
+                (now, now, now, HIDDEN, now - attrs.retention, now),
             )
             totals = ex.one(
                 f"SELECT sent, received, deleted, dead, expired FROM {d.prefix}queues"
