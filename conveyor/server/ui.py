@@ -59,14 +59,49 @@ document.getElementById("login-form").addEventListener("submit", (event) => {
 """
 
 
+COUNT_SHARE = 0.05
+"""The share of the time the dashboard may spend counting one queue. On the SQL stores a
+queue's stats cost time in proportion to its depth (0.25-1 s at a million messages): such a
+count is reused until it is twenty times as old as it took, however many overview pages
+are open, and a queue counted in a millisecond is counted afresh at every look."""
+
+
 class History:
     """Per queue, an hour of (time, depth, sent total, received total) samples, one every
-    STEP seconds at most, taken by the server's sampler and when the overview is read."""
+    STEP seconds at most, taken by the server's sampler and when the overview is read; and
+    the last count of each queue (`counts`), which they share."""
 
-    def __init__(self, now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        now: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self._now = now
+        self._timer = timer
         self._lock = threading.Lock()
         self._points: dict[str, deque[tuple[float, int, int, int]]] = {}
+        self._counted: dict[str, tuple[float, float, QueueStats]] = {}  # at, cost, stats
+        self._counting: dict[str, threading.Lock] = {}
+
+    def counts(self, client: Client, name: str) -> QueueStats:
+        """The queue's stats, recorded: the last count while it is younger than its cost
+        allows (COUNT_SHARE), else a new one (one at a time per queue: who comes while a
+        count runs gets that count)."""
+        with self._lock:
+            counting = self._counting.setdefault(name, threading.Lock())
+        with counting:
+            with self._lock:
+                last = self._counted.get(name)
+            now = self._now()
+            if last is not None and 0 <= now - last[0] < last[1] / COUNT_SHARE:
+                return last[2]
+            start = self._timer()
+            stats = client.queue(name).stats()
+            cost = self._timer() - start
+            with self._lock:
+                self._counted[name] = (now, cost, stats)
+        self.record(stats)
+        return stats
 
     def record(self, stats: QueueStats, *, force: bool = False) -> None:
         now = self._now()
@@ -93,6 +128,9 @@ class History:
         with self._lock:
             for name in set(self._points) - names:
                 del self._points[name]
+            for name in set(self._counted) - names:
+                del self._counted[name]
+                self._counting.pop(name, None)
 
 
 SAMPLED_QUEUES = 500
@@ -104,7 +142,7 @@ def sample(client: Client, history: History) -> None:
     names = client.list_queues()
     for name in names[:SAMPLED_QUEUES]:
         try:
-            history.record(client.queue(name).stats())
+            history.counts(client, name)
         except ConveyorError:
             continue  # deleted while we looked, or the store is away: the next round tries
     history.forget(set(names))
@@ -161,11 +199,10 @@ def build_ui(client: Client, history: History, check_token: Any, auth: Any) -> A
         queues = []
         for name in names:
             try:
-                stats = client.queue(name).stats()
+                stats = history.counts(client, name)
                 dead_letter = client.queue_info(name).attributes.dead_letter
             except QueueDoesNotExist:
                 continue  # deleted while we looked
-            history.record(stats)
             series = history.series(name)
             queues.append(
                 {

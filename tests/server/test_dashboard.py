@@ -361,3 +361,36 @@ def test_the_sampler_keeps_history_without_a_page_open() -> None:
         client.delete_queue("b")
         sample(client, history)
         assert history.series("b")["depth"] == []
+
+
+def test_a_costly_count_is_shared_until_it_is_twenty_times_as_old() -> None:
+    """The overview and the sampler count a queue afresh when its count was cheap; a count
+    that took 0.3 s (a deep queue on a SQL store) serves every look for the next 6 s."""
+    from conveyor.server.ui import History, sample
+
+    now = [100.0]
+    cost = [0.0001]
+    clock = [0.0]
+
+    def timer() -> float:
+        clock[0] += cost[0]  # each count takes `cost` between the readings around it
+        return clock[0]
+
+    history = History(now=lambda: now[0], timer=timer)
+    with Client("memory://") as client:
+        q = client.create_queue("deep")
+        q.send("one")
+        assert history.counts(client, "deep").ready == 1
+        q.send("two")
+        now[0] += 0.01
+        assert history.counts(client, "deep").ready == 2  # cheap: counted afresh
+        cost[0] = 0.3
+        now[0] += 1
+        assert history.counts(client, "deep").ready == 2
+        q.send("three")
+        for seconds in (1.0, 5.9):
+            now[0] = 101 + seconds
+            assert history.counts(client, "deep").ready == 2  # the 0.3 s count, reused
+            sample(client, history)
+        now[0] = 101 + 6.1
+        assert history.counts(client, "deep").ready == 3
