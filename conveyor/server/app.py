@@ -35,6 +35,7 @@ from ..exceptions import (
 from ..notify import HUB
 from ..validation import check_queue_name, check_topic_name
 from .auth import Auth, Key
+from .counts import SharedCounts
 from .endpoint import Endpoint, sqs_path
 from .metrics import Metrics
 from .rest import ErrorBody, build_router, error_body, json_response
@@ -74,11 +75,13 @@ class ConveyorServer:
         self.namespaces = Namespaces(self.config.region, self.config.account)
         self.auth = Auth(self.namespaces, self.config.auth_token, self.config.aws_keys)
         self.aio = AsyncClient(client=client)
+        self.counts = SharedCounts()  # what the dashboard, /metrics and StatsD read
         self.metrics = Metrics(
             client,
             statsd=self.config.statsd,
             prefix=self.config.statsd_prefix,
             waits=self.aio.waits,
+            counts=self.counts,
         )
         self.draining = False
         self.sqs = SqsApi(
@@ -88,7 +91,7 @@ class ConveyorServer:
             draining=self.is_draining,
             aio=self.aio,
         )
-        self.history = History()
+        self.history = History(counts=self.counts)
         self.sns = SnsApi(client, self.namespaces)
         self.app = BodyLimit(self._build(), self)
 

@@ -19,8 +19,7 @@ from prometheus_client.registry import Collector
 
 from ..aio import Waits
 from ..client import Client
-from ..exceptions import ConveyorError
-from ..models import QueueStats
+from .counts import SharedCounts
 
 log = logging.getLogger("conveyor.server")
 
@@ -43,17 +42,10 @@ LATENCY_BUCKETS = (
 )
 
 
-def every_queue_stats(client: Client) -> Iterator[QueueStats]:
-    for name in client.list_queues():
-        try:
-            yield client.queue(name).stats()
-        except ConveyorError:
-            continue  # deleted while we looked
-
-
 class QueueCollector(Collector):
-    def __init__(self, client: Client, waits: Waits | None = None) -> None:
+    def __init__(self, client: Client, counts: SharedCounts, waits: Waits | None = None) -> None:
         self.client = client
+        self.counts = counts
         self.waits = waits
 
     def collect(self) -> Iterator[Metric]:
@@ -71,7 +63,7 @@ class QueueCollector(Collector):
                 ("oldest_age_seconds", "Age of the oldest message"),
             )
         }
-        for s in every_queue_stats(self.client):
+        for s in self.counts.every(self.client):
             name = s.queue
             counters["sent"].add_metric([name], s.sent)
             counters["received"].add_metric([name], s.received)
@@ -102,10 +94,12 @@ class Metrics:
         statsd: str | None = None,
         prefix: str = "",
         waits: Waits | None = None,
+        counts: SharedCounts | None = None,
     ) -> None:
         self.client = client
+        self.counts = counts or SharedCounts()
         self.registry = CollectorRegistry()
-        self.registry.register(QueueCollector(client, waits))
+        self.registry.register(QueueCollector(client, self.counts, waits))
         self.latency = Histogram(
             "conveyor_request_seconds",
             "Request latency by API and action",
@@ -148,7 +142,7 @@ class Metrics:
         """Depth gauges for every queue (run every few seconds while StatsD is on)."""
         if self.statsd is None:
             return
-        for s in every_queue_stats(self.client):
+        for s in self.counts.every(self.client):
             self.statsd.gauge(f"{s.queue}.depth.count", s.total)
             self.statsd.gauge(f"{s.queue}.approximate_depth.count", s.ready)
 

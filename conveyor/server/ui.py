@@ -28,6 +28,7 @@ from ..client import Client
 from ..exceptions import ConveyorError, NotFound, QueueDoesNotExist, Unauthorized
 from ..models import QueueStats
 from ..push.config import is_loopback
+from .counts import SharedCounts
 
 log = logging.getLogger(__name__)
 
@@ -59,47 +60,22 @@ document.getElementById("login-form").addEventListener("submit", (event) => {
 """
 
 
-COUNT_SHARE = 0.05
-"""The share of the time the dashboard may spend counting one queue. On the SQL stores a
-queue's stats cost time in proportion to its depth (0.25-1 s at a million messages): such a
-count is reused until it is twenty times as old as it took, however many overview pages
-are open, and a queue counted in a millisecond is counted afresh at every look."""
-
-
 class History:
     """Per queue, an hour of (time, depth, sent total, received total) samples, one every
-    STEP seconds at most, taken by the server's sampler and when the overview is read; and
-    the last count of each queue (`counts`), which they share."""
+    STEP seconds at most, taken by the server's sampler and when the overview is read, from
+    the counts the server's readers share."""
 
     def __init__(
-        self,
-        now: Callable[[], float] = time.time,
-        timer: Callable[[], float] = time.perf_counter,
+        self, now: Callable[[], float] = time.time, counts: SharedCounts | None = None
     ) -> None:
         self._now = now
-        self._timer = timer
         self._lock = threading.Lock()
         self._points: dict[str, deque[tuple[float, int, int, int]]] = {}
-        self._counted: dict[str, tuple[float, float, QueueStats]] = {}  # at, cost, stats
-        self._counting: dict[str, threading.Lock] = {}
+        self.shared = counts or SharedCounts(now)
 
     def counts(self, client: Client, name: str) -> QueueStats:
-        """The queue's stats, recorded: the last count while it is younger than its cost
-        allows (COUNT_SHARE), else a new one (one at a time per queue: who comes while a
-        count runs gets that count)."""
-        with self._lock:
-            counting = self._counting.setdefault(name, threading.Lock())
-        with counting:
-            with self._lock:
-                last = self._counted.get(name)
-            now = self._now()
-            if last is not None and 0 <= now - last[0] < last[1] / COUNT_SHARE:
-                return last[2]
-            start = self._timer()
-            stats = client.queue(name).stats()
-            cost = self._timer() - start
-            with self._lock:
-                self._counted[name] = (now, cost, stats)
+        """The queue's stats as the server's readers share them (counts.py), recorded."""
+        stats = self.shared.stats(client, name)
         self.record(stats)
         return stats
 
@@ -128,9 +104,6 @@ class History:
         with self._lock:
             for name in set(self._points) - names:
                 del self._points[name]
-            for name in set(self._counted) - names:
-                del self._counted[name]
-                self._counting.pop(name, None)
 
 
 SAMPLED_QUEUES = 500

@@ -364,8 +364,10 @@ def test_the_sampler_keeps_history_without_a_page_open() -> None:
 
 
 def test_a_costly_count_is_shared_until_it_is_twenty_times_as_old() -> None:
-    """The overview and the sampler count a queue afresh when its count was cheap; a count
-    that took 0.3 s (a deep queue on a SQL store) serves every look for the next 6 s."""
+    """The overview, the sampler and /metrics count a queue afresh when its count was cheap;
+    a count that took 0.3 s (a deep queue on a SQL store) serves every look for the next 6 s."""
+    from conveyor.server.counts import SharedCounts
+    from conveyor.server.metrics import Metrics
     from conveyor.server.ui import History, sample
 
     now = [100.0]
@@ -376,14 +378,15 @@ def test_a_costly_count_is_shared_until_it_is_twenty_times_as_old() -> None:
         clock[0] += cost[0]  # each count takes `cost` between the readings around it
         return clock[0]
 
-    history = History(now=lambda: now[0], timer=timer)
+    shared = SharedCounts(now=lambda: now[0], timer=timer)
+    history = History(now=lambda: now[0], counts=shared)
     with Client("memory://") as client:
+        metrics = Metrics(client, counts=shared)
         q = client.create_queue("deep")
         q.send("one")
         assert history.counts(client, "deep").ready == 1
         q.send("two")
-        now[0] += 0.01
-        assert history.counts(client, "deep").ready == 2  # cheap: counted afresh
+        assert history.counts(client, "deep").ready == 2  # cheap: counted afresh at once
         cost[0] = 0.3
         now[0] += 1
         assert history.counts(client, "deep").ready == 2
@@ -392,5 +395,6 @@ def test_a_costly_count_is_shared_until_it_is_twenty_times_as_old() -> None:
             now[0] = 101 + seconds
             assert history.counts(client, "deep").ready == 2  # the 0.3 s count, reused
             sample(client, history)
+            assert 'conveyor_queue_visible{queue="deep"} 2.0' in metrics.exposition().decode()
         now[0] = 101 + 6.1
         assert history.counts(client, "deep").ready == 3
