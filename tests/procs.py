@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import resource
 import sys
 import time
 from pathlib import Path
@@ -56,9 +57,23 @@ def record(url: str, queue: str, out: str) -> None:
     Worker(q, handler, concurrency=2, batch_size=10, wait=5, grace=10).run()
 
 
+def idle(url: str) -> None:
+    """Wait 2 s on an empty queue; print the seconds of CPU the whole process used."""
+    with Client(url) as client:
+        q = client.create_queue("idle")
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        start = time.perf_counter()
+        assert q.receive(wait=2) == []
+        assert time.perf_counter() - start >= 2
+        after = resource.getrusage(resource.RUSAGE_SELF)
+    print((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "drain":
         drain(*sys.argv[2:5])
+    elif sys.argv[1] == "idle":
+        idle(sys.argv[2])
     elif sys.argv[1] == "record":
         record(*sys.argv[2:5])
     else:
