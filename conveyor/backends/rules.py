@@ -97,6 +97,12 @@ class ClaimTerms(NamedTuple):
     horizon: float
 
 
+def expired(sent_at: float | None, deadline: float | None, horizon: float, now: float) -> bool:
+    """Whether a message is past retention (sent before `horizon`; None: not known) or its
+    deadline: never delivered again, nor counted."""
+    return (sent_at is not None and sent_at < horizon) or (deadline is not None and deadline <= now)
+
+
 def claim_terms(attrs: QueueAttributes, now: float, visibility_timeout: float) -> ClaimTerms:
     at_most_once = attrs.delivery is Delivery.AT_MOST_ONCE
     visible_at = FAR_FUTURE if at_most_once else now + visibility_timeout

@@ -43,7 +43,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import make_receipt, parse_receipt, stale_receipt
-from ..rules import ClaimTerms, GroupFill, claim_terms, dedup_key
+from ..rules import ClaimTerms, GroupFill, claim_terms, dedup_key, expired
 from .editing import DynamoEditor
 from .items import (
     COMPAT,
@@ -346,7 +346,7 @@ class DynamoStore(Backend):
         oldest: float | None = None
         horizon = now - entry.attrs.retention
         for doc in self.queue_docs(entry):
-            if doc.sat < horizon or (doc.dl is not None and doc.dl <= now):
+            if expired(doc.sat, doc.dl, horizon, now):
                 continue  # expired: a receive that meets it removes it
             if doc.vis <= now:
                 ready += 1
@@ -763,9 +763,7 @@ class DynamoStore(Backend):
         deadline = num(item, "dl") if doc is None else doc.dl
         count = int(num(item, "receive_count") or 0) if doc is None else doc.rc
         version = item["version"]
-        if (sent is not None and sent < terms.horizon) or (
-            deadline is not None and deadline <= now
-        ):
+        if expired(sent, deadline, terms.horizon, now):
             with contextlib.suppress(ConditionFailed):
                 self.call(
                     "delete_item",

@@ -33,7 +33,7 @@ from ...models import (
 from ...validation import DEDUP_WINDOW
 from ..errors import no_message, no_queue
 from ..receipts import make_receipt
-from ..rules import SWEEP_INTERVAL, dedup_key, order_key
+from ..rules import SWEEP_INTERVAL, dedup_key, expired, order_key
 
 
 @dataclass(slots=True)
@@ -167,9 +167,7 @@ class QueueState:
 
     def expired_at(self, rec: Rec, now: float) -> bool:
         """Past retention or deadline: never delivered again."""
-        return rec.sent_at < now - self.attrs.retention or (
-            rec.deadline is not None and rec.deadline <= now
-        )
+        return expired(rec.sent_at, rec.deadline, now - self.attrs.retention, now)
 
     def sweep(self, now: float, force: bool = False) -> None:
         """Drop what is past retention or deadline and forget old de-duplication keys."""
