@@ -101,9 +101,11 @@ class History:
         return {"depth": depth, "rate": rate, "received": received}
 
     def forget(self, names: set[str]) -> None:
+        """Drop the history and the shared counts of queues not in `names` (deleted)."""
         with self._lock:
             for name in set(self._points) - names:
                 del self._points[name]
+        self.shared.forget(names)
 
 
 SAMPLED_QUEUES = 500

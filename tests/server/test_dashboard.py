@@ -398,3 +398,8 @@ def test_a_costly_count_is_shared_until_it_is_twenty_times_as_old() -> None:
             assert 'conveyor_queue_visible{queue="deep"} 2.0' in metrics.exposition().decode()
         now[0] = 101 + 6.1
         assert history.counts(client, "deep").ready == 3
+        # a queue deleted and made again is counted afresh, not from its namesake's count
+        client.delete_queue("deep")
+        sample(client, history)
+        client.create_queue("deep")
+        assert history.counts(client, "deep").ready == 0
