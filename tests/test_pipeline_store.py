@@ -317,7 +317,7 @@ def test_plain_rows_are_checked_and_encoded_as_sends_are(tmp_path: Path) -> None
     pa = pytest.importorskip("pyarrow")
     pytest.importorskip("pyspark")
     from conveyor.exceptions import InvalidInput
-    from conveyor.spark.rows import messages_from as _prepared
+    from conveyor.spark.rows import messages_from
 
     with Client(f"sqlite:///{tmp_path}/p.db") as client:
         q = client.create_queue("q", compress_over=100, delay=5, max_message_bytes=1024)
@@ -348,12 +348,12 @@ def test_plain_rows_are_checked_and_encoded_as_sends_are(tmp_path: Path) -> None
                 "priority": pa.array([0, None], type=pa.int32()),
             }
         )  # fmt: skip
-        as_plain = _prepared(q, exported)
+        as_plain = messages_from(q, exported)
         assert [m.id for m in as_plain] == ["a", "b"] and as_plain[1].body == b"2"
         tagged = exported.set_column(3, "attributes", pa.array([[("k", "v")], None], type=maps))
-        kept = _prepared(q, tagged)
+        kept = messages_from(q, tagged)
         assert kept[0].attributes == {"k": "v"} and kept[1].attributes == {}
         urgent = exported.set_column(5, "priority", pa.array([0, 3], type=pa.int32()))
-        assert [m.priority for m in _prepared(q, urgent)] == [0, 3]
+        assert [m.priority for m in messages_from(q, urgent)] == [0, 3]
         texts = pa.RecordBatch.from_pydict({"body_text": ["t1", "t2"]})
-        assert [m.body for m in _prepared(q, texts)] == [b"t1", b"t2"]
+        assert [m.body for m in messages_from(q, texts)] == [b"t1", b"t2"]
