@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, ParamSpec, TypeVar
 
@@ -30,13 +30,23 @@ from .queues import RECEIVE, Body, Queue, SendEntry, Wait, decode_message, long_
 
 P = ParamSpec("P")
 T = TypeVar("T")
+Offload = Callable[..., Awaitable[Any]]  # `offload` or `offload_write`
 
 
 async def offload(backend: Backend, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run `fn`, which calls `backend`, for asyncio code: on the event loop's own thread
     where the store allows it (`Backend.inline`), else, or when it would wait after all,
     in the default thread pool."""
-    return await offload_to(None, backend, fn, *args, **kwargs)
+    return await _offload(None, backend, False, functools.partial(fn, *args, **kwargs))
+
+
+async def offload_write(
+    backend: Backend, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """`offload` for a short write (a send, receive, delete or visibility change): when it
+    would wait for the store's write lock, it joins the others waiting for it in one
+    transaction where the store can gather them (`Backend.gather`)."""
+    return await _offload(None, backend, True, functools.partial(fn, *args, **kwargs))
 
 
 async def offload_to(
@@ -48,19 +58,31 @@ async def offload_to(
 ) -> T:
     """`offload` with the calls that cannot run inline sent to `executor` (None: the event
     loop's default pool)."""
+    return await _offload(executor, backend, False, functools.partial(fn, *args, **kwargs))
+
+
+async def _offload(
+    executor: Executor | None, backend: Backend, gather: bool, call: Callable[[], T]
+) -> T:
     inline = backend.inline()
     if inline is not None:
+        if gather and backend.gathering():
+            gathered = backend.gather(call)
+            if gathered is not None:
+                return await gathered
         try:
-            with inline as call:
-                result = fn(*args, **kwargs)
+            with inline as made:
+                result = call()
         except WouldBlock:
-            pass
+            if gather:
+                gathered = backend.gather(call)
+                if gathered is not None:
+                    return await gathered
         else:
-            if call.durable is not None:
-                await call.durable
+            if made.durable is not None:
+                await made.durable
             return result
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+    return await asyncio.get_running_loop().run_in_executor(executor, call)
 
 
 class AsyncClient:
@@ -159,13 +181,13 @@ class AsyncQueue:
         return self.sync.backend
 
     async def send(self, body: Body, **options: Any) -> SendResult:
-        return await offload(self.backend, self.sync.send, body, **options)
+        return await offload_write(self.backend, self.sync.send, body, **options)
 
     async def send_json(self, value: Any, **options: Any) -> SendResult:
-        return await offload(self.backend, self.sync.send_json, value, **options)
+        return await offload_write(self.backend, self.sync.send_json, value, **options)
 
     async def send_batch(self, entries: Iterable[SendEntry | Body]) -> list[BatchResult]:
-        return await offload(self.backend, self.sync.send_batch, entries)
+        return await offload_write(self.backend, self.sync.send_batch, entries)
 
     async def receive(
         self,
@@ -189,7 +211,7 @@ class AsyncQueue:
         try:
             while True:
                 if step is RECEIVE:
-                    got = await offload(backend, backend.receive, name, max_messages, vt)
+                    got = await offload_write(backend, backend.receive, name, max_messages, vt)
                     if got and waiting and len(got) == max_messages:
                         backend.notify(name)  # there may be more: wake the next waiter
                     step = poll.send(got)
@@ -208,13 +230,13 @@ class AsyncQueue:
             return [decode_message(m) for m in messages]
 
     async def delete(self, receipt: str) -> None:
-        await offload(self.backend, self.sync.delete, receipt)
+        await offload_write(self.backend, self.sync.delete, receipt)
 
     async def delete_batch(self, receipts: Sequence[str] | Mapping[str, str]) -> list[BatchResult]:
-        return await offload(self.backend, self.sync.delete_batch, receipts)
+        return await offload_write(self.backend, self.sync.delete_batch, receipts)
 
     async def change_visibility(self, receipt: str, timeout: float) -> None:
-        await offload(self.backend, self.sync.change_visibility, receipt, timeout)
+        await offload_write(self.backend, self.sync.change_visibility, receipt, timeout)
 
     async def stats(self) -> QueueStats:
         return await offload(self.backend, self.sync.stats)

@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -293,6 +294,82 @@ def test_inline_calls_raise_would_block_instead_of_waiting(tmp_path: Path) -> No
         asyncio.run(claim())
         with pytest.raises(WouldBlock), inline():
             q.send("no loop")  # nothing to await the disk on: a thread must wait
+
+
+def test_writes_that_meet_the_lock_taken_on_a_loop_commit_together_after_it(
+    tmp_path: Path,
+) -> None:
+    """Sends, deletes and visibility changes an event loop cannot make at once (another
+    process holds the write lock) are gathered: one transaction of the store's thread runs
+    them all once the lock is free, each in a savepoint (one that fails fails alone),
+    nothing is answered before that commit, and a receive waiting in the loop is woken by
+    it."""
+    import asyncio
+
+    from conveyor.aio import AsyncClient
+
+    path = tmp_path / "g.db"
+    with Client(f"sqlite:///{path}?durability=full&busy_timeout=20") as client:
+        client.create_queue("jobs")
+        client.create_queue("other")
+        store = client.backend
+        assert isinstance(store, SQLStore)
+        db = store.db
+        assert isinstance(db, SQLiteConnections)
+        aio = AsyncClient(client=client)
+        q = aio.queue("jobs")
+        client.queue("other").send("held")
+        [held] = client.queue("other").receive(visibility_timeout=600)
+        receipt = held.receipt
+        assert receipt is not None
+
+        def hold() -> sqlite3.Connection:
+            other = sqlite3.connect(path, isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            return other
+
+        async def scenario() -> None:
+            other = hold()
+            writes: list[asyncio.Task[Any]] = [
+                asyncio.create_task(q.send(f"m{i}")) for i in range(5)
+            ]
+            writes += [
+                asyncio.create_task(q.send_batch(["b1", "b2"])),
+                asyncio.create_task(aio.queue("missing").send("nowhere")),
+                asyncio.create_task(aio.queue("other").change_visibility(receipt, 0)),
+            ]
+            for _ in range(3):
+                await asyncio.sleep(0)  # each write tried the lock and was handed over
+            # only the send to a queue that does not exist is answered (it wrote nothing)
+            assert [i for i, t in enumerate(writes) if t.done()] in ([], [6])
+            before = db.commits
+            other.execute("COMMIT")
+            other.close()
+            done = await asyncio.wait_for(asyncio.gather(*writes, return_exceptions=True), 20)
+            assert db.commits - before == 1  # one transaction for the eight
+            assert isinstance(done[6], QueueDoesNotExist)
+            batch = done[5]
+            assert isinstance(batch, list) and [r.ok for r in batch] == [True, True]
+
+        async def woken() -> None:
+            store._poll_interval = 600.0  # only a wake-up can return the message in time
+            waiter = asyncio.create_task(q.receive(wait=20))
+            for _ in range(3):
+                await asyncio.sleep(0)  # the receive found nothing and waits
+            other = hold()
+            send = asyncio.create_task(q.send("late"))
+            await asyncio.sleep(0)
+            other.execute("COMMIT")
+            other.close()
+            await asyncio.wait_for(send, 20)
+            got = await asyncio.wait_for(waiter, 15)  # woken after the commit, not before
+            assert [m.text for m in got] == ["late"]
+
+        asyncio.run(scenario())
+        texts = sorted(m.text for m in client.queue("jobs").receive(10))
+        assert texts == ["b1", "b2", "m0", "m1", "m2", "m3", "m4"]
+        assert [m.text for m in client.queue("other").receive()] == ["held"]
+        asyncio.run(woken())
 
 
 def test_a_send_in_another_process_wakes_a_waiting_receive(tmp_path: Path) -> None:

@@ -17,11 +17,13 @@ what only it can (existence, receipts, atomicity).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..models import (
@@ -55,6 +57,8 @@ QUEUE_FEATURES = frozenset(
     }
 )
 """Every message-level feature of the contract: what a store that keeps all the rules has."""
+
+T = TypeVar("T")
 
 
 class Inline:
@@ -131,6 +135,18 @@ class Backend(ABC):
         (what must still reach the disk, the call leaves in `Inline.durable`). None (the
         default): call the store from a thread (`conveyor.aio`)."""
         return None
+
+    def gather(self, call: Callable[[], T]) -> asyncio.Future[T] | None:
+        """Run `call`, a short write that raised `WouldBlock` inside `inline()`, together with
+        the others waiting for the store's write lock, in one transaction taken by a thread
+        of the store's; the future is resolved once that transaction has committed. None
+        (the default): the caller runs `call` in a thread of its own."""
+        return None
+
+    def gathering(self) -> bool:
+        """Whether writes are being gathered (`gather`) now: a short write joins them at
+        once rather than run on the event loop, where it would meet the lock taken."""
+        return False
 
     def change_token(self, queue: str) -> int:
         """A token that `wait_for_messages` compares, read before a receive attempt."""

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from ..aio import AsyncClient, offload
+from ..aio import AsyncClient, Offload, offload, offload_write
 from ..backends.receipts import parse_receipt
 from ..backends.rules import receives_before_move
 from ..client import Client
@@ -289,6 +289,9 @@ class SqsApi:
             "ListDeadLetterSourceQueues": self.list_dead_letter_source_queues,
             "AddPermission": self.add_permission,
             "RemovePermission": self.remove_permission,
+        }.items():
+            self._actions[name] = self._offloaded(fn, offload)
+        for name, fn in {
             "SendMessage": self.send_message,
             "SendMessageBatch": self.send_message_batch,
             "DeleteMessage": self.delete_message,
@@ -296,16 +299,17 @@ class SqsApi:
             "ChangeMessageVisibility": self.change_message_visibility,
             "ChangeMessageVisibilityBatch": self.change_message_visibility_batch,
         }.items():
-            self._actions[name] = self._offloaded(fn)
+            self._actions[name] = self._offloaded(fn, offload_write)
         self._names = frozenset(self._actions)
 
     def _offloaded(
-        self, fn: Callable[[Params, Caller], Result]
+        self, fn: Callable[[Params, Caller], Result], how: Offload
     ) -> Callable[[Params, Caller], Awaitable[Result]]:
         backend = self.client.backend
 
         async def run(params: Params, caller: Caller) -> Result:
-            return await offload(backend, fn, params, caller)
+            result: Result = await how(backend, fn, params, caller)
+            return result
 
         return run
 

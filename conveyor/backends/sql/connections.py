@@ -8,6 +8,7 @@ operation on a pooled connection and runs it again on a lost connection or a con
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -107,6 +108,19 @@ class Connections(ABC, Generic[E]):
         """See `Backend.inline`: None unless the database is a local file that never makes
         a call wait without saying so."""
         return None
+
+    def gather(self, call: Callable[[], T]) -> asyncio.Future[T] | None:
+        """See `Backend.gather`: None unless the database has a writer of its own."""
+        return None
+
+    def gathering(self) -> bool:
+        """See `Backend.gathering`."""
+        return False
+
+    def after_commit(self, fn: Callable[[], object]) -> bool:
+        """Inside a write gathered with others (`gather`), hold `fn` until the transaction
+        has committed and say True; elsewhere say False (the caller runs it now)."""
+        return False
 
     def announce(self, key: str, queue: str) -> None:
         """After a commit that may have made messages of `queue` ready: tell other

@@ -22,7 +22,10 @@ commit. An event loop may call the store on its own thread (`inline`): there a w
 would wait for another writer raises `WouldBlock` instead, and at durability=full a write
 commits without waiting for the disk and leaves its caller a future to await, which a
 thread of the store's resolves once it has fsynced the write-ahead log: one fsync for every
-commit made before it began, so the loop's writes commit in groups too.
+commit made before it began, so the loop's writes commit in groups too. A short write the
+loop cannot make at once (another process holds the lock) is handed to the store's writer
+thread (`gather`), which runs every write handed over meanwhile in one transaction once it
+has the lock; until that has committed, later writes of the loop join it.
 """
 
 from __future__ import annotations
@@ -173,60 +176,37 @@ GROUP_WAIT = 0.0005
 GROUP_WAIT_AT = 3  # commits the last fsync served, with those that came meanwhile
 
 
-class _Syncer:
-    """Makes commits durable for callers on event loops: fsyncs the write-ahead log file
-    from a thread of its own and resolves the futures of every commit made before the
-    fsync began (commits on the event loop are made without SQLite's fsync, as at
-    synchronous=NORMAL; with the log fsynced after them they are as durable as at FULL)."""
+Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]  # a future, its result or error
 
-    def __init__(self, path: str) -> None:
-        self.wal = path + "-wal"
+
+class _Worker:
+    """A daemon thread of the store's, started when first handed work (`_hand`), that
+    serves callers on event loops and settles their futures (`_settle_all`)."""
+
+    name = ""
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._waiting: list[asyncio.Future[None]] = []
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def after_commit(self) -> asyncio.Future[None]:
-        """A future resolved once what this thread committed so far is on disk."""
-        future = asyncio.get_running_loop().create_future()
+    def _hand(self) -> None:
+        """After work was added under `_lock`: start the thread, or wake it."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
+        self._wake.notify()
+
+    def _await_work(self, pending: Callable[[], bool]) -> bool:
+        """Wait until `pending()` or closed; False once closed with nothing pending."""
         with self._lock:
-            self._waiting.append(future)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="conveyor-sqlite-sync", daemon=True
-                )
-                self._thread.start()
-            self._wake.notify()
-        return future
+            while not pending() and not self._closed:
+                self._wake.wait()
+            return pending()
 
     def _run(self) -> None:
-        together = False  # the last fsync served several commits, or more came meanwhile
-        while True:
-            with self._lock:
-                while not self._waiting and not self._closed:
-                    self._wake.wait()
-                if self._closed and not self._waiting:
-                    return
-            if together:
-                time.sleep(GROUP_WAIT)
-            with self._lock:
-                group, self._waiting = self._waiting, []
-            error: Exception | None = None
-            try:
-                fd = os.open(self.wal, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                error = StoreUnavailable(f"SQLite store: cannot fsync {self.wal}: {exc}")
-            with self._lock:
-                together = len(group) + len(self._waiting) >= GROUP_WAIT_AT
-            for future in group:
-                loop = future.get_loop()
-                if not loop.is_closed():
-                    loop.call_soon_threadsafe(_settle, future, error)
+        raise NotImplementedError
 
     def close(self) -> None:
         with self._lock:
@@ -236,13 +216,154 @@ class _Syncer:
             self._thread.join(10)
 
 
-def _settle(future: asyncio.Future[None], error: Exception | None) -> None:
-    if future.done():
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
+class _Syncer(_Worker):
+    """Makes commits durable for callers on event loops: fsyncs the write-ahead log file
+    from a thread of its own and resolves the futures of every commit made before the
+    fsync began (commits on the event loop are made without SQLite's fsync, as at
+    synchronous=NORMAL; with the log fsynced after them they are as durable as at FULL)."""
+
+    name = "conveyor-sqlite-sync"
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.wal = path + "-wal"
+        self._waiting: list[asyncio.Future[None]] = []
+
+    def after_commit(self) -> asyncio.Future[None]:
+        """A future resolved once what this thread committed so far is on disk."""
+        future = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._waiting.append(future)
+            self._hand()
+        return future
+
+    def _run(self) -> None:
+        together = False  # the last fsync served several commits, or more came meanwhile
+        while self._await_work(lambda: bool(self._waiting)):
+            if together:
+                time.sleep(GROUP_WAIT)
+            with self._lock:
+                group, self._waiting = self._waiting, []
+            error = _fsync(self.wal)
+            with self._lock:
+                together = len(group) + len(self._waiting) >= GROUP_WAIT_AT
+            _settle_all([(future, None, error) for future in group])
+
+
+def _fsync(path: str) -> StoreUnavailable | None:
+    """fsync a file (the write-ahead log); what went wrong, if anything."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return StoreUnavailable(f"SQLite store: cannot fsync {path}: {exc}")
+    return None
+
+
+class _Batch:
+    """What the gathered calls of one transaction leave for after its commit."""
+
+    __slots__ = ("durable", "later")
+
+    def __init__(self) -> None:
+        self.later: list[Callable[[], object]] = []  # wake-ups of waiting receives
+        self.durable = False  # a write must reach the disk before it is answered
+
+
+class _Gathered(_Worker):
+    """Calls an event loop handed over (`SQLiteConnections.gather`): a thread of the store's
+    takes the write lock once for all of them, runs each (its writes in savepoints of that
+    transaction) and resolves their futures after the commit. While another process holds
+    the lock, the loop goes on parsing requests, and every write that meets the lock taken
+    joins the next transaction instead of a thread of its own that retries it."""
+
+    name = "conveyor-sqlite-writer"
+
+    def __init__(self, db: SQLiteConnections) -> None:
+        super().__init__()
+        self.db = db
+        self._calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+        self._active = False  # calls wait or run
+
+    def submit(self, call: Callable[[], T]) -> asyncio.Future[T]:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._calls.append((call, future))
+            self._active = True
+            self._hand()
+        return future
+
+    def busy(self) -> bool:
+        """Whether calls wait here or run (a write on the loop would meet the lock taken)."""
+        return self._active
+
+    def _take(self) -> list[tuple[Callable[[], Any], asyncio.Future[Any]]]:
+        with self._lock:
+            calls, self._calls = self._calls, []
+        return calls
+
+    def _run(self) -> None:
+        while self._await_work(lambda: bool(self._calls)):
+            calls = self._take()
+            _settle_all(self._batch(calls))
+            with self._lock:
+                self._active = bool(self._calls)
+
+    def _batch(self, calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]]) -> list[Outcome]:
+        """Run `calls`, and those that come until the lock is taken, in one transaction."""
+        outcomes: list[Outcome] = []
+        batch = _Batch()
+        db = self.db
+
+        def run_all(ex: SQLiteExec) -> None:
+            calls.extend(self._take())  # what came while the lock was being taken
+            local = db._local  # of the thread that runs the transaction (this or a leader)
+            local.gathered = batch
+            try:
+                for call, future in calls:
+                    try:
+                        outcomes.append((future, call(), None))
+                    except Exception as exc:
+                        outcomes.append((future, None, exc))
+            finally:
+                local.gathered = None
+
+        error: BaseException | None
+        try:
+            # committed without SQLite's fsync; the log is fsynced below if a write needs it
+            db.write(run_all, durable=False)
+            error = _fsync(db.path + "-wal") if db.durability == "full" and batch.durable else None
+        except BaseException as exc:  # nothing was committed
+            error = exc
+        if error is not None:
+            return [(future, None, error) for _, future in calls]
+        for fn in batch.later:
+            with contextlib.suppress(Exception):
+                fn()
+        return outcomes
+
+
+def _settle_all(outcomes: list[Outcome]) -> None:
+    """Resolve futures from another thread: one wake-up of each event loop for all its own."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+    for outcome in outcomes:
+        by_loop.setdefault(outcome[0].get_loop(), []).append(outcome)
+    for loop, mine in by_loop.items():
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(_resolve, mine)
+
+
+def _resolve(outcomes: list[Outcome]) -> None:
+    for future, result, error in outcomes:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
 
 
 class _Write:
@@ -285,6 +406,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._leading = False
         self.commits = 0  # write transactions committed by this process (groups count once)
         self._syncer = _Syncer(self.path)
+        self._gathered = _Gathered(self)
         self._wakes = Wakes(os.path.realpath(self.path), time.monotonic, beside=self.path)
 
     def exec(self) -> SQLiteExec:
@@ -346,10 +468,44 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def inline(self) -> contextlib.AbstractContextManager[Inline]:
         return self._inline()
 
+    def gather(self, call: Callable[[], T]) -> asyncio.Future[T]:
+        return self._gathered.submit(call)
+
+    def gathering(self) -> bool:
+        return self._gathered.busy()
+
+    def after_commit(self, fn: Callable[[], object]) -> bool:
+        batch: _Batch | None = getattr(self._local, "gathered", None)
+        if batch is None:
+            return False
+        batch.later.append(fn)
+        return True
+
+    def _in_gathered(self, fn: Callable[[SQLiteExec], T]) -> T:
+        """A write of a gathered call: a savepoint in the transaction the calls share."""
+        ex = self.exec()
+        conn = ex.conn
+        conn.execute("SAVEPOINT g")
+        try:
+            result = fn(ex)
+        except BaseException as exc:
+            conn.execute("ROLLBACK TO g")
+            conn.execute("RELEASE g")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+            raise
+        conn.execute("RELEASE g")
+        return result
+
     def write(
         self, fn: Callable[[SQLiteExec], T], *, single: bool = False, durable: bool = True
     ) -> T:
-        inline = getattr(self._local, "inline", False)
+        local = self._local
+        batch: _Batch | None = getattr(local, "gathered", None)
+        if batch is not None:
+            batch.durable = batch.durable or durable
+            return self._in_gathered(fn)
+        inline = getattr(local, "inline", False)
         if inline and durable and self.durability == "full":
             try:
                 asyncio.get_running_loop()
@@ -363,7 +519,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             return committed
         me = _Write(fn, durable)
         with self._group_lock:
-            if self._leading:
+            if self._leading or (inline and self._gathered.busy()):
                 if inline:
                     raise WouldBlock  # it would wait for the running group
                 self._waiting.append(me)
@@ -528,6 +684,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
             pass
 
     def close(self) -> None:
+        self._gathered.close()
+        self._gathered = _Gathered(self)
         self._syncer.close()
         self._syncer = _Syncer(self.path)
         self._wakes.close()

@@ -14,7 +14,9 @@ clocks (keep hosts in NTP sync).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
 import operator
 import secrets
@@ -123,6 +125,12 @@ class SQLStore(Backend, Generic[E]):
 
     def inline(self) -> AbstractContextManager[Inline] | None:
         return self.db.inline()
+
+    def gather(self, call: Callable[[], T]) -> asyncio.Future[T] | None:
+        return self.db.gather(call)
+
+    def gathering(self) -> bool:
+        return self.db.gathering()
 
     def __repr__(self) -> str:
         return f"SQLStore({self.db.display!r})"
@@ -269,6 +277,8 @@ class SQLStore(Backend, Generic[E]):
     # -- waiting --------------------------------------------------------------------------
 
     def notify(self, queue: str) -> None:
+        if self.db.after_commit(functools.partial(self.notify, queue)):
+            return  # a waiter woken now would not see the uncommitted write
         super().notify(queue)
         self.db.announce(self.key, queue)
 
