@@ -20,8 +20,9 @@ Sections, each interleaving what it compares (rounds of every target in turn, me
   PostgreSQL database.
 
 ``--source DIR`` adds `conveyor serve` from another checkout (``DIR``; e.g. a worktree of
-an earlier commit) to each section as "before". LocalStack runs from a Python 3.13 venv of
-its own (``localstack-core[runtime]==2026.3.0``, made under ``--cache`` on first use).
+an earlier commit) to each section as "before" (in ``workers``, on SQLite). LocalStack runs
+from a Python 3.13 venv of its own (``localstack-core[runtime]==2026.3.0``, made under
+``--cache`` on first use).
 """
 
 from __future__ import annotations
@@ -261,6 +262,17 @@ def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_wor
             for label, url in stores:
                 targets = [conveyor(f"{label} x{n}", url(n), workers=n) for n in (1, 2)]
                 groups.append((label + suffix, targets, cores))
+            if source:  # the store whose workers share one lock, from the other checkout
+                targets = [
+                    conveyor(
+                        f"before sqlite x{n}",
+                        f"sqlite:///{tmp}/before{n}{suffix.strip()}.db?durability=normal",
+                        source,
+                        workers=n,
+                    )
+                    for n in (1, 2)
+                ]
+                groups.append(("before sqlite normal" + suffix, targets, cores))
         rows = []
         try:
             for label, targets, cores in groups:
