@@ -297,9 +297,9 @@ def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_wor
             for n in (1, 2):
                 drop(f"{PG}?prefix={prefix}{n}_")
                 drop(f"{REDIS}?prefix={prefix}r{n}")
-    print(f"{'server':22} {'x1 req/s':>9} {'x2 req/s':>9} {'x2 / x1':>8}")
+    print(f"{'server':30} {'x1 req/s':>9} {'x2 req/s':>9} {'x2 / x1':>8}")
     for label, one, two in rows:
-        print(f"{label:22} {one:9,.0f} {two:9,.0f} {two / one:8.2f}")
+        print(f"{label:30} {one:9,.0f} {two:9,.0f} {two / one:8.2f}")
     if limited is None:
         print(
             f"# limited: each server process held to {cpu_per_worker:g} CPU (a cgroup's CFS"
