@@ -3,7 +3,9 @@
 The stores are synchronous (one implementation each); their calls run in a thread pool,
 or on the event loop's own thread where the store says they cannot wait there (memory;
 SQLite, whose calls raise `WouldBlock` before they would wait, and then run in the pool:
-`offload`). Long polls wait in the event loop, so a waiting receive holds no thread.
+`offload`; its sends, receives, deletes and visibility changes instead join the writes the
+store gathers into one transaction: `offload_write`). Long polls wait in the event loop, so
+a waiting receive holds no thread.
 """
 
 from __future__ import annotations
