@@ -247,6 +247,7 @@ def run_op(
 def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_worker: float) -> None:
     print("\n## --workers: SendMessageBatch under wrk, 1 and 2 server processes")
     limited = wrk.CpuLimit.available()
+    libraries = sqlstores().redis_libraries()  # the Redis servers load one; dropped after
     with tempfile.TemporaryDirectory() as tmp:
         prefix = f"benchw{secrets.token_hex(3)}_"
         stores = [
@@ -297,6 +298,7 @@ def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_wor
             for n in (1, 2):
                 drop(f"{PG}?prefix={prefix}{n}_")
                 drop(f"{REDIS}?prefix={prefix}r{n}")
+            sqlstores().drop_redis_libraries(libraries)
     print(f"{'server':30} {'x1 req/s':>9} {'x2 req/s':>9} {'x2 / x1':>8}")
     for label, one, two in rows:
         print(f"{label:30} {one:9,.0f} {two:9,.0f} {two / one:8.2f}")
@@ -310,12 +312,17 @@ def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_wor
         print(f"# no runs with CPU limits ({limited})")
 
 
-def drop(url: str) -> None:
+def sqlstores() -> Any:
+    """tests.sqlstores, which makes and drops the stores of the shared database servers."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from tests.sqlstores import drop as drop_store
+    import tests.sqlstores
 
+    return tests.sqlstores
+
+
+def drop(url: str) -> None:
     try:
-        drop_store(url)
+        sqlstores().drop(url)
     except Exception as exc:  # the bench goes on; say so
         print(f"# could not drop {url}: {exc}", file=sys.stderr)
 
