@@ -68,22 +68,20 @@ async def _offload(
 ) -> T:
     inline = backend.inline()
     if inline is not None:
-        if gather and backend.gathering():
+        if not (gather and backend.gathering()):  # else it would meet the lock taken
+            try:
+                with inline as made:
+                    result = call()
+            except WouldBlock:
+                pass
+            else:
+                if made.durable is not None:
+                    await made.durable
+                return result
+        if gather:
             gathered = backend.gather(call)
             if gathered is not None:
                 return await gathered
-        try:
-            with inline as made:
-                result = call()
-        except WouldBlock:
-            if gather:
-                gathered = backend.gather(call)
-                if gathered is not None:
-                    return await gathered
-        else:
-            if made.durable is not None:
-                await made.durable
-            return result
     return await asyncio.get_running_loop().run_in_executor(executor, call)
 
 

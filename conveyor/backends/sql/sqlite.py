@@ -481,21 +481,21 @@ class SQLiteConnections(Connections[SQLiteExec]):
         batch.later.append(fn)
         return True
 
-    def _in_gathered(self, fn: Callable[[SQLiteExec], T]) -> T:
-        """A write of a gathered call: a savepoint in the transaction the calls share."""
-        ex = self.exec()
+    def _savepoint(self, ex: SQLiteExec, fn: Callable[[SQLiteExec], T]) -> T:
+        """Run `fn` in a savepoint of the open transaction: one write of several that share
+        it (a group, gathered calls), undone alone if it raises (SQLite's own errors raised
+        as StoreUnavailable)."""
         conn = ex.conn
-        conn.execute("SAVEPOINT g")
+        conn.execute("SAVEPOINT w")
         try:
-            result = fn(ex)
+            return fn(ex)
         except BaseException as exc:
-            conn.execute("ROLLBACK TO g")
-            conn.execute("RELEASE g")
+            conn.execute("ROLLBACK TO w")
             if isinstance(exc, sqlite3.Error):
                 raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
             raise
-        conn.execute("RELEASE g")
-        return result
+        finally:
+            conn.execute("RELEASE w")
 
     def write(
         self, fn: Callable[[SQLiteExec], T], *, single: bool = False, durable: bool = True
@@ -504,7 +504,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         batch: _Batch | None = getattr(local, "gathered", None)
         if batch is not None:
             batch.durable = batch.durable or durable
-            return self._in_gathered(fn)
+            return self._savepoint(self.exec(), fn)  # in the transaction the calls share
         inline = getattr(local, "inline", False)
         if inline and durable and self.durability == "full":
             try:
@@ -564,19 +564,11 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 if len(group) == 1:
                     results.append((group[0], group[0].fn(ex)))
                 else:
-                    conn = ex.conn
                     for w in group:
-                        conn.execute("SAVEPOINT w")
                         try:
-                            results.append((w, w.fn(ex)))
+                            results.append((w, self._savepoint(ex, w.fn)))
                         except Exception as exc:
-                            conn.execute("ROLLBACK TO w")
-                            w.error = (
-                                StoreUnavailable(f"SQLite store {self.path} failed: {exc}")
-                                if isinstance(exc, sqlite3.Error)
-                                else exc
-                            )
-                        conn.execute("RELEASE w")
+                            w.error = exc
         except BaseException as exc:  # nothing of the group was committed
             for w in group:
                 w.error = exc
