@@ -12,7 +12,7 @@ import pytest
 from conveyor import Client, DeadLetterPolicy, ManualClock, SendEntry
 from conveyor.backends.base import Pipeline
 from conveyor.backends.sql.pipeline import HIDDEN, STAGE_HOURS, SQLPipeline
-from conveyor.backends.sql.sqlite import SQLiteConnections
+from conveyor.backends.sql.sqlite_connections import SQLiteConnections
 from conveyor.backends.sql.store import SQLStore
 from conveyor.models import NewMessage
 

@@ -13,7 +13,8 @@ import pytest
 
 from conveyor import Client, ManualClock, Message, QueueDoesNotExist, SendEntry
 from conveyor.backends.sql.schema import QUEUE_COLUMNS, SQLITE_MIGRATIONS
-from conveyor.backends.sql.sqlite import BARE_ROWS, SQLiteConnections, SQLiteExec
+from conveyor.backends.sql.sqlite import BARE_ROWS
+from conveyor.backends.sql.sqlite_connections import SQLiteConnections, SQLiteExec
 from conveyor.backends.sql.store import QUEUE_CACHE_SECONDS as ROW_CACHE
 from conveyor.backends.sql.store import SQLStore
 

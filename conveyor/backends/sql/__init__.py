@@ -2,6 +2,7 @@
 
 One implementation of every contract (`store.SQLStore`), over a `Dialect` per database
 (`sqlite.py`, `postgres.py`, `mysql.py`: where messages live, statements, the hot path) and
-a `Connections` object per database (how operations reach it). Nothing here is imported
+a `Connections` object per database (how operations reach it; SQLite's in
+`sqlite_connections.py`). Nothing here is imported
 until a URL names the store (`conveyor.urls`).
 """

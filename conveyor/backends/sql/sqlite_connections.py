@@ -1,0 +1,624 @@
+"""The SQLite file of the embedded store (`conveyor.backends.sql.sqlite`): one connection per
+thread, write transactions, and the order in which the writes of threads, event loops and
+processes take its one write lock.
+
+Writes of one process are committed in groups: while one thread's transaction runs, the
+writes other threads ask for wait, and the next of them runs them all in one transaction
+(each in a savepoint of its own, so one failing changes nothing of the others), with one
+commit, and so one fsync at durability=full, for all. Nothing is acknowledged before its
+commit. An event loop may call the store on its own thread (`inline`): there a write that
+would wait for another writer raises `WouldBlock` instead, and at durability=full a write
+commits without waiting for the disk and leaves its caller a future to await, which a
+thread of the store's resolves once it has fsynced the write-ahead log: one fsync for every
+commit made before it began, so the loop's writes commit in groups too. A short write the
+loop cannot make at once (another process holds the lock) is handed to the store's writer
+thread (`gather`), which runs every write handed over meanwhile in one transaction once it
+has the lock; until that has committed, later writes of the loop join it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from ...exceptions import InvalidInput, StoreUnavailable
+from ...notify import HUB
+from ...tuning import keep_heap
+from ..base import Inline, WouldBlock
+from .connections import Connections, Exec
+from .rows import Row
+from .wakes import Wakes
+
+T = TypeVar("T")
+
+
+@functools.lru_cache(maxsize=4096)
+def qmarks(sql: str) -> str:
+    return sql.replace("%s", "?")
+
+
+class SQLiteExec(Exec):
+    """An `Exec` on a sqlite3 connection (``%s`` parameters become ``?``)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self.conn.execute(qmarks(sql), params).fetchall()
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self.conn.execute(qmarks(sql), params).rowcount
+
+    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(qmarks(sql), rows)
+
+
+class _Tx:
+    """A write transaction: BEGIN IMMEDIATE; COMMIT, or ROLLBACK on any error (SQLite's
+    own errors raised as StoreUnavailable). `relaxed`: the commit need not wait for the
+    disk. A class rather than a generator-based context manager: every send, receive and
+    delete opens one."""
+
+    __slots__ = ("db", "ex", "relaxed")
+
+    def __init__(self, db: SQLiteConnections, relaxed: bool) -> None:
+        self.db = db
+        self.relaxed = relaxed
+
+    def __enter__(self) -> SQLiteExec:
+        ex = self.ex = self.db.exec()
+        conn = ex.conn
+        self.db.synchronous(conn, relaxed=self.relaxed)  # not allowed inside a transaction
+        self.db.begin(conn)
+        return ex
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        conn = self.ex.conn
+        if kind is None:
+            try:
+                conn.execute("COMMIT")
+                return
+            except BaseException as error:
+                exc = error
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise StoreUnavailable(f"SQLite store {self.db.path} failed: {exc}") from exc
+        if kind is None and exc is not None:
+            raise exc
+
+
+# when several commits came together for the last fsync, the next one waits this long for
+# more (as PostgreSQL's commit_delay): under load an fsync then serves many commits instead
+# of one or two (16 connections sending batches at durability=full: 2,845 -> 3,300 requests
+# a second, 409 -> 330 us of CPU each); a committer alone, or two taking turns, never waits
+GROUP_WAIT = 0.0005
+GROUP_WAIT_AT = 3  # commits the last fsync served, with those that came meanwhile
+
+
+Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]  # a future, its result or error
+
+
+class _Worker:
+    """A daemon thread of the store's, started when first handed work (`_hand`), that
+    serves callers on event loops and settles their futures (`_settle_all`)."""
+
+    name = ""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def _hand(self) -> None:
+        """After work was added under `_lock`: start the thread, or wake it."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
+        self._wake.notify()
+
+    def _await_work(self, pending: Callable[[], bool]) -> bool:
+        """Wait until `pending()` or closed; False once closed with nothing pending."""
+        with self._lock:
+            while not pending() and not self._closed:
+                self._wake.wait()
+            return pending()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(10)
+
+
+class _Syncer(_Worker):
+    """Makes commits durable for callers on event loops: fsyncs the write-ahead log file
+    from a thread of its own and resolves the futures of every commit made before the
+    fsync began (commits on the event loop are made without SQLite's fsync, as at
+    synchronous=NORMAL; with the log fsynced after them they are as durable as at FULL)."""
+
+    name = "conveyor-sqlite-sync"
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.wal = path + "-wal"
+        self._waiting: list[asyncio.Future[None]] = []
+
+    def after_commit(self) -> asyncio.Future[None]:
+        """A future resolved once what this thread committed so far is on disk."""
+        future = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._waiting.append(future)
+            self._hand()
+        return future
+
+    def _run(self) -> None:
+        together = False  # the last fsync served several commits, or more came meanwhile
+        while self._await_work(lambda: bool(self._waiting)):
+            if together:
+                time.sleep(GROUP_WAIT)
+            with self._lock:
+                group, self._waiting = self._waiting, []
+            error = _fsync(self.wal)
+            with self._lock:
+                together = len(group) + len(self._waiting) >= GROUP_WAIT_AT
+            _settle_all([(future, None, error) for future in group])
+
+
+def _fsync(path: str) -> StoreUnavailable | None:
+    """fsync a file (the write-ahead log); what went wrong, if anything."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return StoreUnavailable(f"SQLite store: cannot fsync {path}: {exc}")
+    return None
+
+
+class _Batch:
+    """What the gathered calls of one transaction leave for after its commit."""
+
+    __slots__ = ("durable", "later")
+
+    def __init__(self) -> None:
+        self.later: list[Callable[[], object]] = []  # wake-ups of waiting receives
+        self.durable = False  # a write must reach the disk before it is answered
+
+
+class _Gathered(_Worker):
+    """Calls an event loop handed over (`SQLiteConnections.gather`): a thread of the store's
+    takes the write lock once for all of them, runs each (its writes in savepoints of that
+    transaction) and resolves their futures after the commit. While another process holds
+    the lock, the loop goes on parsing requests, and every write that meets the lock taken
+    joins the next transaction instead of a thread of its own that retries it."""
+
+    name = "conveyor-sqlite-writer"
+
+    def __init__(self, db: SQLiteConnections) -> None:
+        super().__init__()
+        self.db = db
+        self._calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+        self._active = False  # calls wait or run
+
+    def submit(self, call: Callable[[], T]) -> asyncio.Future[T]:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._calls.append((call, future))
+            self._active = True
+            self._hand()
+        return future
+
+    def busy(self) -> bool:
+        """Whether calls wait here or run (a write on the loop would meet the lock taken)."""
+        return self._active
+
+    def _take(self) -> list[tuple[Callable[[], Any], asyncio.Future[Any]]]:
+        with self._lock:
+            calls, self._calls = self._calls, []
+        return calls
+
+    def _run(self) -> None:
+        while self._await_work(lambda: bool(self._calls)):
+            calls = self._take()
+            _settle_all(self._batch(calls))
+            with self._lock:
+                self._active = bool(self._calls)
+
+    def _batch(self, calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]]) -> list[Outcome]:
+        """Run `calls`, and those that come until the lock is taken, in one transaction."""
+        outcomes: list[Outcome] = []
+        batch = _Batch()
+        db = self.db
+
+        def run_all(ex: SQLiteExec) -> None:
+            calls.extend(self._take())  # what came while the lock was being taken
+            local = db._local  # of the thread that runs the transaction (this or a leader)
+            local.gathered = batch
+            try:
+                for call, future in calls:
+                    try:
+                        outcomes.append((future, call(), None))
+                    except Exception as exc:
+                        outcomes.append((future, None, exc))
+            finally:
+                local.gathered = None
+
+        error: BaseException | None
+        try:
+            # committed without SQLite's fsync; the log is fsynced below if a write needs it
+            db.write(run_all, durable=False)
+            error = _fsync(db.path + "-wal") if db.durability == "full" and batch.durable else None
+        except BaseException as exc:  # nothing was committed
+            error = exc
+        if error is not None:
+            return [(future, None, error) for _, future in calls]
+        for fn in batch.later:
+            with contextlib.suppress(Exception):
+                fn()
+        return outcomes
+
+
+def _settle_all(outcomes: list[Outcome]) -> None:
+    """Resolve futures from another thread: one wake-up of each event loop for all its own."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+    for outcome in outcomes:
+        by_loop.setdefault(outcome[0].get_loop(), []).append(outcome)
+    for loop, mine in by_loop.items():
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(_resolve, mine)
+
+
+def _resolve(outcomes: list[Outcome]) -> None:
+    for future, result, error in outcomes:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+
+class _Write:
+    """One write waiting for its group's commit."""
+
+    __slots__ = ("durable", "error", "fn", "latch", "lead", "result")
+
+    def __init__(self, fn: Callable[[SQLiteExec], Any], durable: bool) -> None:
+        self.fn = fn
+        self.durable = durable
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.lead = False  # woken to run the next group rather than finished
+        self.latch = threading.Lock()
+        self.latch.acquire()
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class SQLiteConnections(Connections[SQLiteExec]):
+    """One connection per thread; writes in `BEGIN IMMEDIATE` transactions."""
+
+    def __init__(self, path: str, *, durability: str, busy_timeout: float, heap: bool) -> None:
+        if durability not in ("full", "normal"):
+            raise InvalidInput(f"durability must be 'full' or 'normal', got {durability!r}")
+        self.path = path if path == ":memory:" else os.path.abspath(path)
+        self.display = f"sqlite:///{self.path}"
+        self.durability = durability
+        self._busy_ms = int(busy_timeout * 1000)
+        self._heap = heap
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        # group commit: writes waiting for the running group to commit, and whether one runs
+        self._group_lock = threading.Lock()
+        self._waiting: list[_Write] = []
+        self._leading = False
+        self.commits = 0  # write transactions committed by this process (groups count once)
+        self._syncer = _Syncer(self.path)
+        self._gathered = _Gathered(self)
+        self._wakes = Wakes(os.path.realpath(self.path), time.monotonic, beside=self.path)
+
+    def exec(self) -> SQLiteExec:
+        """This thread's connection (opened on first use)."""
+        ex: SQLiteExec | None = getattr(self._local, "ex", None)
+        if ex is not None:
+            return ex
+        if self._heap:
+            keep_heap()
+        parent = os.path.dirname(self.path)
+        if parent and not os.path.isdir(parent):
+            raise StoreUnavailable(
+                f"cannot open SQLite store {self.path}: directory {parent} does not exist"
+            )
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self._busy_ms / 1000,
+                cached_statements=512,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            sync = "FULL" if self.durability == "full" else "NORMAL"
+            conn.execute(f"PRAGMA synchronous = {sync}")
+            conn.execute("PRAGMA cache_size = -32000")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+        ex = self._local.ex = SQLiteExec(conn)
+        with self._lock:
+            self._connections.append(conn)
+        return ex
+
+    def check(self) -> None:
+        self.exec()
+
+    def read(self, fn: Callable[[SQLiteExec], T]) -> T:
+        try:
+            return fn(self.exec())
+        except sqlite3.OperationalError as exc:
+            if getattr(self._local, "inline", False) and _busy(exc):
+                raise WouldBlock from exc
+            raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _inline(self) -> Iterator[Inline]:
+        local = self._local
+        call = local.call = Inline()
+        local.inline = True
+        try:
+            yield call
+        finally:
+            local.inline = False
+            local.call = None
+
+    def inline(self) -> contextlib.AbstractContextManager[Inline]:
+        return self._inline()
+
+    def gather(self, call: Callable[[], T]) -> asyncio.Future[T]:
+        return self._gathered.submit(call)
+
+    def gathering(self) -> bool:
+        return self._gathered.busy()
+
+    def after_commit(self, fn: Callable[[], object]) -> bool:
+        batch: _Batch | None = getattr(self._local, "gathered", None)
+        if batch is None:
+            return False
+        batch.later.append(fn)
+        return True
+
+    def _savepoint(self, ex: SQLiteExec, fn: Callable[[SQLiteExec], T]) -> T:
+        """Run `fn` in a savepoint of the open transaction: one write of several that share
+        it (a group, gathered calls), undone alone if it raises (SQLite's own errors raised
+        as StoreUnavailable)."""
+        conn = ex.conn
+        conn.execute("SAVEPOINT w")
+        try:
+            return fn(ex)
+        except BaseException as exc:
+            conn.execute("ROLLBACK TO w")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+            raise
+        finally:
+            conn.execute("RELEASE w")
+
+    def write(
+        self, fn: Callable[[SQLiteExec], T], *, single: bool = False, durable: bool = True
+    ) -> T:
+        local = self._local
+        batch: _Batch | None = getattr(local, "gathered", None)
+        if batch is not None:
+            batch.durable = batch.durable or durable
+            return self._savepoint(self.exec(), fn)  # in the transaction the calls share
+        inline = getattr(local, "inline", False)
+        if inline and durable and self.durability == "full":
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                raise WouldBlock from None  # no event loop to await the disk on
+            # commit now, without SQLite's fsync; the caller awaits the log's fsync
+            committed = self.write(fn, single=single, durable=False)
+            call: Inline = self._local.call
+            if call.durable is None:
+                call.durable = self._syncer.after_commit()
+            return committed
+        me = _Write(fn, durable)
+        with self._group_lock:
+            if self._leading or (inline and self._gathered.busy()):
+                if inline:
+                    raise WouldBlock  # it would wait for the running group
+                self._waiting.append(me)
+                follow = True
+            else:
+                self._leading = True
+                follow = False
+        if follow:
+            me.latch.acquire()  # released when done, or to run the next group
+            if not me.lead:
+                result: T = me.outcome()
+                return result
+            with self._group_lock:
+                group, self._waiting = self._waiting, []
+        else:
+            group = [me]
+        try:
+            self._commit(group)
+        finally:
+            with self._group_lock:
+                if self._waiting:
+                    following = self._waiting[0]
+                    following.lead = True
+                    following.latch.release()
+                else:
+                    self._leading = False
+            for w in group:
+                if w is not me:
+                    w.latch.release()
+        result = me.outcome()
+        return result
+
+    def _commit(self, group: list[_Write]) -> None:
+        """Run a group's writes in one transaction, each in a savepoint of its own when
+        there are several, and set each one's result or error."""
+        # at durability=full a commit that need not be durable is made durable by the next
+        # durable commit (or checkpoint): a power cut before that can undo it
+        relaxed = self.durability == "full" and not any(w.durable for w in group)
+        results: list[tuple[_Write, Any]] = []
+        try:
+            with _Tx(self, relaxed) as ex:
+                if len(group) == 1:
+                    results.append((group[0], group[0].fn(ex)))
+                else:
+                    for w in group:
+                        try:
+                            results.append((w, self._savepoint(ex, w.fn)))
+                        except Exception as exc:
+                            w.error = exc
+        except BaseException as exc:  # nothing of the group was committed
+            for w in group:
+                w.error = exc
+            return
+        self.commits += 1
+        for w, result in results:
+            w.result = result
+
+    def synchronous(self, conn: sqlite3.Connection, *, relaxed: bool) -> None:
+        """At durability=full, this thread's connection at synchronous=NORMAL for a commit
+        that need not wait for the disk, else FULL (changed only when it differs)."""
+        if self.durability != "full":
+            return
+        local = self._local
+        if getattr(local, "relaxed", False) != relaxed:
+            conn.execute(f"PRAGMA synchronous = {'NORMAL' if relaxed else 'FULL'}")
+            local.relaxed = relaxed
+
+    def begin(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE, retrying a busy lock with short randomised sleeps.
+
+        SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms; under contention between
+        processes that wastes most of the lock's free time, so the first attempts here
+        do not wait inside SQLite at all and back off from 50 µs to 2 ms. Inline (on an
+        event loop's thread) a busy lock raises `WouldBlock` at once.
+        """
+        local = self._local
+        if getattr(local, "inline", False):
+            if not getattr(local, "no_wait", False):
+                conn.execute("PRAGMA busy_timeout = 0")  # kept while the thread runs inline
+                local.no_wait = True
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if _busy(exc):
+                    raise WouldBlock from exc
+                raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
+        if getattr(local, "no_wait", False):
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            local.no_wait = False
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
+        deadline = time.monotonic() + self._busy_ms / 1000
+        delay = 0.00005
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                time.sleep(delay * (0.5 + random.random()))
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if time.monotonic() > deadline:
+                        raise StoreUnavailable(
+                            f"SQLite store {self.path} stayed locked for"
+                            f" {self._busy_ms / 1000:g} s: {exc}"
+                        ) from exc
+                delay = min(delay * 2, 0.002)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+
+    def announce(self, key: str, queue: str) -> None:
+        self._wakes.announce(queue)
+
+    def _listen(self, key: str) -> bool:
+        return self._wakes.listen(functools.partial(HUB.notify, key))
+
+    async def wait_async(
+        self, key: str, queue: str, since: int, timeout: float, interval: float
+    ) -> None:
+        self._listen(key)
+        await HUB.wait_async(key, queue, since, timeout, interval)
+
+    def wait(self, key: str, queue: str, since: int, timeout: float) -> None:
+        """Wake on a send in this process or another (through the wake directory), or on
+        any commit by another (PRAGMA data_version, looked at every 20 ms where the wake
+        directory cannot be used, else every 200 ms)."""
+        every = 0.2 if self._listen(key) else 0.02
+        conn = self.exec().conn
+        version = conn.execute("PRAGMA data_version").fetchone()
+        remaining = timeout
+        while remaining > 0:
+            step = min(remaining, every)
+            if HUB.wait(key, queue, since, step):
+                return
+            if conn.execute("PRAGMA data_version").fetchone() != version:
+                return
+            remaining -= step
+
+    def last_write(self, fn: Callable[[SQLiteExec], object]) -> None:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=10)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                fn(SQLiteExec(conn))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass
+
+    def close(self) -> None:
+        self._gathered.close()
+        self._gathered = _Gathered(self)
+        self._syncer.close()
+        self._syncer = _Syncer(self.path)
+        self._wakes.close()
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
