@@ -297,6 +297,36 @@ def test_inline_calls_raise_would_block_instead_of_waiting(tmp_path: Path) -> No
             q.send("no loop")  # nothing to await the disk on: a thread must wait
 
 
+def test_durable_sends_of_one_loop_turn_share_one_fsync(tmp_path: Path) -> None:
+    """At durability=full, sends an event loop commits in one turn of it wait for one fsync
+    of the log, made after the last of them committed; none is answered before it."""
+    import asyncio
+
+    from conveyor.aio import AsyncClient
+
+    with Client(f"sqlite:///{tmp_path}/f.db") as client:
+        client.create_queue("jobs")
+        store = client.backend
+        assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
+        db = store.db
+        q = AsyncClient(client=client).queue("jobs")
+
+        async def send(text: str) -> int:
+            await q.send(text)
+            return db.fsyncs  # when it was answered
+
+        async def scenario() -> None:
+            await send("first")
+            before = db.fsyncs
+            assert before >= 1
+            answered = await asyncio.gather(*(send(f"m{i}") for i in range(8)))
+            assert db.fsyncs == before + 1
+            assert answered == [before + 1] * 8
+
+        asyncio.run(scenario())
+        assert len(client.queue("jobs").receive(10)) == 9
+
+
 def test_writes_that_meet_the_lock_taken_on_a_loop_commit_together_after_it(
     tmp_path: Path,
 ) -> None:
