@@ -12,7 +12,7 @@ import uvicorn
 
 from conveyor import Client
 from conveyor.server import ConveyorServer, ServerConfig
-from conveyor.server.protocol import guarded
+from conveyor.server.protocol import GuardedHttpProtocol, guarded
 
 
 def free_port() -> int:
@@ -24,7 +24,11 @@ def free_port() -> int:
 
 class LiveServer:
     def __init__(
-        self, client: Client, config: ServerConfig | None = None, request_timeout: float = 30.0
+        self,
+        client: Client,
+        config: ServerConfig | None = None,
+        request_timeout: float = 30.0,
+        http: type[GuardedHttpProtocol] | None = None,
     ) -> None:
         self.conveyor = ConveyorServer(client, config)
         self.port = free_port()
@@ -35,7 +39,7 @@ class LiveServer:
             port=self.port,
             log_level="warning",
             lifespan="off",
-            http=guarded(request_timeout),
+            http=http or guarded(request_timeout),
         )
         self.uv = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.uv.run, daemon=True)

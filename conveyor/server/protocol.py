@@ -1,10 +1,15 @@
-"""uvicorn's HTTP protocol with a deadline on each request's arrival.
+"""uvicorn's HTTP protocol with a deadline on each request's arrival, and a response sent in
+one write.
 
 uvicorn closes a keep-alive connection idle between requests, but not one that connects and
 says nothing, nor one that sends its headers or body a byte at a time: each such connection
 is held for ever, and a few hundred exhaust the server. Here a request must arrive whole
 (request line, headers and body) within `request_timeout` of its first byte, or of the
 connection opening; otherwise the connection is closed (408 when nothing was answered yet).
+
+uvicorn writes a response's status line and headers, then its body, each to the socket at
+once: two system calls and two TCP segments for every response. Here what a connection
+writes during one turn of the event loop goes out in one write at the start of its next.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # asyncio hands a BaseTransport; uvicorn's protocol declares the full Transport it
         # uses (uvloop's transports have its methods without subclassing asyncio.Transport)
-        super().connection_made(cast(asyncio.Transport, transport))
+        writes = _OneWrite(cast(asyncio.Transport, transport), self.loop)
+        super().connection_made(cast(asyncio.Transport, writes))
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -77,6 +83,49 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
             )
         self.transport.close()
+
+
+class _OneWrite:
+    """A connection's transport whose writes of one turn of the event loop are sent together
+    at its next turn (or before the transport closes)."""
+
+    __slots__ = ("_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._held is None:
+            self._held = [bytes(data)]
+            self._loop.call_soon(self._flush)
+        else:
+            self._held.append(bytes(data))
+
+    def _flush(self) -> None:
+        held, self._held = self._held, None
+        if held and not self._transport.is_closing():
+            self._transport.writelines(held)  # uvloop: one writev
+
+    def get_write_buffer_size(self) -> int:
+        held = sum(map(len, self._held)) if self._held else 0
+        return held + self._transport.get_write_buffer_size()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def guarded(request_timeout: float) -> type[GuardedHttpProtocol]:

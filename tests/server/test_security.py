@@ -198,6 +198,70 @@ def test_silent_and_trickling_connections_are_closed(secured: LiveServer) -> Non
     assert httpx.get(secured.url + "/healthz").status_code == 200
 
 
+def test_a_response_goes_out_in_one_write() -> None:
+    """uvicorn writes a response's status line and headers, then its body: the server's
+    protocol sends both in one write (one system call, one TCP segment), on a keep-alive
+    connection and on one the response closes, which still delivers it whole."""
+    import asyncio
+
+    from conveyor.server.protocol import GuardedHttpProtocol
+
+    writes: list[int] = []  # the transport's writes, per connection
+
+    class Counting:
+        def __init__(self, transport: asyncio.Transport, index: int) -> None:
+            self.transport = transport
+            self.index = index
+
+        def write(self, data: bytes) -> None:
+            writes[self.index] += 1
+            self.transport.write(data)
+
+        def writelines(self, data: list[bytes]) -> None:
+            writes[self.index] += 1
+            self.transport.writelines(data)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.transport, name)
+
+    class Probe(GuardedHttpProtocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            writes.append(0)
+            counted = Counting(transport, len(writes) - 1)  # type: ignore[arg-type]
+            super().connection_made(counted)  # type: ignore[arg-type]
+
+    def response(s: socket.socket) -> tuple[bytes, bytes]:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += s.recv(65536)
+        head, body = data.split(b"\r\n\r\n", 1)
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        while len(body) < length:
+            body += s.recv(65536)
+        return head, body
+
+    list_queues = (
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-amz-json-1.0\r\n"
+        b"X-Amz-Target: AmazonSQS.ListQueues\r\nContent-Length: 2\r\n%s\r\n{}"
+    )
+    with Client("memory://") as client, LiveServer(client, http=Probe) as live:
+        client.create_queue("jobs")
+        s = socket.create_connection(("127.0.0.1", live.port), timeout=15)
+        for _ in range(3):
+            s.sendall(list_queues % b"")
+            head, body = response(s)
+            assert head.startswith(b"HTTP/1.1 200") and b"/jobs" in body
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        head, _ = response(s)
+        assert head.startswith(b"HTTP/1.1 200")
+        s.sendall(list_queues % b"Connection: close\r\n")
+        head, body = response(s)
+        assert b"/jobs" in body
+        assert s.recv(1) == b""  # closed after the whole response
+        s.close()
+    assert writes == [5]
+
+
 def test_a_client_gone_mid_request_is_not_a_server_error(
     server: LiveServer, caplog: pytest.LogCaptureFixture
 ) -> None:
