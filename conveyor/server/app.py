@@ -36,7 +36,7 @@ from ..notify import HUB
 from ..validation import check_queue_name, check_topic_name
 from .auth import Auth, Key
 from .counts import SharedCounts
-from .endpoint import Endpoint, sqs_path
+from .endpoint import Endpoint, sqs_path, too_large
 from .metrics import Metrics
 from .rest import ErrorBody, build_router, error_body, json_response
 from .sns_api import SnsApi
@@ -238,11 +238,8 @@ class BodyLimit:
             (v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"content-length"),
             None,
         )
-        too_large = RequestTooLarge(
-            f"the request body is over this server's limit of {limit} bytes (--max-body)"
-        )
         if length is not None and length.isdigit() and int(length) > limit:
-            await self._reject(too_large, scope, receive, send)
+            await self._reject(too_large(limit), scope, receive, send)
             return
         seen = 0
         started = False
@@ -255,7 +252,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise too_large
+                    raise too_large(limit)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -266,9 +263,9 @@ class BodyLimit:
 
         try:
             await self.inner(scope, limited, tracking_send)
-        except RequestTooLarge:
+        except RequestTooLarge as exc:
             if not started:
-                await self._reject(too_large, scope, receive, send)
+                await self._reject(exc, scope, receive, send)
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None)

@@ -273,6 +273,8 @@ def _compare(expected: str, signature: str) -> None:
 
 
 def _region_from_query(query: str) -> str | None:
+    if "X-Amz-Credential=" not in query:
+        return None
     for key, value in parse_qsl(query):
         if key == "X-Amz-Credential":
             parts = value.split("/")

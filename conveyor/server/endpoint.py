@@ -110,7 +110,13 @@ def header_map(scope: Scope) -> dict[str, str]:
     return headers
 
 
-async def read_body(receive: Receive, limit: int, too_large: RequestTooLarge) -> bytes:
+def too_large(limit: int) -> RequestTooLarge:
+    return RequestTooLarge(
+        f"the request body is over this server's limit of {limit} bytes (--max-body)"
+    )
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     seen = 0
     while True:
@@ -121,7 +127,7 @@ async def read_body(receive: Receive, limit: int, too_large: RequestTooLarge) ->
         if chunk:
             seen += len(chunk)
             if seen > limit:
-                raise too_large
+                raise too_large(limit)
             chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -147,13 +153,10 @@ class Endpoint:
         api, action, status = "sqs", "unknown", 200
         try:
             limit = self.server.config.max_body
-            too_large = RequestTooLarge(
-                f"the request body is over this server's limit of {limit} bytes (--max-body)"
-            )
             length = headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > limit:
-                raise too_large
-            body = await read_body(receive, limit, too_large)
+                raise too_large(limit)
+            body = await read_body(receive, limit)
             host = headers.get("host")
             if not host:
                 server = scope.get("server") or ("127.0.0.1", 80)
