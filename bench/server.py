@@ -118,15 +118,24 @@ def moto() -> Target:
     return Target("moto", start)
 
 
+def python313() -> str:
+    """A Python 3.13 for LocalStack: pyenv's own (its `python3.13` shim runs only where pyenv
+    has selected that version), else one on the PATH."""
+    for found in sorted(Path.home().glob(".pyenv/versions/3.13*/bin/python3.13"), reverse=True):
+        return str(found)
+    found = shutil.which("python3.13")
+    if found is None:
+        raise RuntimeError("LocalStack needs Python 3.13 (pyenv install 3.13)")
+    return found
+
+
 def localstack(cache: Path) -> Target:
     venv = cache / "localstack-venv"
 
     def start() -> wrk.Server:
         python = venv / "bin" / "python"
         if not python.exists():
-            py313 = shutil.which("python3.13") or str(
-                Path.home() / ".pyenv/versions/3.13.0/bin/python"
-            )
+            py313 = python313()
             print(f"# installing {LOCALSTACK} into {venv} (once)", file=sys.stderr, flush=True)
             subprocess.run([py313, "-m", "venv", str(venv)], check=True)
             subprocess.run(
