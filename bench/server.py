@@ -177,6 +177,19 @@ def localstack(cache: Path) -> Target:
     return Target("localstack", start)
 
 
+def start_all(targets: list[Target]) -> list[wrk.Server]:
+    """Start every target; if one cannot start, stop those already started."""
+    servers: list[wrk.Server] = []
+    try:
+        for target in targets:
+            servers.append(target.start())
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
 # -- wrk ----------------------------------------------------------------------------------
 
 
@@ -184,7 +197,7 @@ def wrk_section(targets: list[Target], seconds: float, repeat: int) -> None:
     print(
         "\n## wrk: 16 connections, 1 thread; SendMessageBatch, ReceiveMessage, DeleteMessageBatch"
     )
-    servers = [t.start() for t in targets]
+    servers = start_all(targets)
     ops = ["SendMessageBatch", "ReceiveMessage", "DeleteMessageBatch"]
     results: dict[tuple[str, str], list[wrk.Result]] = {}
     try:
@@ -404,7 +417,7 @@ def e2e_once(server: wrk.Server, n: int) -> tuple[float, int, int, float]:
 def e2e_section(targets: list[Target], messages: int, repeat: int) -> None:
     print(f"\n## end to end: boto3, 1 producer + 4 consumers, {messages:,} messages of 100 B")
     rows: dict[str, list[tuple[float, int, int, float]]] = {}
-    servers = [t.start() for t in targets]
+    servers = start_all(targets)
     try:
         for _ in range(repeat):
             for server in servers:
