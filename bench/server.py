@@ -166,11 +166,13 @@ def localstack(cache: Path) -> Target:
             try:
                 if httpx.get(url + "/_localstack/health", timeout=1).status_code == 200:
                     sqs(url).list_queues()
-                    return wrk.Server("localstack", proc, url)
+                    return wrk.Server("localstack", proc, url, scratch=data)
             except Exception:
                 pass
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
+                proc.wait()
+                shutil.rmtree(data, ignore_errors=True)
                 raise RuntimeError("LocalStack did not start")
             time.sleep(0.5)
 

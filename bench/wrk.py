@@ -122,6 +122,7 @@ class Server:
     name: str
     proc: subprocess.Popen[bytes]
     url: str
+    scratch: Path | None = None  # a directory of the server's, removed when it stops
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -131,6 +132,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def start_server(
