@@ -154,9 +154,9 @@ class _Syncer(_Worker):
 
     name = "conveyor-sqlite-sync"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, wal: str) -> None:
         super().__init__()
-        self.wal = path + "-wal"
+        self.wal = wal
         self._waiting: list[asyncio.Future[None]] = []
         self._turns: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
         self.fsyncs = 0
@@ -272,7 +272,7 @@ class _Gathered(_Worker):
         try:
             # committed without SQLite's fsync; the log is fsynced below if a write needs it
             db.write(run_all, durable=False)
-            error = _fsync(db.path + "-wal") if db.durability == "full" and batch.durable else None
+            error = _fsync(db.wal) if db.durability == "full" and batch.durable else None
         except BaseException as exc:  # nothing was committed
             error = exc
         if error is not None:
@@ -331,6 +331,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             raise InvalidInput(f"durability must be 'full' or 'normal', got {durability!r}")
         self.path = path if path == ":memory:" else os.path.abspath(path)
         self.display = f"sqlite:///{self.path}"
+        self.wal = self.path + "-wal"  # the write-ahead log, fsynced for commits on event loops
         self.durability = durability
         self._busy_ms = int(busy_timeout * 1000)
         self._heap = heap
@@ -342,7 +343,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._waiting: list[_Write] = []
         self._leading = False
         self.commits = 0  # write transactions committed by this process (groups count once)
-        self._syncer = _Syncer(self.path)
+        self._syncer = _Syncer(self.wal)
         self._gathered = _Gathered(self)
         self._wakes = Wakes(os.path.realpath(self.path), time.monotonic, beside=self.path)
 
@@ -621,7 +622,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._gathered.close()
         self._gathered = _Gathered(self)
         self._syncer.close()
-        self._syncer = _Syncer(self.path)
+        self._syncer = _Syncer(self.wal)
         self._wakes.close()
         with self._lock:
             for conn in self._connections:
