@@ -36,7 +36,7 @@ from ..notify import HUB
 from ..validation import check_queue_name, check_topic_name
 from .auth import Auth, Key
 from .counts import SharedCounts
-from .endpoint import Endpoint, sqs_path, too_large
+from .endpoint import Endpoint, declared_too_large, sqs_path, too_large
 from .metrics import Metrics
 from .rest import ErrorBody, build_router, error_body, json_response
 from .sns_api import SnsApi
@@ -238,7 +238,7 @@ class BodyLimit:
             (v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"content-length"),
             None,
         )
-        if length is not None and length.isdigit() and int(length) > limit:
+        if declared_too_large(length, limit):
             await self._reject(too_large(limit), scope, receive, send)
             return
         seen = 0

@@ -116,6 +116,11 @@ def too_large(limit: int) -> RequestTooLarge:
     )
 
 
+def declared_too_large(length: str | None, limit: int) -> bool:
+    """Whether a Content-Length header announces a body over `limit` bytes."""
+    return length is not None and length.isdigit() and int(length) > limit
+
+
 async def read_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     seen = 0
@@ -153,8 +158,7 @@ class Endpoint:
         api, action, status = "sqs", "unknown", 200
         try:
             limit = self.server.config.max_body
-            length = headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > limit:
+            if declared_too_large(headers.get("content-length"), limit):
                 raise too_large(limit)
             body = await read_body(receive, limit)
             host = headers.get("host")
