@@ -1,19 +1,19 @@
 """The actions of the SQS API over a `Client`, on JSON-shaped parameters and results.
 
-Each action validates its parameters and answers SQS's error codes; store calls run in the
-thread pool and long polls wait in the event loop (`AsyncQueue.receive`).
+Each action validates its parameters (read and checked by `sqs_params`) and answers SQS's
+error codes; store calls run in the thread pool and long polls wait in the event loop
+(`AsyncQueue.receive`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import dataclasses
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..aio import AsyncClient, Offload, offload, offload_write
@@ -21,11 +21,8 @@ from ..backends.receipts import parse_receipt
 from ..backends.rules import receives_before_move
 from ..client import Client
 from ..exceptions import (
-    BatchEntryIdsNotDistinct,
     BatchRequestTooLong,
     ConveyorError,
-    EmptyBatch,
-    InvalidBatchEntryId,
     InvalidInput,
     InvalidMessageContents,
     InvalidName,
@@ -37,12 +34,11 @@ from ..exceptions import (
     QueueDoesNotExist,
     QueueExists,
     ReceiptHandleInvalid,
-    TooManyEntries,
     UnknownAction,
 )
 from ..models import Capability, Message, QueueAttributes, TypedValue
 from ..queues import MAX_BATCH_BYTES, Queue, SendEntry
-from ..validation import MAX_BATCH, check_batch, check_group_id
+from ..validation import check_group_id
 from . import sqs_attributes
 from .metrics import Metrics
 from .sqs_message_attributes import (
@@ -55,11 +51,25 @@ from .sqs_message_attributes import (
 from .sqs_message_attributes import wanted as wanted_attribute
 from .sqs_move import MoveTasks
 from .sqs_names import Caller, Namespaces
+from .sqs_params import (
+    Params,
+    Result,
+    batch_entries,
+    check_batch_ids,
+    check_fifo,
+    entry_failure,
+    entry_size,
+    expired_receipt,
+    gone_receipt,
+    int_param,
+    list_param,
+    plain_entry,
+    receipt_words,
+    require,
+    too_long,
+)
 from .sqs_policy import check_access
-from .sqs_wire import XML_UNSAFE, md5_hex, md5_of_attributes, sqs_code
-
-Params = dict[str, Any]
-Result = dict[str, Any]
+from .sqs_wire import XML_UNSAFE, md5_hex, md5_of_attributes
 
 TRACE_PARAM = "\x00X-Amzn-Trace-Id"  # the request's trace header, set by the endpoint
 SYSTEM_ATTRIBUTES = (
@@ -75,25 +85,6 @@ SYSTEM_ATTRIBUTES = (
 )
 ATTEMPT_WINDOW = 300.0
 MAX_ATTEMPTS_KEPT = 10000
-
-
-def _check_fifo(entries: list[Params], content_based: bool) -> None:
-    """A FIFO queue's send, or a batch with any entry, without MessageGroupId, without a
-    de-duplication id (unless content-based) or with a delay fails whole, as on SQS."""
-    if any(not e.get("MessageGroupId") for e in entries):
-        raise MissingParameter("The request must contain the parameter MessageGroupId.")
-    if not content_based and any(not e.get("MessageDeduplicationId") for e in entries):
-        raise InvalidInput(
-            "The queue should either have ContentBasedDeduplication enabled or"
-            " MessageDeduplicationId provided explicitly"
-        )
-    for e in entries:
-        delay = e.get("DelaySeconds")
-        if delay not in (None, 0, "0"):
-            raise InvalidInput(
-                f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request"
-                " include parameter that is not valid for this queue type."
-            )
 
 
 # what AddPermission may grant another account (the rest is the owner's alone)
@@ -112,140 +103,9 @@ DELEGABLE = frozenset(
 )
 
 
-def _require(params: Params, key: str) -> Any:
-    value = params.get(key)
-    if value is None or value == "":
-        raise MissingParameter(f"The request must contain the parameter {key}.")
-    return value
-
-
-def _int(params: Params, key: str, low: int, high: int, default: int | None = None) -> int | None:
-    value = params.get(key)
-    if value is None or value == "":
-        return default
-    number = sqs_attributes.int_in(value, low, high)
-    if number is None:
-        raise InvalidInput(
-            f"Value {value} for parameter {key} is invalid. Reason: must be between {low} and"
-            f" {high}."
-        )
-    return number
-
-
-def _list(params: Params, key: str) -> list[str]:
-    value = params.get(key) or []
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidInput(f"{key} must be a list of strings")
-    return value
-
-
-def _entries(params: Params, action: str) -> list[Params]:
-    entries = params.get("Entries")
-    if entries is None:
-        raise MissingParameter("The request must contain the parameter Entries.")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise InvalidInput("Entries must be a list of objects")
-    if not entries:
-        raise EmptyBatch(f"There should be at least one {action}RequestEntry in the request.")
-    return entries
-
-
-def _entry_size(entry: Params) -> int:
-    """What a batch entry counts towards the batch's 1 MiB, as SQS counts it: the body and
-    each attribute's name, data type and value."""
-    size = len(str(entry.get("MessageBody", "")).encode())
-    attributes = entry.get("MessageAttributes")
-    if isinstance(attributes, dict):
-        for key, spec in attributes.items():
-            size += len(str(key).encode())
-            if isinstance(spec, dict):
-                size += len(str(spec.get("DataType", "")).encode())
-                binary = spec.get("BinaryValue")
-                if isinstance(binary, str | bytes):
-                    size += len(binary) * 3 // 4  # its decoded length
-                else:
-                    size += len(str(spec.get("StringValue", "")).encode())
-    return size
-
-
 def _one_or_list(values: list[str]) -> str | list[str]:
     """As SQS writes a policy: one value alone, several as a list."""
     return values[0] if len(values) == 1 else values
-
-
-def _check_batch(ids: list[str]) -> None:
-    """A batch's entry ids, checked by the SDK's rules and reported in SQS's words."""
-    try:
-        check_batch(ids)
-    except TooManyEntries:
-        raise TooManyEntries(
-            f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(ids)}."
-        ) from None
-    except InvalidBatchEntryId:
-        raise InvalidBatchEntryId(
-            "A batch entry id can only contain alphanumeric characters, hyphens and"
-            " underscores. It can be at most 80 letters long."
-        ) from None
-    except BatchEntryIdsNotDistinct:
-        repeated = next(i for n, i in enumerate(ids) if i in ids[:n])
-        raise BatchEntryIdsNotDistinct(f"Id {repeated} repeated.") from None
-
-
-def _too_long(limit: int) -> MessageTooLong:
-    return MessageTooLong(
-        f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes."
-    )
-
-
-@contextlib.contextmanager
-def _receipt_words() -> Iterator[None]:
-    """A malformed receipt handle, reported in SQS's words."""
-    try:
-        yield
-    except MalformedReceipt:
-        raise MalformedReceipt("The input receipt handle is invalid.") from None
-
-
-def _failure(entry_id: str, error: Exception, receipt: str | None = None) -> Result:
-    if isinstance(error, MalformedReceipt) and receipt is not None:
-        error = MalformedReceipt(
-            f'The input receipt handle "{receipt}" is not a valid receipt handle.'
-        )
-    if isinstance(error, ConveyorError):
-        code, message, sender = sqs_code(error), error.message, error.sender_fault
-    else:
-        code, message, sender = "InternalError", "internal error", False
-    return {"Id": entry_id, "SenderFault": sender, "Code": code, "Message": message}
-
-
-PLAIN_KEYS = frozenset({"Id", "MessageBody"})
-
-
-def _plain(entry: Params) -> bool:
-    """An entry of an id and a body SQS accepts, and nothing else."""
-    body = entry.get("MessageBody")
-    return (
-        entry.keys() <= PLAIN_KEYS
-        and type(body) is str
-        and body != ""
-        and XML_UNSAFE.search(body) is None
-    )
-
-
-def _expired(receipt: str) -> InvalidInput:
-    return InvalidInput(
-        f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: The receipt handle"
-        " has expired."
-    )
-
-
-def _gone(receipt: str) -> InvalidInput:
-    return InvalidInput(
-        f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: Message does not"
-        " exist or is not available for visibility timeout change."
-    )
 
 
 def _millis(seconds: float) -> str:
@@ -326,7 +186,7 @@ class SqsApi:
         return await fn(params, caller)
 
     def _queue(self, params: Params, caller: Caller) -> str:
-        return self._reachable(self.ns.from_url(caller, _require(params, "QueueUrl")), caller)
+        return self._reachable(self.ns.from_url(caller, require(params, "QueueUrl")), caller)
 
     def _reachable(self, name: str, caller: Caller) -> str:
         """The queue, if a verified caller of another account is allowed by its policy."""
@@ -347,7 +207,7 @@ class SqsApi:
         try:
             if given == "" or (isinstance(given, str) and len(given) > 80):
                 raise InvalidName(given)
-            name = self.ns.from_name(caller, _require(params, "QueueName"))
+            name = self.ns.from_name(caller, require(params, "QueueName"))
         except InvalidName:
             raise InvalidInput(sqs_attributes.STANDARD_NAME) from None
         _, _, plain = self.ns.split(name)
@@ -383,7 +243,7 @@ class SqsApi:
         prefix = params.get("QueueNamePrefix") or ""
         if not isinstance(prefix, str):
             raise InvalidInput("QueueNamePrefix must be a string")
-        limit = _int(params, "MaxResults", 1, 1000)
+        limit = int_param(params, "MaxResults", 1, 1000)
         names = [
             n
             for n in self.client.list_queues(self.ns.prefix(caller) + prefix)
@@ -412,7 +272,7 @@ class SqsApi:
 
     def get_queue_url(self, params: Params, caller: Caller) -> Result:
         name = self.ns.from_name(
-            caller, _require(params, "QueueName"), params.get("QueueOwnerAWSAccountId")
+            caller, require(params, "QueueName"), params.get("QueueOwnerAWSAccountId")
         )
         self._reachable(name, caller)
         self.client.queue_info(name, fresh=True)
@@ -420,7 +280,7 @@ class SqsApi:
 
     def get_queue_attributes(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        names = _list(params, "AttributeNames")
+        names = list_param(params, "AttributeNames")
         info = self.client.queue_info(name, fresh=True)
         stats = self.client.queue(name).stats() if sqs_attributes.needs_stats(names) else None
         attributes = sqs_attributes.render(info, stats, names, self.ns)
@@ -431,7 +291,7 @@ class SqsApi:
         info = self.client.queue_info(name, fresh=True)
         _, _, plain = self.ns.split(name)
         changes = sqs_attributes.attribute_changes(
-            _require(params, "Attributes"),
+            require(params, "Attributes"),
             name=plain,
             current=info.attributes,
             ns=self.ns,
@@ -460,7 +320,7 @@ class SqsApi:
 
     def untag_queue(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        keys = _list(params, "TagKeys")
+        keys = list_param(params, "TagKeys")
         if not keys:
             raise InvalidInput("Tag keys must be between 1 and 128 characters in length.")
         tags = dict(self.client.queue_info(name, fresh=True).attributes.tags)
@@ -476,7 +336,7 @@ class SqsApi:
     def list_dead_letter_source_queues(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
         self.client.queue_info(name, fresh=True)
-        limit = _int(params, "MaxResults", 1, 1000)
+        limit = int_param(params, "MaxResults", 1, 1000)
         candidates = [
             other
             for other in self.client.list_queues(self.ns.prefix(caller))
@@ -487,9 +347,9 @@ class SqsApi:
 
     def add_permission(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        label = _require(params, "Label")
-        accounts = _list(params, "AWSAccountIds")
-        actions = _list(params, "Actions")
+        label = require(params, "Label")
+        accounts = list_param(params, "AWSAccountIds")
+        actions = list_param(params, "Actions")
         if not actions:
             raise MissingParameter("The request must contain the parameter Actions.")
         if not accounts:
@@ -524,7 +384,7 @@ class SqsApi:
 
     def remove_permission(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        label = _require(params, "Label")
+        label = require(params, "Label")
         info = self.client.queue_info(name, fresh=True)
         policy = sqs_attributes.policy(info.attributes.settings.get("Policy"), self.ns.arn(name))
         kept = [s for s in policy["Statement"] if s.get("Sid") != label]
@@ -548,7 +408,7 @@ class SqsApi:
     # -- send -----------------------------------------------------------------------------
 
     def _entry(self, params: Params, entry_id: str) -> tuple[SendEntry, Result]:
-        body = _require(params, "MessageBody")
+        body = require(params, "MessageBody")
         if not isinstance(body, str):
             raise InvalidInput("MessageBody must be a string")
         bad = XML_UNSAFE.search(body)
@@ -572,7 +432,7 @@ class SqsApi:
         group = params.get("MessageGroupId")
         if group is not None:
             check_group_id(group, "MessageGroupId")
-        delay = _int(params, "DelaySeconds", 0, 900)
+        delay = int_param(params, "DelaySeconds", 0, 900)
         entry = SendEntry(
             entry_id=entry_id,
             body=body,
@@ -588,7 +448,7 @@ class SqsApi:
         queue = self.client.queue(name)
         attrs = queue.info.attributes
         if attrs.fifo:
-            _check_fifo([params], attrs.content_based_dedup)
+            check_fifo([params], attrs.content_based_dedup)
         entry, out = self._entry(params, "0")
         try:
             sent = queue.send(
@@ -599,7 +459,7 @@ class SqsApi:
                 attributes=entry.attributes,
             )
         except MessageTooLong:
-            raise _too_long(attrs.max_message_bytes) from None
+            raise too_long(attrs.max_message_bytes) from None
         self.metrics.sent(name, 1)
         out["MessageId"] = sent.id
         if sent.sequence is not None and attrs.fifo:
@@ -608,13 +468,13 @@ class SqsApi:
 
     def send_message_batch(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        raw = _entries(params, "SendMessageBatch")
+        raw = batch_entries(params, "SendMessageBatch")
         entries: list[SendEntry] = []
         extras: dict[str, Result] = {}
         failed: list[Result] = []
         ids = [str(e.get("Id", "")) for e in raw]
-        _check_batch(ids)
-        total = sum(_entry_size(e) for e in raw)
+        check_batch_ids(ids)
+        total = sum(entry_size(e) for e in raw)
         if total > MAX_BATCH_BYTES:
             raise BatchRequestTooLong(
                 f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes."
@@ -623,9 +483,9 @@ class SqsApi:
         queue = self.client.queue(name)
         attrs = queue.info.attributes
         if attrs.fifo:
-            _check_fifo(raw, attrs.content_based_dedup)
+            check_fifo(raw, attrs.content_based_dedup)
         trace = params.get(TRACE_PARAM)
-        if trace is None and not attrs.fifo and all(_plain(e) for e in raw):
+        if trace is None and not attrs.fifo and all(plain_entry(e) for e in raw):
             return self._send_plain(name, queue, attrs.max_message_bytes, ids, raw)
         for entry_id, e in zip(ids, raw, strict=True):
             try:
@@ -633,7 +493,7 @@ class SqsApi:
                     e if trace is None else {**e, TRACE_PARAM: trace}, entry_id
                 )
             except ConveyorError as exc:
-                failed.append(_failure(entry_id, exc))
+                failed.append(entry_failure(entry_id, exc))
                 continue
             entries.append(entry)
             extras[entry_id] = extra
@@ -642,8 +502,8 @@ class SqsApi:
             fifo, limit = attrs.fifo, attrs.max_message_bytes
             for r in queue.send_batch(entries):
                 if r.error is not None:
-                    error = _too_long(limit) if isinstance(r.error, MessageTooLong) else r.error
-                    failed.append(_failure(r.entry_id, error))
+                    error = too_long(limit) if isinstance(r.error, MessageTooLong) else r.error
+                    failed.append(entry_failure(r.entry_id, error))
                     continue
                 item: Result = {"Id": r.entry_id, "MessageId": r.result.id, **extras[r.entry_id]}
                 if fifo and r.result.sequence is not None:
@@ -663,8 +523,8 @@ class SqsApi:
         for r in queue.send_batch(bodies):
             i = int(r.entry_id)
             if r.error is not None:
-                error = _too_long(limit) if isinstance(r.error, MessageTooLong) else r.error
-                failed.append(_failure(ids[i], error))
+                error = too_long(limit) if isinstance(r.error, MessageTooLong) else r.error
+                failed.append(entry_failure(ids[i], error))
                 continue
             successful.append(
                 {
@@ -680,13 +540,13 @@ class SqsApi:
 
     async def receive_message(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        count = _int(params, "MaxNumberOfMessages", 1, 10, 1) or 1
-        visibility = _int(params, "VisibilityTimeout", 0, 43200)
-        wait = _int(params, "WaitTimeSeconds", 0, 20)
-        system = set(_list(params, "AttributeNames")) | set(
-            _list(params, "MessageSystemAttributeNames")
+        count = int_param(params, "MaxNumberOfMessages", 1, 10, 1) or 1
+        visibility = int_param(params, "VisibilityTimeout", 0, 43200)
+        wait = int_param(params, "WaitTimeSeconds", 0, 20)
+        system = set(list_param(params, "AttributeNames")) | set(
+            list_param(params, "MessageSystemAttributeNames")
         )
-        wanted = _list(params, "MessageAttributeNames")
+        wanted = list_param(params, "MessageAttributeNames")
         attempt = params.get("ReceiveRequestAttemptId")
         if attempt is not None:
             key = (name, str(attempt))
@@ -774,8 +634,8 @@ class SqsApi:
 
     def delete_message(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        receipt = str(_require(params, "ReceiptHandle"))
-        with _receipt_words():
+        receipt = str(require(params, "ReceiptHandle"))
+        with receipt_words():
             for refused in self._check_fifo_receipts(name, [receipt]).values():
                 raise refused
             try:
@@ -806,7 +666,7 @@ class SqsApi:
             except (ReceiptHandleInvalid, MessageNotFound):
                 continue  # malformed (the store says so) or gone (a delete succeeds)
             if message.visible_at <= now:
-                refused[receipt] = _expired(receipt)
+                refused[receipt] = expired_receipt(receipt)
         return refused
 
     def _earlier_receipt(
@@ -830,8 +690,8 @@ class SqsApi:
             try:
                 queue.get(message_id)
             except MessageNotFound:  # deleted already: a delete succeeds
-                return None if visibility is None else _gone(receipt)
-            return _expired(receipt)
+                return None if visibility is None else gone_receipt(receipt)
+            return expired_receipt(receipt)
         try:
             if visibility is None:
                 queue.remove(message_id)
@@ -839,17 +699,17 @@ class SqsApi:
                 queue.update(message_id, visible_at=self.client.clock.now() + visibility)
         except MessageNotFound:
             if visibility is not None:
-                return _gone(receipt)
+                return gone_receipt(receipt)
         return None
 
     def delete_message_batch(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        raw = _entries(params, "DeleteMessageBatch")
+        raw = batch_entries(params, "DeleteMessageBatch")
         ids = [str(e.get("Id", "")) for e in raw]
-        _check_batch(ids)
+        check_batch_ids(ids)
         receipts = {i: str(e.get("ReceiptHandle") or "") for i, e in zip(ids, raw, strict=True)}
         refused = self._check_fifo_receipts(name, list(receipts.values()))
-        failed = [_failure(i, refused[r]) for i, r in receipts.items() if r in refused]
+        failed = [entry_failure(i, refused[r]) for i, r in receipts.items() if r in refused]
         receipts = {i: r for i, r in receipts.items() if r not in refused}
         results = [
             r if r.error is None else dataclasses.replace(
@@ -859,7 +719,7 @@ class SqsApi:
         ok = [{"Id": r.entry_id} for r in results if r.error is None]
         self.metrics.deleted(name, len(ok))
         failed += [
-            _failure(r.entry_id, r.error, receipts[r.entry_id])
+            entry_failure(r.entry_id, r.error, receipts[r.entry_id])
             for r in results
             if r.error is not None
         ]
@@ -867,11 +727,11 @@ class SqsApi:
 
     def change_message_visibility(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        receipt = str(_require(params, "ReceiptHandle"))
+        receipt = str(require(params, "ReceiptHandle"))
         if params.get("VisibilityTimeout") in (None, ""):
             raise MissingParameter("The request must contain the parameter VisibilityTimeout.")
-        timeout = _int(params, "VisibilityTimeout", 0, 43200) or 0
-        with _receipt_words():
+        timeout = int_param(params, "VisibilityTimeout", 0, 43200) or 0
+        with receipt_words():
             for refused in self._check_fifo_receipts(name, [receipt]).values():
                 raise refused
             try:
@@ -884,20 +744,20 @@ class SqsApi:
 
     def change_message_visibility_batch(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
-        raw = _entries(params, "ChangeMessageVisibilityBatch")
+        raw = batch_entries(params, "ChangeMessageVisibilityBatch")
         ids = [str(e.get("Id", "")) for e in raw]
-        _check_batch(ids)
+        check_batch_ids(ids)
         entries: dict[str, tuple[str, float]] = {}
         failed: list[Result] = []
         for entry_id, e in zip(ids, raw, strict=True):
             try:
-                timeout = _int(e, "VisibilityTimeout", 0, 43200, 0) or 0
+                timeout = int_param(e, "VisibilityTimeout", 0, 43200, 0) or 0
             except ConveyorError as exc:
-                failed.append(_failure(entry_id, exc))
+                failed.append(entry_failure(entry_id, exc))
                 continue
             entries[entry_id] = (str(e.get("ReceiptHandle") or ""), float(timeout))
         refused = self._check_fifo_receipts(name, [r for r, _ in entries.values()])
-        failed += [_failure(i, refused[r]) for i, (r, _) in entries.items() if r in refused]
+        failed += [entry_failure(i, refused[r]) for i, (r, _) in entries.items() if r in refused]
         entries = {i: e for i, e in entries.items() if e[0] not in refused}
         results = [
             r if r.error is None else dataclasses.replace(r, error=self._earlier_receipt(
@@ -906,7 +766,7 @@ class SqsApi:
         ]  # fmt: skip
         ok = [{"Id": r.entry_id} for r in results if r.error is None]
         failed += [
-            _failure(r.entry_id, r.error, entries[r.entry_id][0])
+            entry_failure(r.entry_id, r.error, entries[r.entry_id][0])
             for r in results
             if r.error is not None
         ]
@@ -933,10 +793,3 @@ class SqsApi:
                 name = self.ns.from_arn(arn, key)
                 if self.ns.split(name)[1] != caller.account:
                     check_access(None, account=caller.account, action=caller.action, arn=arn)
-
-
-# -- helpers ------------------------------------------------------------------------------
-
-
-def _check_ids(ids: list[str]) -> None:
-    _check_batch(ids)

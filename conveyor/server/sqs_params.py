@@ -1,0 +1,178 @@
+"""An SQS request's parameters, read and checked, and its errors in SQS's own words: what
+the actions of `sqs_api.SqsApi` share before and after they call the store."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..exceptions import (
+    BatchEntryIdsNotDistinct,
+    ConveyorError,
+    EmptyBatch,
+    InvalidBatchEntryId,
+    InvalidInput,
+    MalformedReceipt,
+    MessageTooLong,
+    MissingParameter,
+    TooManyEntries,
+)
+from ..validation import MAX_BATCH, check_batch
+from . import sqs_attributes
+from .sqs_wire import XML_UNSAFE, sqs_code
+
+Params = dict[str, Any]
+Result = dict[str, Any]
+
+
+def check_fifo(entries: list[Params], content_based: bool) -> None:
+    """A FIFO queue's send, or a batch with any entry, without MessageGroupId, without a
+    de-duplication id (unless content-based) or with a delay fails whole, as on SQS."""
+    if any(not e.get("MessageGroupId") for e in entries):
+        raise MissingParameter("The request must contain the parameter MessageGroupId.")
+    if not content_based and any(not e.get("MessageDeduplicationId") for e in entries):
+        raise InvalidInput(
+            "The queue should either have ContentBasedDeduplication enabled or"
+            " MessageDeduplicationId provided explicitly"
+        )
+    for e in entries:
+        delay = e.get("DelaySeconds")
+        if delay not in (None, 0, "0"):
+            raise InvalidInput(
+                f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request"
+                " include parameter that is not valid for this queue type."
+            )
+
+
+def require(params: Params, key: str) -> Any:
+    value = params.get(key)
+    if value is None or value == "":
+        raise MissingParameter(f"The request must contain the parameter {key}.")
+    return value
+
+
+def int_param(
+    params: Params, key: str, low: int, high: int, default: int | None = None
+) -> int | None:
+    value = params.get(key)
+    if value is None or value == "":
+        return default
+    number = sqs_attributes.int_in(value, low, high)
+    if number is None:
+        raise InvalidInput(
+            f"Value {value} for parameter {key} is invalid. Reason: must be between {low} and"
+            f" {high}."
+        )
+    return number
+
+
+def list_param(params: Params, key: str) -> list[str]:
+    value = params.get(key) or []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInput(f"{key} must be a list of strings")
+    return value
+
+
+def batch_entries(params: Params, action: str) -> list[Params]:
+    entries = params.get("Entries")
+    if entries is None:
+        raise MissingParameter("The request must contain the parameter Entries.")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise InvalidInput("Entries must be a list of objects")
+    if not entries:
+        raise EmptyBatch(f"There should be at least one {action}RequestEntry in the request.")
+    return entries
+
+
+def entry_size(entry: Params) -> int:
+    """What a batch entry counts towards the batch's 1 MiB, as SQS counts it: the body and
+    each attribute's name, data type and value."""
+    size = len(str(entry.get("MessageBody", "")).encode())
+    attributes = entry.get("MessageAttributes")
+    if isinstance(attributes, dict):
+        for key, spec in attributes.items():
+            size += len(str(key).encode())
+            if isinstance(spec, dict):
+                size += len(str(spec.get("DataType", "")).encode())
+                binary = spec.get("BinaryValue")
+                if isinstance(binary, str | bytes):
+                    size += len(binary) * 3 // 4  # its decoded length
+                else:
+                    size += len(str(spec.get("StringValue", "")).encode())
+    return size
+
+
+def check_batch_ids(ids: list[str]) -> None:
+    """A batch's entry ids, checked by the SDK's rules and reported in SQS's words."""
+    try:
+        check_batch(ids)
+    except TooManyEntries:
+        raise TooManyEntries(
+            f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(ids)}."
+        ) from None
+    except InvalidBatchEntryId:
+        raise InvalidBatchEntryId(
+            "A batch entry id can only contain alphanumeric characters, hyphens and"
+            " underscores. It can be at most 80 letters long."
+        ) from None
+    except BatchEntryIdsNotDistinct:
+        repeated = next(i for n, i in enumerate(ids) if i in ids[:n])
+        raise BatchEntryIdsNotDistinct(f"Id {repeated} repeated.") from None
+
+
+def too_long(limit: int) -> MessageTooLong:
+    return MessageTooLong(
+        f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes."
+    )
+
+
+@contextlib.contextmanager
+def receipt_words() -> Iterator[None]:
+    """A malformed receipt handle, reported in SQS's words."""
+    try:
+        yield
+    except MalformedReceipt:
+        raise MalformedReceipt("The input receipt handle is invalid.") from None
+
+
+def entry_failure(entry_id: str, error: Exception, receipt: str | None = None) -> Result:
+    if isinstance(error, MalformedReceipt) and receipt is not None:
+        error = MalformedReceipt(
+            f'The input receipt handle "{receipt}" is not a valid receipt handle.'
+        )
+    if isinstance(error, ConveyorError):
+        code, message, sender = sqs_code(error), error.message, error.sender_fault
+    else:
+        code, message, sender = "InternalError", "internal error", False
+    return {"Id": entry_id, "SenderFault": sender, "Code": code, "Message": message}
+
+
+PLAIN_KEYS = frozenset({"Id", "MessageBody"})
+
+
+def plain_entry(entry: Params) -> bool:
+    """An entry of an id and a body SQS accepts, and nothing else."""
+    body = entry.get("MessageBody")
+    return (
+        entry.keys() <= PLAIN_KEYS
+        and type(body) is str
+        and body != ""
+        and XML_UNSAFE.search(body) is None
+    )
+
+
+def expired_receipt(receipt: str) -> InvalidInput:
+    return InvalidInput(
+        f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: The receipt handle"
+        " has expired."
+    )
+
+
+def gone_receipt(receipt: str) -> InvalidInput:
+    return InvalidInput(
+        f"Value {receipt} for parameter ReceiptHandle is invalid. Reason: Message does not"
+        " exist or is not available for visibility timeout change."
+    )
