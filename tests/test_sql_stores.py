@@ -631,3 +631,72 @@ def test_a_store_says_what_the_server_should_change(
             assert len(said) == 1 and f"{backend.dialect.prefix}messages" in said[0], said
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres", "mysql"])
+def test_stats_of_a_deep_queue_are_estimated_between_counts(store: str, tmp_path: Any) -> None:
+    """A queue counted at `estimate_from` messages or more is not counted again until its
+    count is due: its stats are the count moved on by the running totals, which agree with a
+    count while only sends, receives and deletes happen. A purge made here, a due count and
+    a queue counted below the threshold are counted."""
+    if store == "sqlite":
+        url = f"sqlite:///{tmp_path}/q.db"
+    else:
+        why = sqlstores.reachable(store)
+        if why is not None:
+            unavailable(why)
+        url = sqlstores.fresh_url(store)
+    try:
+        _estimates(url)
+    finally:
+        if store != "sqlite":
+            sqlstores.drop(url)
+
+
+def _estimates(url: str) -> None:
+    clock = ManualClock()
+    with Client(url, clock=clock) as client:
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        backend.counts.estimate_from = 20
+        counted: list[str] = []
+        count = backend._count
+
+        def spy(name: str, *args: Any) -> Any:
+            counted.append(name)
+            return count(name, *args)
+
+        backend._count = spy  # type: ignore[method-assign,assignment]
+        deep = client.create_queue("deep", visibility_timeout=30)
+        small = client.create_queue("small")
+        deep.send_batch([f"m{i}" for i in range(10)])
+        deep.send_batch([f"m{i}" for i in range(10, 20)])
+        deep.send_batch([f"m{i}" for i in range(20, 30)])
+        small.send("one")
+        assert deep.stats().ready == 30
+        assert counted == ["deep"]
+
+        got = deep.receive(5)
+        deep.delete_batch([m.receipt or "" for m in got[:2]])
+        deep.send_batch(["a", "b", "c", "d"])
+        estimated = deep.stats()
+        assert counted == ["deep"]  # not counted again
+        qid, attrs = backend.lookup("deep")
+        exact = count("deep", qid, attrs, clock.now())
+        assert (estimated.ready, estimated.delayed, estimated.in_flight) == (29, 0, 3)
+        assert estimated == exact
+
+        small.stats()
+        small.stats()
+        assert counted == ["deep", "small", "small"]  # a small queue at every call
+
+        clock.advance(61)  # past any count's use
+        assert deep.stats().in_flight == 0  # counted: the visibility timeout ended
+        assert counted[-1] == "deep" and len(counted) == 4
+
+        deep.purge()
+        assert deep.stats().total == 0
+        assert len(counted) == 5  # the purge made here is counted at once
+        deep.send("after")
+        assert deep.stats().ready == 1
+        assert len(counted) == 6  # counted below the threshold: no estimate

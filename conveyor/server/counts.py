@@ -1,11 +1,12 @@
 """Queue counts for the server's own readers: the dashboard, its sampler, /metrics and StatsD.
 
-On the SQL stores a queue's stats cost time in proportion to its depth (0.25-1 s at a
-million messages), and these readers look at every queue every few seconds, each on its own
-schedule. They share each queue's last count instead, until it is twenty times as old as it
-took to make (COUNT_SHARE): a deep queue is counted every few seconds at most, whoever asks,
-and a queue counted in under 10 ms is counted afresh at every look. The SQS and REST APIs
-count at every call, as their callers ask.
+A store's stats may cost time in proportion to a queue's depth (the SQL stores bound that
+themselves by estimating deep queues between counts, backends/sql/estimates.py; a store
+without such estimates counts at every call), and these readers look at every queue every
+few seconds, each on its own schedule. They share each queue's last stats instead, until
+they are twenty times as old as they took to make (COUNT_SHARE): stats that took under 10 ms
+are asked for afresh at every look. The SQS and REST APIs ask the store at every call, as
+their callers ask.
 """
 
 from __future__ import annotations

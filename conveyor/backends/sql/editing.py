@@ -196,6 +196,7 @@ class SQLEditor(Editing):
             return self._row(ex, qid, key)
 
         message = self._message(queue, self.store.write(run))
+        self.store.counts.forget(queue)
         self.store.notify(queue)
         return message
 
@@ -232,6 +233,7 @@ class SQLEditor(Editing):
             return policy.queue, self._row(ex, dlq_id, moved)
 
         dlq, row = self.store.write(run)
+        self.store.counts.forget(queue, dlq)
         self.store.notify(dlq)
         return self._message(dlq, row)
 
@@ -288,6 +290,7 @@ class SQLEditor(Editing):
 
         # counted once the transaction has committed, not once per attempt
         moved, dests = self.store.write(run)
+        self.store.counts.forget(queue, *dests)
         for name, (dest_id, n) in dests.items():
             self.store.count(dest_id, sent=n)
             self.store.notify(name)
@@ -336,6 +339,7 @@ class SQLEditor(Editing):
             return self._row(ex, qid, key)
 
         message = self._message(queue, self.store.write(run))
+        self.store.counts.forget(queue)
         if delay == 0:
             self.store.notify(queue)
         return message

@@ -21,6 +21,7 @@ import logging
 import operator
 import secrets
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -61,6 +62,7 @@ from ..rules import (
 from .connections import Connections, E, Exec, marks
 from .dialect import Bare, Dialect, NotAllHeld
 from .editing import SQLEditor
+from .estimates import LastCounts
 from .pipeline import HIDDEN, SQLPipeline
 from .registry import SQLRegistry
 from .rows import (
@@ -108,6 +110,11 @@ class SQLStore(Backend, Generic[E]):
         self._swept: dict[int, float] = {}
         self._idle: set[str] = set()  # queues whose last receive here found nothing
         self._totals = RunningTotals()
+        self.counts = LastCounts()  # of deep queues, for stats (estimates.py)
+        self._totals_sql = (
+            f"SELECT sent, received, deleted, dead, expired FROM {dialect.prefix}queues"
+            " WHERE id = %s"
+        )
         self._migrated = False
         self._schema_lock = threading.RLock()
         self.editor = SQLEditor(self)
@@ -340,6 +347,7 @@ class SQLStore(Backend, Generic[E]):
         finally:
             self._queues.pop(name, None)
         self._totals.forget(qid)
+        self.counts.forget(name)
 
     def list_queues(self, prefix: str = "") -> list[str]:
         return self.names("queues", prefix)
@@ -372,7 +380,9 @@ class SQLStore(Backend, Generic[E]):
             ex.run(f"DELETE FROM {d.prefix}dedup WHERE queue_id = %s", (qid,))
             return ex.run(f"DELETE FROM {d.messages(qid)} WHERE {d.scope(qid)}")
 
-        return self.write(run)
+        purged = self.write(run)
+        self.counts.forget(name)
+        return purged
 
     def sweep(self, qid: int, name: str, attrs: QueueAttributes, now: float, force: bool) -> None:
         """Remove messages past retention or deadline (counted as expired); forget old
@@ -431,8 +441,24 @@ class SQLStore(Backend, Generic[E]):
 
     def queue_stats(self, name: str) -> QueueStats:
         now = self.clock.now()
-        d = self.dialect
         qid, attrs = self.lookup(name)
+        last = self.counts.usable(qid, now)
+        if last is not None:  # a deep queue counted lately (estimates.py)
+            self._flush()
+            totals = self.read(lambda ex: ex.one(self._totals_sql, (qid,)))
+            if totals is not None:
+                sent, received, deleted, dead, expired = totals
+                return last.estimate(
+                    (int(sent), int(received), int(deleted), int(dead), int(expired)), now
+                )
+        started = time.perf_counter()
+        stats = self._count(name, qid, attrs, now)
+        self.counts.record(qid, stats, now, time.perf_counter() - started)
+        return stats
+
+    def _count(self, name: str, qid: int, attrs: QueueAttributes, now: float) -> QueueStats:
+        """The queue's stats, counted."""
+        d = self.dialect
         self.sweep(qid, name, attrs, now, force=True)
         self._flush()
 
@@ -447,11 +473,7 @@ class SQLStore(Backend, Generic[E]):
                 " AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)",  # nor expired
                 (now, now, now, HIDDEN, now - attrs.retention, now),
             )
-            totals = ex.one(
-                f"SELECT sent, received, deleted, dead, expired FROM {d.prefix}queues"
-                " WHERE id = %s",
-                (qid,),
-            )
+            totals = ex.one(self._totals_sql, (qid,))
             assert counts is not None and totals is not None
             ready, delayed, in_flight, oldest = counts
             sent, received, deleted, dead, expired = totals
