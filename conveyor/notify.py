@@ -103,8 +103,9 @@ class WaitHub:
         finally:
             if not fut.done():
                 fut.cancel()
-            with self._lock, contextlib.suppress(ValueError):
-                self._futures[key].remove(fut)
+            if fut.cancelled():  # else a wake-up took it off the queue already
+                with self._lock, contextlib.suppress(ValueError):
+                    self._futures[key].remove(fut)
 
     def _wake(self, key: Key) -> None:
         with self._lock:

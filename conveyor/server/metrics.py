@@ -107,6 +107,7 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self._latencies: dict[tuple[str, str, int], Histogram] = {}
         self.statsd = None
         if statsd:
             import statsd as statsd_lib
@@ -117,7 +118,11 @@ class Metrics:
             )
 
     def observe(self, api: str, action: str, status: int, seconds: float) -> None:
-        self.latency.labels(api, action, str(status)).observe(seconds)
+        key = (api, action, status)
+        child = self._latencies.get(key)
+        if child is None:  # labels() checks and locks at every call: once per series
+            child = self._latencies[key] = self.latency.labels(api, action, str(status))
+        child.observe(seconds)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -108,6 +108,9 @@ class _OneWrite:
         if held and not self._transport.is_closing():
             self._transport.writelines(held)  # uvloop: one writev
 
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
     def get_write_buffer_size(self) -> int:
         held = sum(map(len, self._held)) if self._held else 0
         return held + self._transport.get_write_buffer_size()
