@@ -117,9 +117,10 @@ class Connections(ABC, Generic[E]):
         """See `Backend.gathering`."""
         return False
 
-    def after_commit(self, fn: Callable[[], object]) -> bool:
-        """Inside a write gathered with others (`gather`), hold `fn` until the transaction
-        has committed and say True; elsewhere say False (the caller runs it now)."""
+    def after_commit(self, fn: Callable[[str], object], arg: str) -> bool:
+        """Inside a write gathered with others (`gather`), hold `fn(arg)` until the
+        transaction has committed and say True; elsewhere say False (the caller runs it
+        now)."""
         return False
 
     def announce(self, key: str, queue: str) -> None:

@@ -79,7 +79,8 @@ class _Tx:
     def __enter__(self) -> SQLiteExec:
         ex = self.ex = self.db.exec()
         conn = ex.conn
-        self.db.synchronous(conn, relaxed=self.relaxed)  # not allowed inside a transaction
+        if self.db.durability == "full":  # not allowed inside a transaction
+            self.db.synchronous(conn, relaxed=self.relaxed)
         self.db.begin(conn)
         return ex
 
@@ -303,6 +304,19 @@ def _resolve(outcomes: list[Outcome]) -> None:
             future.set_exception(error)
 
 
+class _PerThread(threading.local):
+    """A store's state in one thread: its connection, and what the thread is doing. Every
+    attribute is set when a thread first looks (a missing one would cost an exception)."""
+
+    def __init__(self) -> None:
+        self.ex: SQLiteExec | None = None
+        self.gathered: _Batch | None = None  # the transaction gathered calls share
+        self.inline = False  # running on an event loop's thread
+        self.call: Inline | None = None  # that inline call
+        self.relaxed = False  # the connection at synchronous=NORMAL (durability=full)
+        self.no_wait = False  # the connection's busy timeout 0 (inline)
+
+
 class _Write:
     """One write waiting for its group's commit."""
 
@@ -314,8 +328,7 @@ class _Write:
         self.result: Any = None
         self.error: BaseException | None = None
         self.lead = False  # woken to run the next group rather than finished
-        self.latch = threading.Lock()
-        self.latch.acquire()
+        self.latch: threading.Lock | None = None  # a follower's, released when it may go on
 
     def outcome(self) -> Any:
         if self.error is not None:
@@ -335,7 +348,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self.durability = durability
         self._busy_ms = int(busy_timeout * 1000)
         self._heap = heap
-        self._local = threading.local()
+        self._local = _PerThread()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         # group commit: writes waiting for the running group to commit, and whether one runs
@@ -354,7 +367,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
 
     def exec(self) -> SQLiteExec:
         """This thread's connection (opened on first use)."""
-        ex: SQLiteExec | None = getattr(self._local, "ex", None)
+        ex = self._local.ex
         if ex is not None:
             return ex
         if self._heap:
@@ -391,7 +404,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         try:
             return fn(self.exec())
         except sqlite3.OperationalError as exc:
-            if getattr(self._local, "inline", False) and _busy(exc):
+            if self._local.inline and _busy(exc):
                 raise WouldBlock from exc
             raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
         except sqlite3.Error as exc:
@@ -417,11 +430,11 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def gathering(self) -> bool:
         return self._gathered.busy()
 
-    def after_commit(self, fn: Callable[[], object]) -> bool:
-        batch: _Batch | None = getattr(self._local, "gathered", None)
+    def after_commit(self, fn: Callable[[str], object], arg: str) -> bool:
+        batch = self._local.gathered
         if batch is None:
             return False
-        batch.later.append(fn)
+        batch.later.append(functools.partial(fn, arg))
         return True
 
     def _savepoint(self, ex: SQLiteExec, fn: Callable[[SQLiteExec], T]) -> T:
@@ -444,11 +457,11 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self, fn: Callable[[SQLiteExec], T], *, single: bool = False, durable: bool = True
     ) -> T:
         local = self._local
-        batch: _Batch | None = getattr(local, "gathered", None)
+        batch = local.gathered
         if batch is not None:
             batch.durable = batch.durable or durable
             return self._savepoint(self.exec(), fn)  # in the transaction the calls share
-        inline = getattr(local, "inline", False)
+        inline = local.inline
         if inline and durable and self.durability == "full":
             try:
                 asyncio.get_running_loop()
@@ -456,62 +469,86 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 raise WouldBlock from None  # no event loop to await the disk on
             # commit now, without SQLite's fsync; the caller awaits the log's fsync
             committed = self.write(fn, single=single, durable=False)
-            call: Inline = self._local.call
+            call = local.call
+            assert call is not None
             if call.durable is None:
                 call.durable = self._syncer.after_commit()
             return committed
-        me = _Write(fn, durable)
         with self._group_lock:
-            if self._leading or (inline and self._gathered.busy()):
-                if inline:
-                    raise WouldBlock  # it would wait for the running group
-                self._waiting.append(me)
-                follow = True
-            else:
+            if not (self._leading or (inline and self._gathered.busy())):
                 self._leading = True
-                follow = False
-        if follow:
-            me.latch.acquire()  # released when done, or to run the next group
-            if not me.lead:
-                result: T = me.outcome()
+                me = None
+            elif inline:
+                raise WouldBlock  # it would wait for the running group
+            else:
+                me = _Write(fn, durable)
+                latch = me.latch = threading.Lock()
+                latch.acquire()
+                self._waiting.append(me)
+        if me is None:  # nobody writing: a group of one, led by this thread
+            try:
+                with _Tx(self, self.durability == "full" and not durable) as ex:
+                    result: T = fn(ex)
+                self.commits += 1
                 return result
-            with self._group_lock:
-                group, self._waiting = self._waiting, []
-        else:
-            group = [me]
+            finally:
+                with self._group_lock:
+                    if self._waiting:
+                        self._pass_lead(())
+                    else:
+                        self._leading = False
+        latch.acquire()  # released when done, or to run the next group
+        if not me.lead:
+            done: T = me.outcome()
+            return done
+        with self._group_lock:
+            group, self._waiting = self._waiting, []
         try:
             self._commit(group)
         finally:
             with self._group_lock:
-                if self._waiting:
-                    following = self._waiting[0]
-                    following.lead = True
-                    following.latch.release()
-                else:
-                    self._leading = False
-            for w in group:
-                if w is not me:
-                    w.latch.release()
-        result = me.outcome()
-        return result
+                self._pass_lead(group, me)
+        led: T = me.outcome()
+        return led
+
+    def _pass_lead(self, group: Sequence[_Write], leader: _Write | None = None) -> None:
+        """After a group's commit, under `_group_lock`: the first write waiting leads the
+        next group (or no one leads); the group's other writes go on with their outcomes."""
+        if self._waiting:
+            following = self._waiting[0]
+            following.lead = True
+            _release(following)
+        else:
+            self._leading = False
+        for w in group:
+            if w is not leader:
+                _release(w)
 
     def _commit(self, group: list[_Write]) -> None:
         """Run a group's writes in one transaction, each in a savepoint of its own when
         there are several, and set each one's result or error."""
         # at durability=full a commit that need not be durable is made durable by the next
         # durable commit (or checkpoint): a power cut before that can undo it
+        if len(group) == 1:  # the common case, without the loops
+            w = group[0]
+            try:
+                with _Tx(self, self.durability == "full" and not w.durable) as ex:
+                    result = w.fn(ex)
+            except BaseException as exc:
+                w.error = exc
+                return
+            self.commits += 1
+            w.result = result
+            return
         relaxed = self.durability == "full" and not any(w.durable for w in group)
         results: list[tuple[_Write, Any]] = []
         try:
             with _Tx(self, relaxed) as ex:
-                if len(group) == 1:
-                    results.append((group[0], group[0].fn(ex)))
-                else:
-                    for w in group:
-                        try:
-                            results.append((w, self._savepoint(ex, w.fn)))
-                        except Exception as exc:
-                            w.error = exc
+                for w in group:
+                    try:
+                        results.append((w, self._savepoint(ex, w.fn)))
+                    except Exception as exc:
+                        w.error = exc
         except BaseException as exc:  # nothing of the group was committed
             for w in group:
                 w.error = exc
@@ -526,7 +563,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         if self.durability != "full":
             return
         local = self._local
-        if getattr(local, "relaxed", False) != relaxed:
+        if local.relaxed != relaxed:
             conn.execute(f"PRAGMA synchronous = {'NORMAL' if relaxed else 'FULL'}")
             local.relaxed = relaxed
 
@@ -539,8 +576,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
         event loop's thread) a busy lock raises `WouldBlock` at once.
         """
         local = self._local
-        if getattr(local, "inline", False):
-            if not getattr(local, "no_wait", False):
+        if local.inline:
+            if not local.no_wait:
                 conn.execute("PRAGMA busy_timeout = 0")  # kept while the thread runs inline
                 local.no_wait = True
             try:
@@ -550,7 +587,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 if _busy(exc):
                     raise WouldBlock from exc
                 raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
-        if getattr(local, "no_wait", False):
+        if local.no_wait:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             local.no_wait = False
         try:
@@ -628,7 +665,12 @@ class SQLiteConnections(Connections[SQLiteExec]):
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
-        self._local = threading.local()
+        self._local = _PerThread()
+
+
+def _release(w: _Write) -> None:
+    assert w.latch is not None  # a follower's
+    w.latch.release()
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

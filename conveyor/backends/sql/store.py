@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import operator
 import secrets
@@ -284,7 +283,7 @@ class SQLStore(Backend, Generic[E]):
     # -- waiting --------------------------------------------------------------------------
 
     def notify(self, queue: str) -> None:
-        if self.db.after_commit(functools.partial(self.notify, queue)):
+        if self.db.after_commit(self.notify, queue):
             return  # a waiter woken now would not see the uncommitted write
         super().notify(queue)
         self.db.announce(self.key, queue)
