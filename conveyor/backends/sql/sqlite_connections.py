@@ -529,26 +529,18 @@ class SQLiteConnections(Connections[SQLiteExec]):
         there are several, and set each one's result or error."""
         # at durability=full a commit that need not be durable is made durable by the next
         # durable commit (or checkpoint): a power cut before that can undo it
-        if len(group) == 1:  # the common case, without the loops
-            w = group[0]
-            try:
-                with _Tx(self, self.durability == "full" and not w.durable) as ex:
-                    result = w.fn(ex)
-            except BaseException as exc:
-                w.error = exc
-                return
-            self.commits += 1
-            w.result = result
-            return
         relaxed = self.durability == "full" and not any(w.durable for w in group)
         results: list[tuple[_Write, Any]] = []
         try:
             with _Tx(self, relaxed) as ex:
-                for w in group:
-                    try:
-                        results.append((w, self._savepoint(ex, w.fn)))
-                    except Exception as exc:
-                        w.error = exc
+                if len(group) == 1:
+                    results.append((group[0], group[0].fn(ex)))
+                else:
+                    for w in group:
+                        try:
+                            results.append((w, self._savepoint(ex, w.fn)))
+                        except Exception as exc:
+                            w.error = exc
         except BaseException as exc:  # nothing of the group was committed
             for w in group:
                 w.error = exc
