@@ -328,7 +328,8 @@ class _Write:
         self.result: Any = None
         self.error: BaseException | None = None
         self.lead = False  # woken to run the next group rather than finished
-        self.latch: threading.Lock | None = None  # a follower's, released when it may go on
+        self.latch = threading.Lock()  # released when done, or to run the next group
+        self.latch.acquire()
 
     def outcome(self) -> Any:
         if self.error is not None:
@@ -482,8 +483,6 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 raise WouldBlock  # it would wait for the running group
             else:
                 me = _Write(fn, durable)
-                latch = me.latch = threading.Lock()
-                latch.acquire()
                 self._waiting.append(me)
         if me is None:  # nobody writing: a group of one, led by this thread
             try:
@@ -493,11 +492,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 return result
             finally:
                 with self._group_lock:
-                    if self._waiting:
-                        self._pass_lead(())
-                    else:
-                        self._leading = False
-        latch.acquire()  # released when done, or to run the next group
+                    self._pass_lead(())
+        me.latch.acquire()
         if not me.lead:
             done: T = me.outcome()
             return done
@@ -517,12 +513,12 @@ class SQLiteConnections(Connections[SQLiteExec]):
         if self._waiting:
             following = self._waiting[0]
             following.lead = True
-            _release(following)
+            following.latch.release()
         else:
             self._leading = False
         for w in group:
             if w is not leader:
-                _release(w)
+                w.latch.release()
 
     def _commit(self, group: list[_Write]) -> None:
         """Run a group's writes in one transaction, each in a savepoint of its own when
@@ -550,10 +546,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
             w.result = result
 
     def synchronous(self, conn: sqlite3.Connection, *, relaxed: bool) -> None:
-        """At durability=full, this thread's connection at synchronous=NORMAL for a commit
-        that need not wait for the disk, else FULL (changed only when it differs)."""
-        if self.durability != "full":
-            return
+        """This thread's connection at synchronous=NORMAL for a commit that need not wait
+        for the disk, else FULL (changed only when it differs): at durability=full only."""
         local = self._local
         if local.relaxed != relaxed:
             conn.execute(f"PRAGMA synchronous = {'NORMAL' if relaxed else 'FULL'}")
@@ -658,11 +652,6 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 conn.close()
             self._connections.clear()
         self._local = _PerThread()
-
-
-def _release(w: _Write) -> None:
-    assert w.latch is not None  # a follower's
-    w.latch.release()
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
