@@ -15,12 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from ..backends.rules import COUNT_SHARE
 from ..client import Client
 from ..exceptions import ConveyorError
 from ..models import QueueStats
 
-COUNT_SHARE = 0.05
-"""The share of the time the server's own readers may spend counting one queue."""
 REUSED_FROM = 0.01
 """A count that took less (seconds) is never reused: only deep queues wait for theirs."""
 

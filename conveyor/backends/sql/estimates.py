@@ -25,11 +25,10 @@ import threading
 from dataclasses import dataclass
 
 from ...models import QueueStats
+from ..rules import COUNT_SHARE
 
 ESTIMATE_FROM = 10_000
 """A queue counted at this many messages or more is estimated between counts."""
-COUNT_SHARE = 0.05
-"""The share of the time a store may spend counting one queue for its stats."""
 RECOUNT_AFTER = 60.0
 """The age (seconds) past which a count is never used for an estimate."""
 

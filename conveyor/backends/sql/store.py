@@ -61,7 +61,7 @@ from ..rules import (
 from .connections import Connections, E, Exec, marks
 from .dialect import Bare, Dialect, NotAllHeld
 from .editing import SQLEditor
-from .estimates import LastCounts
+from .estimates import LastCounts, Totals
 from .pipeline import HIDDEN, SQLPipeline
 from .registry import SQLRegistry
 from .rows import (
@@ -110,10 +110,6 @@ class SQLStore(Backend, Generic[E]):
         self._idle: set[str] = set()  # queues whose last receive here found nothing
         self._totals = RunningTotals()
         self.counts = LastCounts()  # of deep queues, for stats (estimates.py)
-        self._totals_sql = (
-            f"SELECT sent, received, deleted, dead, expired FROM {dialect.prefix}queues"
-            " WHERE id = %s"
-        )
         self._migrated = False
         self._schema_lock = threading.RLock()
         self.editor = SQLEditor(self)
@@ -444,12 +440,9 @@ class SQLStore(Backend, Generic[E]):
         last = self.counts.usable(qid, now)
         if last is not None:  # a deep queue counted lately (estimates.py)
             self._flush()
-            totals = self.read(lambda ex: ex.one(self._totals_sql, (qid,)))
+            totals = self.read(lambda ex: self._totals_of(ex, qid))
             if totals is not None:
-                sent, received, deleted, dead, expired = totals
-                return last.estimate(
-                    (int(sent), int(received), int(deleted), int(dead), int(expired)), now
-                )
+                return last.estimate(totals, now)
         started = time.perf_counter()
         stats = self._count(name, qid, attrs, now)
         self.counts.record(qid, stats, now, time.perf_counter() - started)
@@ -472,7 +465,7 @@ class SQLStore(Backend, Generic[E]):
                 " AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)",  # nor expired
                 (now, now, now, HIDDEN, now - attrs.retention, now),
             )
-            totals = ex.one(self._totals_sql, (qid,))
+            totals = self._totals_of(ex, qid)
             assert counts is not None and totals is not None
             ready, delayed, in_flight, oldest = counts
             sent, received, deleted, dead, expired = totals
@@ -481,15 +474,27 @@ class SQLStore(Backend, Generic[E]):
                 ready=int(ready),
                 delayed=int(delayed),
                 in_flight=int(in_flight),
-                dead=int(dead),
-                expired=int(expired),
+                dead=dead,
+                expired=expired,
                 oldest_age=None if oldest is None else max(0.0, now - oldest),
-                sent=int(sent),
-                received=int(received),
-                deleted=int(deleted),
+                sent=sent,
+                received=received,
+                deleted=deleted,
             )
 
         return self.fresh_on_drop(name, lambda: self.read(run))
+
+    def _totals_of(self, ex: E, qid: int) -> Totals | None:
+        """The queue's running totals as its row holds them (None: no such queue)."""
+        row = ex.one(
+            f"SELECT sent, received, deleted, dead, expired FROM {self.dialect.prefix}queues"
+            " WHERE id = %s",
+            (qid,),
+        )
+        if row is None:
+            return None
+        sent, received, deleted, dead, expired = row
+        return int(sent), int(received), int(deleted), int(dead), int(expired)
 
     # -- messages -------------------------------------------------------------------------
 
