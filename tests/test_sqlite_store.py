@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from conveyor import Client, ManualClock, Message, QueueDoesNotExist, SendEntry
+from conveyor import (
+    Client,
+    DeadLetterPolicy,
+    ManualClock,
+    Message,
+    QueueDoesNotExist,
+    SendEntry,
+)
 from conveyor.backends.sql.schema import QUEUE_COLUMNS, SQLITE_MIGRATIONS
 from conveyor.backends.sql.sqlite import BARE_ROWS
 from conveyor.backends.sql.sqlite_connections import SQLiteConnections, SQLiteExec
@@ -21,12 +28,17 @@ from conveyor.backends.sql.store import SQLStore
 SCHEMA_VERSION = len(SQLITE_MIGRATIONS)
 
 
-def queue_ids(path: Path) -> dict[str, int]:
+def rows_of(path: Path, sql: str) -> list[Any]:
+    """A query's rows, read by a connection of the test's own."""
     conn = sqlite3.connect(path)
     try:
-        return dict(conn.execute("SELECT name, id FROM queues").fetchall())
+        return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+def queue_ids(path: Path) -> dict[str, int]:
+    return dict(rows_of(path, "SELECT name, id FROM queues"))
 
 
 def test_queue_ids_are_never_used_again(tmp_path: Path) -> None:
@@ -470,3 +482,116 @@ def test_the_socket_of_a_process_gone_is_removed(tmp_path: Path) -> None:
     wakes.close()
     other.close()
     assert not os.path.exists(wakes.directory)  # the last listener took it away
+
+
+def indexes(path: Path) -> set[str]:
+    return {n for (n,) in rows_of(path, "SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+def test_a_head_deep_in_messages_in_flight_is_indexed_and_receives_go_on_in_order(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    with Client(f"sqlite:///{tmp_path}/q.db", clock=clock) as client:
+        dialect = client.backend.dialect  # type: ignore[attr-defined]
+        dialect.held_index_after = 4_000  # about 1,000 rows stepped over
+        q = client.create_queue("deep", visibility_timeout=30)
+        for start in range(0, 3_000, 10):
+            q.send_batch([f"{i}" for i in range(start, start + 10)])
+        held = [m for _ in range(200) for m in q.receive(10)]  # 2,000 in flight
+        assert [int(m.text) for m in held] == list(range(2_000))
+        assert "q1_fresh" in indexes(tmp_path / "q.db")  # a claim stepped over them
+        assert dialect.held_indexed == {1}
+
+        q.send("late", delay=5)  # delayed: found by visible_at too
+        got = q.receive(10)
+        assert [int(m.text) for m in got] == list(range(2_000, 2_010))
+        q.change_visibility(held[7].receipt or "", 0)  # visible again at once
+        assert [m.text for m in q.receive(1)] == ["7"]
+        clock.advance(10)
+        assert [m.text for m in q.receive(1)] == ["2010"]  # send order before the delayed
+        for _ in range(98):
+            q.delete_batch([m.receipt or "" for m in q.receive(10)])
+        tail = q.receive(10)
+        assert [m.text for m in tail] == [f"{i}" for i in range(2_991, 3_000)] + ["late"]
+        q.delete_batch([m.receipt or "" for m in tail])
+        assert q.receive(10) == []
+        clock.advance(30)  # what is still in flight comes back, first sent first
+        back = q.receive(10)
+        assert [int(m.text) for m in back] == list(range(10))
+        assert [m.receive_count for m in back] == [2] * 7 + [3] + [2] * 2
+
+
+def test_an_idle_queue_deep_in_messages_in_flight_is_indexed_by_its_next_poll(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    url = f"sqlite:///{tmp_path}/q.db"
+    with Client(url, clock=clock) as client, Client(url, clock=clock) as other:
+        client.backend.dialect.held_index_after = 2**31 - 1  # type: ignore[attr-defined]
+        other.backend.dialect.held_index_after = 4_000  # type: ignore[attr-defined]
+        q = client.create_queue("idle", visibility_timeout=30)
+        mine = other.queue("idle")
+        assert mine.receive(10) == []  # idle here: its receives look before they claim
+        for _ in range(200):
+            q.send_batch(["x"] * 10)
+        while q.receive(10):
+            pass  # everything in flight
+        assert "q1_held" not in indexes(tmp_path / "q.db")
+        # the look stepped over 2,000 rows: it says "maybe", and the claim indexes first
+        assert mine.receive(10) == []
+        assert {"q1_fresh", "q1_held"} <= indexes(tmp_path / "q.db")
+        mine.send("new")
+        assert [m.text for m in mine.receive(10)] == ["new"]
+        clock.advance(31)
+        assert len(mine.receive(10)) == 10
+
+
+def test_a_queue_with_a_dead_letter_policy_deep_in_flight_is_indexed_too(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    with Client(f"sqlite:///{tmp_path}/q.db", clock=clock) as client:
+        client.backend.dialect.held_index_after = 4_000  # type: ignore[attr-defined]
+        client.create_queue("dead")
+        q = client.create_queue(
+            "work",
+            visibility_timeout=30,
+            dead_letter=DeadLetterPolicy(queue="dead", max_receive_count=1),
+        )
+        for start in range(0, 2_100, 10):
+            q.send_batch([f"{i}" for i in range(start, start + 10)])
+        held = [m for _ in range(200) for m in q.receive(10)]
+        assert [int(m.text) for m in held] == list(range(2_000))
+        assert "q2_held" in indexes(tmp_path / "q.db")  # its walk stepped over them
+        assert [int(m.text) for m in q.receive(10)] == list(range(2_000, 2_010))
+        clock.advance(30)
+        # received once already: each is moved to the dead-letter queue, not delivered
+        assert [int(m.text) for m in q.receive(10)] == list(range(2_010, 2_020))
+        assert client.queue("dead").stats().ready == 2_010
+
+
+def test_claims_of_an_indexed_queue_read_only_its_indexes(tmp_path: Path) -> None:
+    """The plan of an indexed queue's claim cannot fall back to walking the head: each of
+    its two parts searches its own partial index, and a dropped index is done without."""
+    with Client(f"sqlite:///{tmp_path}/q.db") as client:
+        client.backend.dialect.held_index_after = 0  # type: ignore[attr-defined]
+        q = client.create_queue("plan")
+        q.send("a")
+        assert [m.text for m in q.receive()] == ["a"]
+        from conveyor.backends.sql.sqlite import _held_claim
+
+        conn = sqlite3.connect(tmp_path / "q.db")
+        try:
+            plan = conn.execute(
+                f"EXPLAIN QUERY PLAN {_held_claim('q1')}", (0, 0, 0, 10, 0, 0, 0, 10, 10)
+            ).fetchall()
+            details = " | ".join(str(row[-1]) for row in plan)
+            assert "USING INDEX q1_fresh" in details and "USING INDEX q1_held" in details
+            assert "SCAN q1" not in details.replace("SCAN q1_", "")
+            conn.execute("DROP INDEX q1_held")
+        finally:
+            conn.close()
+        q.send("b")
+        assert [m.text for m in q.receive()] == ["b"]  # the plain claim, and indexed again
+        assert "q1_held" in indexes(tmp_path / "q.db")

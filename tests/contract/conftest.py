@@ -1,7 +1,9 @@
 """The contract runs on every store, and through the SQS API of `conveyor serve` as a client.
 
 ``sqs-http``: the `sqs://` store (boto3) talking to a live server over loopback, the server
-running on a memory store that shares the test's ManualClock.
+running on a memory store that shares the test's ManualClock. ``sqlite-held``: the SQLite
+store with every queue's head indexed at its first claim, as a queue deep in messages in
+flight is (`SQLiteDialect.claim_ready`), so that every rule holds on that path too.
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ from .. import sqlstores
 from ..conftest import STORES
 from ..live import LiveServer
 
-CONTRACT_STORES = [*sorted(STORES), "sqs-http"]
+CONTRACT_STORES = [*sorted(STORES), "sqlite-held", "sqs-http"]
+HELD = "sqlite-held:"
 
 
 @pytest.fixture(params=CONTRACT_STORES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqs-http":
         yield "sqs-http"
+        return
+    if request.param == "sqlite-held":
+        yield HELD + STORES["sqlite"](tmp_path)
         return
     url = STORES[request.param](tmp_path)
     yield url
@@ -35,7 +41,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def client(store_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
     if store_url != "sqs-http":
-        c = Client(store_url, clock=clock)
+        c = Client(store_url.removeprefix(HELD), clock=clock)
+        if store_url.startswith(HELD):
+            c.backend.dialect.held_index_after = 0  # type: ignore[attr-defined]
         yield c
         c.close()
         return

@@ -216,6 +216,22 @@ class Dialect(ABC, Generic[E]):
         )
         return found is not None
 
+    def walk_page(
+        self, ex: E, qid: int, after: int, now: float, page: int, *, fifo: bool, lock: bool
+    ) -> list[Row]:
+        """One page of a walk of the queue's head (`SQLStore._claim_walking`), after the
+        position `after`, in delivery order: (key, priority, group_id, visible_at,
+        receive_count, deadline, sent_at) of every row (FIFO queues) or of the rows visible
+        at `now`; `lock` skips and locks rows as a claim does where the database can."""
+        visible = "" if fifo else " AND visible_at <= %s"
+        cond, params = self.after(after)
+        return ex.rows(
+            f"SELECT {self.key}, {self.priority}, group_id, visible_at, receive_count, deadline,"
+            f" sent_at FROM {self.messages(qid)} WHERE {self.scope(qid)} AND {cond}{visible}"
+            f" ORDER BY {self.order} LIMIT %s{self.skip_locked if lock else ''}",
+            (*params, page) if fifo else (*params, now, page),
+        )
+
     @abstractmethod
     def claim_ready(self, ex: E, qid: int, limit: int, terms: ClaimTerms, token: str) -> list[Row]:
         """Claim up to `limit` ready messages of a queue (none expired), as a receive of a

@@ -8,7 +8,9 @@ path). Options: ``durability=full`` (default: an acknowledged send survives a po
 One file holds every queue, in WAL mode. Any number of threads and processes on one host may
 share it: every change runs inside ``BEGIN IMMEDIATE``, so claims are atomic. Each queue has
 a table of its own whose rowid is the delivery order (priority band, then sequence), so a
-receive walks the table from its head and its cost does not grow with queue depth. Ids the
+receive walks the table from its head and its cost does not grow with queue depth; a queue
+whose head fills with messages in flight gets two partial indexes the first time a receive
+steps over thousands of them (`SQLiteDialect.claim_ready`). Ids the
 store makes up carry their rowid (`conveyor.ids.row_id`), so finding one is a primary-key
 lookup; only ids chosen by senders, and messages that changed rows (moved, re-prioritised),
 are in the partial unique index ``by_id`` (``indexed`` = 1). The schema is versioned
@@ -40,6 +42,7 @@ from .store import SQLStore
 # rows per statement of `_bare_insert` and of rows written as sent
 BARE_ROWS = 50
 LOOKUP_ROWS = 500  # ids per statement when looking many up
+HELD_INDEX_AFTER = 20_000  # see SQLiteDialect.held_index_after
 
 COLUMNS = (
     "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
@@ -100,6 +103,14 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     columns = COLUMNS
     priority = "priority"
     polls_idle = True
+
+    def __init__(self) -> None:
+        # VM steps of one claim (or look for a ready row) past which a queue's head is
+        # indexed (claim_ready): some 5,000 rows stepped over; 0: every queue, at its
+        # first claim
+        self.held_index_after = HELD_INDEX_AFTER
+        self.held_indexed: set[int] = set()  # queues known to have the indexes
+        self.held_wanted: set[int] = set()  # queues to index at their next claim
 
     def messages(self, qid: int) -> str:
         return f"q{int(qid)}"
@@ -328,20 +339,103 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     # -- claims and deletes ---------------------------------------------------------------
 
     def any_ready(self, ex: SQLiteExec, qid: int, now: float) -> bool:
-        found = ex.conn.execute(
-            f"SELECT 1 FROM q{int(qid)} WHERE visible_at <= ? LIMIT 1", (now,)
-        ).fetchone()
+        t = self.messages(qid)
+        if qid in self.held_indexed:
+            try:
+                return any(
+                    ex.conn.execute(f"{sql.format(t=t)} LIMIT 1", (now,)).fetchone() is not None
+                    for sql in (_ANY_FRESH, _ANY_HELD)
+                )
+            except sqlite3.OperationalError as exc:
+                self._lost_held_index(qid, exc)
+        with _Steps(ex.conn, self.held_index_after) as steps:
+            found = ex.conn.execute(
+                f"SELECT 1 FROM {t} WHERE visible_at <= ? LIMIT 1", (now,)
+            ).fetchone()
+        if steps.many and found is None:
+            # the head is deep in messages in flight: say "maybe", so that a claim comes
+            # and indexes them (claim_ready)
+            self.held_wanted.add(qid)
+            return True
         return found is not None
 
     def claim_ready(
         self, ex: SQLiteExec, qid: int, limit: int, terms: ClaimTerms, token: str
     ) -> list[Row]:
+        """The first `limit` ready rows in rowid order. A queue whose head holds many
+        messages in flight (or delayed) gets two partial indexes the first time a claim
+        walks past a great many of them: ready rows are then found without stepping over
+        the others (the rows never received, in rowid order; the rest by visible_at)."""
         t = self.messages(qid)
-        return ex.conn.execute(
-            f"{_claim(t)} (SELECT rowid FROM {t} WHERE visible_at <= ? AND sent_at >= ?"
-            f" AND (deadline IS NULL OR deadline > ?) ORDER BY rowid LIMIT ?) RETURNING {COLUMNS}",
-            (terms.visible_at, terms.now, token, terms.now, terms.horizon, terms.now, limit),
-        ).fetchall()
+        now = terms.now
+        if qid in self.held_wanted or not self.held_index_after:
+            self._index_held(ex, t, qid)
+        if qid in self.held_indexed:
+            try:
+                return ex.conn.execute(
+                    f"{_claim(t)} ({_held_claim(t)}) RETURNING {COLUMNS}",
+                    (
+                        *(terms.visible_at, now, token),
+                        *(now, terms.horizon, now, limit),
+                        *(now, terms.horizon, now, limit),
+                        limit,
+                    ),
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                self._lost_held_index(qid, exc)
+        with _Steps(ex.conn, self.held_index_after) as steps:
+            rows = ex.conn.execute(
+                f"{_claim(t)} (SELECT rowid FROM {t} WHERE visible_at <= ? AND sent_at >= ?"
+                " AND (deadline IS NULL OR deadline > ?) ORDER BY rowid LIMIT ?)"
+                f" RETURNING {COLUMNS}",
+                (terms.visible_at, now, token, now, terms.horizon, now, limit),
+            ).fetchall()
+        if steps.many:
+            self._index_held(ex, t, qid)
+        return rows
+
+    def walk_page(
+        self,
+        ex: SQLiteExec,
+        qid: int,
+        after: int,
+        now: float,
+        page: int,
+        *,
+        fifo: bool,
+        lock: bool,
+    ) -> list[Row]:
+        if fifo:  # every row, in flight or not: a group's first decides
+            return super().walk_page(ex, qid, after, now, page, fifo=fifo, lock=lock)
+        t = self.messages(qid)
+        if qid in self.held_wanted or not self.held_index_after:
+            self._index_held(ex, t, qid)
+        if qid in self.held_indexed:
+            try:
+                return ex.conn.execute(
+                    _held_walk(t), (now, after, page, now, after, page, page)
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                self._lost_held_index(qid, exc)
+        with _Steps(ex.conn, self.held_index_after) as steps:
+            rows = super().walk_page(ex, qid, after, now, page, fifo=fifo, lock=lock)
+        if steps.many:
+            self._index_held(ex, t, qid)
+        return rows
+
+    def _index_held(self, ex: SQLiteExec, t: str, qid: int) -> None:
+        """Index a queue's rows by whether they were ever received or delayed (in this
+        transaction; kept until the queue is deleted)."""
+        for statement in _HELD_INDEXES:
+            ex.conn.execute(statement.format(t=t))
+        self.held_indexed.add(qid)
+        self.held_wanted.discard(qid)
+
+    def _lost_held_index(self, qid: int, exc: sqlite3.OperationalError) -> None:
+        """The indexes are gone (their creation rolled back): claim the plain way."""
+        if "no such index" not in str(exc):
+            raise exc
+        self.held_indexed.discard(qid)
 
     def claim_keys(
         self, ex: SQLiteExec, qid: int, keys: Sequence[int], terms: ClaimTerms, token: str
@@ -421,6 +515,77 @@ def _key(stored: tuple[int, str] | None) -> int | None:
         return None
     key, _ = stored
     return key
+
+
+class _Steps:
+    """Whether a statement took more than about `limit` steps of SQLite's virtual machine:
+    a progress handler on the connection while the block runs counts every `EVERY` steps
+    (SQLite counts a cached statement's steps over all its runs, so one call on a first
+    multiple of `limit` would say nothing of this run); the statement goes on."""
+
+    __slots__ = ("calls", "conn", "enough")
+
+    EVERY = 1_000
+
+    def __init__(self, conn: sqlite3.Connection, limit: int) -> None:
+        self.conn = conn
+        self.enough = max(1, limit // self.EVERY) + 1  # the first call may come at once
+        self.calls = 0
+
+    @property
+    def many(self) -> bool:
+        return self.calls >= self.enough
+
+    def _step(self) -> int:
+        self.calls += 1
+        return 0  # go on
+
+    def __enter__(self) -> _Steps:
+        self.conn.set_progress_handler(self._step, self.EVERY)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.set_progress_handler(None, 0)
+
+
+# a row never received and not delayed is "fresh": it is ready (retention and deadline
+# aside); any other row is "held" and ready once its visible_at has passed
+_FRESH = "receive_count = 0 AND visible_at <= sent_at"
+_HELD = "(receive_count > 0 OR visible_at > sent_at)"
+_HELD_INDEXES = (
+    f"CREATE INDEX IF NOT EXISTS {{t}}_fresh ON {{t}} (receive_count) WHERE {_FRESH}",
+    f"CREATE INDEX IF NOT EXISTS {{t}}_held ON {{t}} (visible_at) WHERE {_HELD}",
+)
+_ANY_FRESH = f"SELECT 1 FROM {{t}} INDEXED BY {{t}}_fresh WHERE {_FRESH} AND visible_at <= ?"
+_ANY_HELD = f"SELECT 1 FROM {{t}} INDEXED BY {{t}}_held WHERE {_HELD} AND visible_at <= ?"
+
+
+@functools.lru_cache(maxsize=1024)
+def _held_claim(t: str) -> str:
+    """The rowids of the first ready rows of an indexed queue: the first fresh ones in
+    rowid order and the held ones that became visible first, merged in rowid order;
+    parameters: (now, horizon, now, limit) twice, then limit."""
+    ready = "visible_at <= ? AND sent_at >= ? AND (deadline IS NULL OR deadline > ?)"
+    return (
+        f"SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_fresh WHERE {_FRESH}"
+        f" AND {ready} ORDER BY rowid LIMIT ?) UNION ALL SELECT rowid FROM (SELECT rowid"
+        f" FROM {t} INDEXED BY {t}_held WHERE {_HELD} AND {ready} ORDER BY visible_at"
+        " LIMIT ?) ORDER BY rowid LIMIT ?"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _held_walk(t: str) -> str:
+    """A page of the visible rows of an indexed queue after a rowid, as `_held_claim`
+    chooses them; parameters: (now, after, page) twice, then page."""
+    return (
+        f"SELECT rowid, priority, group_id, visible_at, receive_count, deadline, sent_at"
+        f" FROM {t} WHERE rowid IN (SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY"
+        f" {t}_fresh WHERE {_FRESH} AND visible_at <= ? AND rowid > ? ORDER BY rowid LIMIT ?)"
+        f" UNION ALL SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_held WHERE"
+        f" {_HELD} AND visible_at <= ? AND rowid > ? ORDER BY visible_at LIMIT ?)"
+        " ORDER BY rowid LIMIT ?) ORDER BY rowid"
+    )
 
 
 def _claim(t: str) -> str:

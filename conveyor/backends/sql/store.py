@@ -726,13 +726,7 @@ class SQLStore(Backend, Generic[E]):
         if policy is not None:
             found = ex.one(f"SELECT id FROM {p}queues WHERE name = %s", (policy.queue,))
             dlq_id = None if found is None else int(found[0])
-        visible = "" if attrs.fifo else " AND visible_at <= %s"
-        lock = "" if attrs.fifo or attrs.rate_limit else d.skip_locked
-        walk = (
-            f"SELECT {d.key}, {d.priority}, group_id, visible_at, receive_count, deadline,"
-            f" sent_at FROM {d.messages(qid)} WHERE {d.scope(qid)} AND {{after}}{visible}"
-            f" ORDER BY {d.order} LIMIT %s{lock}"
-        )
+        lock = not (attrs.fifo or attrs.rate_limit)
         chosen: list[int] = []
         fill: GroupFill[int] | None = GroupFill(limit) if attrs.fifo else None
         blocked: set[str | None] = set()
@@ -740,10 +734,7 @@ class SQLStore(Backend, Generic[E]):
         after = 0
         page = max(limit * 4, 64)
         while len(chosen) < limit and not (fill is not None and fill.done):
-            cond, params = d.after(after)
-            rows = ex.rows(
-                walk.format(after=cond), (*params, now, page) if visible else (*params, page)
-            )
+            rows = d.walk_page(ex, qid, after, now, page, fifo=attrs.fifo, lock=lock)
             for key, priority, group, visible_at, count, deadline, sent_at in rows:
                 after = d.sequence(key, priority)
                 if fill is not None:
