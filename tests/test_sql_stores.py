@@ -700,3 +700,59 @@ def _estimates(url: str) -> None:
         deep.send("after")
         assert deep.stats().ready == 1
         assert len(counted) == 6  # counted below the threshold: no estimate
+
+
+def pg_indexes(backend: SQLStore[Any]) -> set[str]:
+    def names(cur: Any) -> set[str]:
+        cur.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE %s", (f"{prefix}%",))
+        return {name for (name,) in cur.fetchall()}
+
+    prefix = backend.dialect.prefix
+    return set(run_cursor(backend, names))
+
+
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
+def test_a_postgres_queue_deep_in_messages_in_flight_gets_indexes_of_its_own(
+    kind: str, urls: list[str]
+) -> None:
+    clock = ManualClock()
+    with Client(fresh("postgres", urls), clock=clock) as client:
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        held = backend.dialect.held  # type: ignore[attr-defined]
+        held.check_after = 0.0  # look at the head after every claim
+        held.rows = 500
+        q = client.create_queue("deep", visibility_timeout=30)
+        client.create_queue("shallow").send("x")
+        for start in range(0, 1_000, 10):
+            q.send_batch([f"{i}" for i in range(start, start + 10)])
+        taken = [m for _ in range(60) for m in q.receive(10)]  # 600 in flight
+        assert [int(m.text) for m in taken] == list(range(600))
+        held.join()
+        qid, _ = backend.lookup("deep")
+        fresh_index, held_index = held.names(qid)
+        assert held.indexed == {qid}  # the shallow queue's claims found nothing ahead
+        assert {fresh_index, held_index} <= pg_indexes(backend)
+
+        def plan(cur: Any) -> str:
+            d = backend.dialect
+            cur.execute(
+                f"EXPLAIN {held.claim_sql(qid, d._set_claimed, d._claim_columns)}",  # type: ignore[attr-defined]
+                (0, 0, 0, 10) * 2 + (10, 0, 0, "t"),
+            )
+            return "\n".join(str(row) for row in cur.fetchall())
+
+        explained = run_cursor(backend, plan)
+        assert f"Index Scan using {fresh_index}" in explained, explained
+        assert f"Index Scan using {held_index}" in explained, explained
+
+        q.change_visibility(taken[3].receipt or "", 0)
+        assert [int(m.text) for m in q.receive(2)] == [3, 600]  # in delivery order
+        clock.advance(30)
+        back = q.receive(10)
+        assert [int(m.text) for m in back] == list(range(10))
+        assert [m.receive_count for m in back] == [2, 2, 2, 3, 2, 2, 2, 2, 2, 2]
+        client.delete_queue("deep")
+        held.join()
+        assert not {fresh_index, held_index} & pg_indexes(backend)
+        assert held.indexed == set()

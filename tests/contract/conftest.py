@@ -1,15 +1,17 @@
 """The contract runs on every store, and through the SQS API of `conveyor serve` as a client.
 
 ``sqs-http``: the `sqs://` store (boto3) talking to a live server over loopback, the server
-running on a memory store that shares the test's ManualClock. ``sqlite-held``: the SQLite
-store with every queue's head indexed at its first claim, as a queue deep in messages in
-flight is (`SQLiteDialect.claim_ready`), so that every rule holds on that path too.
+running on a memory store that shares the test's ManualClock. ``sqlite-held`` and
+``postgres-held``: those stores with every queue indexed as a queue deep in messages in
+flight is (SQLite at its first claim, `SQLiteDialect.claim_ready`; PostgreSQL as it is made,
+`pg_inflight.py`), so that every rule holds on that path too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +23,8 @@ from .. import sqlstores
 from ..conftest import STORES
 from ..live import LiveServer
 
-CONTRACT_STORES = [*sorted(STORES), "sqlite-held", "sqs-http"]
-HELD = "sqlite-held:"
+HELD = {"sqlite-held": "sqlite", "postgres-held": "postgres"}  # and the store each indexes
+CONTRACT_STORES = [*sorted(STORES), *HELD, "sqs-http"]
 
 
 @pytest.fixture(params=CONTRACT_STORES)
@@ -30,20 +32,27 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqs-http":
         yield "sqs-http"
         return
-    if request.param == "sqlite-held":
-        yield HELD + STORES["sqlite"](tmp_path)
-        return
-    url = STORES[request.param](tmp_path)
-    yield url
+    held = request.param in HELD
+    url = STORES[HELD.get(request.param, request.param)](tmp_path)
+    yield f"held+{url}" if held else url
     sqlstores.drop(url)
+
+
+def index_every_queue(client: Client) -> None:
+    """Make a store index every queue as it does a queue deep in messages in flight."""
+    dialect: Any = client.backend.dialect  # type: ignore[attr-defined]
+    if dialect.name == "sqlite":
+        dialect.held_index_after = 0
+    else:
+        dialect.held.rows = 0
 
 
 @pytest.fixture
 def client(store_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
     if store_url != "sqs-http":
-        c = Client(store_url.removeprefix(HELD), clock=clock)
-        if store_url.startswith(HELD):
-            c.backend.dialect.held_index_after = 0  # type: ignore[attr-defined]
+        c = Client(store_url.removeprefix("held+"), clock=clock)
+        if store_url.startswith("held+"):
+            index_every_queue(c)
         yield c
         c.close()
         return

@@ -221,15 +221,29 @@ class Dialect(ABC, Generic[E]):
     ) -> list[Row]:
         """One page of a walk of the queue's head (`SQLStore._claim_walking`), after the
         position `after`, in delivery order: (key, priority, group_id, visible_at,
-        receive_count, deadline, sent_at) of every row (FIFO queues) or of the rows visible
-        at `now`; `lock` skips and locks rows as a claim does where the database can."""
-        visible = "" if fifo else " AND visible_at <= %s"
+        receive_count, deadline, sent_at) of every row (FIFO queues: a group's first message
+        decides, in flight or not) or of the rows visible at `now` (`walk_visible`); `lock`
+        skips and locks rows as a claim does where the database can."""
+        if fifo:
+            return self._walk(ex, qid, after, None, page, lock)
+        return self.walk_visible(ex, qid, after, now, page, lock)
+
+    def walk_visible(
+        self, ex: E, qid: int, after: int, now: float, page: int, lock: bool
+    ) -> list[Row]:
+        """`walk_page` of the rows visible at `now`."""
+        return self._walk(ex, qid, after, now, page, lock)
+
+    def _walk(
+        self, ex: E, qid: int, after: int, now: float | None, page: int, lock: bool
+    ) -> list[Row]:
+        visible = "" if now is None else " AND visible_at <= %s"
         cond, params = self.after(after)
         return ex.rows(
             f"SELECT {self.key}, {self.priority}, group_id, visible_at, receive_count, deadline,"
             f" sent_at FROM {self.messages(qid)} WHERE {self.scope(qid)} AND {cond}{visible}"
             f" ORDER BY {self.order} LIMIT %s{self.skip_locked if lock else ''}",
-            (*params, page) if fifo else (*params, now, page),
+            (*params, page) if now is None else (*params, now, page),
         )
 
     @abstractmethod

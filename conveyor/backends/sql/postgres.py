@@ -40,6 +40,7 @@ from ..rules import ClaimTerms, order_after
 from .connections import CursorExec, ServerConnections, first_line, marks
 from .dialect import Bare, ServerDialect
 from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
+from .pg_inflight import HeldIndexes
 from .rows import Fields, Row
 from .schema import ServerTypes, Step, server_migrations
 from .store import SQLStore
@@ -325,6 +326,7 @@ class PostgresDialect(ServerDialect):
             " AND (deadline IS NULL OR deadline > %s) ORDER BY nprio, seq LIMIT %s"
             " FOR UPDATE SKIP LOCKED) c WHERE m.seq = c.seq"
         )
+        self.held = HeldIndexes(db.conninfo, p, PLANNER_OPTIONS)
 
     @property
     def single_delete(self) -> bool:
@@ -524,11 +526,43 @@ class PostgresDialect(ServerDialect):
     def claim_ready(
         self, ex: CursorExec, qid: int, limit: int, terms: ClaimTerms, token: str
     ) -> list[Row]:
-        now = terms.now
-        return ex.rows(
+        now, horizon = terms.now, terms.horizon
+        if qid in self.held.indexed:  # its head is deep in messages in flight
+            return ex.rows(
+                self.held.claim_sql(qid, self._set_claimed, self._claim_columns),
+                (now, horizon, now, limit) * 2 + (limit, terms.visible_at, now, token),
+            )
+        started = time.perf_counter()
+        rows = ex.rows(
             f"{self._ready_claim} RETURNING {self._claim_columns}",
-            (terms.visible_at, now, token, qid, now, terms.horizon, now, limit),
+            (terms.visible_at, now, token, qid, now, horizon, now, limit),
         )
+        first = min(((-int(r[6]), int(r[0])) for r in rows), default=None)
+        self.held.look(ex, qid, time.perf_counter() - started, first)
+        return rows
+
+    def walk_visible(
+        self, ex: CursorExec, qid: int, after: int, now: float, page: int, lock: bool
+    ) -> list[Row]:
+        if qid in self.held.indexed:
+            priority, seq = order_after(after)
+            return ex.rows(self.held.walk_sql(qid, lock), (now, -priority, seq, page) * 2 + (page,))
+        started = time.perf_counter()
+        rows = super().walk_visible(ex, qid, after, now, page, lock)
+        first = min(((-int(r[1]), int(r[0])) for r in rows), default=None)
+        self.held.look(ex, qid, time.perf_counter() - started, first)
+        return rows
+
+    def create_queue(self, ex: CursorExec, qid: int) -> None:
+        super().create_queue(ex, qid)
+        if not self.held.rows:
+            for statement in self.held.statements(qid, concurrently=False):
+                ex.run(statement)
+            self.held.indexed.add(qid)
+
+    def drop_queue(self, ex: CursorExec, qid: int) -> None:
+        super().drop_queue(ex, qid)
+        self.held.drop(ex, qid)
 
     def claim_keys(
         self, ex: CursorExec, qid: int, keys: Sequence[int], terms: ClaimTerms, token: str

@@ -394,19 +394,9 @@ class SQLiteDialect(Dialect[SQLiteExec]):
             self._index_held(ex, t, qid)
         return rows
 
-    def walk_page(
-        self,
-        ex: SQLiteExec,
-        qid: int,
-        after: int,
-        now: float,
-        page: int,
-        *,
-        fifo: bool,
-        lock: bool,
+    def walk_visible(
+        self, ex: SQLiteExec, qid: int, after: int, now: float, page: int, lock: bool
     ) -> list[Row]:
-        if fifo:  # every row, in flight or not: a group's first decides
-            return super().walk_page(ex, qid, after, now, page, fifo=fifo, lock=lock)
         t = self.messages(qid)
         if qid in self.held_wanted or not self.held_index_after:
             self._index_held(ex, t, qid)
@@ -418,7 +408,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
             except sqlite3.OperationalError as exc:
                 self._lost_held_index(qid, exc)
         with _Steps(ex.conn, self.held_index_after) as steps:
-            rows = super().walk_page(ex, qid, after, now, page, fifo=fifo, lock=lock)
+            rows = super().walk_visible(ex, qid, after, now, page, lock)
         if steps.many:
             self._index_held(ex, t, qid)
         return rows
@@ -569,7 +559,7 @@ def _held_claim(t: str) -> str:
     return (
         f"SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_fresh WHERE {_FRESH}"
         f" AND {ready} ORDER BY rowid LIMIT ?) UNION ALL SELECT rowid FROM (SELECT rowid"
-        f" FROM {t} INDEXED BY {t}_held WHERE {_HELD} AND {ready} ORDER BY visible_at"
+        f" FROM {t} INDEXED BY {t}_held WHERE {_HELD} AND {ready} ORDER BY visible_at, rowid"
         " LIMIT ?) ORDER BY rowid LIMIT ?"
     )
 
@@ -583,7 +573,7 @@ def _held_walk(t: str) -> str:
         f" FROM {t} WHERE rowid IN (SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY"
         f" {t}_fresh WHERE {_FRESH} AND visible_at <= ? AND rowid > ? ORDER BY rowid LIMIT ?)"
         f" UNION ALL SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_held WHERE"
-        f" {_HELD} AND visible_at <= ? AND rowid > ? ORDER BY visible_at LIMIT ?)"
+        f" {_HELD} AND visible_at <= ? AND rowid > ? ORDER BY visible_at, rowid LIMIT ?)"
         " ORDER BY rowid LIMIT ?) ORDER BY rowid"
     )
 
