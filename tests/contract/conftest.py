@@ -1,10 +1,11 @@
 """The contract runs on every store, and through the SQS API of `conveyor serve` as a client.
 
 ``sqs-http``: the `sqs://` store (boto3) talking to a live server over loopback, the server
-running on a memory store that shares the test's ManualClock. ``sqlite-held`` and
-``postgres-held``: those stores with every queue indexed as a queue deep in messages in
-flight is (SQLite at its first claim, `SQLiteDialect.claim_ready`; PostgreSQL as it is made,
-`pg_inflight.py`), so that every rule holds on that path too.
+running on a memory store that shares the test's ManualClock. ``sqlite-held``,
+``postgres-held`` and ``mysql-held``: those stores with every queue claimed as a queue deep
+in messages in flight is (SQLite indexes it at its first claim, `SQLiteDialect.claim_ready`;
+PostgreSQL as it is made, `pg_inflight.py`; MySQL reads its held_at index, `inflight.py`),
+so that every rule holds on that path too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .. import sqlstores
 from ..conftest import STORES
 from ..live import LiveServer
 
-HELD = {"sqlite-held": "sqlite", "postgres-held": "postgres"}  # and the store each indexes
+# and the store each indexes
+HELD = {"sqlite-held": "sqlite", "postgres-held": "postgres", "mysql-held": "mysql"}
 CONTRACT_STORES = [*sorted(STORES), *HELD, "sqs-http"]
 
 
@@ -43,8 +45,10 @@ def index_every_queue(client: Client) -> None:
     dialect: Any = client.backend.dialect  # type: ignore[attr-defined]
     if dialect.name == "sqlite":
         dialect.held_index_after = 0
-    else:
+    elif dialect.name == "postgresql":
         dialect.held.rows = 0
+    else:
+        dialect.heads.rows = 0
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from ...urls import check_options, redact
 from ..rules import ClaimTerms
 from .connections import CursorExec, ServerConnections, marks
 from .dialect import Bare, ServerDialect
+from .inflight import HeadWatch
 from .rows import Fields, Row, claimed
 from .schema import ServerTypes, Step, server_migrations
 from .store import SQLStore
@@ -235,6 +236,7 @@ class MySQLDialect(ServerDialect):
     def __init__(self, prefix: str, db: MySQLConnections) -> None:
         super().__init__(prefix)
         self.db = db
+        self.heads = HeadWatch(prefix)  # queues whose heads are deep in messages in flight
 
     @property
     def single_delete(self) -> bool:
@@ -384,12 +386,19 @@ class MySQLDialect(ServerDialect):
         self, ex: CursorExec, qid: int, limit: int, terms: ClaimTerms, token: str
     ) -> list[Row]:
         now = terms.now
-        rows = ex.rows(
-            f"SELECT {self.columns} FROM {self.prefix}messages WHERE queue_id = %s"
-            " AND visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
-            " ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED",
-            (qid, now, terms.horizon, now, limit),
-        )
+        ready = "visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
+        if self.heads.is_deep(qid):
+            rows = self._deep(ex, qid, self.columns, ready, (now, terms.horizon, now), now, limit)
+        else:
+            started = time.perf_counter()
+            rows = ex.rows(
+                f"SELECT {self.columns} FROM {self.prefix}messages WHERE queue_id = %s"
+                f" AND {ready} ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED",
+                (qid, now, terms.horizon, now, limit),
+            )
+            first = min(((-int(r[6]), int(r[0])) for r in rows), default=None)
+            if self.heads.look(ex, qid, time.perf_counter() - started, first):
+                self.heads.deep.add(qid)
         if not rows:
             return []
         keys = [key for key, *_ in rows]
@@ -400,6 +409,59 @@ class MySQLDialect(ServerDialect):
             (terms.visible_at, now, token, *keys),
         )
         return [claimed(row, terms) for row in rows]
+
+    def walk_visible(
+        self, ex: CursorExec, qid: int, after: int, now: float, page: int, lock: bool
+    ) -> list[Row]:
+        if self.heads.is_deep(qid):
+            cond, params = self.after(after)
+            return self._deep(
+                ex,
+                qid,
+                "seq, -nprio, group_id, visible_at, receive_count, deadline, sent_at",
+                f"visible_at <= %s AND {cond}",
+                (now, *params),
+                now,
+                page,
+                lock=lock,
+                priority_at=1,
+            )
+        started = time.perf_counter()
+        rows = super().walk_visible(ex, qid, after, now, page, lock)
+        first = min(((-int(r[1]), int(r[0])) for r in rows), default=None)
+        if self.heads.look(ex, qid, time.perf_counter() - started, first):
+            self.heads.deep.add(qid)
+        return rows
+
+    def _deep(
+        self,
+        ex: CursorExec,
+        qid: int,
+        columns: str,
+        where: str,
+        params: tuple[Any, ...],
+        now: float,
+        limit: int,
+        *,
+        lock: bool = True,
+        priority_at: int = 6,
+    ) -> list[Row]:
+        """The first `limit` rows of a deep queue meeting `where`, in delivery order: the
+        first never received (held_at NULL) in delivery order and the held ones visible at
+        `now`, those visible first, both read from the held_at index (`inflight.py`);
+        `priority_at`: where -nprio is among `columns`."""
+        locked = " FOR UPDATE SKIP LOCKED" if lock else ""
+        part = (
+            f"SELECT {columns} FROM {self.prefix}messages FORCE INDEX ({self.prefix}messages_held)"
+            f" WHERE queue_id = %s AND {where} AND held_at"
+        )
+        rows = ex.rows(
+            f"({part} IS NULL ORDER BY nprio, seq LIMIT %s{locked}) UNION ALL"
+            f" ({part} <= %s ORDER BY held_at, nprio, seq LIMIT %s{locked})",
+            (qid, *params, limit, qid, *params, now, limit),
+        )
+        rows.sort(key=lambda r: (-int(r[priority_at]), int(r[0])))
+        return rows[:limit]
 
     def delete_held(
         self, ex: CursorExec, qid: int, token: str, keys: Sequence[int], exact: bool

@@ -1,51 +1,35 @@
-"""PostgreSQL: a queue whose head fills with messages in flight gets indexes of its own.
+"""PostgreSQL: a deep queue (`inflight.py`) gets two partial indexes of its own.
 
-A claim walks the order index `(queue_id, nprio, seq)` from the queue's head and steps over
-every message in flight (or delayed) there, so with thousands of them each receive costs
-more. When a claim is slow (`check_after` seconds) the store counts, up to `rows`, what
-lies ahead of the first message it took (or, having taken none, in the whole queue); past
-`rows` it builds two partial indexes for that queue alone, `CONCURRENTLY` on a connection
-of its own in a background thread, so no writer waits: the messages never received, in
-delivery order, and the others by the time they become visible (then delivery order).
-Once both are valid, its claims read the first ready rows of each and take the earliest
-in delivery order, and a walk (queues with a dead-letter policy) pages through the same
-two. Every process finds out for itself, by the same count; the indexes go when the queue
-is deleted.
+They are built `CONCURRENTLY` on a connection of their own in a background thread, so no
+writer waits: the queue's messages never received, in delivery order, and the others by the
+time they become visible (then delivery order). Once both are valid, its claims and walks
+(queues with a dead-letter policy) read the first ready rows of each; the indexes go when
+the queue is deleted.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import psycopg
 
 from .connections import CursorExec
+from .inflight import FRESH, HELD, HeadWatch
 
 log = logging.getLogger("conveyor.store")
 
-CHECK_AFTER = 0.005  # seconds a claim takes before the store looks at the queue's head
-ROWS = 5_000  # messages ahead of the first ready one worth two indexes
-LOOK_EVERY = 1.0  # seconds between looks at one queue's head
-
-# a row never received and not delayed is "fresh": it is ready (retention and deadline
-# aside); any other row is "held" and ready once its visible_at has passed
-FRESH = "receive_count = 0 AND visible_at <= sent_at"
-HELD = "(receive_count > 0 OR visible_at > sent_at)"
 READY = "visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
 
 
-class HeldIndexes:
-    """Which queues have their in-flight indexes, and building them."""
+class HeldIndexes(HeadWatch):
+    """Which queues have their in-flight indexes (`deep`: once both are valid), and
+    building them; with `rows` 0, every queue is indexed as it is made (`statements`)."""
 
     def __init__(self, conninfo: str, prefix: str, options: str) -> None:
+        super().__init__(prefix)
         self.conninfo = conninfo
-        self.prefix = prefix
         self.options = options
-        self.check_after = CHECK_AFTER
-        self.rows = ROWS  # 0: every queue is indexed as it is made (`statements`)
-        self.indexed: set[int] = set()  # queues whose indexes are valid
         self._building: dict[int, threading.Thread] = {}
         self._dropping: list[threading.Thread] = []
         self._looked: dict[int, float] = {}  # queue: when a slow claim last looked
@@ -89,24 +73,12 @@ class HeldIndexes:
 
     # -- finding out and building ---------------------------------------------------------
 
-    def look(self, ex: CursorExec, qid: int, seconds: float, first: tuple[int, int] | None) -> None:
-        """After a plain claim (or walk page) that took `seconds` and found its first row
-        at `first` (nprio, seq; None: it found none): build the indexes if many rows lie
-        ahead of it."""
-        if seconds < self.check_after or qid in self.indexed or qid in self._building:
-            return
-        now = time.monotonic()
-        if now < self._looked.get(qid, -1e18) + LOOK_EVERY and self.check_after:
-            return  # slow claims under load look at most once a second a queue
-        self._looked[qid] = now
-        ahead = "" if first is None else f" AND (nprio, seq) < ({first[0]}, {first[1]})"
-        found = ex.one(
-            f"SELECT count(*) FROM (SELECT 1 FROM {self.prefix}messages WHERE queue_id = %s"
-            f"{ahead} LIMIT %s) a",
-            (qid, self.rows),
-        )
-        if found is not None and int(found[0]) >= self.rows:
-            self.build(qid)
+    def look(self, ex: CursorExec, qid: int, seconds: float, first: tuple[int, int] | None) -> bool:
+        """`HeadWatch.look`, and build the indexes of a deep queue (in the background)."""
+        if qid in self._building or not super().look(ex, qid, seconds, first):
+            return False
+        self.build(qid)
+        return True
 
     def build(self, qid: int, *, wait: bool = False) -> None:
         """Build a queue's indexes in a thread (`wait`: and wait for it)."""
@@ -144,7 +116,7 @@ class HeldIndexes:
                     (fresh, held),
                 ).fetchone()
                 if valid is not None and valid[0] == 2:
-                    self.indexed.add(qid)
+                    self.deep.add(qid)
                 else:  # an earlier build died half-way: start afresh next time
                     for name in (fresh, held):
                         conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
@@ -164,7 +136,7 @@ class HeldIndexes:
     def drop(self, ex: CursorExec, qid: int) -> None:
         """After a queue's messages are deleted: drop its indexes, if it had them, in the
         background (a plain DROP INDEX would lock the table for every queue)."""
-        self.indexed.discard(qid)
+        self.deep.discard(qid)
         fresh, held = self.names(qid)
         found = ex.one("SELECT to_regclass(%s), to_regclass(%s)", (fresh, held))
         if found is None or found == (None, None):

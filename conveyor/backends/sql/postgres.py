@@ -527,7 +527,7 @@ class PostgresDialect(ServerDialect):
         self, ex: CursorExec, qid: int, limit: int, terms: ClaimTerms, token: str
     ) -> list[Row]:
         now, horizon = terms.now, terms.horizon
-        if qid in self.held.indexed:  # its head is deep in messages in flight
+        if qid in self.held.deep:  # its head is deep in messages in flight
             return ex.rows(
                 self.held.claim_sql(qid, self._set_claimed, self._claim_columns),
                 (now, horizon, now, limit) * 2 + (limit, terms.visible_at, now, token),
@@ -544,7 +544,7 @@ class PostgresDialect(ServerDialect):
     def walk_visible(
         self, ex: CursorExec, qid: int, after: int, now: float, page: int, lock: bool
     ) -> list[Row]:
-        if qid in self.held.indexed:
+        if qid in self.held.deep:
             priority, seq = order_after(after)
             return ex.rows(self.held.walk_sql(qid, lock), (now, -priority, seq, page) * 2 + (page,))
         started = time.perf_counter()
@@ -558,7 +558,7 @@ class PostgresDialect(ServerDialect):
         if not self.held.rows:
             for statement in self.held.statements(qid, concurrently=False):
                 ex.run(statement)
-            self.held.indexed.add(qid)
+            self.held.deep.add(qid)
 
     def drop_queue(self, ex: CursorExec, qid: int) -> None:
         super().drop_queue(ex, qid)

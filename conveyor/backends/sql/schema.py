@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .connections import Exec
+from .inflight import HELD
 
 Step = Sequence[str] | Callable[[Any], None]
 """One schema version's change: statements, or a function of an Exec."""
@@ -298,6 +299,25 @@ def server_migrations(d: ServerTypes, p: str) -> list[Step]:
             d.retype.format(table=f"{p}topics", column="name", type=d.long_key),
             d.retype.format(table=f"{p}subscriptions", column="topic", type=d.long_key),
         ],
+        held_index(d, p),
+    ]
+
+
+def held_index(d: ServerTypes, p: str) -> list[str]:
+    """MySQL/MariaDB: an index of every queue's messages by the time they become visible,
+    for the claims of queues deep in messages in flight (`inflight.py`).
+
+    `held_at` is NULL for a message never received and not delayed, else its visible_at: a
+    virtual column, so the index is the only thing stored. MySQL has no partial indexes; its
+    rows under NULL serve the messages never received in delivery order, the others ready
+    ones by time. PostgreSQL builds partial indexes for deep queues alone instead.
+    """
+    if not d.clustered_order:
+        return []
+    return [
+        f"ALTER TABLE {p}messages ADD COLUMN held_at {d.double} AS"
+        f" (IF({HELD}, visible_at, NULL)) VIRTUAL,"
+        f" ADD INDEX {p}messages_held (queue_id, held_at, nprio, seq)"
     ]
 
 

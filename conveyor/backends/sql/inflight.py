@@ -1,0 +1,58 @@
+"""PostgreSQL and MySQL: finding the queues whose head is deep in messages in flight.
+
+A claim walks a queue in delivery order from its head and steps over every message in
+flight (or delayed) there, so with thousands of them each receive costs more. When a claim
+is slow (`check_after` seconds, at most once a second a queue) the store counts, up to
+`rows`, what lies ahead of the first message it took (or, having taken none, in the whole
+queue); past `rows` the queue is *deep*, and its claims from then on read the rows never
+received in delivery order and the others by the time they become visible (then delivery
+order), each from an index, and take the earliest in delivery order. PostgreSQL builds two
+partial indexes for that queue alone (`pg_inflight.py`); MySQL keeps one index on a virtual
+column for every queue (schema version 7). Every process finds out for itself.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .connections import CursorExec
+
+CHECK_AFTER = 0.005  # seconds a claim takes before the store looks at the queue's head
+ROWS = 5_000  # messages ahead of the first ready one that make a queue deep
+LOOK_EVERY = 1.0  # seconds between looks at one queue's head
+
+# a row never received and not delayed is "fresh": it is ready (retention and deadline
+# aside); any other row is "held" and ready once its visible_at has passed
+FRESH = "receive_count = 0 AND visible_at <= sent_at"
+HELD = "(receive_count > 0 OR visible_at > sent_at)"
+
+
+class HeadWatch:
+    """Which queues are deep, found by their slow claims."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.check_after = CHECK_AFTER
+        self.rows = ROWS  # 0: every queue is deep from the start
+        self.deep: set[int] = set()
+        self._looked: dict[int, float] = {}  # queue: when a slow claim last looked
+
+    def is_deep(self, qid: int) -> bool:
+        return qid in self.deep or not self.rows
+
+    def look(self, ex: CursorExec, qid: int, seconds: float, first: tuple[int, int] | None) -> bool:
+        """After a plain claim (or walk page) that took `seconds` and found its first row
+        at `first` (nprio, seq; None: it found none): whether many rows lie ahead of it."""
+        if seconds < self.check_after or qid in self.deep:
+            return False
+        now = time.monotonic()
+        if now < self._looked.get(qid, -1e18) + LOOK_EVERY and self.check_after:
+            return False  # slow claims under load look at most once a second a queue
+        self._looked[qid] = now
+        ahead = "" if first is None else f" AND (nprio, seq) < ({first[0]}, {first[1]})"
+        found = ex.one(
+            f"SELECT count(*) FROM (SELECT 1 FROM {self.prefix}messages WHERE queue_id = %s"
+            f"{ahead} LIMIT %s) a",
+            (qid, self.rows),
+        )
+        return found is not None and int(found[0]) >= self.rows
