@@ -7,9 +7,11 @@ per process, default 10), ``reconnect_timeout`` (default 60 s), ``connect_timeou
 
 PyMySQL (pure Python: nothing to compile) with a small pool of its own. Sessions run at READ
 COMMITTED, so a claim (``SELECT ... FOR UPDATE SKIP LOCKED``, then ``UPDATE``) locks only the
-rows it takes. MySQL has no LISTEN: a send wakes the long polls of its own process and, through
-a wake directory (`wakes.py`), those of the other processes of its host; long polls in
-processes on other hosts see it on the store's ticker. Implements every contract.
+rows it takes; a queue whose head is deep in messages in flight is claimed from the index of
+its messages by `held_at` instead (`inflight.py`). MySQL has no LISTEN: a send wakes the long
+polls of its own process and, through a wake directory (`wakes.py`), those of the other
+processes of its host; long polls in processes on other hosts see it on the store's ticker.
+Implements every contract.
 """
 
 from __future__ import annotations
