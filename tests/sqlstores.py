@@ -97,11 +97,13 @@ def drop(url: str) -> None:
 
 
 def mysql_version_4_order(prefix: str) -> str:
-    """The statement that puts a MySQL messages table back to its order index of schema
-    versions 1-4 (a secondary index, seq the primary key), for tests that downgrade."""
+    """The statement that puts a MySQL messages table back to schema versions 1-4: their
+    order index (a secondary index, seq the primary key), and without the held_at column and
+    index of version 7; for tests that downgrade."""
     p = prefix
     return (
-        f"ALTER TABLE {p}messages DROP PRIMARY KEY, ADD PRIMARY KEY (seq),"
+        f"ALTER TABLE {p}messages DROP INDEX {p}messages_held, DROP COLUMN held_at,"
+        " DROP PRIMARY KEY, ADD PRIMARY KEY (seq),"
         f" DROP INDEX {p}messages_seq, ADD INDEX {p}messages_order (queue_id, nprio, seq)"
     )
 

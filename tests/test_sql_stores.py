@@ -110,7 +110,6 @@ def test_upgrade_from_an_older_schema(kind: str, urls: list[str]) -> None:
         cur.execute(f"ALTER TABLE {p}topics DROP COLUMN settings")
         cur.execute(f"ALTER TABLE {p}subscriptions DROP COLUMN attributes")
         if kind == "mysql":
-            cur.execute(f"ALTER TABLE {p}messages DROP INDEX {p}messages_held, DROP COLUMN held_at")
             cur.execute(sqlstores.mysql_version_4_order(old.dialect.prefix))
         cur.execute(f"UPDATE {old.dialect.prefix}schema SET version = 1")
 
