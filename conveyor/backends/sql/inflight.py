@@ -1,4 +1,5 @@
-"""PostgreSQL and MySQL: finding the queues whose head is deep in messages in flight.
+"""Queues whose head is deep in messages in flight: how PostgreSQL and MySQL find them,
+and the two kinds of row every SQL store (SQLite too) then reads from indexes.
 
 A claim walks a queue in delivery order from its head and steps over every message in
 flight (or delayed) there, so with thousands of them each receive costs more. When a claim

@@ -10,11 +10,11 @@ share it: every change runs inside ``BEGIN IMMEDIATE``, so claims are atomic. Ea
 a table of its own whose rowid is the delivery order (priority band, then sequence), so a
 receive walks the table from its head and its cost does not grow with queue depth; a queue
 whose head fills with messages in flight gets two partial indexes the first time a receive
-steps over thousands of them (`SQLiteDialect.claim_ready`). Ids the
-store makes up carry their rowid (`conveyor.ids.row_id`), so finding one is a primary-key
-lookup; only ids chosen by senders, and messages that changed rows (moved, re-prioritised),
-are in the partial unique index ``by_id`` (``indexed`` = 1). The schema is versioned
-(``PRAGMA user_version``) and migrated on first use. Implements every contract.
+steps over thousands of them (`SQLiteDialect.claim_ready`). Ids the store makes up carry
+their rowid (`conveyor.ids.row_id`), so finding one is a primary-key lookup; only ids chosen
+by senders, and messages that changed rows (moved, re-prioritised), are in the partial
+unique index ``by_id`` (``indexed`` = 1). The schema is versioned (``PRAGMA user_version``)
+and migrated on first use. Implements every contract.
 
 Connections, transactions and the order of writes: `conveyor.backends.sql.sqlite_connections`.
 """
@@ -34,6 +34,7 @@ from ...urls import check_options
 from ..rules import BAND, ClaimTerms, band
 from .connections import marks
 from .dialect import Bare, Dialect, NotAllHeld
+from .inflight import FRESH, HELD
 from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
 from .sqlite_connections import SQLiteConnections, SQLiteExec, qmarks
@@ -538,16 +539,12 @@ class _Steps:
         self.conn.set_progress_handler(None, 0)
 
 
-# a row never received and not delayed is "fresh": it is ready (retention and deadline
-# aside); any other row is "held" and ready once its visible_at has passed
-_FRESH = "receive_count = 0 AND visible_at <= sent_at"
-_HELD = "(receive_count > 0 OR visible_at > sent_at)"
 _HELD_INDEXES = (
-    f"CREATE INDEX IF NOT EXISTS {{t}}_fresh ON {{t}} (receive_count) WHERE {_FRESH}",
-    f"CREATE INDEX IF NOT EXISTS {{t}}_held ON {{t}} (visible_at) WHERE {_HELD}",
+    f"CREATE INDEX IF NOT EXISTS {{t}}_fresh ON {{t}} (receive_count) WHERE {FRESH}",
+    f"CREATE INDEX IF NOT EXISTS {{t}}_held ON {{t}} (visible_at) WHERE {HELD}",
 )
-_ANY_FRESH = f"SELECT 1 FROM {{t}} INDEXED BY {{t}}_fresh WHERE {_FRESH} AND visible_at <= ?"
-_ANY_HELD = f"SELECT 1 FROM {{t}} INDEXED BY {{t}}_held WHERE {_HELD} AND visible_at <= ?"
+_ANY_FRESH = f"SELECT 1 FROM {{t}} INDEXED BY {{t}}_fresh WHERE {FRESH} AND visible_at <= ?"
+_ANY_HELD = f"SELECT 1 FROM {{t}} INDEXED BY {{t}}_held WHERE {HELD} AND visible_at <= ?"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -557,9 +554,9 @@ def _held_claim(t: str) -> str:
     parameters: (now, horizon, now, limit) twice, then limit."""
     ready = "visible_at <= ? AND sent_at >= ? AND (deadline IS NULL OR deadline > ?)"
     return (
-        f"SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_fresh WHERE {_FRESH}"
+        f"SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_fresh WHERE {FRESH}"
         f" AND {ready} ORDER BY rowid LIMIT ?) UNION ALL SELECT rowid FROM (SELECT rowid"
-        f" FROM {t} INDEXED BY {t}_held WHERE {_HELD} AND {ready} ORDER BY visible_at, rowid"
+        f" FROM {t} INDEXED BY {t}_held WHERE {HELD} AND {ready} ORDER BY visible_at, rowid"
         " LIMIT ?) ORDER BY rowid LIMIT ?"
     )
 
@@ -571,9 +568,9 @@ def _held_walk(t: str) -> str:
     return (
         f"SELECT rowid, priority, group_id, visible_at, receive_count, deadline, sent_at"
         f" FROM {t} WHERE rowid IN (SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY"
-        f" {t}_fresh WHERE {_FRESH} AND visible_at <= ? AND rowid > ? ORDER BY rowid LIMIT ?)"
+        f" {t}_fresh WHERE {FRESH} AND visible_at <= ? AND rowid > ? ORDER BY rowid LIMIT ?)"
         f" UNION ALL SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_held WHERE"
-        f" {_HELD} AND visible_at <= ? AND rowid > ? ORDER BY visible_at, rowid LIMIT ?)"
+        f" {HELD} AND visible_at <= ? AND rowid > ? ORDER BY visible_at, rowid LIMIT ?)"
         " ORDER BY rowid LIMIT ?) ORDER BY rowid"
     )
 
