@@ -32,7 +32,6 @@ class HeldIndexes(HeadWatch):
         self.options = options
         self._building: dict[int, threading.Thread] = {}
         self._dropping: list[threading.Thread] = []
-        self._looked: dict[int, float] = {}  # queue: when a slow claim last looked
         self._lock = threading.Lock()
 
     def names(self, qid: int) -> tuple[str, str]:
