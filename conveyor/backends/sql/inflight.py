@@ -15,8 +15,10 @@ column for every queue (schema version 7). Every process finds out for itself.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from .connections import CursorExec
+from .rows import Row
 
 CHECK_AFTER = 0.005  # seconds a claim takes before the store looks at the queue's head
 ROWS = 5_000  # messages ahead of the first ready one that make a queue deep
@@ -26,6 +28,9 @@ LOOK_EVERY = 1.0  # seconds between looks at one queue's head
 # aside); any other row is "held" and ready once its visible_at has passed
 FRESH = "receive_count = 0 AND visible_at <= sent_at"
 HELD = "(receive_count > 0 OR visible_at > sent_at)"
+# what a claim takes: visible at now, not past retention (the horizon) nor its deadline;
+# parameters: now, horizon, now
+READY = "visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
 
 
 class HeadWatch:
@@ -41,15 +46,33 @@ class HeadWatch:
     def is_deep(self, qid: int) -> bool:
         return qid in self.deep or not self.rows
 
-    def look(self, ex: CursorExec, qid: int, seconds: float, first: tuple[int, int] | None) -> bool:
-        """After a plain claim (or walk page) that took `seconds` and found its first row
-        at `first` (nprio, seq; None: it found none): whether many rows lie ahead of it."""
-        if seconds < self.check_after or qid in self.deep:
+    def watched(
+        self, ex: CursorExec, qid: int, run: Callable[[], list[Row]], priority_at: int
+    ) -> list[Row]:
+        """The rows of a plain claim (or walk page) `run`, timed: a slow one looks at what
+        lies ahead of its first row (`priority_at`: where -nprio is in a row, seq first)."""
+        started = time.perf_counter()
+        rows = run()
+        seconds = time.perf_counter() - started
+        if seconds >= self.check_after and self.may_look(qid):
+            first = min(((-int(r[priority_at]), int(r[0])) for r in rows), default=None)
+            if self._many_ahead(ex, qid, first):
+                self.deepen(qid)
+        return rows
+
+    def may_look(self, qid: int) -> bool:
+        """Whether a slow claim of this queue looks now: not deep yet, and (under load) at
+        most once a second a queue."""
+        if qid in self.deep:
             return False
         now = time.monotonic()
         if now < self._looked.get(qid, -1e18) + LOOK_EVERY and self.check_after:
-            return False  # slow claims under load look at most once a second a queue
+            return False
         self._looked[qid] = now
+        return True
+
+    def _many_ahead(self, ex: CursorExec, qid: int, first: tuple[int, int] | None) -> bool:
+        """Whether `rows` messages lie ahead of `first` (nprio, seq; None: in the queue)."""
         ahead = "" if first is None else f" AND (nprio, seq) < ({first[0]}, {first[1]})"
         found = ex.one(
             f"SELECT count(*) FROM (SELECT 1 FROM {self.prefix}messages WHERE queue_id = %s"
@@ -57,3 +80,7 @@ class HeadWatch:
             (qid, self.rows),
         )
         return found is not None and int(found[0]) >= self.rows
+
+    def deepen(self, qid: int) -> None:
+        """Claim a queue found deep as a deep one from now on."""
+        self.deep.add(qid)

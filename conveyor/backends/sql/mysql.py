@@ -33,7 +33,7 @@ from ...urls import check_options, redact
 from ..rules import ClaimTerms
 from .connections import CursorExec, ServerConnections, marks
 from .dialect import Bare, ServerDialect
-from .inflight import HeadWatch
+from .inflight import READY, HeadWatch
 from .rows import Fields, Row, claimed
 from .schema import ServerTypes, Step, server_migrations
 from .store import SQLStore
@@ -388,19 +388,19 @@ class MySQLDialect(ServerDialect):
         self, ex: CursorExec, qid: int, limit: int, terms: ClaimTerms, token: str
     ) -> list[Row]:
         now = terms.now
-        ready = "visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
         if self.heads.is_deep(qid):
-            rows = self._deep(ex, qid, self.columns, ready, (now, terms.horizon, now), now, limit)
+            rows = self._deep(ex, qid, self.columns, READY, (now, terms.horizon, now), now, limit)
         else:
-            started = time.perf_counter()
-            rows = ex.rows(
-                f"SELECT {self.columns} FROM {self.prefix}messages WHERE queue_id = %s"
-                f" AND {ready} ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED",
-                (qid, now, terms.horizon, now, limit),
+            rows = self.heads.watched(
+                ex,
+                qid,
+                lambda: ex.rows(
+                    f"SELECT {self.columns} FROM {self.prefix}messages WHERE queue_id = %s"
+                    f" AND {READY} ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED",
+                    (qid, now, terms.horizon, now, limit),
+                ),
+                priority_at=6,
             )
-            first = min(((-int(r[6]), int(r[0])) for r in rows), default=None)
-            if self.heads.look(ex, qid, time.perf_counter() - started, first):
-                self.heads.deep.add(qid)
         if not rows:
             return []
         keys = [key for key, *_ in rows]
@@ -428,12 +428,10 @@ class MySQLDialect(ServerDialect):
                 lock=lock,
                 priority_at=1,
             )
-        started = time.perf_counter()
-        rows = super().walk_visible(ex, qid, after, now, page, lock)
-        first = min(((-int(r[1]), int(r[0])) for r in rows), default=None)
-        if self.heads.look(ex, qid, time.perf_counter() - started, first):
-            self.heads.deep.add(qid)
-        return rows
+        plain = super().walk_visible
+        return self.heads.watched(
+            ex, qid, lambda: plain(ex, qid, after, now, page, lock), priority_at=1
+        )
 
     def _deep(
         self,

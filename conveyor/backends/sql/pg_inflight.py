@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 import psycopg
 
 from .connections import CursorExec
-from .inflight import FRESH, HELD, HeadWatch
+from .inflight import FRESH, HELD, READY, HeadWatch
 
 log = logging.getLogger("conveyor.store")
-
-READY = "visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
 
 
 class HeldIndexes(HeadWatch):
@@ -61,36 +60,31 @@ class HeldIndexes(HeadWatch):
             f" SET {set_claimed} FROM c WHERE m.seq = c.seq RETURNING {columns}"
         )
 
-    def walk_sql(self, qid: int, lock: bool) -> str:
-        """A page of the visible rows of an indexed queue after a position, in delivery
-        order; parameters: (now, nprio, seq, page) twice, then page."""
+    def walk_sql(self, qid: int, after: str, lock: bool) -> str:
+        """A page of the visible rows of an indexed queue after a position (the condition
+        `after`), in delivery order; parameters: (now, after's, page) twice, then page."""
         return (
-            f"{self._candidates(qid, 'visible_at <= %s AND (nprio, seq) > (%s, %s)', lock)}"
+            f"{self._candidates(qid, f'visible_at <= %s AND {after}', lock)}"
             " SELECT seq, -nprio, group_id, visible_at, receive_count, deadline, sent_at"
             f" FROM {self.prefix}messages WHERE seq IN (SELECT seq FROM c) ORDER BY nprio, seq"
         )
 
     # -- finding out and building ---------------------------------------------------------
 
-    def look(self, ex: CursorExec, qid: int, seconds: float, first: tuple[int, int] | None) -> bool:
-        """`HeadWatch.look`, and build the indexes of a deep queue (in the background)."""
-        if qid in self._building or not super().look(ex, qid, seconds, first):
-            return False
-        self.build(qid)
-        return True
+    def may_look(self, qid: int) -> bool:
+        return qid not in self._building and super().may_look(qid)
 
-    def build(self, qid: int, *, wait: bool = False) -> None:
-        """Build a queue's indexes in a thread (`wait`: and wait for it)."""
+    def deepen(self, qid: int) -> None:
+        """Build the indexes of a queue found deep, in a thread; its claims use them once
+        both are valid."""
         with self._lock:
-            thread = self._building.get(qid)
-            if thread is None:
-                thread = threading.Thread(
-                    target=self._build, args=(qid,), name="conveyor-pg-index", daemon=True
-                )
-                self._building[qid] = thread
-                thread.start()
-        if wait:
-            thread.join()
+            if qid in self._building:
+                return
+            thread = threading.Thread(
+                target=self._build, args=(qid,), name="conveyor-pg-index", daemon=True
+            )
+            self._building[qid] = thread
+            thread.start()
 
     def statements(self, qid: int, *, concurrently: bool = True) -> list[str]:
         """The two indexes of a queue, `CONCURRENTLY` (outside a transaction) or not."""
@@ -117,8 +111,7 @@ class HeldIndexes(HeadWatch):
                 if valid is not None and valid[0] == 2:
                     self.deep.add(qid)
                 else:  # an earlier build died half-way: start afresh next time
-                    for name in (fresh, held):
-                        conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                    self._drop_indexes(conn, qid)
         except psycopg.Error as exc:
             log.warning("could not index the messages in flight of queue %s: %s", qid, exc)
         finally:
@@ -144,8 +137,7 @@ class HeldIndexes(HeadWatch):
         def run() -> None:
             try:
                 with psycopg.connect(self.conninfo, autocommit=True) as conn:
-                    for name in (fresh, held):
-                        conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                    self._drop_indexes(conn, qid)
             except psycopg.Error as exc:
                 log.warning("could not drop the indexes of deleted queue %s: %s", qid, exc)
 
@@ -153,3 +145,7 @@ class HeldIndexes(HeadWatch):
         with self._lock:
             self._dropping = [t for t in self._dropping if t.is_alive()] + [thread]
         thread.start()
+
+    def _drop_indexes(self, conn: psycopg.Connection[Any], qid: int) -> None:
+        for name in self.names(qid):
+            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")

@@ -532,26 +532,28 @@ class PostgresDialect(ServerDialect):
                 self.held.claim_sql(qid, self._set_claimed, self._claim_columns),
                 (now, horizon, now, limit) * 2 + (limit, terms.visible_at, now, token),
             )
-        started = time.perf_counter()
-        rows = ex.rows(
-            f"{self._ready_claim} RETURNING {self._claim_columns}",
-            (terms.visible_at, now, token, qid, now, horizon, now, limit),
+        return self.held.watched(
+            ex,
+            qid,
+            lambda: ex.rows(
+                f"{self._ready_claim} RETURNING {self._claim_columns}",
+                (terms.visible_at, now, token, qid, now, horizon, now, limit),
+            ),
+            priority_at=6,
         )
-        first = min(((-int(r[6]), int(r[0])) for r in rows), default=None)
-        self.held.look(ex, qid, time.perf_counter() - started, first)
-        return rows
 
     def walk_visible(
         self, ex: CursorExec, qid: int, after: int, now: float, page: int, lock: bool
     ) -> list[Row]:
         if qid in self.held.deep:
-            priority, seq = order_after(after)
-            return ex.rows(self.held.walk_sql(qid, lock), (now, -priority, seq, page) * 2 + (page,))
-        started = time.perf_counter()
-        rows = super().walk_visible(ex, qid, after, now, page, lock)
-        first = min(((-int(r[1]), int(r[0])) for r in rows), default=None)
-        self.held.look(ex, qid, time.perf_counter() - started, first)
-        return rows
+            cond, params = self.after(after)
+            return ex.rows(self.held.walk_sql(qid, cond, lock), (now, *params, page) * 2 + (page,))
+        return self.held.watched(
+            ex,
+            qid,
+            lambda: super(PostgresDialect, self).walk_visible(ex, qid, after, now, page, lock),
+            priority_at=1,
+        )
 
     def create_queue(self, ex: CursorExec, qid: int) -> None:
         super().create_queue(ex, qid)
