@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import random
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ...clock import Clock
@@ -34,7 +34,7 @@ from ...urls import check_options
 from ..rules import BAND, ClaimTerms, band
 from .connections import marks
 from .dialect import Bare, Dialect, NotAllHeld
-from .inflight import FRESH, HELD
+from .inflight import FRESH, HELD, READY
 from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
 from .sqlite_connections import SQLiteConnections, SQLiteExec, qmarks
@@ -367,49 +367,58 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         messages in flight (or delayed) gets two partial indexes the first time a claim
         walks past a great many of them: ready rows are then found without stepping over
         the others (the rows never received, in rowid order; the rest by visible_at)."""
-        t = self.messages(qid)
-        now = terms.now
-        if qid in self.held_wanted or not self.held_index_after:
-            self._index_held(ex, t, qid)
-        if qid in self.held_indexed:
-            try:
-                return ex.conn.execute(
-                    f"{_claim(t)} ({_held_claim(t)}) RETURNING {COLUMNS}",
-                    (
-                        *(terms.visible_at, now, token),
-                        *(now, terms.horizon, now, limit),
-                        *(now, terms.horizon, now, limit),
-                        limit,
-                    ),
-                ).fetchall()
-            except sqlite3.OperationalError as exc:
-                self._lost_held_index(qid, exc)
-        with _Steps(ex.conn, self.held_index_after) as steps:
-            rows = ex.conn.execute(
-                f"{_claim(t)} (SELECT rowid FROM {t} WHERE visible_at <= ? AND sent_at >= ?"
-                " AND (deadline IS NULL OR deadline > ?) ORDER BY rowid LIMIT ?)"
+        t, now = self.messages(qid), terms.now
+        return self._held_or_plain(
+            ex,
+            qid,
+            lambda: ex.conn.execute(
+                f"{_claim(t)} ({_held_claim(t)}) RETURNING {COLUMNS}",
+                (
+                    *(terms.visible_at, now, token),
+                    *(now, terms.horizon, now, limit),
+                    *(now, terms.horizon, now, limit),
+                    limit,
+                ),
+            ).fetchall(),
+            lambda: ex.conn.execute(
+                f"{_claim(t)} (SELECT rowid FROM {t} WHERE {_READY} ORDER BY rowid LIMIT ?)"
                 f" RETURNING {COLUMNS}",
                 (terms.visible_at, now, token, now, terms.horizon, now, limit),
-            ).fetchall()
-        if steps.many:
-            self._index_held(ex, t, qid)
-        return rows
+            ).fetchall(),
+        )
 
     def walk_visible(
         self, ex: SQLiteExec, qid: int, after: int, now: float, page: int, lock: bool
     ) -> list[Row]:
+        plain = super().walk_visible
+        return self._held_or_plain(
+            ex,
+            qid,
+            lambda: ex.conn.execute(
+                _held_walk(self.messages(qid)), (now, after, page, now, after, page, page)
+            ).fetchall(),
+            lambda: plain(ex, qid, after, now, page, lock),
+        )
+
+    def _held_or_plain(
+        self,
+        ex: SQLiteExec,
+        qid: int,
+        held: Callable[[], list[Row]],
+        plain: Callable[[], list[Row]],
+    ) -> list[Row]:
+        """A claim or walk page: `held` on an indexed queue; else `plain`, counting its
+        steps, and the queue indexed if it stepped over many rows."""
         t = self.messages(qid)
         if qid in self.held_wanted or not self.held_index_after:
             self._index_held(ex, t, qid)
         if qid in self.held_indexed:
             try:
-                return ex.conn.execute(
-                    _held_walk(t), (now, after, page, now, after, page, page)
-                ).fetchall()
+                return held()
             except sqlite3.OperationalError as exc:
                 self._lost_held_index(qid, exc)
         with _Steps(ex.conn, self.held_index_after) as steps:
-            rows = super().walk_visible(ex, qid, after, now, page, lock)
+            rows = plain()
         if steps.many:
             self._index_held(ex, t, qid)
         return rows
@@ -539,6 +548,7 @@ class _Steps:
         self.conn.set_progress_handler(None, 0)
 
 
+_READY = qmarks(READY)
 _HELD_INDEXES = (
     f"CREATE INDEX IF NOT EXISTS {{t}}_fresh ON {{t}} (receive_count) WHERE {FRESH}",
     f"CREATE INDEX IF NOT EXISTS {{t}}_held ON {{t}} (visible_at) WHERE {HELD}",
@@ -552,11 +562,10 @@ def _held_claim(t: str) -> str:
     """The rowids of the first ready rows of an indexed queue: the first fresh ones in
     rowid order and the held ones that became visible first, merged in rowid order;
     parameters: (now, horizon, now, limit) twice, then limit."""
-    ready = "visible_at <= ? AND sent_at >= ? AND (deadline IS NULL OR deadline > ?)"
     return (
         f"SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_fresh WHERE {FRESH}"
-        f" AND {ready} ORDER BY rowid LIMIT ?) UNION ALL SELECT rowid FROM (SELECT rowid"
-        f" FROM {t} INDEXED BY {t}_held WHERE {HELD} AND {ready} ORDER BY visible_at, rowid"
+        f" AND {_READY} ORDER BY rowid LIMIT ?) UNION ALL SELECT rowid FROM (SELECT rowid"
+        f" FROM {t} INDEXED BY {t}_held WHERE {HELD} AND {_READY} ORDER BY visible_at, rowid"
         " LIMIT ?) ORDER BY rowid LIMIT ?"
     )
 
