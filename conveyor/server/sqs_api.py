@@ -63,13 +63,13 @@ from .sqs_params import (
     gone_receipt,
     int_param,
     list_param,
-    plain_entry,
+    plain_bodies,
     receipt_words,
     require,
     too_long,
 )
 from .sqs_policy import check_access
-from .sqs_wire import XML_UNSAFE, md5_hex, md5_of_attributes
+from .sqs_wire import md5_hex, md5_of_attributes, xml_unsafe
 
 TRACE_PARAM = "\x00X-Amzn-Trace-Id"  # the request's trace header, set by the endpoint
 SYSTEM_ATTRIBUTES = (
@@ -411,10 +411,10 @@ class SqsApi:
         body = require(params, "MessageBody")
         if not isinstance(body, str):
             raise InvalidInput("MessageBody must be a string")
-        bad = XML_UNSAFE.search(body)
-        if bad:
+        bad = xml_unsafe(body)
+        if bad is not None:
             raise InvalidMessageContents(
-                f"Invalid binary character '#x{ord(bad.group(0)):X}' was found in the message"
+                f"Invalid binary character '#x{ord(bad):X}' was found in the message"
                 " body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF |"
                 " #xE000 to #xFFFD | #x10000 to #x10FFFF"
             )
@@ -474,7 +474,8 @@ class SqsApi:
         failed: list[Result] = []
         ids = [str(e.get("Id", "")) for e in raw]
         check_batch_ids(ids)
-        total = sum(entry_size(e) for e in raw)
+        bodies = plain_bodies(raw)
+        total = sum(map(len, bodies)) if bodies is not None else sum(map(entry_size, raw))
         if total > MAX_BATCH_BYTES:
             raise BatchRequestTooLong(
                 f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes."
@@ -485,8 +486,8 @@ class SqsApi:
         if attrs.fifo:
             check_fifo(raw, attrs.content_based_dedup)
         trace = params.get(TRACE_PARAM)
-        if trace is None and not attrs.fifo and all(plain_entry(e) for e in raw):
-            return self._send_plain(name, queue, attrs.max_message_bytes, ids, raw)
+        if trace is None and not attrs.fifo and bodies is not None:
+            return self._send_plain(name, queue, attrs.max_message_bytes, ids, bodies)
         for entry_id, e in zip(ids, raw, strict=True):
             try:
                 entry, extra = self._entry(
@@ -513,11 +514,10 @@ class SqsApi:
         return {"Successful": successful, "Failed": failed}
 
     def _send_plain(
-        self, name: str, queue: Queue, limit: int, ids: list[str], raw: list[Params]
+        self, name: str, queue: Queue, limit: int, ids: list[str], bodies: list[bytes]
     ) -> Result:
         """SendMessageBatch of entries that are an id and a body each (the common batch):
         the bodies go to the store as they are, without an entry object each."""
-        bodies = [str(e["MessageBody"]) for e in raw]
         successful: list[Result] = []
         failed: list[Result] = []
         for r in queue.send_batch(bodies):
@@ -530,7 +530,7 @@ class SqsApi:
                 {
                     "Id": ids[i],
                     "MessageId": r.result.id,
-                    "MD5OfMessageBody": md5_hex(bodies[i].encode()),
+                    "MD5OfMessageBody": md5_hex(bodies[i]),
                 }
             )
         self.metrics.sent(name, len(successful))
@@ -587,11 +587,15 @@ class SqsApi:
         return receives_before_move(policy, m.queue)
 
     def _render(self, m: Message, system: set[str], wanted: list[str], caller: Caller) -> Result:
-        body = m.body.decode("utf-8", errors="replace")
+        try:
+            body, digest = m.body.decode(), md5_hex(m.body)
+        except UnicodeDecodeError:  # bytes sent through the SDK: what the client is given
+            body = m.body.decode("utf-8", errors="replace")
+            digest = md5_hex(body.encode())
         out: Result = {
             "MessageId": m.id,
             "ReceiptHandle": m.receipt,
-            "MD5OfBody": md5_hex(body.encode()),
+            "MD5OfBody": digest,
             "Body": body,
         }
         trace = m.attributes.get("AWSTraceHeader")

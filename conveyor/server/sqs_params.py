@@ -20,7 +20,7 @@ from ..exceptions import (
 )
 from ..validation import MAX_BATCH, check_batch
 from . import sqs_attributes
-from .sqs_wire import XML_UNSAFE, sqs_code
+from .sqs_wire import XML_ASCII, XML_UNSAFE, sqs_code
 
 Params = dict[str, Any]
 Result = dict[str, Any]
@@ -153,15 +153,24 @@ def entry_failure(entry_id: str, error: Exception, receipt: str | None = None) -
 PLAIN_KEYS = frozenset({"Id", "MessageBody"})
 
 
-def plain_entry(entry: Params) -> bool:
-    """An entry of an id and a body SQS accepts, and nothing else."""
-    body = entry.get("MessageBody")
-    return (
-        entry.keys() <= PLAIN_KEYS
-        and type(body) is str
-        and body != ""
-        and XML_UNSAFE.search(body) is None
-    )
+def plain_bodies(entries: list[Params]) -> list[bytes] | None:
+    """The bodies of a batch whose entries are an id and a body SQS accepts each, and
+    nothing else, encoded; None if any entry is more than that or its body is refused."""
+    bodies: list[bytes] = []
+    for entry in entries:
+        body = entry.get("MessageBody")
+        if type(body) is not str or not body or not entry.keys() <= PLAIN_KEYS:
+            return None
+        if body.isascii():
+            data = body.encode()
+            if data.translate(None, XML_ASCII):
+                return None
+        elif XML_UNSAFE.search(body) is None:
+            data = body.encode()
+        else:
+            return None
+        bodies.append(data)
+    return bodies
 
 
 def expired_receipt(receipt: str) -> InvalidInput:

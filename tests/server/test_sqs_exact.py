@@ -4,12 +4,16 @@ a missing queue is reported in SQS's words, in both protocols."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 import httpx
 import pytest
 from botocore.exceptions import ClientError
+
+from conveyor.client import Client
+from conveyor.server.sqs_wire import XML_UNSAFE, xml_unsafe
 
 from ..live import LiveServer
 
@@ -135,6 +139,57 @@ def test_messages_checked_and_traced_as_on_sqs(sqs: Any, server: LiveServer, nam
     by_body = {m["Body"]: m.get("Attributes", {}) for m in got}
     assert by_body["traced"]["AWSTraceHeader"] == trace
     assert by_body["fair"]["MessageGroupId"] == "tenant-1"
+
+
+def test_xml_characters_are_told_apart_as_sqs_does() -> None:
+    for text in ["plain", "tab\tnew\nline\rdel\x7f", "é ü ß", "中文", "emoji \U0001f600", ""]:
+        assert xml_unsafe(text) is None, text
+    for text, bad in [
+        ("a\x01b", "\x01"),
+        ("ok\x0bthen\x00", "\x0b"),
+        ("é\x1f", "\x1f"),
+        ("x\ud800", "\ud800"),
+        ("\ufffe", "\ufffe"),
+        ("x" * 999 + "\x08", "\x08"),
+    ]:
+        assert xml_unsafe(text) == bad, text
+    for code in range(0x800):
+        text = f"ab{chr(code)}"
+        found = XML_UNSAFE.search(text)
+        assert xml_unsafe(text) == (found.group(0) if found else None), hex(code)
+
+
+def test_a_batch_of_bodies_is_checked_and_digested_per_entry(sqs: Any, name: str) -> None:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    bodies = ["plain", "del\x7f tab\t", "é ü ß 中文 \U0001f600"]
+    entries = [{"Id": f"e{i}", "MessageBody": b} for i, b in enumerate(bodies)]
+    sent = sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    assert [e["Id"] for e in sent["Successful"]] == ["e0", "e1", "e2"]
+    for entry, body in zip(sent["Successful"], bodies, strict=True):
+        assert entry["MD5OfMessageBody"] == hashlib.md5(body.encode()).hexdigest()
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in got) == sorted(bodies)
+    assert all(m["MD5OfBody"] == hashlib.md5(m["Body"].encode()).hexdigest() for m in got)
+    entries.append({"Id": "bad", "MessageBody": "a\x01"})
+    mixed = sqs.send_message_batch(QueueUrl=url, Entries=entries)  # each entry on its own
+    assert [e["Id"] for e in mixed["Successful"]] == ["e0", "e1", "e2"]
+    [failed] = mixed["Failed"]
+    assert (failed["Id"], failed["Code"], failed["SenderFault"]) == (
+        "bad",
+        "InvalidMessageContents",
+        True,
+    )
+    assert "#x1" in failed["Message"]
+
+
+def test_a_body_of_bytes_that_are_not_utf8_is_received_as_replaced_text(
+    sqs: Any, store: Client, name: str
+) -> None:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    store.queue(name).send(b"ok \xff\xfe end")  # through the SDK
+    [got] = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert got["Body"] == "ok \ufffd\ufffd end"
+    assert got["MD5OfBody"] == hashlib.md5(got["Body"].encode()).hexdigest()
 
 
 def test_errors_in_sqs_words(sqs: Any, name: str) -> None:
