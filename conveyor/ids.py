@@ -28,13 +28,16 @@ def new_ids(n: int) -> list[str]:
             ms, counter = _last_ms, _counter + 1
         else:
             counter = 0
+        # the first 13 digits (the millisecond and the version) are the batch's, formatted once
+        prefix = "%08x-%04x-7" % (ms >> 16, ms & 0xFFFF)  # noqa: UP031 - see row_id
         for _ in range(n):
             if counter > 0xFFF:
                 ms, counter = ms + 1, 0
+                prefix = "%08x-%04x-7" % (ms >> 16, ms & 0xFFFF)  # noqa: UP031
             r = rand(62)
             out.append(
-                "%08x-%04x-7%03x-%04x-%012x"  # noqa: UP031 - see row_id
-                % (ms >> 16, ms & 0xFFFF, counter, 0x8000 | (r >> 48), r & 0xFFFFFFFFFFFF)
+                "%s%03x-%04x-%012x"  # noqa: UP031
+                % (prefix, counter, 0x8000 | (r >> 48), r & 0xFFFFFFFFFFFF)
             )
             counter += 1
         _last_ms, _counter = ms, counter - 1
@@ -57,6 +60,29 @@ def row_id(rowid: int, rand: int) -> str:
         0x8000 | ((rowid & 0x7) << 11) | ((rand >> 48) & 0x7FF),
         rand & 0xFFFFFFFFFFFF,
     )
+
+
+def row_ids(start: int, n: int) -> list[str]:
+    """`row_id` for the rows start, start + 1, ... start + n - 1, with fresh random bits each;
+    the first 13 digits, which change once in 32,768 rows, formatted once."""
+    rand = random.getrandbits
+    out: list[str] = []
+    high, prefix = -1, ""
+    for rowid in range(start, start + n):
+        if rowid >> 15 != high:
+            high = rowid >> 15
+            prefix = "%08x-%04x-8" % (high >> 16, high & 0xFFFF)  # noqa: UP031 - see row_id
+        r = rand(59)
+        out.append(
+            "%s%03x-%04x-%012x"  # noqa: UP031
+            % (
+                prefix,
+                (rowid >> 3) & 0xFFF,
+                0x8000 | ((rowid & 0x7) << 11) | ((r >> 48) & 0x7FF),
+                r & 0xFFFFFFFFFFFF,
+            )
+        )
+    return out
 
 
 def rowid_of(message_id: str) -> int | None:

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from conveyor.ids import new_id, new_ids, row_id, rowid_of
+from conveyor.ids import new_id, new_ids, row_id, row_ids, rowid_of
 
 
 def test_new_ids_are_uuid7_unique_and_increasing() -> None:
@@ -15,10 +15,15 @@ def test_new_ids_are_uuid7_unique_and_increasing() -> None:
     ids = [new_id(), *new_ids(5000), new_id(), *new_ids(3)]
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
-    for i in ids[:5] + ids[-5:]:
+    stamps = []
+    for i in ids:
         u = uuid.UUID(i)
         assert (u.version, u.variant) == (7, uuid.RFC_4122)
         assert str(u) == i
+        stamps.append(u.int >> 80)
+    assert stamps == sorted(stamps)
+    assert len(set(stamps)) >= 2  # the 4,097th id of one millisecond is the next one's
+    assert {(uuid.UUID(i).int >> 64) & 0xFFF for i in ids} == set(range(4096))  # every counter
 
 
 @pytest.mark.parametrize("rowid", [0, 1, 7, 8, 4095, 4096, 12345, (32767 << 47) + 99, 1 << 62])
@@ -29,6 +34,17 @@ def test_row_ids_carry_their_row(rowid: int) -> None:
         assert (u.version, u.variant, str(u)) == (8, uuid.RFC_4122, made)
         assert rowid_of(made) == rowid
     assert row_id(rowid, 1) != row_id(rowid, 2)
+
+
+@pytest.mark.parametrize("start", [0, 32760, (1 << 40) - 3])
+def test_row_ids_in_a_run_carry_their_rows(start: int) -> None:
+    made = row_ids(start, 20)  # the first and third cross a change of the high digits
+    assert [rowid_of(i) for i in made] == list(range(start, start + 20))
+    for k, i in enumerate(made):
+        u = uuid.UUID(i)
+        assert (u.version, u.variant, str(u)) == (8, uuid.RFC_4122, i)
+        assert i[:19] == row_id(start + k, 0)[:19]  # only the random bits differ
+    assert len(set(made)) == 20
 
 
 def test_other_ids_carry_no_row() -> None:

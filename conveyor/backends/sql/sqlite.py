@@ -29,7 +29,7 @@ from typing import Any
 
 from ...clock import Clock
 from ...exceptions import InvalidInput
-from ...ids import row_id, rowid_of
+from ...ids import row_id, row_ids, rowid_of
 from ...urls import check_options
 from ..rules import BAND, ClaimTerms, band
 from .connections import marks
@@ -192,9 +192,8 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         rows share bound once: most of what an insert costs from Python is binding."""
         conn, t = ex.conn, self.messages(qid)
         start = self._last_rowid(conn, t, bare.priority) + 1
-        rand = random.getrandbits
         n = len(bare.bodies)
-        ids = [row_id(start + k, rand(59)) for k in range(n)]
+        ids = row_ids(start, n)
         for i in range(0, n, BARE_ROWS):
             chunk = bare.bodies[i : i + BARE_ROWS]
             params: list[Any] = [bare.priority, bare.now, bare.visible_at, start + i]
