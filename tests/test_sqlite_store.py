@@ -571,6 +571,48 @@ def test_a_queue_with_a_dead_letter_policy_deep_in_flight_is_indexed_too(
         assert client.queue("dead").stats().ready == 2_010
 
 
+def test_a_deep_head_is_never_indexed_on_an_event_loop_s_thread(tmp_path: Path) -> None:
+    """Indexing reads the whole queue: a claim inline (on an event loop's thread) that steps
+    over many rows marks the queue, and the next one raises WouldBlock, changing nothing,
+    so that `offload` runs it in a thread, where the queue is indexed."""
+    import asyncio
+
+    from conveyor.aio import offload_write
+    from conveyor.backends.base import WouldBlock
+
+    with Client(f"sqlite:///{tmp_path}/q.db?durability=normal") as client:
+        store = client.backend
+        dialect = store.dialect  # type: ignore[attr-defined]
+        dialect.held_index_after = 2**31 - 1
+        q = client.create_queue("deep", visibility_timeout=600)
+        for start in range(0, 2_100, 10):
+            q.send_batch([f"{i}" for i in range(start, start + 10)])
+        assert len([m for _ in range(200) for m in q.receive(10)]) == 2_000
+        dialect.held_index_after = 4_000
+
+        def inline() -> AbstractContextManager[Any]:
+            context = store.inline()
+            assert context is not None
+            return context
+
+        with inline():
+            got = q.receive(10)  # stepped over 2,000 rows: marked, not indexed
+        assert [m.text for m in got] == [f"{i}" for i in range(2_000, 2_010)]
+        assert "q1_held" not in indexes(tmp_path / "q.db")
+        with pytest.raises(WouldBlock), inline():
+            q.receive(10)
+        assert "q1_held" not in indexes(tmp_path / "q.db")
+        assert q.stats().in_flight == 2_010  # the attempt claimed nothing
+
+        async def receive() -> list[Message]:
+            return await offload_write(store, q.receive, 10)
+
+        assert [m.text for m in asyncio.run(receive())] == [f"{i}" for i in range(2_010, 2_020)]
+        assert {"q1_fresh", "q1_held"} <= indexes(tmp_path / "q.db")
+        with inline():  # indexed: claims on the loop again
+            assert [m.text for m in q.receive(10)] == [f"{i}" for i in range(2_020, 2_030)]
+
+
 def test_claims_of_an_indexed_queue_read_only_its_indexes(tmp_path: Path) -> None:
     """The plan of an indexed queue's claim cannot fall back to walking the head: each of
     its two parts searches its own partial index, and a dropped index is done without."""

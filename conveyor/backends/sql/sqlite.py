@@ -31,6 +31,7 @@ from ...clock import Clock
 from ...exceptions import InvalidInput
 from ...ids import row_id, row_ids, rowid_of
 from ...urls import check_options
+from ..base import WouldBlock
 from ..rules import BAND, ClaimTerms, band
 from .connections import marks
 from .dialect import Bare, Dialect, NotAllHeld
@@ -87,7 +88,11 @@ def open_sqlite(
 ) -> SQLStore[SQLiteExec]:
     db = SQLiteConnections(path, durability=durability, busy_timeout=busy_timeout, heap=heap)
     return SQLStore(
-        scheme="sqlite", key=f"sqlite:{db.path}", dialect=SQLiteDialect(), db=db, clock=clock
+        scheme="sqlite",
+        key=f"sqlite:{db.path}",
+        dialect=SQLiteDialect(db.on_loop),
+        db=db,
+        clock=clock,
     )
 
 
@@ -105,11 +110,12 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     priority = "priority"
     polls_idle = True
 
-    def __init__(self) -> None:
+    def __init__(self, on_loop: Callable[[], bool] = lambda: False) -> None:
         # VM steps of one claim (or look for a ready row) past which a queue's head is
         # indexed (claim_ready): some 5,000 rows stepped over; 0: every queue, at its
         # first claim
         self.held_index_after = HELD_INDEX_AFTER
+        self.on_loop = on_loop  # whether a call runs on an event loop's thread (inline)
         self.held_indexed: set[int] = set()  # queues known to have the indexes
         self.held_wanted: set[int] = set()  # queues to index at their next claim
 
@@ -407,19 +413,31 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         plain: Callable[[], list[Row]],
     ) -> list[Row]:
         """A claim or walk page: `held` on an indexed queue; else `plain`, counting its
-        steps, and the queue indexed if it stepped over many rows."""
+        steps, and the queue indexed if it stepped over many rows.
+
+        Indexing reads the whole queue (a second or so at a million rows), so it is never
+        done on an event loop's thread: there the queue is marked, and the call that would
+        index it raises WouldBlock, to be run again in a thread (its transaction rolled
+        back, nothing changed)."""
         t = self.messages(qid)
-        if qid in self.held_wanted or not self.held_index_after:
-            self._index_held(ex, t, qid)
         if qid in self.held_indexed:
             try:
                 return held()
             except sqlite3.OperationalError as exc:
                 self._lost_held_index(qid, exc)
+        if qid in self.held_wanted or not self.held_index_after:
+            if self.on_loop():
+                self.held_wanted.add(qid)
+                raise WouldBlock
+            self._index_held(ex, t, qid)
+            return held()
         with _Steps(ex.conn, self.held_index_after) as steps:
             rows = plain()
         if steps.many:
-            self._index_held(ex, t, qid)
+            if self.on_loop():
+                self.held_wanted.add(qid)  # indexed by the next claim, in a thread
+            else:
+                self._index_held(ex, t, qid)
         return rows
 
     def _index_held(self, ex: SQLiteExec, t: str, qid: int) -> None:

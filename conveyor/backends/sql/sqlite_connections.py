@@ -425,6 +425,10 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def inline(self) -> contextlib.AbstractContextManager[Inline]:
         return self._inline()
 
+    def on_loop(self) -> bool:
+        """Whether this thread is running a call inline, on an event loop's thread."""
+        return self._local.inline
+
     def gather(self, call: Callable[[], T]) -> asyncio.Future[T]:
         return self._gathered.submit(call)
 
