@@ -6,7 +6,14 @@ import threading
 
 import pytest
 
-from conveyor import Client, InvalidAttribute, ManualClock, ReceiptHandleInvalid, SendEntry
+from conveyor import (
+    Client,
+    DeadLetterPolicy,
+    InvalidAttribute,
+    ManualClock,
+    ReceiptHandleInvalid,
+    SendEntry,
+)
 from conveyor.models import Capability as Capability
 
 from .conftest import has, needs
@@ -164,6 +171,45 @@ def test_rule4_fifo_batch_fills_from_one_group_first(client: Client) -> None:
     assert got == ["A0", "A1", "A2", "A3", "B0", "B1"]
     # A and B have messages in flight: B2 and B3 wait behind them; C is free
     assert [m.text for m in q.receive(10)] == ["C0", "C1", "C2", "C3"]
+
+
+def test_rule4_fifo_groups_behind_many_held_back_are_found(
+    client: Client, clock: ManualClock
+) -> None:
+    """A receive walks past hundreds of held groups, and past hundreds of messages it moves
+    to the dead-letter queue on its way, to the free groups behind them."""
+    client.create_queue("deep-dlq.fifo")
+    q = client.create_queue(
+        "deep.fifo",
+        visibility_timeout=3600,
+        content_based_dedup=True,
+        dead_letter=DeadLetterPolicy(queue="deep-dlq.fifo", max_receive_count=1),
+    )
+
+    def send(prefix: str, groups: int) -> None:
+        for start in range(0, groups, 10):
+            q.send_batch(
+                [
+                    SendEntry(entry_id=str(g), body=f"{prefix}{g}", group_id=f"{prefix}{g}")
+                    for g in range(start, min(start + 10, groups))
+                ]
+            )
+
+    # past the pages of a walk (64, 128, 256, ...); fewer through moto, where each costs more
+    held, dead = (40, 60) if client.backend.scheme == "dynamodb" else (400, 600)
+    send("h", held)
+    got = [m for _ in range(held // 10) for m in q.receive(10)]
+    assert sorted(m.text for m in got) == sorted(f"h{g}" for g in range(held))
+    send("d", dead)
+    once = [m for _ in range(dead // 10) for m in q.receive(10, visibility_timeout=1)]
+    assert len(once) == dead  # received once: moved when they are next found visible
+    send("n", 5)
+    clock.advance(2)
+    assert [m.text for m in q.receive(10)] == [f"n{g}" for g in range(5)]
+    if client.backend.scheme != "dynamodb":  # which releases 50 due messages a receive
+        assert client.queue("deep-dlq.fifo").stats().total == dead  # all it walked past
+    assert q.receive(10) == []  # the rest held back or moved
+    assert client.queue("deep-dlq.fifo").stats().total == dead
 
 
 def test_rule5_duplicate_id_changes_nothing(client: Client) -> None:

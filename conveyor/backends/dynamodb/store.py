@@ -82,6 +82,9 @@ from .totals import Totals
 
 QUEUE_CACHE_SECONDS = 1.0  # how long a queue's registry entry is trusted (store clock)
 READY_PAGES = 10  # pages of the ready index one receive reads at most
+# rounds of one FIFO receive at most while what it chose expired or went to the dead-letter
+# queue (each round removes at least one message from the queue's head)
+FIFO_ROUNDS = 64
 WAITING_PAGE = 50  # due messages one receive releases at most
 MAX_ACTIONS = 100  # TransactWriteItems' limit
 
@@ -635,7 +638,7 @@ class DynamoStore(Backend):
         self._promote(entry, now)
         if entry.attrs.fifo:
             out: list[Message] = []
-            for _ in range(3):  # again while expired or dead-lettered messages left room
+            for _ in range(FIFO_ROUNDS):  # again while expired or dead-lettered ones left room
                 got, gone = self._receive_fifo(entry, limit - len(out), terms, token)
                 out += got
                 if not gone or len(out) >= limit:

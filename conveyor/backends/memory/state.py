@@ -10,6 +10,7 @@ an entry whose record changed since is stale and skipped. `State` holds a whole 
 from __future__ import annotations
 
 import heapq
+import itertools
 import secrets
 import threading
 from collections.abc import Iterator, Sequence
@@ -183,7 +184,7 @@ class QueueState:
         """Ready records in delivery order; FIFO queues skip groups with one in flight."""
         if self.attrs.fifo:
             blocked: set[str | None] = set()
-            for rec in list(self.messages.values()):
+            for rec in self._in_order():
                 if rec.group_id in blocked or rec.id not in self.messages:
                     continue
                 if rec.visible_at > now:
@@ -206,6 +207,19 @@ class QueueState:
                 heapq.heappush(later, (found.visible_at, found.seq, mid, version))
                 continue
             yield found
+
+    def _in_order(self) -> Iterator[Rec]:
+        """The records in send order, read in pages that double in size (a receive usually
+        stops in the first), so that the caller may drop the records it was given."""
+        start, size = 0, 64
+        while True:
+            page = list(itertools.islice(self.messages.values(), start, start + size))
+            yield from page
+            if len(page) < size:
+                return
+            # what the caller dropped of this page no longer comes before the next one
+            start += sum(1 for rec in page if rec.id in self.messages)
+            size *= 2
 
     def claim(self, rec: Rec, now: float, visibility_timeout: float, token: str) -> Message:
         rec.receive_count += 1

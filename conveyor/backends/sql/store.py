@@ -79,6 +79,10 @@ _in_order = operator.attrgetter("sequence")  # a message's place in delivery ord
 # store's clock); changes made through this store apply at once, changes made elsewhere
 # within this time (as on SQS, where attribute changes take up to a minute to propagate)
 QUEUE_CACHE_SECONDS = 1.0
+# rows of one page of a walk (`_claim_walking`) at most: the pages of a walk that does not
+# lock what it reads double in size from the first, so that a walk past thousands of rows
+# (FIFO groups held back) takes a few round trips rather than one every 64 rows
+MAX_WALK_PAGE = 4_096
 
 log = logging.getLogger(__name__)
 
@@ -761,6 +765,8 @@ class SQLStore(Backend, Generic[E]):
                     break
             if len(rows) < page:
                 break
+            if not lock:  # a walk deep in held groups or messages: fewer, longer pages
+                page = min(page * 2, MAX_WALK_PAGE)
         if fill is not None:
             chosen = fill.chosen()
         claimed = d.claim_keys(ex, qid, chosen, terms, token) if chosen else []
