@@ -20,7 +20,7 @@ from ..exceptions import (
 )
 from ..validation import MAX_BATCH, check_batch
 from . import sqs_attributes
-from .sqs_wire import XML_ASCII, XML_UNSAFE, sqs_code
+from .sqs_wire import sqs_code, xml_unsafe
 
 Params = dict[str, Any]
 Result = dict[str, Any]
@@ -161,15 +161,9 @@ def plain_bodies(entries: list[Params]) -> list[bytes] | None:
         body = entry.get("MessageBody")
         if type(body) is not str or not body or not entry.keys() <= PLAIN_KEYS:
             return None
-        if body.isascii():
-            data = body.encode()
-            if data.translate(None, XML_ASCII):
-                return None
-        elif XML_UNSAFE.search(body) is None:
-            data = body.encode()
-        else:
+        if xml_unsafe(body) is not None:
             return None
-        bodies.append(data)
+        bodies.append(body.encode())
     return bodies
 
 

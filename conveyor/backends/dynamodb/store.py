@@ -83,7 +83,8 @@ from .totals import Totals
 QUEUE_CACHE_SECONDS = 1.0  # how long a queue's registry entry is trusted (store clock)
 READY_PAGES = 10  # pages of the ready index one receive reads at most
 # rounds of one FIFO receive at most while what it chose expired or went to the dead-letter
-# queue (each round removes at least one message from the queue's head)
+# queue (a round goes on only when one it chose left the queue, or another receiver's
+# change got there first)
 FIFO_ROUNDS = 64
 WAITING_PAGE = 50  # due messages one receive releases at most
 MAX_ACTIONS = 100  # TransactWriteItems' limit
