@@ -63,10 +63,11 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
                     state = json.load(r)
-                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
+                workers = state.get("workers", []) if isinstance(state, dict) else []
+                if any(w.get("state") == "ALIVE" for w in workers):
                     break
-            except OSError:
-                pass
+            except (OSError, ValueError):  # not up yet; while it starts the UI may answer
+                pass  # its HTML page at /json/
             if time.monotonic() > deadline or master.poll() is not None:
                 raise AssertionError(
                     "the standalone cluster did not start:\n" + (work / "master.log").read_text()
