@@ -29,7 +29,7 @@ def new_ids(n: int) -> list[str]:
         else:
             counter = 0
         # the first 13 digits (the millisecond and the version) are the batch's, formatted once
-        prefix = "%08x-%04x-7" % (ms >> 16, ms & 0xFFFF)  # noqa: UP031 - see row_id
+        prefix = "%08x-%04x-7" % (ms >> 16, ms & 0xFFFF)  # noqa: UP031 - see _row_head
         for _ in range(n):
             if counter > 0xFFF:
                 ms, counter = ms + 1, 0
@@ -51,15 +51,7 @@ def row_id(rowid: int, rand: int) -> str:
     needs no index over ids it generated; the random bits keep an id unique even where a row
     number is used again after its message was deleted.
     """
-    high = rowid >> 15
-    # %-formatting: twice as fast as str.format or an f-string with five format specs
-    return "%08x-%04x-8%03x-%04x-%012x" % (  # noqa: UP031
-        high >> 16,
-        high & 0xFFFF,
-        (rowid >> 3) & 0xFFF,
-        0x8000 | ((rowid & 0x7) << 11) | ((rand >> 48) & 0x7FF),
-        rand & 0xFFFFFFFFFFFF,
-    )
+    return _row_tail(_row_head(rowid >> 15), rowid, rand)
 
 
 def row_ids(start: int, n: int) -> list[str]:
@@ -67,22 +59,29 @@ def row_ids(start: int, n: int) -> list[str]:
     the first 13 digits, which change once in 32,768 rows, formatted once."""
     rand = random.getrandbits
     out: list[str] = []
-    high, prefix = -1, ""
+    high, head = -1, ""
     for rowid in range(start, start + n):
         if rowid >> 15 != high:
             high = rowid >> 15
-            prefix = "%08x-%04x-8" % (high >> 16, high & 0xFFFF)  # noqa: UP031 - see row_id
-        r = rand(59)
-        out.append(
-            "%s%03x-%04x-%012x"  # noqa: UP031
-            % (
-                prefix,
-                (rowid >> 3) & 0xFFF,
-                0x8000 | ((rowid & 0x7) << 11) | ((r >> 48) & 0x7FF),
-                r & 0xFFFFFFFFFFFF,
-            )
-        )
+            head = _row_head(high)
+        out.append(_row_tail(head, rowid, rand(59)))
     return out
+
+
+def _row_head(high: int) -> str:
+    """A row id's first 13 digits: the row number's high bits and the version."""
+    # %-formatting: twice as fast as str.format or an f-string with its format specs
+    return "%08x-%04x-8" % (high >> 16, high & 0xFFFF)  # noqa: UP031
+
+
+def _row_tail(head: str, rowid: int, rand: int) -> str:
+    """A row id: its `head`, the row number's low bits and 59 random bits."""
+    return "%s%03x-%04x-%012x" % (  # noqa: UP031 - see _row_head
+        head,
+        (rowid >> 3) & 0xFFF,
+        0x8000 | ((rowid & 0x7) << 11) | ((rand >> 48) & 0x7FF),
+        rand & 0xFFFFFFFFFFFF,
+    )
 
 
 def rowid_of(message_id: str) -> int | None:
