@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import ConveyorError, InvalidInput
-from .sqs_wire import XML_DECLARATION, XML_UNSAFE
+from .sqs_wire import XML_DECLARATION, XML_UNSAFE, in_order
 
 XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/"
 STS_XMLNS = "https://sts.amazonaws.com/doc/2011-06-15/"
@@ -44,11 +44,12 @@ def numbered(node: Any) -> list[Any]:
         node = node["member"]
     if not isinstance(node, dict):
         raise invalid("a list parameter must be numbered from 1 (X.member.1, X.member.2, ...)")
-    try:
-        items = sorted((int(k), v) for k, v in node.items())
-    except ValueError:
-        raise invalid("a list parameter must be numbered from 1 (X.member.1, ...)") from None
-    return [v for _, v in items]
+    members = in_order(node)
+    if members is None:
+        raise invalid(
+            "a list parameter must be numbered from 1 (X.member.1, ...), without leading zeros"
+        )
+    return members
 
 
 def query_map(node: Any, key: str, value: str) -> dict[str, str]:

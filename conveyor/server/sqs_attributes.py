@@ -294,7 +294,9 @@ def tags(tags: Any) -> dict[str, str]:
     for key, value in tags.items():
         if not isinstance(key, str) or not 1 <= len(key) <= 128:
             raise InvalidInput(f"Tag key {key!r} must be 1 to 128 characters")
-        if not isinstance(value, str) or len(value) > 256:
+        if not isinstance(value, str):
+            raise InvalidInput(f"Tag value for {key!r} must be a string")
+        if len(value) > 256:
             raise InvalidInput(f"Tag value for {key!r} must be at most 256 characters")
         out[key] = value
     return out

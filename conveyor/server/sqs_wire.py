@@ -122,6 +122,11 @@ def sqs_message(error: ConveyorError, protocol: str) -> str:
 # -- Query requests -----------------------------------------------------------------------
 
 
+# parameters that are one value, never a structure (they choose what the rest means)
+SCALAR_PARAMS = ("Action", "Version")
+_INDEX = re.compile(r"[1-9][0-9]{0,8}")  # a list's place: 1 to 999,999,999
+
+
 def parse_query(body: bytes, query_string: str) -> dict[str, Any]:
     """Form body and query string of a Query request as JSON-shaped parameters."""
     return query_params(query_tree(body, query_string))
@@ -147,10 +152,31 @@ def query_tree(body: bytes, query_string: str) -> dict[str, Any]:
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise MalformedRequest(f"parameter {key!r} conflicts with another of that name")
+                raise _conflict(key)
             node = child
-        node[parts[-1]] = value
+        last = parts[-1]
+        held = node.get(last)
+        if held is not None and held != value:
+            # the same name twice (or a name and its members): no reading of it is safe
+            if isinstance(held, dict):
+                raise _conflict(key)
+            raise MalformedRequest(
+                f"parameter {key!r} is given twice, with different values: pass it once"
+            )
+        node[last] = value
+    for name in SCALAR_PARAMS:
+        if isinstance(tree.get(name), dict):
+            raise MalformedRequest(
+                f"{name} is a single value ({name}=...): parameters named {name}.* are not allowed"
+            )
     return tree
+
+
+def _conflict(key: str) -> MalformedRequest:
+    return MalformedRequest(
+        f"parameter {key!r} conflicts with another of that name: a name carries either a"
+        " value or members (NAME.N...), not both"
+    )
 
 
 def _convert(node: dict[str, Any], path: str) -> dict[str, Any]:
@@ -180,13 +206,21 @@ def _member(value: Any, path: str) -> Any:
 def _numbered(key: str, value: Any) -> list[Any]:
     if not isinstance(value, dict):
         return [value]
-    try:
-        items = sorted((int(index), v) for index, v in value.items())
-    except ValueError:
-        raise MalformedRequest(f"{key}.N: N must be a number from 1") from None
-    if items and items[0][0] < 1:
-        raise MalformedRequest(f"{key}.N: N must be a number from 1")
-    return [v for _, v in items]
+    members = in_order(value)
+    if members is None:
+        raise MalformedRequest(
+            f"{key}.N: N must be a number from 1 to 999999999, without leading zeros"
+        )
+    return members
+
+
+def in_order(node: dict[str, Any]) -> list[Any] | None:
+    """The members of a Query list (``X.1``, ``X.2``, ...) in the order of their numbers;
+    None if a number is not 1 to 999,999,999 written without leading zeros (so no two
+    spellings, such as ``X.1`` and ``X.01``, name one place)."""
+    if not all(_INDEX.fullmatch(index) for index in node):
+        return None
+    return [v for _, v in sorted((int(index), v) for index, v in node.items())]
 
 
 # -- Query responses ----------------------------------------------------------------------

@@ -10,6 +10,7 @@ import string
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -102,18 +103,28 @@ def test_sqs_json_protocol(fuzzed: LiveServer, action: str, params: dict[str, An
 @SETTINGS
 @given(
     action=st.sampled_from(ACTIONS) | st.text(max_size=20),
-    params=st.dictionaries(
-        st.sampled_from(PARAMS).flatmap(
-            lambda p: st.sampled_from([p, f"{p}.1", f"{p}.1.Id", f"{p}.member.1", f"{p}.1.Name"])
-        )
-        | st.text(max_size=10),
-        text,
+    # names may repeat, and may spell one list place twice (.1 and .01)
+    params=st.lists(
+        st.tuples(
+            (st.sampled_from(PARAMS) | st.just("Action")).flatmap(
+                lambda p: st.sampled_from(
+                    [p, f"{p}.1", f"{p}.01", f"{p}.1.Id", f"{p}.member.1", f"{p}.1.Name"]
+                )
+            )
+            | st.text(max_size=10),
+            text,
+        ),
         max_size=6,
     ),
 )
-def test_sqs_query_protocol(fuzzed: LiveServer, action: str, params: dict[str, str]) -> None:
-    params.pop("WaitTimeSeconds", None)
-    r = httpx.post(fuzzed.url + "/", data={"Action": action, **params}, timeout=30)
+def test_sqs_query_protocol(fuzzed: LiveServer, action: str, params: list[tuple[str, str]]) -> None:
+    params = [(k, v) for k, v in params if not k.startswith("WaitTimeSeconds")]
+    r = httpx.post(
+        fuzzed.url + "/",
+        content=urlencode([("Action", action), *params]).encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        timeout=30,
+    )
     assert r.status_code < 500, r.text
     root = ET.fromstring(r.content)  # well-formed, whatever was echoed
     if r.status_code >= 400:

@@ -153,3 +153,61 @@ def test_a_query_get_asking_for_json_gets_json(server: LiveServer, name: str) ->
     body = r.json()["ListQueuesResponse"]
     assert [u.rsplit("/", 1)[1] for u in body["ListQueuesResult"]["QueueUrls"]] == [name]
     assert body["ResponseMetadata"]["RequestId"] == r.headers["x-amzn-RequestId"]
+
+
+def test_a_parameter_read_two_ways_is_refused_and_nothing_runs(
+    server: LiveServer, name: str
+) -> None:
+    """A name given twice with different values, a name that is both a value and a list,
+    or one list place spelled twice (`.1` and `.01`) is refused before any action runs: a
+    proxy that read the first `Action` must not see the server run the second."""
+    _, root, _ = query(server, Action="CreateQueue", QueueName=name)
+    url = text(root, "sqs:CreateQueueResult/sqs:QueueUrl")
+    path = f"/000000000000/{name}"
+    entry = "SendMessageBatchRequestEntry"
+    for body, words in [
+        ("Action=SendMessage&Action=DeleteQueue&MessageBody=x", "given twice"),
+        (f"Action.x=DeleteQueue&QueueUrl={url}", "Action is a single value"),
+        ("Action=SendMessage&MessageBody=x&MessageBody.1=y", "conflicts"),
+        ("Action=SendMessage&MessageBody.1=y&MessageBody=x", "conflicts"),
+        (
+            f"Action=SendMessageBatch&{entry}.1.Id=a&{entry}.1.MessageBody=x"
+            f"&{entry}.01.Id=b&{entry}.01.MessageBody=y",
+            "without leading zeros",
+        ),
+        (f"Action=SendMessageBatch&{entry}.0.Id=a&{entry}.0.MessageBody=x", "from 1"),
+    ]:
+        r = httpx.post(
+            server.url + path,
+            content=body.encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        root = ET.fromstring(r.content)
+        assert r.status_code == 400, (body, r.text)
+        assert text(root, "sqs:Error/sqs:Code") == "MalformedQueryString", body
+        assert words in (text(root, "sqs:Error/sqs:Message") or ""), (body, r.text)
+    # the same value twice (in the query string and the form) is one parameter
+    r = httpx.post(
+        server.url + path + "?Action=SendMessage",
+        content=b"Action=SendMessage&MessageBody=kept",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert r.status_code == 200, r.text
+    _, root, _ = query(server, path, Action="ReceiveMessage", MaxNumberOfMessages=10)
+    assert [e.text for e in root.findall(".//sqs:Message/sqs:Body", NS)] == ["kept"]
+
+
+def test_sns_list_places_spelled_twice_are_refused(server: LiveServer) -> None:
+    r = httpx.post(
+        server.url + "/",
+        data={
+            "Action": "CreateTopic",
+            "Name": "spelled-twice",
+            "Tags.member.1.Key": "a",
+            "Tags.member.1.Value": "x",
+            "Tags.member.01.Key": "b",
+            "Tags.member.01.Value": "y",
+        },
+    )
+    assert r.status_code == 400, r.text
+    assert "without leading zeros" in r.text
