@@ -72,6 +72,19 @@ def test_malformed_frames_are_errors_and_decoding_goes_on() -> None:
     assert isinstance(bad_length, FrameError)
     [short] = decode_all(b"type=queue\r\nlength=2\r\ncontent=xyz\r\n\r\n")
     assert isinstance(short, FrameError)
+    # a lone LF or CR is not a line break: outside content it is refused (an id holding one
+    # could not be written back in a reply)
+    for data in (
+        b"type=queue\r\nmsgid=0\n\nping\r\ncontent=x\r\n\r\n",
+        b"type=ack\nmsgid=m\r\n\r\n",
+        b"type=queue\r\nappid=a\rb\r\ncontent=x\r\n\r\n",
+        b"type=queue\r\nother=a\nb\r\ncontent=x\r\n\r\n",
+    ):
+        for chunk in (0, 1, 7):
+            [lone] = decode_all(data, chunk)
+            assert isinstance(lone, FrameError) and "CR or LF" in lone.reason, (data, lone)
+    [kept] = decode_all(b"type=queue\r\ncontent=a\nb\rc\r\n\r\n")  # content holds them
+    assert kept == Frame(type="queue", content=b"a\nb\rc")
 
 
 def test_frames_and_lines_over_the_limits_are_refused() -> None:

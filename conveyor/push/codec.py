@@ -202,9 +202,15 @@ class Decoder:
                     break
                 if key == b"content" and content is None:
                     content = value
-                elif key in _PLAIN and key not in fields and len(line) <= self.max_line:
+                elif (
+                    key in _PLAIN
+                    and key not in fields
+                    and len(line) <= self.max_line
+                    and b"\r" not in line
+                    and b"\n" not in line
+                ):
                     fields[key] = value
-                else:  # no `=`, length=, another key, a key twice, a long line
+                else:  # no `=`, length=, another key, a key twice, a long line, a CR or LF
                     plain = False
                     break
             whole = False
@@ -248,6 +254,11 @@ class Decoder:
             name, text = key.decode(), value.decode()
         except UnicodeDecodeError:
             self._fail("keys and values other than content must be UTF-8")
+            return
+        if b"\r" in line or b"\n" in line:
+            # a line ends at CRLF: a lone CR or LF is not a line break, and no key but
+            # content may hold one (it would break the frames written back with it)
+            self._fail(f"{name[:40]!r}: a line other than content must not hold a CR or LF")
             return
         if name == "length":
             if not text.isdigit() or int(text) > self.max_frame:
