@@ -38,7 +38,6 @@ from ..exceptions import (
 )
 from ..models import Capability, Message, QueueAttributes, TypedValue
 from ..queues import MAX_BATCH_BYTES, Queue, SendEntry
-from ..validation import check_group_id
 from . import sqs_attributes
 from .metrics import Metrics
 from .sqs_message_attributes import (
@@ -57,6 +56,7 @@ from .sqs_params import (
     batch_entries,
     check_batch_ids,
     check_fifo,
+    check_ordering_ids,
     entry_failure,
     entry_size,
     expired_receipt,
@@ -226,10 +226,11 @@ class SqsApi:
         except QueueDoesNotExist:
             existing = None
         if existing is not None:
-            if not sqs_attributes.matches(existing.attributes, changes):
+            differs = sqs_attributes.mismatch(existing.attributes, changes)
+            if differs is not None:
                 raise QueueExists(
-                    f"A queue already exists with the same name and a different value for"
-                    f" attribute(s) {', '.join(sorted(changes))}"
+                    "A queue already exists with the same name and a different value for"
+                    f" attribute {differs}"
                 )
         else:
             self.client.create_queue(name, QueueAttributes(fifo=plain.endswith(".fifo")), **changes)
@@ -390,8 +391,7 @@ class SqsApi:
         kept = [s for s in policy["Statement"] if s.get("Sid") != label]
         if len(kept) == len(policy["Statement"]):
             raise InvalidInput(
-                f"Value {label} for parameter Label is invalid. Reason: can't find label on"
-                " existing policy."
+                f"Value {label} for parameter Label is invalid. Reason: can't find label."
             )
         policy["Statement"] = kept
         self._set_policy(name, info.attributes, policy if kept else None)
@@ -429,9 +429,7 @@ class SqsApi:
             extra["MD5OfMessageSystemAttributes"] = system_digest
         elif isinstance(header := params.get(TRACE_PARAM), str):
             attributes["AWSTraceHeader"] = TypedValue(TRACE_TYPE, header)
-        group = params.get("MessageGroupId")
-        if group is not None:
-            check_group_id(group, "MessageGroupId")
+        check_ordering_ids(params)
         delay = int_param(params, "DelaySeconds", 0, 900)
         entry = SendEntry(
             entry_id=entry_id,

@@ -131,7 +131,9 @@ def attribute_changes(
         if key in FIFO_ONLY and not fifo:
             if key == "ContentBasedDeduplication":
                 raise InvalidAttributeName(f"Unknown Attribute {key}.")
-            raise InvalidAttribute(f"You can specify the {key} only when FifoQueue is set to true.")
+            raise InvalidAttributeName(
+                f"You can specify the {key} only when FifoQueue is set to true."
+            )
         if key in INT_ATTRIBUTES:
             field, low, high = INT_ATTRIBUTES[key]
             changes[field] = float(_int(key, value, low, high))
@@ -231,9 +233,26 @@ def _redrive_policy(
     return DeadLetterPolicy(queue=target, max_receive_count=count)
 
 
-def matches(current: QueueAttributes, changes: Mapping[str, Any]) -> bool:
-    """Whether a CreateQueue for an existing queue asks for the attributes it has."""
-    return all(getattr(current, key) == value for key, value in changes.items())
+# QueueAttributes fields by the SQS attribute that sets them (settings: by their own names)
+FIELD_NAMES = {field: name for name, (field, _, _) in INT_ATTRIBUTES.items()} | {
+    "fifo": "FifoQueue",
+    "content_based_dedup": "ContentBasedDeduplication",
+    "dedup_per_group": "DeduplicationScope",
+    "dead_letter": "RedrivePolicy",
+}
+
+
+def mismatch(current: QueueAttributes, changes: Mapping[str, Any]) -> str | None:
+    """The SQS name of the first attribute a CreateQueue for an existing queue asks to
+    differ from what it has (None when it asks for what it has)."""
+    for key, value in changes.items():
+        have = getattr(current, key)
+        if have == value:
+            continue
+        if key == "settings":
+            return next(str(k) for k in sorted({*value, *have}) if value.get(k) != have.get(k))
+        return FIELD_NAMES.get(key, key)
+    return None
 
 
 def render(

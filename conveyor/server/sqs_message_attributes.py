@@ -66,8 +66,8 @@ def parse_message_attributes(raw: Any) -> tuple[dict[str, AttributeValue], str]:
             text = spec.get("StringValue")
             if not isinstance(text, str) or text == "":
                 raise InvalidInput(
-                    f"The message attribute '{name}' must contain a non-empty message attribute"
-                    " value for message attribute type 'String'."
+                    f"Message (user) attribute '{name}' must contain a non-empty value of type"
+                    f" '{data_type.partition('.')[0]}'."
                 )
             bad = XML_UNSAFE.search(text)
             if bad:

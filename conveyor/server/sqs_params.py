@@ -18,7 +18,7 @@ from ..exceptions import (
     MissingParameter,
     TooManyEntries,
 )
-from ..validation import MAX_BATCH, check_batch
+from ..validation import GROUP_ID_RE, MAX_BATCH, check_batch
 from . import sqs_attributes
 from .sqs_wire import sqs_code, xml_unsafe
 
@@ -31,7 +31,7 @@ def check_fifo(entries: list[Params], content_based: bool) -> None:
     de-duplication id (unless content-based) or with a delay fails whole, as on SQS."""
     if any(not e.get("MessageGroupId") for e in entries):
         raise MissingParameter("The request must contain the parameter MessageGroupId.")
-    if not content_based and any(not e.get("MessageDeduplicationId") for e in entries):
+    if not content_based and any(e.get("MessageDeduplicationId") is None for e in entries):
         raise InvalidInput(
             "The queue should either have ContentBasedDeduplication enabled or"
             " MessageDeduplicationId provided explicitly"
@@ -60,11 +60,26 @@ def int_param(
         return default
     number = sqs_attributes.int_in(value, low, high)
     if number is None:
+        # SQS's words: WaitTimeSeconds says its range its own way
+        limits = (
+            f">= {low} and <= {high}" if key == "WaitTimeSeconds" else f"between {low} and {high}"
+        )
         raise InvalidInput(
-            f"Value {value} for parameter {key} is invalid. Reason: must be between {low} and"
-            f" {high}."
+            f"Value {value} for parameter {key} is invalid. Reason: Must be {limits}, if provided."
         )
     return number
+
+
+def check_ordering_ids(params: Params) -> None:
+    """MessageGroupId and MessageDeduplicationId, where given, as SQS takes them (on any
+    queue): 1-128 printable ASCII characters other than space, refused in SQS's words."""
+    for key in ("MessageGroupId", "MessageDeduplicationId"):
+        value = params.get(key)
+        if value is not None and not (isinstance(value, str) and GROUP_ID_RE.fullmatch(value)):
+            raise InvalidInput(
+                f"Value {value} for parameter {key} is invalid. Reason: {key} can only include"
+                " alphanumeric and punctuation characters. 1 to 128 in length."
+            )
 
 
 def list_param(params: Params, key: str) -> list[str]:

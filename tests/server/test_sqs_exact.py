@@ -347,7 +347,7 @@ def test_permission_and_tag_errors_in_sqs_words(sqs: Any, name: str) -> None:
     assert error(sqs.add_permission, **grant, Actions=eight) == (
         "OverLimit", "8 Actions were found, maximum allowed is 7.", 403)  # fmt: skip
     assert error(sqs.remove_permission, Label="nope")[1] == (
-        "Value nope for parameter Label is invalid. Reason: can't find label on existing policy."
+        "Value nope for parameter Label is invalid. Reason: can't find label."
     )
     assert error(sqs.tag_queue, Tags={})[1] == "The request must contain the parameter Tags."
     many = {f"t{i}": "x" for i in range(51)}
@@ -602,3 +602,62 @@ def test_message_attribute_names_take_all_and_prefixes(sqs: Any, name: str) -> N
     assert names(["Help.*"]) == {"Help.Me"}
     assert names(["Foo", "Hello"]) == {"Hello"}
     assert names([]) == set()
+
+
+def test_ids_ranges_and_recreated_queues_in_the_words_sqs_answers(sqs: Any, name: str) -> None:
+    """The texts SQS itself answers (as recorded from AWS) for ordering ids, receive ranges,
+    a CreateQueue that differs, an empty attribute value and FIFO-only attributes."""
+    url = sqs.create_queue(QueueName=name, Attributes={"ReceiveMessageWaitTimeSeconds": "1"})[
+        "QueueUrl"
+    ]
+    fifo = _fifo(sqs, name)
+    reason = "can only include alphanumeric and punctuation characters. 1 to 128 in length."
+    for bad in ("", "group 123", "a" * 129):
+        assert _error(sqs.send_message, QueueUrl=url, MessageBody="m", MessageGroupId=bad) == (
+            "InvalidParameterValue",
+            f"Value {bad} for parameter MessageGroupId is invalid. Reason: MessageGroupId {reason}",
+        )
+        assert _error(
+            sqs.send_message,
+            QueueUrl=fifo,
+            MessageBody="m",
+            MessageGroupId="g",
+            MessageDeduplicationId=bad,
+        ) == (
+            "InvalidParameterValue",
+            f"Value {bad} for parameter MessageDeduplicationId is invalid. Reason:"
+            f" MessageDeduplicationId {reason}",
+        )
+    assert _error(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=11)[1] == (
+        "Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and"
+        " 10, if provided."
+    )
+    for wait in (21, -1):
+        assert _error(sqs.receive_message, QueueUrl=url, WaitTimeSeconds=wait)[1] == (
+            f"Value {wait} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and"
+            " <= 20, if provided."
+        )
+    # the attribute named is the one that differs, by its SQS name
+    assert _error(
+        sqs.create_queue,
+        QueueName=name,
+        Attributes={"ReceiveMessageWaitTimeSeconds": "1", "DelaySeconds": "2"},
+    ) == (
+        "QueueAlreadyExists",
+        "A queue already exists with the same name and a different value for attribute"
+        " DelaySeconds",
+    )
+    assert _error(
+        sqs.send_message,
+        QueueUrl=url,
+        MessageBody="m",
+        MessageAttributes={"ErrorDetails": {"DataType": "String", "StringValue": ""}},
+    ) == (
+        "InvalidParameterValue",
+        "Message (user) attribute 'ErrorDetails' must contain a non-empty value of type 'String'.",
+    )
+    for key, value in (("DeduplicationScope", "queue"), ("FifoThroughputLimit", "perQueue")):
+        assert _error(sqs.create_queue, QueueName=f"{name}-{key}", Attributes={key: value}) == (
+            "InvalidAttributeName",
+            f"You can specify the {key} only when FifoQueue is set to true.",
+        )
