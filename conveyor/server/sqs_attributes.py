@@ -113,6 +113,9 @@ def attribute_changes(
     fifo = base.fifo if current is not None else name.endswith(".fifo")
     if "FifoQueue" in values:
         wanted = _bool("FifoQueue", values["FifoQueue"])
+        if not fifo and (current is not None or not wanted):
+            # SQS knows FifoQueue on FIFO queues only: a standard queue refuses it outright
+            raise InvalidAttributeName("Unknown Attribute FifoQueue.")
         if current is not None and wanted != base.fifo:
             raise InvalidAttribute(
                 "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not"

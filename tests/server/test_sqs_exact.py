@@ -513,6 +513,16 @@ def test_queue_attribute_errors_in_sqs_words(
 
 def test_queue_kind_and_message_errors_in_sqs_words(sqs: Any, name: str) -> None:
     fifo = _fifo(sqs, name)
+    sqs.set_queue_attributes(QueueUrl=fifo, Attributes={"FifoQueue": "true"})  # what it is
+    # a standard queue knows no FifoQueue attribute, whatever its value
+    url = sqs.create_queue(QueueName=f"{name}-std")["QueueUrl"]
+    unknown = ("InvalidAttributeName", "Unknown Attribute FifoQueue.")
+    assert _error(sqs.set_queue_attributes, QueueUrl=url, Attributes={"FifoQueue": "true"}) == (
+        unknown
+    )
+    assert _error(
+        sqs.create_queue, QueueName=f"{name}-std2", Attributes={"FifoQueue": "false"}
+    ) == (unknown)
     assert _error(sqs.set_queue_attributes, QueueUrl=fifo, Attributes={"FifoQueue": "false"}) == (
         "InvalidAttributeValue",
         "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.",
