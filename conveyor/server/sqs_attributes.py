@@ -157,6 +157,9 @@ def attribute_changes(
                 settings[key] = text
             else:
                 settings.pop(key, None)
+    if settings.get("KmsMasterKeyId") and "SqsManagedSseEnabled" not in values:
+        # a KMS key replaces SQS-managed encryption (which stays off once the key goes)
+        settings["SqsManagedSseEnabled"] = "false"
     per_group = changes.get("dedup_per_group", base.dedup_per_group)
     if settings.get("FifoThroughputLimit") == "perMessageGroupId" and not per_group:
         raise InvalidAttribute(
@@ -297,6 +300,8 @@ def render(
         values["ContentBasedDeduplication"] = a.content_based_dedup
         values["FifoThroughputLimit"] = "perQueue"
     values.update(a.settings)
+    if "KmsMasterKeyId" not in a.settings:
+        values.pop("KmsDataKeyReusePeriodSeconds", None)  # SQS shows it with a KMS key only
     if a.fifo:
         values["DeduplicationScope"] = "messageGroup" if a.dedup_per_group else "queue"
     for key, value in values.items():

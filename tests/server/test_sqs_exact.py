@@ -671,3 +671,21 @@ def test_ids_ranges_and_recreated_queues_in_the_words_sqs_answers(sqs: Any, name
             "InvalidAttributeName",
             f"You can specify the {key} only when FifoQueue is set to true.",
         )
+
+
+def test_a_kms_key_turns_sqs_managed_encryption_off_as_on_sqs(sqs: Any, name: str) -> None:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+
+    def sse() -> dict[str, str]:
+        got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        return {k: v for k, v in got.items() if k.startswith(("Kms", "SqsManaged"))}
+
+    assert sse() == {"SqsManagedSseEnabled": "true"}
+    kms = {"KmsMasterKeyId": "testKeyId", "KmsDataKeyReusePeriodSeconds": "6000"}
+    sqs.set_queue_attributes(QueueUrl=url, Attributes=kms)
+    assert sse() == {**kms, "SqsManagedSseEnabled": "false"}
+    defaults = {"KmsMasterKeyId": "", "KmsDataKeyReusePeriodSeconds": "300"}
+    sqs.set_queue_attributes(QueueUrl=url, Attributes=defaults)
+    assert sse() == {"SqsManagedSseEnabled": "false"}  # off until it is turned on again
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"SqsManagedSseEnabled": "true"})
+    assert sse() == {"SqsManagedSseEnabled": "true"}
