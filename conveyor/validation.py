@@ -176,6 +176,8 @@ def check_group_id(value: str, what: str = "group_id") -> str:
 
 
 def attribute_size(attributes: Mapping[str, AttributeValue]) -> int:
+    """What attributes add to a message's size, as SQS counts it: each one's name, data type
+    and value (a plain str is a "String", plain bytes a "Binary")."""
     size = 0
     for key, value in attributes.items():
         size += len(key.encode())
@@ -184,9 +186,9 @@ def attribute_size(attributes: Mapping[str, AttributeValue]) -> int:
                 value.value if isinstance(value.value, bytes) else value.value.encode()
             )
         elif isinstance(value, bytes):
-            size += len(value)
+            size += 6 + len(value)  # "Binary"
         else:
-            size += len(str(value).encode())
+            size += 6 + len(str(value).encode())  # "String"
     return size
 
 

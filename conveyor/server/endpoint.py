@@ -310,7 +310,10 @@ class Endpoint:
 
 
 def _wrapped(action: str, result: Any, request_id: str) -> bytes:
-    """A Query request's answer as JSON (when it asks for JSON), wrapped as its XML is."""
+    """A Query request's answer as JSON (when it asks for JSON), wrapped as its XML is.
+    SQS names ReceiveMessage's list `messages` there."""
+    if action == "ReceiveMessage" and "Messages" in result:
+        result = {"messages": result["Messages"]}
     return dump_json(
         {
             f"{action}Response": {

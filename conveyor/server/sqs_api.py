@@ -54,6 +54,7 @@ from .sqs_params import (
     Params,
     Result,
     batch_entries,
+    batch_outcome,
     check_batch_ids,
     check_fifo,
     check_ordering_ids,
@@ -482,7 +483,7 @@ class SqsApi:
         queue = self.client.queue(name)
         attrs = queue.info.attributes
         if attrs.fifo:
-            check_fifo(raw, attrs.content_based_dedup)
+            check_fifo(raw, attrs.content_based_dedup, batch=True)
         trace = params.get(TRACE_PARAM)
         if trace is None and not attrs.fifo and bodies is not None:
             return self._send_plain(name, queue, attrs.max_message_bytes, ids, bodies)
@@ -509,7 +510,7 @@ class SqsApi:
                     item["SequenceNumber"] = str(r.result.sequence)
                 successful.append(item)
             self.metrics.sent(name, len(successful))
-        return {"Successful": successful, "Failed": failed}
+        return batch_outcome(successful, failed)
 
     def _send_plain(
         self, name: str, queue: Queue, limit: int, ids: list[str], bodies: list[bytes]
@@ -532,7 +533,7 @@ class SqsApi:
                 }
             )
         self.metrics.sent(name, len(successful))
-        return {"Successful": successful, "Failed": failed}
+        return batch_outcome(successful, failed)
 
     # -- receive --------------------------------------------------------------------------
 
@@ -561,7 +562,8 @@ class SqsApi:
         self.metrics.received(name, len(messages), count)
         result: Result = {}
         if messages:
-            result["Messages"] = [self._render(m, system, wanted, caller) for m in messages]
+            fifo = bool(system) and self.client.queue(name).info.attributes.fifo
+            result["Messages"] = [self._render(m, system, wanted, caller, fifo) for m in messages]
         if attempt is not None and messages:
             self._remember_attempt((name, str(attempt)), result)
         return result
@@ -584,7 +586,9 @@ class SqsApi:
             return 0
         return receives_before_move(policy, m.queue)
 
-    def _render(self, m: Message, system: set[str], wanted: list[str], caller: Caller) -> Result:
+    def _render(
+        self, m: Message, system: set[str], wanted: list[str], caller: Caller, fifo: bool
+    ) -> Result:
         try:
             body, digest = m.body.decode(), md5_hex(m.body)
         except UnicodeDecodeError:  # bytes sent through the SDK: what the client is given
@@ -607,8 +611,9 @@ class SqsApi:
                 "ApproximateFirstReceiveTimestamp": _millis(m.first_received_at or m.sent_at),
             }
             if m.group_id is not None:
-                values["MessageGroupId"] = m.group_id
-                values["SequenceNumber"] = str(m.sequence)
+                values["MessageGroupId"] = m.group_id  # a fair queue's too
+                if fifo:
+                    values["SequenceNumber"] = str(m.sequence)
             if m.dedup_id is not None:
                 values["MessageDeduplicationId"] = m.dedup_id
             if is_trace and isinstance(trace, TypedValue):
@@ -637,7 +642,7 @@ class SqsApi:
     def delete_message(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
         receipt = str(require(params, "ReceiptHandle"))
-        with receipt_words():
+        with receipt_words(receipt):
             for refused in self._check_fifo_receipts(name, [receipt]).values():
                 raise refused
             try:
@@ -725,7 +730,7 @@ class SqsApi:
             for r in results
             if r.error is not None
         ]
-        return {"Successful": ok, "Failed": failed}
+        return batch_outcome(ok, failed)
 
     def change_message_visibility(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
@@ -772,7 +777,7 @@ class SqsApi:
             for r in results
             if r.error is not None
         ]
-        return {"Successful": ok, "Failed": failed}
+        return batch_outcome(ok, failed)
 
     # -- message move tasks ---------------------------------------------------------------
 

@@ -337,4 +337,5 @@ def policy(text: str | None, arn: str) -> dict[str, Any]:
             policy = None
         if isinstance(policy, dict) and isinstance(policy.get("Statement"), list):
             return policy
-    return {"Version": "2012-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": []}
+    # the policy AddPermission makes: SQS writes it with the 2008 policy language version
+    return {"Version": "2008-10-17", "Id": f"{arn}/SQSDefaultPolicy", "Statement": []}

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from ..exceptions import InvalidInput, InvalidMessageContents
+from ..exceptions import InvalidInput
 from ..models import AttributeValue, TypedValue
 from ..validation import ATTRIBUTE_NAME_RE, MAX_MESSAGE_ATTRIBUTES, check_message_attributes
 from .sqs_wire import XML_UNSAFE, md5_of_attributes
@@ -70,8 +70,8 @@ def parse_message_attributes(raw: Any) -> tuple[dict[str, AttributeValue], str]:
                     f" '{data_type.partition('.')[0]}'."
                 )
             bad = XML_UNSAFE.search(text)
-            if bad:
-                raise InvalidMessageContents(
+            if bad:  # SQS: an invalid value (a body with these is InvalidMessageContents)
+                raise InvalidInput(
                     f"Invalid characters found in the value of message attribute '{name}':"
                     f" {bad.group(0)!r} at {bad.start()} (SQS takes #x9, #xA, #xD, #x20 and"
                     " above, no surrogates)"
@@ -108,7 +108,7 @@ def parse_system_attributes(raw: Any) -> tuple[str, str]:
 
 def wanted(name: str, wanted: list[str]) -> bool:
     for w in wanted:
-        if w in ("All", ".*") or w == name or (w.endswith(".*") and name.startswith(w[:-2])):
+        if w in ("All", ".*", "*") or w == name or (w.endswith(".*") and name.startswith(w[:-2])):
             return True
     return False
 

@@ -26,11 +26,13 @@ Params = dict[str, Any]
 Result = dict[str, Any]
 
 
-def check_fifo(entries: list[Params], content_based: bool) -> None:
+def check_fifo(entries: list[Params], content_based: bool, *, batch: bool = False) -> None:
     """A FIFO queue's send, or a batch with any entry, without MessageGroupId, without a
-    de-duplication id (unless content-based) or with a delay fails whole, as on SQS."""
+    de-duplication id (unless content-based) or with a delay fails whole, as on SQS (which
+    calls a missing group a missing parameter in SendMessage, an invalid value in a batch)."""
     if any(not e.get("MessageGroupId") for e in entries):
-        raise MissingParameter("The request must contain the parameter MessageGroupId.")
+        missing = "The request must contain the parameter MessageGroupId."
+        raise InvalidInput(missing) if batch else MissingParameter(missing)
     if not content_based and any(e.get("MessageDeduplicationId") is None for e in entries):
         raise InvalidInput(
             "The queue should either have ContentBasedDeduplication enabled or"
@@ -95,6 +97,8 @@ def batch_entries(params: Params, action: str) -> list[Params]:
     entries = params.get("Entries")
     if entries is None:
         raise MissingParameter("The request must contain the parameter Entries.")
+    if entries == "":
+        entries = []  # an empty list in the Query protocol (``Entries=``)
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise InvalidInput("Entries must be a list of objects")
     if not entries:
@@ -145,12 +149,24 @@ def too_long(limit: int) -> MessageTooLong:
 
 
 @contextlib.contextmanager
-def receipt_words() -> Iterator[None]:
-    """A malformed receipt handle, reported in SQS's words."""
+def receipt_words(receipt: str | None = None) -> Iterator[None]:
+    """A malformed receipt handle, reported in SQS's words: DeleteMessage names the handle
+    (give it), ChangeMessageVisibility does not."""
     try:
         yield
     except MalformedReceipt:
-        raise MalformedReceipt("The input receipt handle is invalid.") from None
+        if receipt is None:
+            raise MalformedReceipt("The input receipt handle is invalid.") from None
+        raise MalformedReceipt(
+            f'The input receipt handle "{receipt}" is not a valid receipt handle.'
+        ) from None
+
+
+def batch_outcome(successful: list[Result], failed: list[Result]) -> Result:
+    """A batch call's answer: SQS leaves out `Failed` when every entry succeeded."""
+    if failed:
+        return {"Successful": successful, "Failed": failed}
+    return {"Successful": successful}
 
 
 def entry_failure(entry_id: str, error: Exception, receipt: str | None = None) -> Result:

@@ -204,6 +204,8 @@ def _member(value: Any, path: str) -> Any:
 
 
 def _numbered(key: str, value: Any) -> list[Any]:
+    if value == "":
+        return []  # an empty list, as clients send it (``X=``)
     if not isinstance(value, dict):
         return [value]
     members = in_order(value)
@@ -273,6 +275,8 @@ def _xml_struct(el: ET.Element, value: Mapping[str, Any], action: str) -> None:
 
 
 def query_error(error: ConveyorError, request_id: str) -> bytes:
+    if sqs_code(error) == "UnknownOperationException":
+        return XML_DECLARATION + b"<UnknownOperationException/>"  # SQS's whole answer
     root = ET.Element("ErrorResponse", xmlns=XMLNS)
     err = ET.SubElement(root, "Error")
     ET.SubElement(err, "Type").text = "Sender" if error.sender_fault else "Receiver"

@@ -54,8 +54,11 @@ def test_a_batch_entry_without_a_group_fails_the_whole_request(sqs: Any, name: s
                 {"Id": "2", "MessageBody": "y"},
             ],
         )
-    assert err.value.response["Error"]["Code"] == "MissingParameter"
-    assert "MessageGroupId" in err.value.response["Error"]["Message"]
+    # SQS's codes: an invalid value in a batch, a missing parameter in SendMessage
+    assert err.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert err.value.response["Error"]["Message"] == (
+        "The request must contain the parameter MessageGroupId."
+    )
     with pytest.raises(ClientError) as err:
         sqs.send_message(QueueUrl=url, MessageBody="z")
     assert err.value.response["Error"]["Code"] == "MissingParameter"
@@ -103,7 +106,9 @@ def test_requests_addressed_as_on_sqs(sqs: Any, server: LiveServer, name: str) -
     assert m["Body"] == "by name"
     assert "QueueUrls" not in sqs.list_queues(QueueNamePrefix="no-queue-has-this-prefix")
     get = httpx.get(url)  # a queue URL without an action
-    assert get.status_code == 404 and "<Code>UnknownOperationException</Code>" in get.text
+    assert get.status_code == 404 and get.text.endswith("<UnknownOperationException/>")
+    as_json = httpx.get(url, headers={"Accept": "application/json"})  # XML all the same
+    assert as_json.status_code == 404 and "<UnknownOperationException" in as_json.text
     for action in ("CreateQueue", "ListQueues"):
         at_queue = httpx.post(
             url, data={"Action": action, "QueueName": "other", "Version": "2012-11-05"}
@@ -125,7 +130,7 @@ def test_messages_checked_and_traced_as_on_sqs(sqs: Any, server: LiveServer, nam
             MessageBody="x",
             MessageAttributes={"a": {"DataType": "String", "StringValue": "bad\x01value"}},
         )
-    assert err.value.response["Error"]["Code"] == "InvalidMessageContents"
+    assert err.value.response["Error"]["Code"] == "InvalidParameterValue"  # as SQS answers
     trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"
     sent = httpx.post(
         url,
@@ -217,8 +222,11 @@ def test_errors_in_sqs_words(sqs: Any, name: str) -> None:
     )
     assert error(sqs.delete_message, QueueUrl=url, ReceiptHandle="not-a-receipt") == (
         "ReceiptHandleIsInvalid",
-        "The input receipt handle is invalid.",
+        'The input receipt handle "not-a-receipt" is not a valid receipt handle.',
     )
+    assert error(
+        sqs.change_message_visibility, QueueUrl=url, ReceiptHandle="x", VisibilityTimeout=1
+    ) == ("ReceiptHandleIsInvalid", "The input receipt handle is invalid.")
     failed = sqs.delete_message_batch(
         QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": "not-a-receipt"}]
     )["Failed"]
@@ -689,3 +697,36 @@ def test_a_kms_key_turns_sqs_managed_encryption_off_as_on_sqs(sqs: Any, name: st
     assert sse() == {"SqsManagedSseEnabled": "false"}  # off until it is turned on again
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"SqsManagedSseEnabled": "true"})
     assert sse() == {"SqsManagedSseEnabled": "true"}
+
+
+def test_sizes_filters_and_batch_answers_as_sqs_gives_them(
+    sqs: Any, server: LiveServer, name: str
+) -> None:
+    url = sqs.create_queue(QueueName=name, Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
+    # an attribute adds its name, data type and value to the message's size
+    attribute = {"k": {"DataType": "String", "StringValue": "x"}}
+    sqs.send_message(QueueUrl=url, MessageBody="a" * 1016, MessageAttributes=attribute)
+    assert _error(
+        sqs.send_message, QueueUrl=url, MessageBody="a" * 1017, MessageAttributes=attribute
+    )[1] == ("One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes.")
+    # a batch that succeeds whole has no Failed list
+    sent = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "b"}])
+    assert "Failed" not in sent and [e["Id"] for e in sent["Successful"]] == ["a"]
+    # "*" asks for every message attribute, as "All" and ".*" do
+    got = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["*"], MaxNumberOfMessages=1)
+    assert got["Messages"][0]["MessageAttributes"] == attribute
+    # a standard queue's message with a group (a fair queue) has no SequenceNumber
+    sqs.purge_queue(QueueUrl=url)
+    sqs.send_message(QueueUrl=url, MessageBody="fair", MessageGroupId="tenant-1")
+    [m] = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"])["Messages"]
+    assert m["Attributes"]["MessageGroupId"] == "tenant-1"
+    assert "SequenceNumber" not in m["Attributes"]
+    # an empty batch in the Query protocol (``Entries=``) is an empty batch
+    r = httpx.post(url, data={"Action": "SendMessageBatch", "SendMessageBatchRequestEntry": ""})
+    assert r.status_code == 400 and "EmptyBatchRequest" in r.text
+    # AddPermission writes its policy in the 2008 policy language, as SQS does
+    sqs.add_permission(
+        QueueUrl=url, Label="p", AWSAccountIds=["111111111111"], Actions=["SendMessage"]
+    )
+    policy = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])["Attributes"]
+    assert json.loads(policy["Policy"])["Version"] == "2008-10-17"

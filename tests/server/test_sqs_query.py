@@ -153,6 +153,14 @@ def test_a_query_get_asking_for_json_gets_json(server: LiveServer, name: str) ->
     body = r.json()["ListQueuesResponse"]
     assert [u.rsplit("/", 1)[1] for u in body["ListQueuesResult"]["QueueUrls"]] == [name]
     assert body["ResponseMetadata"]["RequestId"] == r.headers["x-amzn-RequestId"]
+    query(server, f"/000000000000/{name}", Action="SendMessage", MessageBody='{"a": "b\rc"}')
+    r = httpx.get(
+        server.url + "/",
+        params={"Action": "ReceiveMessage", "QueueUrl": f"{server.url}/000000000000/{name}"},
+        headers={"Accept": "application/json"},
+    )
+    result = r.json()["ReceiveMessageResponse"]["ReceiveMessageResult"]
+    assert [m["Body"] for m in result["messages"]] == ['{"a": "b\rc"}']  # SQS's key
 
 
 def test_a_parameter_read_two_ways_is_refused_and_nothing_runs(
