@@ -43,20 +43,21 @@ def order_after(after: int) -> tuple[int, int]:
     return MAX_PRIORITY - (after >> SEQ_BITS), after & SEQ_MASK
 
 
-def dedup_key(message: NewMessage, attrs: QueueAttributes) -> str | None:
-    """The key a FIFO queue de-duplicates a send by: its dedup id, or its body's hash; on a
-    queue that de-duplicates per group, a digest of the group and that (at most 66
-    characters, whatever the two are)."""
+def dedup(message: NewMessage, attrs: QueueAttributes) -> tuple[str | None, str | None]:
+    """A FIFO send's de-duplication id (the one sent, else, with content-based
+    de-duplication, its body's SHA-256: what the message shows) and the key the queue
+    de-duplicates it by: that id, or on a queue that de-duplicates per group a digest of the
+    group and the id (at most 66 characters, whatever the two are)."""
     if message.dedup_id is not None:
-        key = message.dedup_id
+        shown = message.dedup_id
     elif attrs.content_based_dedup:
-        key = hashlib.sha256(message.body).hexdigest()
+        shown = hashlib.sha256(message.body).hexdigest()
     else:
-        return None
+        return None, None
     if attrs.dedup_per_group and message.group_id is not None:
-        scoped = f"{message.group_id}\0{key}".encode()
-        return "g:" + hashlib.sha256(scoped).hexdigest()
-    return key
+        scoped = f"{message.group_id}\0{shown}".encode()
+        return shown, "g:" + hashlib.sha256(scoped).hexdigest()
+    return shown, shown
 
 
 def receives_before_move(policy: DeadLetterPolicy | None, dead_letter_queue: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 import pytest
@@ -258,6 +259,11 @@ def test_rule5_dedup_per_group(client: Client, clock: ManualClock) -> None:
     assert not q.send("same", group_id="g2").duplicate  # by body, also per group
     assert q.send("same", group_id="g2").duplicate
     assert q.stats().total == 4
+    # a message shows its own de-duplication id (or, by body, the body's SHA-256), not the
+    # key the queue scopes to its group
+    shown = {(m.group_id, m.dedup_id) for m in q.peek(10)}
+    digest = hashlib.sha256(b"same").hexdigest()
+    assert shown == {("g1", "d1"), ("g2", "d1"), ("g1", digest), ("g2", digest)}
     with pytest.raises(InvalidAttribute):
         client.create_queue("dpg-standard", dedup_per_group=True)
 

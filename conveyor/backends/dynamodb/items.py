@@ -196,6 +196,7 @@ class Doc:
     entered_at: float  # when it entered this queue (DynamoMQ's sent_at: its index order)
     created: str | None = None  # DynamoMQ's created_at, as written
     extra: Item = field(default_factory=dict)  # attributes of others, kept on rewrite
+    dkey: str | None = None  # a send's FIFO de-duplication key (its own item, not this one)
 
     @property
     def order(self) -> int:

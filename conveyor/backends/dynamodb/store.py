@@ -43,7 +43,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import make_receipt, parse_receipt, stale_receipt
-from ..rules import ClaimTerms, GroupFill, claim_terms, dedup_key, expired
+from ..rules import ClaimTerms, GroupFill, claim_terms, dedup, expired
 from .editing import DynamoEditor
 from .items import (
     COMPAT,
@@ -375,15 +375,16 @@ class DynamoStore(Backend):
 
     # -- sending --------------------------------------------------------------------------
 
-    def _new_doc(self, entry: Entry, m: NewMessage, mid: str, key: str | None, seq: int,
-                 now: float) -> Doc:  # fmt: skip
+    def _new_doc(self, entry: Entry, m: NewMessage, mid: str, seq: int, now: float) -> Doc:
+        shown, key = dedup(m, entry.attrs) if entry.attrs.fifo else (None, None)
         return Doc(
             mid=mid,
             qt=entry.qt,
             body=m.body,
             attributes=dict(m.attributes),
             grp=m.group_id,
-            ddk=key,
+            ddk=shown,
+            dkey=key,
             pri=0 if entry.attrs.fifo else m.priority,
             seq=seq,
             dl=m.deadline,
@@ -410,14 +411,14 @@ class DynamoStore(Backend):
                 }
             }
         ]
-        if doc.ddk is not None:
+        if doc.dkey is not None:
             actions.append(
                 {
                     "Put": {
                         "Item": {
-                            "id": s(f"conveyor#dedup#{entry.qt}#{doc.ddk}"),
+                            "id": s(f"conveyor#dedup#{entry.qt}#{doc.dkey}"),
                             "queue_type": s(f"{entry.qt}#dedup"),
-                            "sent_at": s(doc.ddk),
+                            "sent_at": s(doc.dkey),
                             "mid": s(doc.mid),
                             "exp": n(now + DEDUP_WINDOW),
                             "ttl": n(int(now + DEDUP_WINDOW) + 1),
@@ -469,7 +470,7 @@ class DynamoStore(Backend):
                     continue
                 entry, doc = writes[i]
                 duplicates[i] = (
-                    self._dedup_holder(entry, doc.ddk) if is_dedup and doc.ddk else doc.mid
+                    self._dedup_holder(entry, doc.dkey) if is_dedup and doc.dkey else doc.mid
                 )
             pending = [i for i in pending if i not in duplicates]
         return duplicates
@@ -488,7 +489,8 @@ class DynamoStore(Backend):
         seen_keys: dict[str, str] = {}
         for i, (m, own) in enumerate(zip(messages, mine, strict=True)):
             mid = next(fresh) if own else m.id
-            key = dedup_key(m, entry.attrs) if fifo else None
+            doc = self._new_doc(entry, m, mid, first + i, now)
+            key = doc.dkey
             if mid in seen_ids:
                 results.append(SendResult(id=mid, duplicate=True))
                 continue
@@ -498,7 +500,7 @@ class DynamoStore(Backend):
             seen_ids.add(mid)
             if key is not None:
                 seen_keys[key] = mid
-            docs.append(self._new_doc(entry, m, mid, key, first + i, now))
+            docs.append(doc)
             places.append(len(results))
             results.append(None)
         duplicates = self._store([(entry, d) for d in docs], now) if docs else {}
@@ -526,14 +528,7 @@ class DynamoStore(Backend):
         entries = [self.queue_entry(name) for name in names]
         seq = self.order.take(len(entries))
         docs = [
-            self._new_doc(
-                e,
-                message,
-                message.id,
-                dedup_key(message, e.attrs) if e.attrs.fifo else None,
-                seq + i,
-                now,
-            )
+            self._new_doc(e, message, message.id, seq + i, now)
             for i, (e, (_, message)) in enumerate(zip(entries, copies, strict=True))
         ]
         duplicates = self._store(list(zip(entries, docs, strict=True)), now)

@@ -34,7 +34,7 @@ from ...models import (
 from ...validation import DEDUP_WINDOW
 from ..errors import no_message, no_queue
 from ..receipts import make_receipt
-from ..rules import SWEEP_INTERVAL, dedup_key, expired, order_key
+from ..rules import SWEEP_INTERVAL, dedup, expired, order_key
 
 
 @dataclass(slots=True)
@@ -277,7 +277,7 @@ class State:
                 continue
             else:
                 mid = m.id
-            key = dedup_key(m, attrs) if fifo else None
+            shown, key = dedup(m, attrs) if fifo else (None, None)
             if key is not None:
                 seen = q.dedup.get(key)
                 if seen is not None and seen[1] > now:
@@ -291,7 +291,7 @@ class State:
                 m.body,
                 dict(m.attributes) if m.attributes else {},
                 m.group_id,
-                key,
+                shown,
                 0 if fifo else m.priority,
                 m.deadline,
                 now,

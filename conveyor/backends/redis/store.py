@@ -45,7 +45,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import parse_receipt, receipt_prefix, stale_receipt
-from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, bare_bodies, claim_terms, dedup_key
+from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, bare_bodies, claim_terms, dedup
 from .connection import RedisConnection
 from .values import (
     ARCHIVE_FIELDS,
@@ -259,14 +259,14 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         for m, own in zip(messages, mine, strict=True):
             message_id = next(fresh) if own else m.id
             ids.append(message_id)
-            key = (dedup_key(m, attrs) or "") if fifo else ""
+            shown, key = dedup(m, attrs) if fifo else (None, None)
             visible = num(now + m.delay)
             deadline = "" if m.deadline is None else num(m.deadline)
             ext = pack_ext(encode_attributes(m.attributes), deadline, compressed=m.compressed)
             args += (
                 message_id,
-                pack_message(now_text, visible, m.group_id or "", key, ext, m.body),
-                key,
+                pack_message(now_text, visible, m.group_id or "", shown or "", ext, m.body),
+                key or "",
                 "0" if fifo else str(m.priority),
                 deadline,
                 visible,
@@ -712,11 +712,12 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             ]
             for entry, _ in group:
                 fifo = entry.attrs.fifo
-                key = dedup_key(copy, entry.attrs) if fifo else None
+                shown, key = dedup(copy, entry.attrs) if fifo else (None, None)
                 args += (
                     entry.prefix,
                     entry.name,
                     key or "",
+                    shown or "",
                     "0" if fifo else str(copy.priority),
                     num(now + copy.delay),
                 )

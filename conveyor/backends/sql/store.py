@@ -53,7 +53,7 @@ from ..rules import (
     GroupFill,
     bare_bodies,
     claim_terms,
-    dedup_key,
+    dedup,
     group_order,
     refill_tokens,
     walks_head,
@@ -588,7 +588,7 @@ class SQLStore(Backend, Generic[E]):
             self.queue_row(ex, queue, lock=True)
         results: list[SendResult] = []
         for m in messages:
-            key = dedup_key(m, attrs) if fifo else None
+            shown, key = dedup(m, attrs) if fifo else (None, None)
             if key is not None:
                 seen = ex.one(
                     f"SELECT message_id FROM {p}dedup WHERE queue_id = %s AND dkey = %s"
@@ -602,7 +602,7 @@ class SQLStore(Backend, Generic[E]):
             given = m.id if m.id and not m.generated_id else None
             made = None if given is not None else d.new_ids(1)
             message_id = given or (made[0] if made else "")
-            stored = d.insert_one(ex, qid, new_fields(m, message_id, key, now, fifo, hidden))
+            stored = d.insert_one(ex, qid, new_fields(m, message_id, shown, now, fifo, hidden))
             if stored is None:
                 results.append(SendResult(id=message_id, duplicate=True))
                 continue
