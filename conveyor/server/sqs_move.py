@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import json
 import logging
 import time
@@ -21,6 +22,7 @@ from ..exceptions import (
     InvalidInput,
     MissingParameter,
     NotFound,
+    QueueDoesNotExist,
     Unsupported,
 )
 from .sqs_attributes import dead_letter_sources, int_in
@@ -68,7 +70,10 @@ class MoveTasks:
         stats = await asyncio.to_thread(self._check, source, destination)
         for t in self._tasks.values():
             if t.source == source and t.status in ("RUNNING", "CANCELLING"):
-                raise Unsupported(f"A message move task is already running on {source_arn}")
+                raise InvalidInput(
+                    "There is already a task running. Only one active task is allowed for a"
+                    " source queue arn at a given time."
+                )
         handle = base64.b64encode(
             json.dumps({"taskId": str(uuid.uuid4()), "sourceArn": source_arn}).encode()
         ).decode()
@@ -85,9 +90,9 @@ class MoveTasks:
         return {"TaskHandle": handle}
 
     def _check(self, source: str, destination: str | None) -> int:
-        self.client.queue_info(source, fresh=True)
+        self._exists(source, "SourceArn")
         if destination is not None:
-            self.client.queue_info(destination, fresh=True)
+            self._exists(destination, "DestinationArn")
         if not dead_letter_sources(self.client, source, self.client.list_queues()):
             # as on SQS, only a dead-letter queue's messages move, wherever they go
             raise InvalidInput("Source queue must be configured as a Dead Letter Queue.")
@@ -115,13 +120,29 @@ class MoveTasks:
             log.exception("message move task on %s failed", task.source)
             task.status, task.failure = "FAILED", f"internal error: {type(exc).__name__}"
 
+    def _exists(self, queue: str, parameter: str) -> None:
+        try:
+            self.client.queue_info(queue, fresh=True)
+        except QueueDoesNotExist:
+            raise NotFound(
+                f"The resource that you specified for the {parameter} parameter doesn't exist."
+            ) from None
+
     def cancel(self, params: dict[str, Any]) -> dict[str, Any]:
         handle = params.get("TaskHandle")
         if not handle:
             raise MissingParameter("The request must contain the parameter TaskHandle.")
+        try:  # SQS's handles (and these) are base64 JSON naming the task and its source
+            named = json.loads(base64.b64decode(str(handle), validate=True))
+            source_arn = named["sourceArn"]
+            if not isinstance(source_arn, str) or not isinstance(named["taskId"], str):
+                raise ValueError
+        except (ValueError, TypeError, KeyError, binascii.Error, RecursionError):
+            raise InvalidInput("Value for parameter TaskHandle is invalid.") from None
+        self._exists(self.ns.from_arn(source_arn, "SourceArn"), "SourceArn")
         task = self._tasks.get(str(handle))
         if task is None:
-            raise NotFound(f"No message move task with handle {handle}")
+            raise NotFound("Task does not exist.")
         if task.status != "RUNNING":
             raise Unsupported(f"The task is {task.status}; only a RUNNING task can be cancelled")
         task.cancel = True

@@ -4,6 +4,7 @@ a missing queue is reported in SQS's words, in both protocols."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from typing import Any
@@ -730,3 +731,52 @@ def test_sizes_filters_and_batch_answers_as_sqs_gives_them(
     )
     policy = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])["Attributes"]
     assert json.loads(policy["Policy"])["Version"] == "2008-10-17"
+
+
+def test_message_move_task_errors_in_the_words_sqs_answers(sqs: Any, name: str) -> None:
+    dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    source = sqs.create_queue(
+        QueueName=name,
+        Attributes={
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
+        },
+    )["QueueUrl"]
+    source_arn = sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    missing = dlq_arn.replace(f"{name}-dlq", f"{name}-nowhere")
+    assert _error(sqs.start_message_move_task, SourceArn=dlq_arn, DestinationArn=missing) == (
+        "ResourceNotFoundException",
+        "The resource that you specified for the DestinationArn parameter doesn't exist.",
+    )
+    for i in range(50):
+        sqs.send_message(QueueUrl=dlq, MessageBody=f"m{i}")
+    running = sqs.start_message_move_task(
+        SourceArn=dlq_arn, DestinationArn=source_arn, MaxNumberOfMessagesPerSecond=1
+    )["TaskHandle"]
+    assert _error(sqs.start_message_move_task, SourceArn=dlq_arn) == (
+        "InvalidParameterValue",
+        "There is already a task running. Only one active task is allowed for a source queue"
+        " arn at a given time.",
+    )
+    assert _error(sqs.cancel_message_move_task, TaskHandle="foobared") == (
+        "InvalidParameterValue",
+        "Value for parameter TaskHandle is invalid.",
+    )
+
+    def handle(source_arn: str) -> str:
+        named = {"taskId": "10f57157-fc38-4da9-a113-4de7e12d05aa", "sourceArn": source_arn}
+        return base64.b64encode(json.dumps(named).encode()).decode()
+
+    assert _error(sqs.cancel_message_move_task, TaskHandle=handle(missing)) == (
+        "ResourceNotFoundException",
+        "The resource that you specified for the SourceArn parameter doesn't exist.",
+    )
+    assert _error(sqs.cancel_message_move_task, TaskHandle=handle(dlq_arn)) == (
+        "ResourceNotFoundException",
+        "Task does not exist.",
+    )
+    assert sqs.cancel_message_move_task(TaskHandle=running)["ApproximateNumberOfMessagesMoved"] < 50
