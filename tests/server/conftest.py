@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,3 +38,19 @@ def sqs(server: LiveServer) -> Any:
 def name() -> str:
     """A queue name no other test uses."""
     return f"t{uuid.uuid4().hex[:12]}"
+
+
+def arn_of(sqs: Any, url: str) -> str:
+    arn: str = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    return arn
+
+
+def queue_with_dlq(sqs: Any, name: str, max_receive_count: int = 1) -> tuple[str, str]:
+    """A queue `name` whose dead-letter queue is `name`-dlq, both made through the SQS API:
+    their URLs (the queue's, the dead-letter queue's)."""
+    dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    policy = {"deadLetterTargetArn": arn_of(sqs, dlq), "maxReceiveCount": max_receive_count}
+    url = sqs.create_queue(QueueName=name, Attributes={"RedrivePolicy": json.dumps(policy)})
+    return url["QueueUrl"], dlq

@@ -4,7 +4,6 @@ store."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from conveyor import Client
 from .. import dynamoservers, sqlstores
 from ..conftest import unavailable
 from ..live import LiveServer
+from .conftest import queue_with_dlq
 
 # how soon a send by another client wakes a long poll: Redis publishes on a channel; the
 # DynamoDB store polls, backing off to its poll_interval (1 s)
@@ -83,16 +83,7 @@ def test_send_receive_delete_and_attributes(live: LiveServer) -> None:
 
 def test_dead_letters_and_fifo(live: LiveServer) -> None:
     sqs = live.sqs()
-    dlq = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    jobs = sqs.create_queue(
-        QueueName="jobs",
-        Attributes={
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
-        },
-    )["QueueUrl"]
+    jobs, dlq = queue_with_dlq(sqs, "jobs")
     sqs.send_message(QueueUrl=jobs, MessageBody="poison")
     [m] = sqs.receive_message(QueueUrl=jobs)["Messages"]
     sqs.change_message_visibility(

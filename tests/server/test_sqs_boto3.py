@@ -15,6 +15,7 @@ from conveyor import Client
 from conveyor.notify import HUB
 
 from ..live import LiveServer
+from .conftest import arn_of, queue_with_dlq
 
 
 def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
@@ -295,16 +296,8 @@ def test_purge_tags_permissions_dead_letter_sources(sqs: Any, name: str) -> None
 
 
 def test_message_move_tasks(sqs: Any, name: str) -> None:
-    dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    src = sqs.create_queue(
-        QueueName=name,
-        Attributes={
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
-        },
-    )["QueueUrl"]
+    src, dlq = queue_with_dlq(sqs, name)
+    arn = arn_of(sqs, dlq)
     for i in range(5):
         sqs.send_message(QueueUrl=src, MessageBody=str(i))
     for _ in range(5):  # first receive; the second attempt moves each to the DLQ

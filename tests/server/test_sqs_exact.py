@@ -17,6 +17,7 @@ from conveyor.client import Client
 from conveyor.server.sqs_wire import XML_UNSAFE, xml_unsafe
 
 from ..live import LiveServer
+from .conftest import arn_of, queue_with_dlq
 
 
 def _fifo(sqs: Any, name: str) -> str:
@@ -734,19 +735,8 @@ def test_sizes_filters_and_batch_answers_as_sqs_gives_them(
 
 
 def test_message_move_task_errors_in_the_words_sqs_answers(sqs: Any, name: str) -> None:
-    dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    source = sqs.create_queue(
-        QueueName=name,
-        Attributes={
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
-        },
-    )["QueueUrl"]
-    source_arn = sqs.get_queue_attributes(QueueUrl=source, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    source, dlq = queue_with_dlq(sqs, name)
+    source_arn, dlq_arn = arn_of(sqs, source), arn_of(sqs, dlq)
     missing = dlq_arn.replace(f"{name}-dlq", f"{name}-nowhere")
     assert _error(sqs.start_message_move_task, SourceArn=dlq_arn, DestinationArn=missing) == (
         "ResourceNotFoundException",
