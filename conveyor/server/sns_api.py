@@ -31,7 +31,7 @@ from ..exceptions import (
 from ..models import SendResult
 from ..queues import SendEntry
 from ..validation import check_topic_name
-from .sns_filter import check_policy
+from .sns_filter import NestedPolicy, PolicyError, check_policy
 from .sns_publication import MAX_MESSAGE, Publication, envelope, passes, read_publication
 from .sns_wire import Entries, SnsError, invalid, not_found, numbered, query_map
 from .sqs_names import ARN_RE, Caller, Namespaces
@@ -262,6 +262,11 @@ class SnsApi:
     def subscribe(self, params: Params, caller: Caller) -> Result:
         topic, _ = self._existing(params.get("TopicArn"), caller)
         protocol, endpoint = params.get("Protocol"), params.get("Endpoint")
+        attributes = query_map(params.get("Attributes"), "key", "value")
+        for key, value in attributes.items():  # checked first, whatever the protocol, as SNS
+            _check_subscription_attribute(
+                key, value, attributes, self.ns, where="Attributes Reason: "
+            )
         if not isinstance(protocol, str) or protocol.lower() != "sqs":
             raise invalid(
                 f"Protocol: {protocol!r} is not served here; this server delivers to SQS queues"
@@ -276,9 +281,6 @@ class SnsApi:
                 "Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to"
                 " standard SNS topics"
             )
-        attributes = query_map(params.get("Attributes"), "key", "value")
-        for key, value in attributes.items():
-            _check_subscription_attribute(key, value, attributes, self.ns)
         attributes = {k: v for k, v in attributes.items() if v != ""}
         current = self._subscriptions(topic)
         if queue in current:
@@ -369,6 +371,8 @@ class SnsApi:
         out.update(attributes)
         if "FilterPolicy" in attributes:
             out.setdefault("FilterPolicyScope", "MessageAttributes")
+        else:  # SNS shows the scope with a policy only (it keeps it for one set later)
+            out.pop("FilterPolicyScope", None)
         return {"Attributes": Entries(out)}
 
     def set_subscription_attributes(self, params: Params, caller: Caller) -> Result:
@@ -510,16 +514,26 @@ class SnsApi:
         built: dict[tuple[bool, bool], SendEntry] = {}
         copies: dict[str, SendEntry] = {}
         body = p.body_for("sqs")
+        now = datetime.now(UTC)
         for queue, attributes in self.client.subscriptions(topic).items():
             if not passes(attributes, p):
                 continue
             raw = attributes.get("RawMessageDelivery", "false").lower() == "true"
             fifo = queue.endswith(".fifo")  # a FIFO topic delivers to standard queues too
+            if not raw:  # an envelope names its subscription: one each
+                sub = self.subscription_arn(topic, queue)
+                copies[queue] = SendEntry(
+                    entry_id="0",
+                    body=envelope(mid, arn, p, body, caller, topic, sub, now),
+                    group_id=p.group_id,
+                    dedup_id=p.dedup_id if fifo else None,
+                )
+                continue
             if (raw, fifo) not in built:
                 built[raw, fifo] = SendEntry(
                     entry_id="0",
-                    body=body if raw else envelope(mid, arn, p, body, caller, topic),
-                    attributes=dict(p.attributes) if raw else {},
+                    body=body,
+                    attributes=dict(p.attributes),
                     group_id=p.group_id,
                     dedup_id=p.dedup_id if fifo else None,
                 )
@@ -626,18 +640,29 @@ def _check_topic_attribute(key: str, value: str, fifo: bool) -> None:
 
 
 def _check_subscription_attribute(
-    key: Any, value: str, all_attributes: Mapping[str, str], ns: Namespaces
+    key: Any, value: str, all_attributes: Mapping[str, str], ns: Namespaces, where: str = ""
 ) -> None:
+    """One subscription attribute checked (`where`: what SNS says the error is in before the
+    attribute's name: "Attributes Reason: " in Subscribe)."""
     if not isinstance(key, str) or key not in SUBSCRIPTION_ATTRIBUTES:
         raise invalid(f"AttributeName: {key!r} is not a subscription attribute")
     if key == "RawMessageDelivery" and value.lower() not in ("true", "false"):
         raise invalid("RawMessageDelivery: true or false")
     if key == "FilterPolicyScope" and value not in ("MessageAttributes", "MessageBody"):
-        raise invalid("FilterPolicyScope: MessageAttributes or MessageBody")
+        raise invalid(
+            f"FilterPolicyScope: Invalid value [{value}]. Please use either MessageBody or"
+            " MessageAttributes"
+        )
     if key in ("FilterPolicy", "FilterPolicyScope"):
         policy = all_attributes.get("FilterPolicy")
         if policy:
-            check_policy(policy, all_attributes.get("FilterPolicyScope", "MessageAttributes"))
+            scope = all_attributes.get("FilterPolicyScope", "MessageAttributes")
+            try:
+                check_policy(policy, scope)
+            except NestedPolicy as exc:
+                raise invalid(exc.message) from None
+            except PolicyError as exc:  # SNS names where: Subscribe's Attributes, or the one
+                raise invalid(f"{where}FilterPolicy: {exc.message}") from None
     if key == "RedrivePolicy" and value:
         try:
             policy = json.loads(value)

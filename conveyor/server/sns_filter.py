@@ -7,11 +7,12 @@ conditions one must (OR); ``{"$or": [...]}`` at any level matches when one branc
 
 Conditions, as AWS documents them: a string (exact), a number (numeric equality), ``null``
 and booleans (payload only), ``{"prefix": s}``, ``{"suffix": s}``,
-``{"equals-ignore-case": s}``, ``{"anything-but": value | [values] | {"prefix": s} |
-{"suffix": s}}``, ``{"numeric": [op, n, (op, n)]}`` with ``= < <= > >=``,
-``{"exists": bool}`` and ``{"cidr": "10.0.0.0/24"}``. Attributes of type ``String.Array``
-match when one element does; ``Binary`` attributes are never matched. Numbers compare to 5
-decimal places.
+``{"equals-ignore-case": s}``, ``{"anything-but": value | [values] | {"prefix": s}}``,
+``{"numeric": [op, n, (op, n)]}`` with ``= < <= > >=``, ``{"exists": bool}`` and
+``{"cidr": "10.0.0.0/24"}``. Attributes of type ``String.Array`` match when one element
+does; ``Binary`` attributes are never matched. Numbers compare to 5 decimal places. On the
+payload a dotted key (``"a.b"``) names the path ``a`` then ``b`` as well as the key itself.
+Policies are refused in SNS's words.
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ ABSENT = object()
 
 
 class PolicyError(InvalidInput):
+    """What is wrong with a filter policy, in SNS's words (the caller says where it was)."""
+
     code = "InvalidParameter"
+
+
+class NestedPolicy(PolicyError):
+    """A nested policy on message attributes, which SNS words on its own."""
 
 
 def check_policy(text: str, scope: str) -> dict[str, Any]:
@@ -38,103 +45,148 @@ def check_policy(text: str, scope: str) -> dict[str, Any]:
     try:
         policy = json.loads(text)
     except ValueError:
-        raise _bad("the policy is not JSON") from None
+        raise PolicyError("the policy is not JSON") from None
     if not isinstance(policy, dict):
-        raise _bad("the policy must be a JSON object")
+        raise PolicyError("the policy must be a JSON object")
     if not policy:
         return policy
-    keys, combinations = _check_node(policy, scope, depth=0)
-    if keys > MAX_KEYS:
-        raise _bad(f"Filter policy can not have more than {MAX_KEYS} keys")
+    if scope != "MessageBody" and _nested(policy):
+        raise NestedPolicy(
+            "Filter policy scope MessageAttributes does not support nested filter policy"
+        )
+    keys, combinations = _check_node(policy, depth=0)
     if combinations > MAX_COMBINATIONS:
-        raise _bad("Filter policy is too complex")
+        raise PolicyError("Filter policy is too complex")
+    if keys > MAX_KEYS:
+        raise PolicyError(f"Filter policy can not have more than {MAX_KEYS} keys")
     return policy
 
 
-def _bad(reason: str) -> PolicyError:
-    return PolicyError(f"Invalid parameter: FilterPolicy: {reason}")
+def _nested(node: dict[str, Any]) -> bool:
+    """Whether a policy has a key whose value is an object of well-formed conditions (a
+    nested policy), rather than a list of them."""
+    for key, value in node.items():
+        if key == "$or":
+            if isinstance(value, list) and any(isinstance(b, dict) and _nested(b) for b in value):
+                return True
+        elif isinstance(value, dict) and all(isinstance(v, dict | list) for v in value.values()):
+            return True
+    return False
 
 
-def _check_node(node: dict[str, Any], scope: str, depth: int) -> tuple[int, int]:
+def _check_node(node: dict[str, Any], depth: int) -> tuple[int, int]:
     """(keys, combinations) of a policy object, checked."""
     keys, combinations = 0, 1
     for key, value in node.items():
         if key == "$or":
             if not isinstance(value, list) or len(value) < 2:
-                raise _bad("$or takes a list of at least two policies")
+                raise PolicyError("$or takes a list of at least two policies")
             branch_keys, total = 0, 0
             for branch in value:
                 if not isinstance(branch, dict) or not branch:
-                    raise _bad("each $or branch must be a non-empty object")
-                k, c = _check_node(branch, scope, depth)
+                    raise PolicyError("each $or branch must be a non-empty object")
+                k, c = _check_node(branch, depth)
                 branch_keys, total = max(branch_keys, k), total + c
             keys, combinations = keys + branch_keys, combinations * total
         elif isinstance(value, dict):
-            if scope != "MessageBody":
-                raise _bad(f"{key!r}: nested keys need FilterPolicyScope MessageBody")
-            k, c = _check_node(value, scope, depth + 1)
+            k, c = _check_node(value, depth + 1)
             keys, combinations = keys + k, combinations * c
         elif isinstance(value, list):
             if not value:
-                raise _bad(f"{key!r}: the list of conditions is empty")
+                raise PolicyError("Empty arrays are not allowed")
             for condition in value:
-                _check_condition(key, condition, scope)
-            keys, combinations = keys + 1, combinations * len(value)
+                _check_condition(condition)
+            # as SNS counts: a key's values times its depth (1 at the top)
+            keys, combinations = keys + 1, combinations * len(value) * (depth + 1)
         else:
-            raise _bad(f"{key!r}: conditions must be in a list, like [{json.dumps(value)}]")
+            raise PolicyError(f'"{key}" must be an object or an array')
     return keys, combinations
 
 
-def _check_condition(key: str, condition: Any, scope: str) -> None:
-    if isinstance(condition, str | int | float) and not isinstance(condition, bool):
-        return
-    if condition is None or isinstance(condition, bool):
-        return  # accepted in both scopes; message attributes never hold them
-    if not isinstance(condition, dict) or len(condition) != 1:
-        raise _bad(f"{key!r}: a condition is a value or an object with one operator")
+def _check_condition(condition: Any) -> None:
+    if condition is None or isinstance(condition, str | int | float | bool):
+        return  # null and booleans: accepted in both scopes; attributes never hold them
+    if not isinstance(condition, dict):
+        raise PolicyError("Match value must be String, number, true, false, or null")
+    if len(condition) != 1:
+        raise PolicyError("Only one key allowed in match expression")
     [(op, arg)] = condition.items()
     if op in ("prefix", "suffix", "equals-ignore-case"):
         if not isinstance(arg, str):
-            raise _bad(f"{key!r}: {op} takes a string")
+            raise PolicyError(f"{op} match pattern must be a string")
     elif op == "anything-but":
         if isinstance(arg, dict):
-            if len(arg) != 1 or next(iter(arg)) not in ("prefix", "suffix"):
-                raise _bad(f"{key!r}: anything-but takes a value, a list, prefix or suffix")
-            if not isinstance(next(iter(arg.values())), str):
-                raise _bad(f"{key!r}: anything-but's prefix or suffix takes a string")
+            [(inner, pattern)] = arg.items() if len(arg) == 1 else [(None, None)]
+            if inner != "prefix":
+                raise PolicyError(f"Unsupported anything-but pattern: {inner or list(arg)}")
+            if not isinstance(pattern, str):
+                raise PolicyError("prefix match pattern must be a string")
         else:
             values = arg if isinstance(arg, list) else [arg]
             if not values or not all(
                 isinstance(v, str | int | float) and not isinstance(v, bool) for v in values
             ):
-                raise _bad(f"{key!r}: anything-but takes strings or numbers")
+                raise PolicyError("anything-but takes strings or numbers")
     elif op == "numeric":
-        _check_numeric(key, arg)
+        _check_numeric(arg)
     elif op == "exists":
         if not isinstance(arg, bool):
-            raise _bad(f"{key!r}: exists takes true or false")
+            raise PolicyError("exists match pattern must be either true or false.")
     elif op == "cidr":
-        try:
-            ipaddress.ip_network(arg, strict=False)
-        except (TypeError, ValueError):
-            raise _bad(f"{key!r}: cidr takes a network like 10.0.0.0/24") from None
+        _check_cidr(arg)
     else:
-        raise _bad(f"{key!r}: unrecognized match type {op}")
+        raise PolicyError(f"Unrecognized match type {op}")
 
 
-def _check_numeric(key: str, arg: Any) -> None:
-    if not isinstance(arg, list) or len(arg) not in (2, 4):
-        raise _bad(f"{key!r}: numeric takes [op, number] or [op, number, op, number]")
-    for i in range(0, len(arg), 2):
-        op, value = arg[i], arg[i + 1]
-        if op not in NUMERIC_OPS:
-            raise _bad(f"{key!r}: unrecognized numeric operator {op!r}")
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _bad(f"{key!r}: numeric takes numbers")
-    if len(arg) == 4:
-        (low_op, low), (high_op, high) = arg[:2], arg[2:]
-        if low_op not in (">", ">=") or high_op not in ("<", "<=") or low >= high:
-            raise _bad(f"{key!r}: a numeric range is [> or >=, low, < or <=, high]")
+def _check_cidr(arg: Any) -> None:
+    if not isinstance(arg, str):
+        raise PolicyError("prefix match pattern must be a string")  # SNS's own words
+    if arg.count("/") != 1:
+        raise PolicyError("Malformed CIDR, one '/' required")
+    address, bits = arg.split("/")
+    if not bits.isdigit():
+        raise PolicyError("Malformed CIDR, mask bits must be an integer")
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise PolicyError(f"Nonstandard IP address: {address}") from None
+    try:
+        ipaddress.ip_network(arg, strict=False)
+    except ValueError:
+        raise PolicyError(f"Malformed CIDR, mask bits must be an integer: {bits}") from None
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_numeric(arg: Any) -> None:
+    """A numeric match: [op, n] or a range [> or >=, low, < or <=, high], checked as SNS
+    checks it, term by term."""
+    if not isinstance(arg, list) or not arg:
+        raise PolicyError("Invalid member in numeric match: ]")
+    if not isinstance(arg[0], str):
+        raise PolicyError(f"Invalid member in numeric match: {json.dumps(arg[0])}")
+    op = arg[0]
+    if op not in NUMERIC_OPS:
+        raise PolicyError(f"Unrecognized numeric range operator: {op}")
+    if len(arg) < 2 or not _numeric(arg[1]):
+        raise PolicyError(f"Value of {'equals' if op == '=' else op} must be numeric")
+    if len(arg) == 2:
+        return
+    if op in ("=", "<", "<="):
+        raise PolicyError("Too many elements in numeric expression")
+    top = arg[2]
+    if not isinstance(top, str):
+        raise PolicyError(f"Bad value in numeric range: {json.dumps(top)}")
+    if top not in ("<", "<="):
+        raise PolicyError(f"Bad numeric range operator: {top}")
+    if len(arg) < 4 or not _numeric(arg[3]):
+        raise PolicyError(f"Value of {top} must be numeric")
+    if len(arg) > 4:
+        raise PolicyError("Too many terms in numeric range expression")
+    if arg[1] >= arg[3]:
+        raise PolicyError("Bottom must be less than top")
 
 
 # -- matching -----------------------------------------------------------------------------
@@ -195,10 +247,30 @@ def matches_body(policy: Mapping[str, Any], body: Any) -> bool:
             elif not matches_body(condition, value if value is not ABSENT else {}):
                 return False
             continue
-        values = value if value is ABSENT else (value if isinstance(value, list) else [value])
+        if "." in key:  # a dotted key names the path through objects, or the key itself
+            found = _at_path(body, key)
+            value = ABSENT if not found else [v for f in found for v in _listed(f)]
+        values = value if value is ABSENT else _listed(value)
         if not _matches(condition, values):
             return False
     return True
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _at_path(body: dict[str, Any], key: str) -> list[Any]:
+    """The values a dotted key names in a payload: under the key as written, and down every
+    way of reading its dots as steps into objects (and arrays of objects)."""
+    found = [body[key]] if key in body else []
+    parts = key.split(".")
+    for i in range(1, len(parts)):
+        head, rest = ".".join(parts[:i]), ".".join(parts[i:])
+        for sub in _listed(body.get(head)):
+            if isinstance(sub, dict):
+                found += _at_path(sub, rest)
+    return found
 
 
 def _matches(conditions: list[Any], values: Any) -> bool:

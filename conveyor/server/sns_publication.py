@@ -9,7 +9,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from ..models import AttributeValue, TypedValue
@@ -186,8 +186,19 @@ def passes(attributes: Mapping[str, str], p: Publication) -> bool:
     return matches_attributes(policy, p.wire)
 
 
-def envelope(mid: str, arn: str, p: Publication, body: str, caller: Caller, topic: str) -> str:
-    now = datetime.now(UTC)
+def envelope(
+    mid: str,
+    arn: str,
+    p: Publication,
+    body: str,
+    caller: Caller,
+    topic: str,
+    subscription: str,
+    now: datetime,
+) -> str:
+    """The JSON a subscribed queue gets for a publication (unless raw delivery is on):
+    `subscription` (its ARN) in the UnsubscribeURL, `now` the publication's time."""
+    unsubscribe = f"{caller.base_url}/?Action=Unsubscribe&SubscriptionArn={subscription}"
     envelope: dict[str, Any] = {"Type": "Notification", "MessageId": mid}
     if topic.endswith(".fifo"):
         envelope["SequenceNumber"] = str(int(now.timestamp() * 1_000_000)).rjust(20, "0")
@@ -197,7 +208,7 @@ def envelope(mid: str, arn: str, p: Publication, body: str, caller: Caller, topi
     envelope["Message"] = body
     envelope["Timestamp"] = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
     if topic.endswith(".fifo"):
-        envelope["UnsubscribeURL"] = f"{caller.base_url}/?Action=Unsubscribe"
+        envelope["UnsubscribeURL"] = unsubscribe
     else:
         # not a signature anyone can verify: the digest of the canonical text, so that
         # clients that read the fields find them; documented in docs/sns-compatibility.md
@@ -211,7 +222,7 @@ def envelope(mid: str, arn: str, p: Publication, body: str, caller: Caller, topi
             hashlib.sha256(canonical.encode()).digest()
         ).decode()
         envelope["SigningCertURL"] = f"{caller.base_url}/SimpleNotificationService-conveyor.pem"
-        envelope["UnsubscribeURL"] = f"{caller.base_url}/?Action=Unsubscribe"
+        envelope["UnsubscribeURL"] = unsubscribe
     if p.wire:
         envelope["MessageAttributes"] = {
             k: {"Type": v["DataType"], "Value": v.get("StringValue", v.get("BinaryValue", ""))}

@@ -147,6 +147,7 @@ def test_fan_out_envelope_raw_and_subscriptions(
     assert envelope["TopicArn"] == topic and envelope["Message"] == "hello"
     assert envelope["Subject"] == "greeting" and envelope["Timestamp"].endswith("Z")
     assert envelope["SignatureVersion"] == "1" and envelope["Signature"]
+    assert envelope["UnsubscribeURL"].endswith(f"/?Action=Unsubscribe&SubscriptionArn={sub1}")
     assert envelope["MessageAttributes"]["kind"] == {"Type": "String", "Value": "order"}
     assert envelope["MessageAttributes"]["n"] == {"Type": "Number", "Value": "42"}
     assert envelope["MessageAttributes"]["blob"] == {"Type": "Binary", "Value": "AAE="}
@@ -254,6 +255,38 @@ def test_filter_policies_on_attributes_and_body(sns: Any, server: LiveServer, na
     attrs = sns.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]
     assert json.loads(attrs["FilterPolicy"]) == policies["exact"][0]
     assert attrs["FilterPolicyScope"] == "MessageAttributes"
+    # the scope is shown with a policy only, and applies to the policy set after it
+    _, arn = queue(sqs, f"{name}-scoped")
+    scoped = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)["SubscriptionArn"]
+    sns.set_subscription_attributes(
+        SubscriptionArn=scoped, AttributeName="FilterPolicyScope", AttributeValue="MessageBody"
+    )
+    shown = sns.get_subscription_attributes(SubscriptionArn=scoped)["Attributes"]
+    assert "FilterPolicyScope" not in shown
+    sns.set_subscription_attributes(
+        SubscriptionArn=scoped, AttributeName="FilterPolicy", AttributeValue='{"a": {"b": ["c"]}}'
+    )
+    shown = sns.get_subscription_attributes(SubscriptionArn=scoped)["Attributes"]
+    assert shown["FilterPolicyScope"] == "MessageBody"
+    with pytest.raises(ClientError) as exc:
+        sns.set_subscription_attributes(
+            SubscriptionArn=sub, AttributeName="FilterPolicyScope", AttributeValue="Random"
+        )
+    assert exc.value.response["Error"]["Message"] == (
+        "Invalid parameter: FilterPolicyScope: Invalid value [Random]. Please use either"
+        " MessageBody or MessageAttributes"
+    )
+    # a subscription's attributes are checked before its protocol, as SNS does
+    with pytest.raises(ClientError) as exc:
+        sns.subscribe(
+            TopicArn=topic,
+            Protocol="sms",
+            Endpoint="+15005550006",
+            Attributes={"FilterPolicy": '{"kind": "order"}'},
+        )
+    assert exc.value.response["Error"]["Message"] == (
+        'Invalid parameter: Attributes Reason: FilterPolicy: "kind" must be an object or an array'
+    )
 
 
 def test_fifo_topic_to_fifo_queues_in_order_with_dedup(

@@ -91,14 +91,29 @@ def test_body_policies(policy: dict[str, Any], body: Any, expected: bool) -> Non
     ("policy", "scope", "says"),
     [
         ("[1]", "MessageAttributes", "JSON object"),
-        ('{"k": "a"}', "MessageAttributes", "in a list"),
-        ('{"k": []}', "MessageAttributes", "empty"),
-        ('{"k": {"j": ["a"]}}', "MessageAttributes", "MessageBody"),
-        ('{"k": [{"nope": 1}]}', "MessageAttributes", "unrecognized"),
-        ('{"k": [{"numeric": [">", "1"]}]}', "MessageAttributes", "numbers"),
-        ('{"k": [{"numeric": ["<", 5, ">", 1]}]}', "MessageAttributes", "range"),
-        ('{"k": [{"exists": "yes"}]}', "MessageAttributes", "true or false"),
-        ('{"k": [{"cidr": "nope"}]}', "MessageAttributes", "cidr"),
+        # SNS's own words
+        ('{"k": "a"}', "MessageAttributes", '"k" must be an object or an array'),
+        ('{"k": []}', "MessageAttributes", "Empty arrays are not allowed"),
+        ('{"k": {"j": ["a"]}}', "MessageAttributes", "MessageAttributes does not support nested"),
+        ('{"k": {"suffix": "a"}}', "MessageAttributes", '"suffix" must be an object or an'),
+        ('{"k": [["a"]]}', "MessageAttributes", "Match value must be String, number"),
+        ('{"k": [{"nope": 1}]}', "MessageAttributes", "Unrecognized match type nope"),
+        ('{"k": [{"prefix": "a", "suffix": "b"}]}', "MessageAttributes", "Only one key"),
+        ('{"k": [{"suffix": 1}]}', "MessageAttributes", "suffix match pattern must be a str"),
+        ('{"k": [{"anything-but": {"suffix": "a"}}]}', "MessageAttributes", "Unsupported any"),
+        ('{"k": [{"numeric": []}]}', "MessageAttributes", "Invalid member in numeric match: ]"),
+        ('{"k": [{"numeric": ["~", 1]}]}', "MessageAttributes", "Unrecognized numeric range"),
+        ('{"k": [{"numeric": ["=", "1"]}]}', "MessageAttributes", "Value of equals must be n"),
+        ('{"k": [{"numeric": [">", "1"]}]}', "MessageAttributes", "Value of > must be numeric"),
+        ('{"k": [{"numeric": ["<", 5, ">", 1]}]}', "MessageAttributes", "Too many elements"),
+        ('{"k": [{"numeric": [">", 1, ">", 2]}]}', "MessageAttributes", "Bad numeric range op"),
+        ('{"k": [{"numeric": [">", 3, "<", 1]}]}', "MessageAttributes", "Bottom must be less"),
+        ('{"k": [{"numeric": [">", 1, 3]}]}', "MessageAttributes", "Bad value in numeric range"),
+        ('{"k": [{"numeric": [">", 1, "<", 3, 4]}]}', "MessageAttributes", "Too many terms"),
+        ('{"k": [{"exists": "yes"}]}', "MessageAttributes", "either true or false"),
+        ('{"k": [{"cidr": "nope"}]}', "MessageAttributes", "Malformed CIDR, one '/' required"),
+        ('{"k": [{"cidr": "x.1/8"}]}', "MessageAttributes", "Nonstandard IP address: x.1"),
+        ('{"k": [{"cidr": "10.0.0.0/x"}]}', "MessageAttributes", "mask bits must be an int"),
         ('{"$or": [{"k": ["a"]}]}', "MessageAttributes", "at least two"),
         (json.dumps({f"k{i}": ["a"] for i in range(6)}), "MessageAttributes", "5 keys"),
         (
@@ -112,3 +127,26 @@ def test_bad_policies_say_what_is_wrong(policy: str, scope: str, says: str) -> N
     with pytest.raises(PolicyError, match=says) as exc:
         check_policy(policy, scope)
     assert exc.value.code == "InvalidParameter"
+
+
+def test_a_dotted_body_key_names_the_path_and_the_key() -> None:
+    policy = {"object.nested": ["string.value"]}
+    check_policy(json.dumps(policy), "MessageBody")
+    assert matches_body(policy, {"object": {"nested": "string.value"}})
+    assert matches_body(policy, {"object.nested": "string.value"})
+    assert matches_body(policy, {"object": [{"nested": "x"}, {"nested": "string.value"}]})
+    assert not matches_body(policy, {"object": {"nested": "test-auto"}})
+    assert not matches_body(policy, {"other": {"nested": "string.value"}})
+
+
+def test_nested_keys_count_their_depth_toward_the_combinations() -> None:
+    # SNS's example: 3 x 4 x 2 x 3 x 1 x 3 = 216 combinations, over the limit of 150
+    nested = {
+        "key_a": {"key_b": {"key_c": ["1", "2", "3", "4"]}},
+        "key_d": {"key_e": ["1", "2", "3"]},
+        "key_f": ["1", "2", "3"],
+    }
+    with pytest.raises(PolicyError, match="too complex"):
+        check_policy(json.dumps(nested), "MessageBody")
+    del nested["key_f"]  # 72: within it
+    check_policy(json.dumps(nested), "MessageBody")
