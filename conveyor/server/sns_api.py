@@ -129,10 +129,13 @@ class SnsApi:
         """The stored name of the topic an ARN names (which need not exist)."""
         match = TOPIC_ARN_RE.fullmatch(arn) if isinstance(arn, str) else None
         if match is None:
+            parts = len(arn.split(":")) if isinstance(arn, str) else 1
+            if parts < 6:  # SNS's words
+                raise invalid(f"{param} Reason: An ARN must have at least 6 elements, not {parts}")
             raise invalid(f"{param}: {arn!r} is not a topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)")
         _own(caller, match.group(2), arn)
         if match.group(1) != caller.region:
-            raise not_found("Topic does not exist")  # asked of another region's endpoint
+            raise invalid(param)  # another region's topic, asked of this region's endpoint
         return self.ns.store_name(match.group(1), match.group(2), match.group(3))
 
     def _existing(
@@ -178,13 +181,6 @@ class SnsApi:
         if fifo != name.endswith(".fifo") or not re.fullmatch(
             r"[A-Za-z0-9_-]{1,256}" if not fifo else r"[A-Za-z0-9_-]{1,251}\.fifo", name
         ):
-            if fifo or name.endswith(".fifo"):
-                raise SnsError(
-                    "InvalidParameter",
-                    "Fifo Topic names must end with .fifo and must be made up of only uppercase"
-                    " and lowercase ASCII letters, numbers, underscores, and hyphens, and must be"
-                    " between 1 and 256 characters long.",
-                )
             raise invalid("Topic Name")
         if fifo:
             attributes["FifoTopic"] = "true"
@@ -252,7 +248,7 @@ class SnsApi:
             raise invalid(f"AttributeName: {key!r} is not a topic attribute")
         fifo = topic.endswith(".fifo")
         if key == "FifoTopic":
-            raise invalid("AttributeName: FifoTopic cannot be changed after a topic is created")
+            raise invalid("AttributeName")  # FifoTopic cannot change: SNS says no more
         _check_topic_attribute(key, value, fifo)
         self.client.update_topic_settings(topic, {key: value if value != "" else None})
         return {}
@@ -396,7 +392,7 @@ class SnsApi:
     def publish(self, params: Params, caller: Caller) -> Result:
         if params.get("PhoneNumber") is not None:
             raise invalid("PhoneNumber: this server delivers to SQS queues only")
-        arn = params.get("TopicArn") or params.get("TargetArn")
+        arn = params.get("TopicArn") if "TopicArn" in params else params.get("TargetArn")
         if arn is None:
             raise invalid("TopicArn or TargetArn Reason: no value for required parameter")
         topic, settings = self._existing(arn, caller, "TopicArn")

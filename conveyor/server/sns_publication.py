@@ -53,7 +53,7 @@ def read_publication(
 ) -> Publication:
     message = params.get("Message")
     if not isinstance(message, str) or message == "":
-        raise invalid(f"{at}Message Reason: Empty message")
+        raise invalid(f"{at}Empty message")
     structure = None
     if params.get("MessageStructure") is not None:
         if params.get("MessageStructure") != "json":
@@ -72,7 +72,7 @@ def read_publication(
         or any(c in subject for c in "\r\n")
         or not subject.isprintable()
     ):
-        raise invalid(f"{at}Subject: 1-100 printable characters, no line breaks")
+        raise invalid(f"{at}Subject")  # SNS's word: 1-100 printable characters, one line
     attributes, wire = message_attributes(params.get("MessageAttributes"), at)
     size = len(message.encode()) + sum(
         len(k.encode())
@@ -81,7 +81,7 @@ def read_publication(
         for k, v in wire.items()
     )
     if size > MAX_MESSAGE:
-        raise invalid(f"{at}Message too long: at most {MAX_MESSAGE} bytes with its attributes")
+        raise invalid(f"{at}Message too long")  # over MAX_MESSAGE bytes with its attributes
     group_id, dedup_id = params.get("MessageGroupId"), params.get("MessageDeduplicationId")
     if topic.endswith(".fifo"):
         if group_id is None:

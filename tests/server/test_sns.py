@@ -439,11 +439,26 @@ def test_regions_names_pages_and_caller_identity(sns: Any, server: LiveServer, n
     west = server.sns(region="eu-west-1")
     assert west.create_topic(Name=long_name)["TopicArn"].startswith("arn:aws:sns:eu-west-1:")
     with pytest.raises(ClientError) as exc:
-        west.get_topic_attributes(TopicArn=arn)  # asked of another region's endpoint
-    assert code(exc) == "NotFound"
-    with pytest.raises(ClientError) as exc:
-        sns.create_topic(Name="n.fifo", Attributes={"FifoTopic": "false"})
-    assert exc.value.response["Error"]["Message"].startswith("Fifo Topic names must end with")
+        west.publish(TopicArn=arn, Message="m")  # asked of another region's endpoint
+    assert exc.value.response["Error"]["Message"] == "Invalid parameter: TopicArn"
+    for bad_name, attributes in (("n.fifo", {"FifoTopic": "false"}), ("n", {"FifoTopic": "true"})):
+        with pytest.raises(ClientError) as exc:
+            sns.create_topic(Name=bad_name, Attributes=attributes)
+        assert exc.value.response["Error"]["Message"] == "Invalid parameter: Topic Name"
+    for bad_arn, parts in (("randomstring", 1), ("randomstring:1", 2), ("", 1)):
+        with pytest.raises(ClientError) as exc:
+            sns.publish(TopicArn=bad_arn, Message="m")
+        assert exc.value.response["Error"]["Message"] == (
+            f"Invalid parameter: TopicArn Reason: An ARN must have at least 6 elements, not {parts}"
+        )
+    for words, publication in (
+        ("Empty message", {"Message": ""}),
+        ("Subject", {"Message": "m", "Subject": ""}),
+        ("Message too long", {"Message": "x" * 262145}),
+    ):
+        with pytest.raises(ClientError) as exc:
+            sns.publish(TopicArn=arn, **publication)
+        assert exc.value.response["Error"]["Message"] == f"Invalid parameter: {words}"
     plain = sns.create_topic(Name=name, Attributes={"FifoTopic": "false"})["TopicArn"]
     assert "FifoTopic" not in sns.get_topic_attributes(TopicArn=plain)["Attributes"]
     with pytest.raises(ClientError) as exc:
