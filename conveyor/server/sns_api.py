@@ -50,6 +50,8 @@ TAG_QUOTA = "Could not complete request: tag quota of per resource exceeded"
 TAG = "tag:"
 PENDING = "pending:"
 
+# what a topic has for an attribute never set (a CreateTopic asking for these matches it)
+TOPIC_DEFAULTS = {"SignatureVersion": "1", "TracingConfig": "PassThrough"}
 TOPIC_ATTRIBUTES = {
     "DeliveryPolicy",
     "DisplayName",
@@ -154,8 +156,15 @@ class SnsApi:
     def _subscription(self, arn: Any, caller: Caller) -> tuple[str, str, dict[str, str]]:
         """(topic, queue, attributes) of a subscription ARN; NotFound if there is none."""
         match = SUBSCRIPTION_ARN_RE.fullmatch(arn) if isinstance(arn, str) else None
-        if match is None:
-            raise invalid(f"SubscriptionArn: {arn!r} is not a subscription ARN")
+        if match is None:  # in SNS's words
+            if not isinstance(arn, str):
+                raise invalid("SubscriptionArn Reason: no value for required parameter")
+            parts = len(arn.split(":"))
+            if parts < 6:
+                raise invalid(
+                    f"SubscriptionArn Reason: An ARN must have at least 6 elements, not {parts}"
+                )
+            raise invalid("SubscriptionId")
         _own(caller, match.group(2), arn)
         topic = self.ns.store_name(match.group(1), match.group(2), match.group(3))
         try:
@@ -198,9 +207,11 @@ class SnsApi:
         created = self.client.create_topic(topic)
         current = self.client.topic_settings(topic)
         if not created:
-            mismatched = {k: v for k, v in attributes.items() if current.get(k, v) != v}
-            if mismatched:
+            defaults = TOPIC_DEFAULTS if not fifo else {**TOPIC_DEFAULTS, "FifoTopic": "true"}
+            if any(current.get(k, defaults.get(k, "")) != v for k, v in attributes.items()):
                 raise invalid("Attributes Reason: Topic already exists with different attributes")
+            if any(current.get(TAG + k) != v for k, v in tags.items()):
+                raise invalid("Tags Reason: Topic already exists with different tags")
         changes: dict[str, str | None] = {**attributes, **{TAG + k: v for k, v in tags.items()}}
         if changes:
             settings = self.client.update_topic_settings(topic, changes)
@@ -277,10 +288,13 @@ class SnsApi:
                 "Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to"
                 " standard SNS topics"
             )
-        attributes = {k: v for k, v in attributes.items() if v != ""}
+        attributes = {k: _stored(k, v) for k, v in attributes.items() if v != ""}
         current = self._subscriptions(topic)
         if queue in current:
-            if attributes and _normal(current[queue]) != _normal(attributes):
+            have = current[queue]
+            if any(
+                _stored(k, have.get(k, SUB_DEFAULTS.get(k, ""))) != v for k, v in attributes.items()
+            ):
                 raise invalid(
                     "Attributes Reason: Subscription already exists with different attributes"
                 )
@@ -316,8 +330,8 @@ class SnsApi:
                 self.client.update_topic_settings(topic, {key: None})
 
     def confirm_subscription(self, params: Params, caller: Caller) -> Result:
-        self._existing(params.get("TopicArn"), caller)
-        raise invalid("Token: SQS subscriptions are confirmed when made; there is none pending")
+        # SQS subscriptions are confirmed when made: no token is ever pending (SNS's word)
+        raise invalid("Token")
 
     def unsubscribe(self, params: Params, caller: Caller) -> Result:
         try:
@@ -377,7 +391,7 @@ class SnsApi:
         if not isinstance(value, str):
             raise invalid("AttributeValue must be a string")
         _check_subscription_attribute(key, value, {**attributes, str(key): value}, self.ns)
-        change = {str(key): value if value != "" else None}
+        change = {str(key): _stored(str(key), value) if value != "" else None}
         settings = self.client.topic_settings(topic)
         if PENDING + queue in settings:
             pending = {**json.loads(settings[PENDING + queue]), **change}
@@ -641,9 +655,9 @@ def _check_subscription_attribute(
     """One subscription attribute checked (`where`: what SNS says the error is in before the
     attribute's name: "Attributes Reason: " in Subscribe)."""
     if not isinstance(key, str) or key not in SUBSCRIPTION_ATTRIBUTES:
-        raise invalid(f"AttributeName: {key!r} is not a subscription attribute")
+        raise invalid("AttributeName")  # SNS's word for an attribute it does not know
     if key == "RawMessageDelivery" and value.lower() not in ("true", "false"):
-        raise invalid("RawMessageDelivery: true or false")
+        raise invalid(f"{where}RawMessageDelivery: Invalid value [{value}]. Must be true or false.")
     if key == "FilterPolicyScope" and value not in ("MessageAttributes", "MessageBody"):
         raise invalid(
             f"FilterPolicyScope: Invalid value [{value}]. Please use either MessageBody or"
@@ -654,6 +668,10 @@ def _check_subscription_attribute(
         if policy:
             scope = all_attributes.get("FilterPolicyScope", "MessageAttributes")
             try:
+                json.loads(policy)
+            except ValueError:
+                raise invalid(f"{where}FilterPolicy: failed to parse JSON.") from None
+            try:
                 check_policy(policy, scope)
             except NestedPolicy as exc:
                 raise invalid(exc.message) from None
@@ -662,9 +680,11 @@ def _check_subscription_attribute(
     if key == "RedrivePolicy" and value:
         try:
             policy = json.loads(value)
-            target = policy["deadLetterTargetArn"]
-        except (ValueError, KeyError, TypeError):
-            raise invalid("RedrivePolicy: JSON with deadLetterTargetArn, a queue ARN") from None
+        except ValueError:
+            raise invalid(f"{where}RedrivePolicy: failed to parse JSON.") from None
+        target = policy.get("deadLetterTargetArn") if isinstance(policy, dict) else None
+        if not isinstance(target, str) or not ARN_RE.fullmatch(target):
+            raise invalid(f"{where}RedrivePolicy: deadLetterTargetArn is an invalid arn")
         ns.from_arn(target, "deadLetterTargetArn")
     if key == "DeliveryPolicy" and value:
         try:
@@ -673,12 +693,13 @@ def _check_subscription_attribute(
             raise invalid("DeliveryPolicy: not valid JSON") from None
 
 
-def _normal(attributes: Mapping[str, str]) -> dict[str, str]:
-    """Attributes compared as SNS compares them: defaults left out."""
-    out = {k: v for k, v in attributes.items() if v != ""}
-    if out.get("RawMessageDelivery", "false").lower() == "false":
-        out.pop("RawMessageDelivery", None)
-    return out
+# what a subscription has when an attribute was never set
+SUB_DEFAULTS = {"RawMessageDelivery": "false", "FilterPolicyScope": "MessageAttributes"}
+
+
+def _stored(key: str, value: str) -> str:
+    """An attribute as SNS keeps it: RawMessageDelivery in lower case."""
+    return value.lower() if key == "RawMessageDelivery" else value
 
 
 # -- parameters ---------------------------------------------------------------------------
@@ -692,6 +713,8 @@ def _tags(node: Any) -> dict[str, str]:
         key, value = item["Key"], item.get("Value", "")
         if not 1 <= len(key) <= 128 or not isinstance(value, str) or len(value) > 256:
             raise invalid("Tags: keys are 1-128 characters, values at most 256")
+        if key in tags:
+            raise invalid("Duplicated keys are not allowed.")
         tags[key] = value
     if len(tags) > MAX_TAGS:
         raise SnsError("TagLimitExceeded", TAG_QUOTA)

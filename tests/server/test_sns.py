@@ -470,3 +470,99 @@ def test_regions_names_pages_and_caller_identity(sns: Any, server: LiveServer, n
     assert identity["Arn"] == "arn:aws:iam::000000000000:root"
     for t in (arn, plain):
         sns.delete_topic(TopicArn=t)
+
+
+def test_topics_and_subscriptions_answer_in_sns_words(
+    sns: Any, server: LiveServer, name: str
+) -> None:
+    """What SNS itself answers (recorded against AWS): re-created topics and subscriptions,
+    attribute values, tags and ARNs."""
+
+    def error(call: Any, **params: Any) -> str:
+        with pytest.raises(ClientError) as exc:
+            call(**params)
+        assert code(exc) == "InvalidParameter", exc.value.response
+        return str(exc.value.response["Error"]["Message"])
+
+    topic = sns.create_topic(Name=name, Attributes={"DisplayName": "one"})["TopicArn"]
+    assert sns.create_topic(Name=name)["TopicArn"] == topic  # no attributes: the same topic
+    sns.create_topic(Name=name, Attributes={"DisplayName": "one", "FifoTopic": "false"})
+    for attributes in ({"DisplayName": "two"}, {"SignatureVersion": "2"}):
+        assert error(sns.create_topic, Name=name, Attributes=attributes) == (
+            "Invalid parameter: Attributes Reason: Topic already exists with different attributes"
+        )
+    assert error(sns.create_topic, Name=name, Tags=[{"Key": "k", "Value": "v"}]) == (
+        "Invalid parameter: Tags Reason: Topic already exists with different tags"
+    )
+    twice = [{"Key": "k", "Value": "v"}, {"Key": "k", "Value": "v"}]
+    assert error(sns.tag_resource, ResourceArn=topic, Tags=twice) == (
+        "Invalid parameter: Duplicated keys are not allowed."
+    )
+
+    sqs = server.sqs()
+    _, arn = queue(sqs, f"{name}-q")
+    sub = sns.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=arn,
+        Attributes={"RawMessageDelivery": "True"},
+        ReturnSubscriptionArn=True,
+    )["SubscriptionArn"]
+    attrs = sns.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]
+    assert attrs["RawMessageDelivery"] == "true"  # kept in lower case
+    for same in ({"RawMessageDelivery": "true", "FilterPolicyScope": "MessageAttributes"}, {}):
+        again = sns.subscribe(
+            TopicArn=topic,
+            Protocol="sqs",
+            Endpoint=arn,
+            Attributes=same,
+            ReturnSubscriptionArn=True,
+        )
+        assert again["SubscriptionArn"] == sub  # what it has, or defaults: the same one
+    assert (
+        error(
+            sns.subscribe,
+            TopicArn=topic,
+            Protocol="sqs",
+            Endpoint=arn,
+            Attributes={"FilterPolicyScope": "MessageBody"},
+        )
+        == "Invalid parameter: Attributes Reason: Subscription already exists with different"
+        " attributes"
+    )
+    set_attribute = sns.set_subscription_attributes
+    assert error(set_attribute, SubscriptionArn=sub, AttributeName="Nope", AttributeValue="x") == (
+        "Invalid parameter: AttributeName"
+    )
+    assert (
+        error(
+            set_attribute,
+            SubscriptionArn=sub,
+            AttributeName="RawMessageDelivery",
+            AttributeValue="x",
+        )
+        == "Invalid parameter: RawMessageDelivery: Invalid value [x]. Must be true or false."
+    )
+    for key in ("RedrivePolicy", "FilterPolicy"):
+        assert (
+            error(set_attribute, SubscriptionArn=sub, AttributeName=key, AttributeValue="{invalid")
+            == f"Invalid parameter: {key}: failed to parse JSON."
+        )
+    assert (
+        error(
+            set_attribute,
+            SubscriptionArn=sub,
+            AttributeName="RedrivePolicy",
+            AttributeValue=json.dumps({"deadLetterTargetArn": "fake-arn"}),
+        )
+        == "Invalid parameter: RedrivePolicy: deadLetterTargetArn is an invalid arn"
+    )
+    assert error(sns.confirm_subscription, TopicArn=topic, Token="abc") == (
+        "Invalid parameter: Token"
+    )
+    for bad, words in (
+        ("randomstring", "SubscriptionArn Reason: An ARN must have at least 6 elements, not 1"),
+        (topic.rsplit(":", 1)[0], "SubscriptionArn Reason: An ARN must have at least 6 el"),
+        (topic.rsplit(":", 1)[0] + ":random", "SubscriptionId"),
+    ):
+        assert error(sns.unsubscribe, SubscriptionArn=bad).startswith(f"Invalid parameter: {words}")
