@@ -29,6 +29,18 @@ def queue(sqs: Any, name: str, **attributes: str) -> tuple[str, str]:
     return url, arn["QueueArn"]
 
 
+def subscribe(sns: Any, topic: str, arn: str, **attributes: str) -> str:
+    """Subscribe a queue (by ARN) with these attributes; the subscription's ARN."""
+    made: str = sns.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=arn,
+        Attributes=attributes,
+        ReturnSubscriptionArn=True,
+    )["SubscriptionArn"]
+    return made
+
+
 def bodies(sqs: Any, url: str, n: int = 10, **options: Any) -> list[dict[str, Any]]:
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=n, **options)
     messages = got.get("Messages", [])
@@ -99,13 +111,7 @@ def test_fan_out_envelope_raw_and_subscriptions(
     wrapped_url, wrapped_arn = queue(sqs, f"{name}-wrapped")
     raw_url, raw_arn = queue(sqs, f"{name}-raw")
     sub1 = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=wrapped_arn)["SubscriptionArn"]
-    sub2 = sns.subscribe(
-        TopicArn=topic,
-        Protocol="sqs",
-        Endpoint=raw_arn,
-        Attributes={"RawMessageDelivery": "true"},
-        ReturnSubscriptionArn=True,
-    )["SubscriptionArn"]
+    sub2 = subscribe(sns, topic, raw_arn, RawMessageDelivery="true")
     assert sub1.startswith(topic + ":") and sub1 != sub2
     again = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=wrapped_arn)
     assert again["SubscriptionArn"] == sub1  # idempotent
@@ -501,24 +507,11 @@ def test_topics_and_subscriptions_answer_in_sns_words(
 
     sqs = server.sqs()
     _, arn = queue(sqs, f"{name}-q")
-    sub = sns.subscribe(
-        TopicArn=topic,
-        Protocol="sqs",
-        Endpoint=arn,
-        Attributes={"RawMessageDelivery": "True"},
-        ReturnSubscriptionArn=True,
-    )["SubscriptionArn"]
+    sub = subscribe(sns, topic, arn, RawMessageDelivery="True")
     attrs = sns.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]
     assert attrs["RawMessageDelivery"] == "true"  # kept in lower case
     for same in ({"RawMessageDelivery": "true", "FilterPolicyScope": "MessageAttributes"}, {}):
-        again = sns.subscribe(
-            TopicArn=topic,
-            Protocol="sqs",
-            Endpoint=arn,
-            Attributes=same,
-            ReturnSubscriptionArn=True,
-        )
-        assert again["SubscriptionArn"] == sub  # what it has, or defaults: the same one
+        assert subscribe(sns, topic, arn, **same) == sub  # what it has, or defaults: the same
     assert (
         error(
             sns.subscribe,
