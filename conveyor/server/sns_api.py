@@ -530,12 +530,14 @@ class SnsApi:
                 continue
             raw = attributes.get("RawMessageDelivery", "false").lower() == "true"
             fifo = queue.endswith(".fifo")  # a FIFO topic delivers to standard queues too
+            # a FIFO topic's group stays out of standard queues; a standard topic's goes on
+            group = p.group_id if fifo or not topic.endswith(".fifo") else None
             if not raw:  # an envelope names its subscription: one each
                 sub = self.subscription_arn(topic, queue)
                 copies[queue] = SendEntry(
                     entry_id="0",
                     body=envelope(mid, arn, p, body, caller, topic, sub, now),
-                    group_id=p.group_id,
+                    group_id=group,
                     dedup_id=p.dedup_id if fifo else None,
                 )
                 continue
@@ -544,7 +546,7 @@ class SnsApi:
                     entry_id="0",
                     body=body,
                     attributes=dict(p.attributes),
-                    group_id=p.group_id,
+                    group_id=group,
                     dedup_id=p.dedup_id if fifo else None,
                 )
             copies[queue] = built[raw, fifo]

@@ -102,12 +102,16 @@ def read_publication(
         elif not isinstance(dedup_id, str) or not MESSAGE_ID_RE.fullmatch(dedup_id):
             raise invalid(f"{at}MessageDeduplicationId: 1-128 printable ASCII characters")
     else:
-        for name, value in (("MessageGroupId", group_id), ("MessageDeduplicationId", dedup_id)):
-            if value is not None:
-                raise invalid(
-                    f"{at}{name} Reason: The request includes {name} parameter that is not"
-                    " valid for this topic type"
-                )
+        # a standard topic passes a group on to its queues (SQS fair queues), as SNS does
+        if group_id is not None and (
+            not isinstance(group_id, str) or not GROUP_ID_RE.fullmatch(group_id)
+        ):
+            raise invalid(f"{at}MessageGroupId: 1-128 printable ASCII characters")
+        if dedup_id is not None:
+            raise invalid(
+                f"{at}MessageDeduplicationId Reason: The request includes"
+                " MessageDeduplicationId parameter that is not valid for this topic type"
+            )
     return Publication(message, structure, subject, attributes, wire, group_id, dedup_id)
 
 

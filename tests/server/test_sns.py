@@ -335,14 +335,23 @@ def test_fifo_topic_to_fifo_queues_in_order_with_dedup(
         assert all(m["Attributes"]["MessageGroupId"] == "g" for m in got)
     # the standard queue gets the envelopes, and (de-duplication being the FIFO queues') the
     # duplicate too
-    got = sorted(json.loads(m["Body"])["Message"] for m in bodies(sqs, standard_url))
-    assert got == ["m0", "m0", "m1", "m2", "m3", "m4"]
+    # duplicate too; a FIFO topic's group stays out of a standard queue
+    standard = bodies(sqs, standard_url, AttributeNames=["All"])
+    assert sorted(json.loads(m["Body"])["Message"] for m in standard) == [
+        "m0", "m0", "m1", "m2", "m3", "m4"
+    ]  # fmt: skip
+    assert not any("MessageGroupId" in m["Attributes"] for m in standard)
 
-    # a standard topic refuses FIFO parameters and FIFO queues
+    # a standard topic refuses de-duplication ids and FIFO queues, and passes a group on to
+    # its standard queues (SQS fair queues)
     plain = sns.create_topic(Name=name)["TopicArn"]
     with pytest.raises(ClientError) as exc:
-        sns.publish(TopicArn=plain, Message="x", MessageGroupId="g")
+        sns.publish(TopicArn=plain, Message="x", MessageDeduplicationId="d")
     assert code(exc) == "InvalidParameter"
+    sns.subscribe(TopicArn=plain, Protocol="sqs", Endpoint=standard_arn)
+    sns.publish(TopicArn=plain, Message="fair", MessageGroupId="tenant-1")
+    [fair] = bodies(sqs, standard_url, AttributeNames=["All"])
+    assert fair["Attributes"]["MessageGroupId"] == "tenant-1"
     with pytest.raises(ClientError) as exc:
         sns.subscribe(TopicArn=plain, Protocol="sqs", Endpoint=arns[0])
     assert code(exc) == "InvalidParameter" and "FIFO" in str(exc.value)
