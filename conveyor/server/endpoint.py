@@ -287,6 +287,10 @@ class Endpoint:
         params = {k: v for k, v in tree.items() if not k.startswith("X-Amz-")}
         name = str(params.pop("Action", ""))
         params.pop("Version", None)
+        params.pop(TRACE_PARAM, None)
+        trace = request.headers.get("x-amzn-trace-id")
+        if trace and name in ("Publish", "PublishBatch"):
+            params[TRACE_PARAM] = trace  # each copy's AWSTraceHeader, as SNS passes it on
         action = name if name in SNS_ACTIONS else "unknown"
         extra = [(b"x-amzn-requestid", request_id.encode())]
         try:

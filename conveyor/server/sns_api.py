@@ -28,12 +28,14 @@ from ..exceptions import (
     QueueDoesNotExist,
     TopicDoesNotExist,
 )
-from ..models import SendResult
+from ..models import AttributeValue, SendResult, TypedValue
 from ..queues import SendEntry
 from ..validation import check_topic_name
 from .sns_filter import NestedPolicy, PolicyError, check_policy
 from .sns_publication import MAX_MESSAGE, Publication, envelope, passes, read_publication
 from .sns_wire import Entries, SnsError, invalid, not_found, numbered, query_map
+from .sqs_api import TRACE_PARAM
+from .sqs_message_attributes import TRACE_TYPE
 from .sqs_names import ARN_RE, Caller, Namespaces
 
 TOPIC_ARN_RE = re.compile(
@@ -411,7 +413,7 @@ class SnsApi:
             raise invalid("TopicArn or TargetArn Reason: no value for required parameter")
         topic, settings = self._existing(arn, caller, "TopicArn")
         entry = read_publication(params, topic, settings, "")
-        result = self._deliver(topic, settings, entry, caller)
+        result = self._deliver(topic, settings, entry, caller, params.get(TRACE_PARAM))
         out: Result = {"MessageId": result.id}
         if topic.endswith(".fifo"):
             out["SequenceNumber"] = _sequence(result)
@@ -454,7 +456,8 @@ class SnsApi:
                 publication = read_publication(
                     raw, topic, settings, f"PublishBatchRequestEntries.{entry_id}."
                 )
-                result = self._deliver(topic, settings, publication, caller)
+                trace = params.get(TRACE_PARAM)
+                result = self._deliver(topic, settings, publication, caller, trace)
             except SnsError as exc:
                 failed.append(_failure(entry_id, exc.code, exc.message, exc.sender_fault))
                 continue
@@ -515,9 +518,18 @@ class SnsApi:
         return {"Tags": [{"Key": k, "Value": v} for k, v in tags]}
 
     def _deliver(
-        self, topic: str, settings: Mapping[str, str], p: Publication, caller: Caller
+        self,
+        topic: str,
+        settings: Mapping[str, str],
+        p: Publication,
+        caller: Caller,
+        trace: Any = None,
     ) -> SendResult:
-        """Route a publication through the subscriptions' filter policies and deliver it."""
+        """Route a publication through the subscriptions' filter policies and deliver it (with
+        the request's X-Ray `trace` header as each copy's AWSTraceHeader, as SNS passes it)."""
+        traced: dict[str, AttributeValue] = (
+            {"AWSTraceHeader": TypedValue(TRACE_TYPE, trace)} if isinstance(trace, str) else {}
+        )
         mid = str(uuid.uuid4())
         arn = self.topic_arn(topic)
         self._promote(topic, settings)
@@ -537,6 +549,7 @@ class SnsApi:
                 copies[queue] = SendEntry(
                     entry_id="0",
                     body=envelope(mid, arn, p, body, caller, topic, sub, now),
+                    attributes=traced,
                     group_id=group,
                     dedup_id=p.dedup_id if fifo else None,
                 )
@@ -545,7 +558,7 @@ class SnsApi:
                 built[raw, fifo] = SendEntry(
                     entry_id="0",
                     body=body,
-                    attributes=dict(p.attributes),
+                    attributes={**p.attributes, **traced},
                     group_id=group,
                     dedup_id=p.dedup_id if fifo else None,
                 )

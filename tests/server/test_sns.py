@@ -568,3 +568,35 @@ def test_topics_and_subscriptions_answer_in_sns_words(
         (topic.rsplit(":", 1)[0] + ":random", "SubscriptionId"),
     ):
         assert error(sns.unsubscribe, SubscriptionArn=bad).startswith(f"Invalid parameter: {words}")
+
+
+def test_the_x_ray_trace_header_of_a_publish_reaches_the_queues(
+    sns: Any, server: LiveServer, name: str
+) -> None:
+    trace = "Root=1-3152b799-8954dae64eda91bc9a23a7e8;Parent=7fa8c0f79203be72;Sampled=1"
+
+    def add_trace(request: Any, **_: Any) -> None:
+        request.headers["X-Amzn-Trace-Id"] = trace
+
+    sqs = server.sqs()
+    topic = sns.create_topic(Name=name)["TopicArn"]
+    wrapped_url, wrapped_arn = queue(sqs, f"{name}-wrapped")
+    raw_url, raw_arn = queue(sqs, f"{name}-raw")
+    subscribe(sns, topic, wrapped_arn)
+    subscribe(sns, topic, raw_arn, RawMessageDelivery="true")
+    sns.meta.events.register("before-send.sns.Publish", add_trace)
+    try:
+        sns.publish(TopicArn=topic, Message="traced")
+    finally:
+        sns.meta.events.unregister("before-send.sns.Publish", add_trace)
+    sns.publish(TopicArn=topic, Message="plain")  # a request without one: none
+    for url in (wrapped_url, raw_url):
+        got = bodies(sqs, url, AttributeNames=["AWSTraceHeader"], MessageAttributeNames=["All"])
+        traced = {
+            m["Body"]
+            if m["Body"] in ("traced", "plain")
+            else json.loads(m["Body"])["Message"]: m.get("Attributes", {}).get("AWSTraceHeader")
+            for m in got
+        }
+        assert traced == {"traced": trace, "plain": None}
+        assert all("AWSTraceHeader" not in m.get("MessageAttributes", {}) for m in got)
