@@ -89,8 +89,8 @@ def _check_node(node: dict[str, Any], depth: int) -> tuple[int, int]:
                 branch_keys, total = max(branch_keys, k), total + c
             keys, combinations = keys + branch_keys, combinations * total
         elif isinstance(value, dict):
-            k, c = _check_node(value, depth + 1)
-            keys, combinations = keys + k, combinations * c
+            _, c = _check_node(value, depth + 1)
+            keys, combinations = keys + 1, combinations * c  # a nested key counts as its parent
         elif isinstance(value, list):
             if not value:
                 raise PolicyError("Empty arrays are not allowed")

@@ -150,3 +150,8 @@ def test_nested_keys_count_their_depth_toward_the_combinations() -> None:
         check_policy(json.dumps(nested), "MessageBody")
     del nested["key_f"]  # 72: within it
     check_policy(json.dumps(nested), "MessageBody")
+    # only parent keys count toward the 5 keys: 6 leaves under 2 parents are fine
+    parents = {"p": {f"a{i}": ["x"] for i in range(3)}, "q": {f"b{i}": ["y"] for i in range(3)}}
+    check_policy(json.dumps(parents), "MessageBody")
+    with pytest.raises(PolicyError, match="more than 5 keys"):
+        check_policy(json.dumps({f"k{i}": {"n": ["x"]} for i in range(6)}), "MessageBody")
