@@ -100,6 +100,8 @@ class SnsApi:
             "SetSubscriptionAttributes": self.set_subscription_attributes,
             "Publish": self.publish,
             "PublishBatch": self.publish_batch,
+            "AddPermission": self.add_permission,
+            "RemovePermission": self.remove_permission,
             "TagResource": self.tag_resource,
             "UntagResource": self.untag_resource,
             "ListTagsForResource": self.list_tags,
@@ -232,6 +234,47 @@ class SnsApi:
         names = [n for n in self.client.list_topics(prefix) if self.ns.in_namespace(n, caller)]
         return _paged("Topics", [{"TopicArn": self.topic_arn(n)} for n in names],
                       params.get("NextToken"))  # fmt: skip
+
+    def add_permission(self, params: Params, caller: Caller) -> Result:
+        """A statement in the topic's policy allowing these accounts these actions."""
+        topic, settings = self._existing(params.get("TopicArn"), caller)
+        label = params.get("Label")
+        if not isinstance(label, str) or not label:
+            raise invalid("Label")
+        accounts = [str(a) for a in numbered(params.get("AWSAccountId"))]
+        actions = [str(a) for a in numbered(params.get("ActionName"))]
+        if not accounts or not actions:
+            raise invalid("AWSAccountId and ActionName: at least one of each")
+        arn = self.topic_arn(topic)
+        policy = _topic_policy(settings, arn, self.ns.split(topic)[1])
+        if any(st.get("Sid") == label for st in policy["Statement"]):
+            raise invalid("Statement already exists")
+        if any(a not in PERMISSION_ACTIONS for a in actions):
+            raise invalid("Policy statement action out of service scope!")
+        principals = [f"arn:aws:iam::{a}:root" for a in accounts]
+        granted = [f"SNS:{a}" for a in actions]
+        policy["Statement"].append(
+            {
+                "Sid": label,
+                "Effect": "Allow",
+                "Principal": {"AWS": principals[0] if len(principals) == 1 else principals},
+                "Action": granted[0] if len(granted) == 1 else granted,
+                "Resource": arn,
+            }
+        )
+        self.client.update_topic_settings(topic, {"Policy": json.dumps(policy)})
+        return {}
+
+    def remove_permission(self, params: Params, caller: Caller) -> Result:
+        topic, settings = self._existing(params.get("TopicArn"), caller)
+        label = params.get("Label")
+        if not isinstance(label, str) or not label:
+            raise invalid("Label")
+        if settings.get("Policy"):
+            policy = _topic_policy(settings, self.topic_arn(topic), self.ns.split(topic)[1])
+            policy["Statement"] = [st for st in policy["Statement"] if st.get("Sid") != label]
+            self.client.update_topic_settings(topic, {"Policy": json.dumps(policy)})
+        return {}
 
     def get_topic_attributes(self, params: Params, caller: Caller) -> Result:
         topic, settings = self._existing(params.get("TopicArn"), caller)
@@ -613,17 +656,34 @@ DELIVERY_POLICY = {
 }
 
 
+# what AddPermission may grant (SNS's action names)
+PERMISSION_ACTIONS = (
+    "GetTopicAttributes",
+    "SetTopicAttributes",
+    "AddPermission",
+    "RemovePermission",
+    "DeleteTopic",
+    "Subscribe",
+    "ListSubscriptionsByTopic",
+    "Publish",
+    "Receive",
+)
+
+
+def _topic_policy(settings: Mapping[str, str], arn: str, account: str) -> dict[str, Any]:
+    """The topic's policy as a document with a list of statements (its default if unset)."""
+    try:
+        policy = json.loads(settings.get("Policy") or _default_policy(arn, account))
+    except ValueError:
+        policy = None
+    if not isinstance(policy, dict) or not isinstance(policy.get("Statement"), list):
+        policy = json.loads(_default_policy(arn, account))
+    statements = [st for st in policy["Statement"] if isinstance(st, dict)]
+    return {**policy, "Statement": statements}
+
+
 def _default_policy(arn: str, account: str) -> str:
-    actions = [
-        "SNS:GetTopicAttributes",
-        "SNS:SetTopicAttributes",
-        "SNS:AddPermission",
-        "SNS:RemovePermission",
-        "SNS:DeleteTopic",
-        "SNS:Subscribe",
-        "SNS:ListSubscriptionsByTopic",
-        "SNS:Publish",
-    ]
+    actions = [f"SNS:{a}" for a in PERMISSION_ACTIONS if a != "Receive"]
     policy = {
         "Version": "2008-10-17",
         "Id": "__default_policy_ID",
@@ -769,6 +829,8 @@ ACTIONS = frozenset(
         "UntagResource",
         "ListTagsForResource",
         "GetCallerIdentity",
+        "AddPermission",
+        "RemovePermission",
     }
 )
 """The actions the SNS API serves: a request for one of them without an SQS signature goes

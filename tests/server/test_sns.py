@@ -600,3 +600,58 @@ def test_the_x_ray_trace_header_of_a_publish_reaches_the_queues(
         }
         assert traced == {"traced": trace, "plain": None}
         assert all("AWSTraceHeader" not in m.get("MessageAttributes", {}) for m in got)
+
+
+def test_add_and_remove_permission_edit_the_topic_policy(sns: Any, name: str) -> None:
+    topic = sns.create_topic(Name=name)["TopicArn"]
+
+    def policy() -> dict[str, Any]:
+        text = sns.get_topic_attributes(TopicArn=topic)["Attributes"]["Policy"]
+        loaded: dict[str, Any] = json.loads(text)
+        return loaded
+
+    default = policy()
+    assert default["Version"] == "2008-10-17"
+    assert [st["Sid"] for st in default["Statement"]] == ["__default_statement_ID"]
+    sns.add_permission(
+        TopicArn=topic, Label="one", AWSAccountId=["111111111111"], ActionName=["Publish"]
+    )
+    sns.add_permission(
+        TopicArn=topic,
+        Label="two",
+        AWSAccountId=["111111111111", "222222222222"],
+        ActionName=["Publish", "Subscribe"],
+    )
+    statements = {st["Sid"]: st for st in policy()["Statement"]}
+    assert statements["one"] == {
+        "Sid": "one",
+        "Effect": "Allow",
+        "Principal": {"AWS": "arn:aws:iam::111111111111:root"},
+        "Action": "SNS:Publish",
+        "Resource": topic,
+    }
+    assert statements["two"]["Action"] == ["SNS:Publish", "SNS:Subscribe"]
+    assert len(statements["two"]["Principal"]["AWS"]) == 2
+
+    def error(**params: Any) -> tuple[str, str]:
+        with pytest.raises(ClientError) as exc:
+            sns.add_permission(**params)
+        e = exc.value.response["Error"]
+        return e["Code"], e["Message"]
+
+    again = {"AWSAccountId": ["111111111111"], "ActionName": ["Publish"]}
+    assert error(TopicArn=topic, Label="one", **again) == (
+        "InvalidParameter",
+        "Invalid parameter: Statement already exists",
+    )
+    assert error(TopicArn=f"{topic}-gone", Label="x", **again) == (
+        "NotFound",
+        "Topic does not exist",
+    )
+    assert error(TopicArn=topic, Label="x", AWSAccountId=["111111111111"], ActionName=["Nope"]) == (
+        "InvalidParameter",
+        "Invalid parameter: Policy statement action out of service scope!",
+    )
+    sns.remove_permission(TopicArn=topic, Label="one")
+    sns.remove_permission(TopicArn=topic, Label="two")
+    assert policy() == default
