@@ -47,7 +47,10 @@ def dedup(message: NewMessage, attrs: QueueAttributes) -> tuple[str | None, str 
     """A FIFO send's de-duplication id (the one sent, else, with content-based
     de-duplication, its body's SHA-256: what the message shows) and the key the queue
     de-duplicates it by: that id, or on a queue that de-duplicates per group a digest of the
-    group and the id (at most 66 characters, whatever the two are)."""
+    group and the id (at most 66 characters, whatever the two are). (None, None) on a
+    standard queue."""
+    if not attrs.fifo:
+        return None, None
     if message.dedup_id is not None:
         shown = message.dedup_id
     elif attrs.content_based_dedup:

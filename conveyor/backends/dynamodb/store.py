@@ -376,7 +376,7 @@ class DynamoStore(Backend):
     # -- sending --------------------------------------------------------------------------
 
     def _new_doc(self, entry: Entry, m: NewMessage, mid: str, seq: int, now: float) -> Doc:
-        shown, key = dedup(m, entry.attrs) if entry.attrs.fifo else (None, None)
+        shown, key = dedup(m, entry.attrs)
         return Doc(
             mid=mid,
             qt=entry.qt,

@@ -277,7 +277,7 @@ class State:
                 continue
             else:
                 mid = m.id
-            shown, key = dedup(m, attrs) if fifo else (None, None)
+            shown, key = dedup(m, attrs)
             if key is not None:
                 seen = q.dedup.get(key)
                 if seen is not None and seen[1] > now:

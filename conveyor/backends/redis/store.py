@@ -259,7 +259,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         for m, own in zip(messages, mine, strict=True):
             message_id = next(fresh) if own else m.id
             ids.append(message_id)
-            shown, key = dedup(m, attrs) if fifo else (None, None)
+            shown, key = dedup(m, attrs)
             visible = num(now + m.delay)
             deadline = "" if m.deadline is None else num(m.deadline)
             ext = pack_ext(encode_attributes(m.attributes), deadline, compressed=m.compressed)
@@ -712,7 +712,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             ]
             for entry, _ in group:
                 fifo = entry.attrs.fifo
-                shown, key = dedup(copy, entry.attrs) if fifo else (None, None)
+                shown, key = dedup(copy, entry.attrs)
                 args += (
                     entry.prefix,
                     entry.name,

@@ -588,7 +588,7 @@ class SQLStore(Backend, Generic[E]):
             self.queue_row(ex, queue, lock=True)
         results: list[SendResult] = []
         for m in messages:
-            shown, key = dedup(m, attrs) if fifo else (None, None)
+            shown, key = dedup(m, attrs)
             if key is not None:
                 seen = ex.one(
                     f"SELECT message_id FROM {p}dedup WHERE queue_id = %s AND dkey = %s"
