@@ -192,9 +192,10 @@ def plain_bodies(entries: list[Params]) -> list[bytes] | None:
         body = entry.get("MessageBody")
         if type(body) is not str or not body or not entry.keys() <= PLAIN_KEYS:
             return None
-        if xml_unsafe(body) is not None:
+        data = body.encode()
+        if xml_unsafe(body, data) is not None:
             return None
-        bodies.append(body.encode())
+        bodies.append(data)
     return bodies
 
 

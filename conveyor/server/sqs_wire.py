@@ -83,12 +83,13 @@ XML_UNSAFE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 _XML_ASCII = bytes([0x9, 0xA, 0xD, *range(0x20, 0x80)])
 
 
-def xml_unsafe(text: str) -> str | None:
+def xml_unsafe(text: str, encoded: bytes | None = None) -> str | None:
     """The first character of `text` that XML 1.0 does not allow (SQS refuses it in a body
     or an attribute), or None. ASCII text is checked in C by `bytes.translate`, four times
-    faster than the regular expression at 100 characters and eight at 1,000."""
+    faster than the regular expression at 100 characters and eight at 1,000 (on `encoded`,
+    the text's UTF-8, when the caller has it already)."""
     if text.isascii():
-        rest = text.encode().translate(None, _XML_ASCII)
+        rest = (text.encode() if encoded is None else encoded).translate(None, _XML_ASCII)
         return chr(rest[0]) if rest else None
     bad = XML_UNSAFE.search(text)
     return bad.group(0) if bad else None
