@@ -208,10 +208,7 @@ class Endpoint:
                 params.pop("Version", None)
             if name in self.sqs.actions:
                 action = name
-            params.pop(TRACE_PARAM, None)
-            trace = headers.get("x-amzn-trace-id")
-            if trace and name in ("SendMessage", "SendMessageBatch"):
-                params[TRACE_PARAM] = trace  # becomes AWSTraceHeader, as on SQS
+            _carry_trace(params, headers, name, ("SendMessage", "SendMessageBatch"))
             if request.account is not None:
                 if name in QUEUELESS_ACTIONS:
                     raise UnknownAction(f"The action {name} is not valid for this endpoint.")
@@ -287,10 +284,7 @@ class Endpoint:
         params = {k: v for k, v in tree.items() if not k.startswith("X-Amz-")}
         name = str(params.pop("Action", ""))
         params.pop("Version", None)
-        params.pop(TRACE_PARAM, None)
-        trace = request.headers.get("x-amzn-trace-id")
-        if trace and name in ("Publish", "PublishBatch"):
-            params[TRACE_PARAM] = trace  # each copy's AWSTraceHeader, as SNS passes it on
+        _carry_trace(params, request.headers, name, ("Publish", "PublishBatch"))
         action = name if name in SNS_ACTIONS else "unknown"
         extra = [(b"x-amzn-requestid", request_id.encode())]
         try:
@@ -311,6 +305,18 @@ class Endpoint:
             error = sns_error(ConveyorError("internal error (the server log has the details)"))
             await _send(send, 500, XML, sns_error_body(error, request_id), extra)
             return action, 500
+
+
+def _carry_trace(
+    params: dict[str, Any], headers: dict[str, str], action: str, actions: tuple[str, ...]
+) -> None:
+    """The request's X-Ray header (`X-Amzn-Trace-Id`) under TRACE_PARAM for the actions that
+    pass it on as AWSTraceHeader (SQS's sends, SNS's publishes); never taken from the
+    request's own parameters."""
+    params.pop(TRACE_PARAM, None)
+    trace = headers.get("x-amzn-trace-id")
+    if trace and action in actions:
+        params[TRACE_PARAM] = trace
 
 
 def _wrapped(action: str, result: Any, request_id: str) -> bytes:
