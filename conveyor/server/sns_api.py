@@ -135,9 +135,7 @@ class SnsApi:
         """The stored name of the topic an ARN names (which need not exist)."""
         match = TOPIC_ARN_RE.fullmatch(arn) if isinstance(arn, str) else None
         if match is None:
-            parts = len(arn.split(":")) if isinstance(arn, str) else 1
-            if parts < 6:  # SNS's words
-                raise invalid(f"{param} Reason: An ARN must have at least 6 elements, not {parts}")
+            _check_arn_parts(param, arn if isinstance(arn, str) else "")
             raise invalid(f"{param}: {arn!r} is not a topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)")
         _own(caller, match.group(2), arn)
         if match.group(1) != caller.region:
@@ -163,11 +161,7 @@ class SnsApi:
         if match is None:  # in SNS's words
             if not isinstance(arn, str):
                 raise invalid("SubscriptionArn Reason: no value for required parameter")
-            parts = len(arn.split(":"))
-            if parts < 6:
-                raise invalid(
-                    f"SubscriptionArn Reason: An ARN must have at least 6 elements, not {parts}"
-                )
+            _check_arn_parts("SubscriptionArn", arn)
             raise invalid("SubscriptionId")
         _own(caller, match.group(2), arn)
         topic = self.ns.store_name(match.group(1), match.group(2), match.group(3))
@@ -238,9 +232,7 @@ class SnsApi:
     def add_permission(self, params: Params, caller: Caller) -> Result:
         """A statement in the topic's policy allowing these accounts these actions."""
         topic, settings = self._existing(params.get("TopicArn"), caller)
-        label = params.get("Label")
-        if not isinstance(label, str) or not label:
-            raise invalid("Label")
+        label = _label(params)
         accounts = [str(a) for a in numbered(params.get("AWSAccountId"))]
         actions = [str(a) for a in numbered(params.get("ActionName"))]
         if not accounts or not actions:
@@ -267,9 +259,7 @@ class SnsApi:
 
     def remove_permission(self, params: Params, caller: Caller) -> Result:
         topic, settings = self._existing(params.get("TopicArn"), caller)
-        label = params.get("Label")
-        if not isinstance(label, str) or not label:
-            raise invalid("Label")
+        label = _label(params)
         if settings.get("Policy"):
             policy = _topic_policy(settings, self.topic_arn(topic), self.ns.split(topic)[1])
             policy["Statement"] = [st for st in policy["Statement"] if st.get("Sid") != label]
@@ -493,13 +483,13 @@ class SnsApi:
             )
         successful: list[dict[str, str]] = []
         failed: list[dict[str, str]] = []
+        trace = params.get(TRACE_PARAM)
         for raw in entries:
             entry_id = str(raw["Id"])
             try:
                 publication = read_publication(
                     raw, topic, settings, f"PublishBatchRequestEntries.{entry_id}."
                 )
-                trace = params.get(TRACE_PARAM)
                 result = self._deliver(topic, settings, publication, caller, trace)
             except SnsError as exc:
                 failed.append(_failure(entry_id, exc.code, exc.message, exc.sender_fault))
@@ -576,7 +566,7 @@ class SnsApi:
         mid = str(uuid.uuid4())
         arn = self.topic_arn(topic)
         self._promote(topic, settings)
-        built: dict[tuple[bool, bool], SendEntry] = {}
+        raw_copies: dict[bool, SendEntry] = {}  # by whether the queue is FIFO
         copies: dict[str, SendEntry] = {}
         body = p.body_for("sqs")
         now = datetime.now(UTC)
@@ -597,15 +587,15 @@ class SnsApi:
                     dedup_id=p.dedup_id if fifo else None,
                 )
                 continue
-            if (raw, fifo) not in built:
-                built[raw, fifo] = SendEntry(
+            if fifo not in raw_copies:
+                raw_copies[fifo] = SendEntry(
                     entry_id="0",
                     body=body,
                     attributes={**p.attributes, **traced},
                     group_id=group,
                     dedup_id=p.dedup_id if fifo else None,
                 )
-            copies[queue] = built[raw, fifo]
+            copies[queue] = raw_copies[fifo]
         if not copies:
             return SendResult(id=mid)
         results = list(self.client.publish_copies(topic, copies, id=mid).values())
@@ -668,6 +658,13 @@ PERMISSION_ACTIONS = (
     "Publish",
     "Receive",
 )
+
+
+def _label(params: Params) -> str:
+    label = params.get("Label")
+    if not isinstance(label, str) or not label:
+        raise invalid("Label")
+    return label
 
 
 def _topic_policy(settings: Mapping[str, str], arn: str, account: str) -> dict[str, Any]:
@@ -743,10 +740,6 @@ def _check_subscription_attribute(
         if policy:
             scope = all_attributes.get("FilterPolicyScope", "MessageAttributes")
             try:
-                json.loads(policy)
-            except ValueError:
-                raise invalid(f"{where}FilterPolicy: failed to parse JSON.") from None
-            try:
                 check_policy(policy, scope)
             except NestedPolicy as exc:
                 raise invalid(exc.message) from None
@@ -766,6 +759,13 @@ def _check_subscription_attribute(
             json.loads(value)
         except ValueError:
             raise invalid("DeliveryPolicy: not valid JSON") from None
+
+
+def _check_arn_parts(param: str, arn: str) -> None:
+    """An ARN of fewer than six parts, refused in SNS's words."""
+    parts = len(arn.split(":"))
+    if parts < 6:
+        raise invalid(f"{param} Reason: An ARN must have at least 6 elements, not {parts}")
 
 
 # what a subscription has when an attribute was never set

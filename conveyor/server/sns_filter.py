@@ -45,7 +45,7 @@ def check_policy(text: str, scope: str) -> dict[str, Any]:
     try:
         policy = json.loads(text)
     except ValueError:
-        raise PolicyError("the policy is not JSON") from None
+        raise PolicyError("failed to parse JSON.") from None  # SNS's words
     if not isinstance(policy, dict):
         raise PolicyError("the policy must be a JSON object")
     if not policy:
