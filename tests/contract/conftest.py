@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conveyor import Client, ManualClock
+from conveyor import Client, DeadLetterPolicy, ManualClock, Queue
 from conveyor.backends.memory import MemoryBackend
 from conveyor.models import Capability
 
@@ -86,3 +86,15 @@ def needs(client: Client, *capabilities: Capability) -> None:
     missing = [c.value for c in capabilities if c not in client.capabilities]
     if missing:
         pytest.skip(f"the store lacks {', '.join(missing)}")
+
+
+def fifo_with_dlq(client: Client, name: str, visibility_timeout: float) -> Queue:
+    """A FIFO queue `name`.fifo (content-based de-duplication) whose messages move to
+    `name`-dlq.fifo when received a second time."""
+    client.create_queue(f"{name}-dlq.fifo")
+    return client.create_queue(
+        f"{name}.fifo",
+        visibility_timeout=visibility_timeout,
+        content_based_dedup=True,
+        dead_letter=DeadLetterPolicy(queue=f"{name}-dlq.fifo", max_receive_count=1),
+    )

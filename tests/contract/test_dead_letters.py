@@ -14,7 +14,7 @@ from conveyor import (
 )
 from conveyor.models import Capability as Capability
 
-from .conftest import needs
+from .conftest import fifo_with_dlq, needs
 
 
 def _setup(client: Client, max_receives: int = 2) -> tuple[Queue, Queue]:
@@ -109,13 +109,7 @@ def test_move_to_dlq_needs_a_policy(client: Client) -> None:
 
 
 def test_fifo_dead_letter(client: Client, clock: ManualClock) -> None:
-    client.create_queue("f-dlq.fifo")
-    q = client.create_queue(
-        "f.fifo",
-        visibility_timeout=1,
-        content_based_dedup=True,
-        dead_letter=DeadLetterPolicy(queue="f-dlq.fifo", max_receive_count=1),
-    )
+    q = fifo_with_dlq(client, "f", visibility_timeout=1)
     q.send("first", group_id="g")
     q.send("second", group_id="g")
     [m] = q.receive()

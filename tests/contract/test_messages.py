@@ -9,7 +9,6 @@ import pytest
 
 from conveyor import (
     Client,
-    DeadLetterPolicy,
     InvalidAttribute,
     ManualClock,
     ReceiptHandleInvalid,
@@ -17,7 +16,7 @@ from conveyor import (
 )
 from conveyor.models import Capability as Capability
 
-from .conftest import has, needs
+from .conftest import fifo_with_dlq, has, needs
 
 
 def test_rule1_at_least_once_until_deleted(client: Client, clock: ManualClock) -> None:
@@ -179,13 +178,7 @@ def test_rule4_fifo_groups_behind_many_held_back_are_found(
 ) -> None:
     """A receive walks past hundreds of held groups, and past hundreds of messages it moves
     to the dead-letter queue on its way, to the free groups behind them."""
-    client.create_queue("deep-dlq.fifo")
-    q = client.create_queue(
-        "deep.fifo",
-        visibility_timeout=3600,
-        content_based_dedup=True,
-        dead_letter=DeadLetterPolicy(queue="deep-dlq.fifo", max_receive_count=1),
-    )
+    q = fifo_with_dlq(client, "deep", visibility_timeout=3600)
 
     def send(prefix: str, groups: int) -> None:
         for start in range(0, groups, 10):
