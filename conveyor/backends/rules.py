@@ -5,10 +5,11 @@ receive claims with."""
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Hashable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
-from ..models import FAR_FUTURE, DeadLetterPolicy, Delivery, Message, NewMessage, QueueAttributes
+from ..models import FAR_FUTURE, DeadLetterPolicy, Delivery, NewMessage, QueueAttributes
 
 # A message's place in delivery order as one number: its priority's band, then its send
 # sequence within the band. Higher priorities get lower bands.
@@ -125,52 +126,71 @@ K = TypeVar("K", bound=Hashable)
 
 
 class GroupFill(Generic[K]):
-    """A FIFO receive fills from one message group before it takes the next, as SQS does.
+    """A FIFO receive serves message groups as SQS does.
 
-    A store walks its queue in send order and `add`s each message it could deliver;
-    `chosen()` gives the first `limit` of them group after group (groups in the order of
-    their first message, each group's messages in send order). The walk may stop once
-    `done`: the first group has `limit` messages, or the batch is full and the walk has gone
+    A group is open while its earliest message is visible, and open groups take their turns
+    in the order they opened: when their earliest message became visible, on its send (and
+    the queue's delay) or when it came back from a receive (its visibility timeout ended or
+    was changed). So a group whose messages came back waits behind the groups that were
+    waiting meanwhile. A batch fills from one group before it takes the next, each group's
+    messages in send order; a group serves the run of visible messages at its head.
+
+    A store walks its queue in send order, tells `step` of each message it walks past
+    (whether or not that one can be delivered) and `add`s each it could deliver; `chosen()`
+    gives the first `limit` of them, group after group. The walk may stop once `done`: the
+    group that opened first has `limit` messages and no group the walk has yet to reach
+    can have opened before it, or the batch is full and the walk has gone
     `GROUP_FILL_WINDOW` messages further without filling it from fewer groups.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.groups: dict[str | None, list[K]] = {}
+        self.opened: dict[str | None, tuple[float, int]] = {}
+        self.first: tuple[float, int] | None = None  # when the first group opened
+        self.first_group: str | None = None
+        self.horizon = -math.inf
+        self.walked = 0
         self.total = 0
         self.beyond = 0
 
-    def add(self, group: str | None, key: K) -> None:
-        keys = self.groups.setdefault(group, [])
+    def step(self, visible_at: float, receive_count: int) -> None:
+        """One message walked past: when it is visible and how often it was received.
+
+        A message never received is visible from its send (and the queue's delay), and every
+        message sent after it no sooner, received since or not: no group the walk reaches
+        later opened before it.
+        """
+        self.walked += 1
+        if receive_count == 0:
+            self.horizon = visible_at
+        if self.total >= self.limit:
+            self.beyond += 1
+
+    def add(self, group: str | None, key: K, visible_at: float) -> None:
+        """A deliverable message; `visible_at` is when it became visible."""
+        keys = self.groups.get(group)
+        if keys is None:
+            keys = self.groups[group] = []
+            opened = self.opened[group] = (visible_at, self.walked)
+            if self.first is None or opened < self.first:
+                self.first, self.first_group = opened, group
         if len(keys) < self.limit:
             keys.append(key)
             self.total += 1
 
-    def step(self) -> None:
-        """One message walked past (whether or not it was added)."""
-        if self.total >= self.limit:
-            self.beyond += 1
-
     @property
     def done(self) -> bool:
-        if not self.groups:
+        if self.first is None:
             return False
-        first = next(iter(self.groups.values()))
-        return len(first) >= self.limit or self.beyond >= GROUP_FILL_WINDOW
+        if self.beyond >= GROUP_FILL_WINDOW:
+            return True
+        return len(self.groups[self.first_group]) >= self.limit and self.first[0] <= self.horizon
 
     def chosen(self) -> list[K]:
         out: list[K] = []
-        for keys in self.groups.values():
-            out.extend(keys[: self.limit - len(out)])
+        for group in sorted(self.opened, key=self.opened.__getitem__):
+            out.extend(self.groups[group][: self.limit - len(out)])
             if len(out) >= self.limit:
                 break
         return out
-
-
-def group_order(messages: list[Message]) -> list[Message]:
-    """A FIFO batch in send order, rearranged group after group (groups in the order of
-    their first message), as `GroupFill.chosen` gives it."""
-    groups: dict[str | None, list[Message]] = {}
-    for m in messages:
-        groups.setdefault(m.group_id, []).append(m)
-    return [m for keys in groups.values() for m in keys]

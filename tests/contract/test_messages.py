@@ -173,6 +173,41 @@ def test_rule4_fifo_batch_fills_from_one_group_first(client: Client) -> None:
     assert [m.text for m in q.receive(10)] == ["C0", "C1", "C2", "C3"]
 
 
+def test_rule4_fifo_groups_take_turns_as_they_open(client: Client, clock: ManualClock) -> None:
+    """As on SQS: a group whose messages came back (their visibility timeout ended or was
+    changed) waits behind the groups that were waiting meanwhile, and serves the visible
+    messages at its head while later ones are still in flight."""
+    q = client.create_queue("turns.fifo", visibility_timeout=30, content_based_dedup=True)
+    for body in ("1-a", "2-a", "2-b", "3-a", "1-b"):
+        q.send(body, group_id=body[0])
+    clock.advance(1)
+    got = q.receive(3, visibility_timeout=0)  # back at once: behind group 3, which waited
+    assert [m.text for m in got] == ["1-a", "1-b", "2-a"]
+    assert [m.text for m in q.receive(10, visibility_timeout=0)] == [
+        *("3-a", "1-a", "1-b", "2-a", "2-b")
+    ]
+
+    q = client.create_queue("back.fifo", visibility_timeout=30, content_based_dedup=True)
+    for body in ("1-a", "1-b", "2-a"):
+        q.send(body, group_id=body[0])
+    clock.advance(1)
+    first, _ = q.receive(2)
+    q.change_visibility(first.receipt or "", 0)
+    assert [m.text for m in q.receive(3)] == ["2-a", "1-a"]  # 1-b is still in flight
+
+    q = client.create_queue("expire.fifo", visibility_timeout=1, content_based_dedup=True)
+    for body in ("1-a", "1-b", "1-c", "1-d", "2-a", "3-a"):
+        q.send(body, group_id=body[0])
+    clock.advance(1)
+    assert [m.text for m in q.receive(2)] == ["1-a", "1-b"]
+    clock.advance(0.25)
+    assert [m.text for m in q.receive(1)] == ["2-a"]
+    clock.advance(2)  # both timed out: group 1 first, as it came back first
+    assert [m.text for m in q.receive(10, visibility_timeout=0)] == [
+        *("3-a", "1-a", "1-b", "1-c", "1-d", "2-a")
+    ]
+
+
 def test_rule4_fifo_groups_behind_many_held_back_are_found(
     client: Client, clock: ManualClock
 ) -> None:

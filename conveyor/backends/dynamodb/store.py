@@ -680,7 +680,7 @@ class DynamoStore(Backend):
         self, entry: Entry, limit: int, terms: ClaimTerms, token: str
     ) -> tuple[list[Message], bool]:
         """FIFO: the ready index in send order, skipping each group from its first message
-        that is not visible; the batch fills from one group before it takes the next. The
+        that is not visible; groups in the order they opened (rules.GroupFill). The
         messages claimed, and whether a chosen one expired or went to the dead-letter queue
         instead."""
         now = terms.now
@@ -691,16 +691,17 @@ class DynamoStore(Backend):
         for _ in range(READY_PAGES):
             got = self._ready_page(entry, 100, start)
             for item in got.get("Items", []):
-                fill.step()
+                visible_at = num(item, "vis") or 0.0
+                fill.step(visible_at, int(num(item, "receive_count") or 0))
                 group = text(item, "grp")
                 seq = int(num(item, "seq") or 0)
                 if seq > blocked.get(group, seq):
                     continue
-                if (num(item, "vis") or 0.0) > now:  # placed by a clock ahead of this one
+                if visible_at > now:  # placed by a clock ahead of this one
                     blocked[group] = min(seq, blocked.get(group, seq))
                     continue
                 items[seq] = item
-                fill.add(group, seq)
+                fill.add(group, seq, visible_at)
                 if fill.done:
                     break
             start = got.get("LastEvaluatedKey")

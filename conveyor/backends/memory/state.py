@@ -181,7 +181,8 @@ class QueueState:
             del self.dedup[key]
 
     def candidates(self, now: float) -> Iterator[Rec]:
-        """Ready records in delivery order; FIFO queues skip groups with one in flight."""
+        """Ready records in delivery order; FIFO queues give each group's run of visible
+        records at its head, in send order."""
         if self.attrs.fifo:
             blocked: set[str | None] = set()
             for rec in self._in_order():

@@ -190,7 +190,7 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
             moved = False
             for rec in q.candidates(now):
                 if fill is not None:
-                    fill.step()
+                    fill.step(rec.visible_at, rec.receive_count)
                 if q.expired_at(rec, now):
                     q.drop(rec, "expired", now)
                     continue
@@ -202,7 +202,7 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                     moved = True
                     continue
                 if fill is not None:
-                    fill.add(rec.group_id, rec.id)
+                    fill.add(rec.group_id, rec.id, rec.visible_at)
                     if fill.done:
                         break
                     continue

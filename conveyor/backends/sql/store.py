@@ -54,7 +54,6 @@ from ..rules import (
     bare_bodies,
     claim_terms,
     dedup,
-    group_order,
     refill_tokens,
     walks_head,
 )
@@ -636,10 +635,8 @@ class SQLStore(Backend, Generic[E]):
         prefix = receipt_prefix(queue, token)
         sequence = self.dialect.sequence
         messages = [row_message(queue, row, sequence, prefix) for row in rows]
-        if len(messages) > 1:
+        if len(messages) > 1 and not self.lookup(queue, self.clock.now())[1].fifo:
             messages.sort(key=_in_order)  # a claim returns its rows in any order
-            if self.lookup(queue, self.clock.now())[1].fifo:
-                messages = group_order(messages)
         return messages
 
     def claim(
@@ -742,7 +739,7 @@ class SQLStore(Backend, Generic[E]):
             for key, priority, group, visible_at, count, deadline, sent_at in rows:
                 after = d.sequence(key, priority)
                 if fill is not None:
-                    fill.step()
+                    fill.step(visible_at, count)
                 if group in blocked:
                     continue
                 if visible_at > now:
@@ -756,7 +753,7 @@ class SQLStore(Backend, Generic[E]):
                     dead = True
                     continue
                 if fill is not None:
-                    fill.add(group, key)
+                    fill.add(group, key, visible_at)
                     if fill.done:
                         break
                     continue
@@ -770,6 +767,9 @@ class SQLStore(Backend, Generic[E]):
         if fill is not None:
             chosen = fill.chosen()
         claimed = d.claim_keys(ex, qid, chosen, terms, token) if chosen else []
+        if fill is not None:  # in the order chosen: group after group
+            place = {key: i for i, key in enumerate(chosen)}
+            claimed.sort(key=lambda row: place[row[0]])
         if attrs.rate_limit:
             ex.run(
                 f"UPDATE {p}queues SET tokens = %s, tokens_at = %s WHERE id = %s",

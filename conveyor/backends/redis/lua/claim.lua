@@ -113,14 +113,23 @@ if limit > 0 and not fifo then
     flush()
   end
 elseif limit > 0 then
-  -- FIFO: walk every message in send order; a group whose earliest message is not visible
-  -- yields nothing. The batch fills from one group before it takes the next, as SQS does
-  -- (rules.GroupFill): the walk gathers each group's deliverable messages and stops once
-  -- the first group has `limit` of them, or 1,000 messages past a full batch.
-  local blocked, groups, order_of_groups = {}, {}, {}
-  local total, beyond, done = 0, 0, false
+  -- FIFO (rules.GroupFill): walk every message in send order; a group is open while its
+  -- earliest message is visible and serves the run of visible messages at its head. Open
+  -- groups take turns in the order they opened (when their earliest message became
+  -- visible; ties in send order), a batch filling from one group before it takes the next.
+  -- A message never received bounds when any group reached later can have opened, so the
+  -- walk stops once the group that opened first has `limit` messages and opened no later
+  -- than that bound, or 1,000 messages past a full batch.
+  local blocked, groups, opened, order_of_groups = {}, {}, {}, {}
+  local total, beyond, walked, bound = 0, 0, 0, -math.huge
+  local first
   local after = '-inf'
-  while not done do
+  local function before(a, b)
+    local x, y = opened[a], opened[b]
+    if x[1] ~= y[1] then return x[1] < y[1] end
+    return x[2] < y[2]
+  end
+  while true do
     local page = redis.call('ZRANGEBYSCORE', prefix .. 'all', after, '+inf', 'WITHSCORES',
                             'LIMIT', '0', '64')
     if #page == 0 then break end
@@ -128,15 +137,19 @@ elseif limit > 0 then
     for j = 1, #page, 2 do ids[#ids + 1] = page[j] end
     local blobs = redis.call('HMGET', prefix .. 'msg', unpack(ids))
     local texts = redis.call('HMGET', prefix .. 'st', unpack(ids))
+    local done = false
     for j, id in ipairs(ids) do
       after = '(' .. page[2 * j]
+      walked = walked + 1
       if total >= limit then beyond = beyond + 1 end
       local blob = blobs[j]
       if blob then
         local _, visible, group = unpack_message(blob)
         local n, r, f, v = read_state(texts[j], visible)
+        local at = tonumber(v)
+        if n == 0 then bound = at end
         if not blocked[group] then
-          if tonumber(v) > now then
+          if at > now then
             blocked[group] = true
           else
             local checked = check(id, blob, n)
@@ -147,7 +160,9 @@ elseif limit > 0 then
               if not g then
                 g = {}
                 groups[group] = g
+                opened[group] = {at, walked}
                 table.insert(order_of_groups, group)
+                if not first or before(group, first) then first = group end
               end
               if #g < limit then
                 table.insert(g, {id, page[2 * j], blob, n, r, f})
@@ -157,14 +172,14 @@ elseif limit > 0 then
           end
         end
       end
-      if #order_of_groups > 0
-          and (#groups[order_of_groups[1]] >= limit or beyond >= 1000) then
+      if first and (beyond >= 1000 or (#groups[first] >= limit and opened[first][1] <= bound)) then
         done = true
         break
       end
     end
-    if #page < 128 then break end
+    if done or #page < 128 then break end
   end
+  table.sort(order_of_groups, before)
   for _, group in ipairs(order_of_groups) do
     for _, c in ipairs(groups[group]) do
       if count_claimed >= limit then break end
