@@ -212,7 +212,8 @@ class Client:
         self, topic: str, copies: Mapping[str, SendEntry], *, id: str | None = None
     ) -> dict[str, SendResult]:
         """Publish a copy of its own to each subscribed queue `copies` names (the others get
-        nothing), atomically where the store has transactions; every copy carries one id.
+        nothing), atomically where the store has transactions. A copy whose entry has an
+        `id` carries it; the others carry one id between them (`id`, or one made here).
         A copy is checked as a send to its queue would be: if one is refused, none is sent.
         Entries that are the same object are stored as one copy."""
         topics = self.catalog.topics()
@@ -223,7 +224,8 @@ class Client:
             self.queue(name).prepare(entry)
             key = builtins.id(entry)
             if key not in built:
-                built[key] = plain_message(dataclasses.replace(entry, id=mid))
+                own = entry if entry.id is not None else dataclasses.replace(entry, id=mid)
+                built[key] = plain_message(own)
             messages[name] = built[key]
         return topics.publish(check_topic_name(topic), messages)
 

@@ -32,7 +32,14 @@ from ..models import AttributeValue, SendResult, TypedValue
 from ..queues import SendEntry
 from ..validation import check_topic_name
 from .sns_filter import NestedPolicy, PolicyError, check_policy
-from .sns_publication import MAX_MESSAGE, Publication, envelope, passes, read_publication
+from .sns_publication import (
+    MAX_MESSAGE,
+    Publication,
+    copy_id,
+    envelope,
+    passes,
+    read_publication,
+)
 from .sns_wire import Entries, SnsError, invalid, not_found, numbered, query_map
 from .sqs_api import TRACE_PARAM
 from .sqs_message_attributes import TRACE_TYPE
@@ -566,9 +573,9 @@ class SnsApi:
         mid = str(uuid.uuid4())
         arn = self.topic_arn(topic)
         self._promote(topic, settings)
-        raw_copies: dict[bool, SendEntry] = {}  # by whether the queue is FIFO
         copies: dict[str, SendEntry] = {}
         body = p.body_for("sqs")
+        raw_attributes = {**p.attributes, **traced}
         now = datetime.now(UTC)
         for queue, attributes in self.client.subscriptions(topic).items():
             if not passes(attributes, p):
@@ -579,30 +586,27 @@ class SnsApi:
             group = p.group_id if fifo or not topic.endswith(".fifo") else None
             if not raw:  # an envelope names its subscription: one each
                 sub = self.subscription_arn(topic, queue)
-                copies[queue] = SendEntry(
-                    entry_id="0",
-                    body=envelope(mid, arn, p, body, caller, topic, sub, now),
-                    attributes=traced,
-                    group_id=group,
-                    dedup_id=p.dedup_id if fifo else None,
+                copy_body, copy_attributes = (
+                    envelope(mid, arn, p, body, caller, topic, sub, now),
+                    traced,
                 )
-                continue
-            if fifo not in raw_copies:
-                raw_copies[fifo] = SendEntry(
-                    entry_id="0",
-                    body=body,
-                    attributes={**p.attributes, **traced},
-                    group_id=group,
-                    dedup_id=p.dedup_id if fifo else None,
-                )
-            copies[queue] = raw_copies[fifo]
+            else:
+                copy_body, copy_attributes = body, raw_attributes
+            copies[queue] = SendEntry(  # each copy has an SQS message id of its own
+                entry_id="0",
+                body=copy_body,
+                id=copy_id(mid, queue),
+                attributes=copy_attributes,
+                group_id=group,
+                dedup_id=p.dedup_id if fifo else None,
+            )
         if not copies:
             return SendResult(id=mid)
-        results = list(self.client.publish_copies(topic, copies, id=mid).values())
-        if not results:  # every queue unsubscribed meanwhile
-            return SendResult(id=mid)
-        # a duplicate in a FIFO queue names the first publish: that is the publish's id
-        return next((r for r in results if r.duplicate), results[0])
+        results = self.client.publish_copies(topic, copies)
+        for queue, result in results.items():
+            if result.duplicate:  # a FIFO queue holds the first publish's copy: its id
+                return dataclasses.replace(result, id=copy_id(result.id, queue))
+        return next((dataclasses.replace(r, id=mid) for r in results.values()), SendResult(id=mid))
 
 
 def _own(caller: Caller, account: str, arn: str) -> None:

@@ -8,6 +8,7 @@ import base64
 import binascii
 import hashlib
 import json
+import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,20 @@ from .sns_wire import invalid, numbered
 from .sqs_names import Caller
 
 MAX_MESSAGE = 262_144
+
+
+# a UUID's version and variant bits, which a copy's id keeps from its publish's
+_UUID_FIXED = (0xF << 76) | (0x3 << 62)
+
+
+def copy_id(publish_id: str, queue: str) -> str:
+    """The SQS message id of a publish's copy in `queue`: one of its own per queue, as SNS
+    gives each queue's copy, from which `publish_id` is found again (`copy_id` of a copy's
+    id and its queue): the publish's UUID with the bits of a digest of the queue's name
+    flipped, its version and variant kept."""
+    digest = hashlib.sha256(queue.encode()).digest()[:16]
+    flip = int.from_bytes(digest, "big") & ~_UUID_FIXED
+    return str(uuid.UUID(int=uuid.UUID(publish_id).int ^ flip))
 
 
 class Publication:
@@ -64,7 +79,9 @@ def read_publication(
             raise invalid(f"{at}Message Structure - JSON message body failed to parse") from None
         if not isinstance(parsed, dict) or "default" not in parsed:
             raise invalid(f"{at}Message Structure - No default entry in JSON message body")
-        structure = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in parsed.items()}
+        # as on SNS, a protocol's entry that is not a string is ignored (the default goes)
+        structure = {str(k): v for k, v in parsed.items() if isinstance(v, str)}
+        structure.setdefault("default", json.dumps(parsed["default"]))
     subject = params.get("Subject")
     if subject is not None and (
         not isinstance(subject, str)

@@ -4,6 +4,7 @@ deliveries read by boto3's `sqs` client (the AWS CLI's `aws sns`: test_awscli.py
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -148,6 +149,7 @@ def test_fan_out_envelope_raw_and_subscriptions(
         },
     )
     [m] = bodies(sqs, wrapped_url)
+    wrapped_id = m["MessageId"]
     envelope = json.loads(m["Body"])
     assert envelope["Type"] == "Notification" and envelope["MessageId"] == sent["MessageId"]
     assert envelope["TopicArn"] == topic and envelope["Message"] == "hello"
@@ -158,7 +160,10 @@ def test_fan_out_envelope_raw_and_subscriptions(
     assert envelope["MessageAttributes"]["n"] == {"Type": "Number", "Value": "42"}
     assert envelope["MessageAttributes"]["blob"] == {"Type": "Binary", "Value": "AAE="}
     [m] = bodies(sqs, raw_url, MessageAttributeNames=["All"])
-    assert m["Body"] == "hello" and m["MessageId"] == sent["MessageId"]
+    assert m["Body"] == "hello"
+    # as on SNS, each queue's copy has an SQS message id of its own
+    assert len({sent["MessageId"], wrapped_id, m["MessageId"]}) == 3
+    assert all(uuid.UUID(i).version == 4 for i in (wrapped_id, m["MessageId"]))
     assert m["MessageAttributes"]["kind"] == {"StringValue": "order", "DataType": "String"}
     assert m["MessageAttributes"]["n"] == {"StringValue": "42", "DataType": "Number"}
     assert m["MessageAttributes"]["blob"] == {"BinaryValue": b"\x00\x01", "DataType": "Binary"}
@@ -171,6 +176,13 @@ def test_fan_out_envelope_raw_and_subscriptions(
     )
     assert [m["Body"] for m in bodies(sqs, raw_url)] == ["for queues"]
     assert json.loads(bodies(sqs, wrapped_url)[0]["Body"])["Message"] == "for queues"
+    sns.publish(  # an entry that is not a string is ignored, as on SNS
+        TopicArn=topic,
+        MessageStructure="json",
+        Message=json.dumps({"default": "plain", "sqs": {"field": "value"}}),
+    )
+    assert [m["Body"] for m in bodies(sqs, raw_url)] == ["plain"]
+    assert json.loads(bodies(sqs, wrapped_url)[0]["Body"])["Message"] == "plain"
     with pytest.raises(ClientError) as exc:
         sns.publish(TopicArn=topic, MessageStructure="json", Message='{"sqs": "x"}')
     assert code(exc) == "InvalidParameter"
