@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import uvicorn
+from botocore.config import Config
 
 from conveyor import Client
 from conveyor.server import ConveyorServer, ServerConfig
@@ -61,14 +62,25 @@ class LiveServer:
     def sqs(self, region: str = "us-east-1", key: str = "AKIDTEST", secret: str = "x") -> Any:
         return self.aws("sqs", region, key, secret)
 
-    def sns(self, region: str = "us-east-1", key: str = "AKIDTEST", secret: str = "x") -> Any:
-        return self.aws("sns", region, key, secret)
+    def sns(
+        self,
+        region: str = "us-east-1",
+        key: str = "AKIDTEST",
+        secret: str = "x",
+        *,
+        validate: bool = True,
+    ) -> Any:
+        """An SNS client; without `validate`, boto3 sends what its model would refuse."""
+        return self.aws("sns", region, key, secret, validate=validate)
 
-    def aws(self, service: str, region: str, key: str, secret: str) -> Any:
+    def aws(
+        self, service: str, region: str, key: str, secret: str, *, validate: bool = True
+    ) -> Any:
         return boto3.client(
             service,
             endpoint_url=self.url,
             region_name=region,
             aws_access_key_id=key,
             aws_secret_access_key=secret,
+            config=Config(parameter_validation=validate),
         )

@@ -330,6 +330,15 @@ class SnsApi:
                 "Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to"
                 " standard SNS topics"
             )
+        if topic.endswith(".fifo") and queue.endswith(".fifo") and "RedrivePolicy" in attributes:
+            _check_subscription_attribute(
+                "RedrivePolicy",
+                attributes["RedrivePolicy"],
+                attributes,
+                self.ns,
+                where="Attributes Reason: ",
+                fifo=True,
+            )
         attributes = {k: _stored(k, v) for k, v in attributes.items() if v != ""}
         current = self._subscriptions(topic)
         if queue in current:
@@ -432,7 +441,13 @@ class SnsApi:
         key, value = params.get("AttributeName"), params.get("AttributeValue", "")
         if not isinstance(value, str):
             raise invalid("AttributeValue must be a string")
-        _check_subscription_attribute(key, value, {**attributes, str(key): value}, self.ns)
+        _check_subscription_attribute(
+            key,
+            value,
+            {**attributes, str(key): value},
+            self.ns,
+            fifo=topic.endswith(".fifo") and queue.endswith(".fifo"),
+        )
         change = {str(key): _stored(str(key), value) if value != "" else None}
         settings = self.client.topic_settings(topic)
         if PENDING + queue in settings:
@@ -452,7 +467,7 @@ class SnsApi:
         if arn is None:
             raise invalid("TopicArn or TargetArn Reason: no value for required parameter")
         topic, settings = self._existing(arn, caller, "TopicArn")
-        entry = read_publication(params, topic, settings, "")
+        entry = read_publication(params, topic, settings)
         result = self._deliver(topic, settings, entry, caller, params.get(TRACE_PARAM))
         out: Result = {"MessageId": result.id}
         if topic.endswith(".fifo"):
@@ -471,32 +486,27 @@ class SnsApi:
             )
         ids = [e.get("Id") if isinstance(e, dict) else None for e in entries]
         for entry_id in ids:
-            if not isinstance(entry_id, str) or not re.fullmatch(r"[\x20-\x7e]{1,80}", entry_id):
-                raise SnsError(
-                    "InvalidBatchEntryId",
-                    "The Id of a batch entry in a batch request doesn't abide by the"
-                    " specification (1-80 printable ASCII characters).",
-                )
+            _check_entry_id(entry_id)
         if len(set(ids)) != len(ids):
             raise SnsError(
                 "BatchEntryIdsNotDistinct",
                 "Two or more batch entries in the request have the same Id.",
             )
-        total = sum(len(str(e.get("Message", "")).encode()) for e in entries)
-        if total > MAX_MESSAGE:
+        # an entry SNS refuses fails the whole request, before anything is published
+        publications = [
+            read_publication(raw, topic, settings, place) for place, raw in enumerate(entries, 1)
+        ]
+        if sum(p.size for p in publications) > MAX_MESSAGE:  # messages with their attributes
             raise SnsError(
                 "BatchRequestTooLong",
-                f"The length of all the messages put together is more than {MAX_MESSAGE} bytes.",
+                "The length of all the messages put together is more than the limit.",
             )
         successful: list[dict[str, str]] = []
         failed: list[dict[str, str]] = []
         trace = params.get(TRACE_PARAM)
-        for raw in entries:
+        for raw, publication in zip(entries, publications, strict=True):
             entry_id = str(raw["Id"])
             try:
-                publication = read_publication(
-                    raw, topic, settings, f"PublishBatchRequestEntries.{entry_id}."
-                )
                 result = self._deliver(topic, settings, publication, caller, trace)
             except SnsError as exc:
                 failed.append(_failure(entry_id, exc.code, exc.message, exc.sender_fault))
@@ -621,6 +631,25 @@ def _own(caller: Caller, account: str, arn: str) -> None:
         )
 
 
+def _check_entry_id(entry_id: object) -> None:
+    """A PublishBatch entry's Id, as SNS checks it: 1-80 letters, digits, `-` and `_`."""
+    if not isinstance(entry_id, str) or not entry_id:
+        raise SnsError(
+            "InvalidBatchEntryId", "The Id of a batch entry in the batch request is empty."
+        )
+    if len(entry_id) > 80:
+        raise SnsError(
+            "InvalidBatchEntryId",
+            f"The Id of a batch entry in the batch request is too long: {entry_id}",
+        )
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", entry_id):
+        raise SnsError(
+            "InvalidBatchEntryId",
+            "The Id of a batch entry in the batch request contains an impermissible character:"
+            f" {entry_id}",
+        )
+
+
 def _sequence(result: SendResult) -> str:
     if result.sequence is not None:
         return str(result.sequence).rjust(20, "0")
@@ -726,10 +755,16 @@ def _check_topic_attribute(key: str, value: str, fifo: bool) -> None:
 
 
 def _check_subscription_attribute(
-    key: Any, value: str, all_attributes: Mapping[str, str], ns: Namespaces, where: str = ""
+    key: Any,
+    value: str,
+    all_attributes: Mapping[str, str],
+    ns: Namespaces,
+    where: str = "",
+    fifo: bool = False,
 ) -> None:
     """One subscription attribute checked (`where`: what SNS says the error is in before the
-    attribute's name: "Attributes Reason: " in Subscribe)."""
+    attribute's name: "Attributes Reason: " in Subscribe; `fifo`: of a FIFO queue's
+    subscription to a FIFO topic)."""
     if not isinstance(key, str) or key not in SUBSCRIPTION_ATTRIBUTES:
         raise invalid("AttributeName")  # SNS's word for an attribute it does not know
     if key == "RawMessageDelivery" and value.lower() not in ("true", "false"):
@@ -757,7 +792,12 @@ def _check_subscription_attribute(
         target = policy.get("deadLetterTargetArn") if isinstance(policy, dict) else None
         if not isinstance(target, str) or not ARN_RE.fullmatch(target):
             raise invalid(f"{where}RedrivePolicy: deadLetterTargetArn is an invalid arn")
-        ns.from_arn(target, "deadLetterTargetArn")
+        dead_letters = ns.from_arn(target, "deadLetterTargetArn")
+        if fifo and not dead_letters.endswith(".fifo"):
+            raise invalid(
+                f"{where}RedrivePolicy: must use a FIFO queue as DLQ for a FIFO Subscription to"
+                " a FIFO Topic."
+            )
     if key == "DeliveryPolicy" and value:
         try:
             json.loads(value)

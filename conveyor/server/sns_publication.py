@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from ..models import AttributeValue, TypedValue
-from ..validation import ATTRIBUTE_NAME_RE, GROUP_ID_RE, MESSAGE_ID_RE
+from ..validation import GROUP_ID_RE, MESSAGE_ID_RE
 from .sns_filter import matches_attributes, matches_body
-from .sns_wire import invalid, numbered
+from .sns_wire import SnsError, invalid, numbered
 from .sqs_names import Caller
 
 MAX_MESSAGE = 262_144
@@ -48,6 +48,7 @@ class Publication:
         wire: dict[str, dict[str, str]],
         group_id: str | None,
         dedup_id: str | None,
+        size: int,
     ) -> None:
         self.message = message
         self.structure = structure
@@ -56,6 +57,7 @@ class Publication:
         self.wire = wire  # the attributes as SNS shows them: name: {"DataType", "StringValue"}
         self.group_id = group_id
         self.dedup_id = dedup_id
+        self.size = size  # bytes of the message and its attributes, as SNS counts them
 
     def body_for(self, protocol: str) -> str:
         if self.structure is None:
@@ -64,8 +66,11 @@ class Publication:
 
 
 def read_publication(
-    params: Mapping[str, Any], topic: str, settings: Mapping[str, str], at: str
+    params: Mapping[str, Any], topic: str, settings: Mapping[str, str], place: int = 0
 ) -> Publication:
+    """A Publish's message, or with `place` (from 1) that entry of a PublishBatch: SNS
+    refuses the whole batch for an entry it refuses."""
+    at = f"PublishBatchRequestEntries.{place}." if place else ""
     message = params.get("Message")
     if not isinstance(message, str) or message == "":
         raise invalid(f"{at}Empty message")
@@ -76,9 +81,9 @@ def read_publication(
         try:
             parsed = json.loads(message)
         except ValueError:
-            raise invalid(f"{at}Message Structure - JSON message body failed to parse") from None
+            raise invalid("Message Structure - JSON message body failed to parse") from None
         if not isinstance(parsed, dict) or "default" not in parsed:
-            raise invalid(f"{at}Message Structure - No default entry in JSON message body")
+            raise invalid("Message Structure - No default entry in JSON message body")
         # as on SNS, a protocol's entry that is not a string is ignored (the default goes)
         structure = {str(k): v for k, v in parsed.items() if isinstance(v, str)}
         structure.setdefault("default", json.dumps(parsed["default"]))
@@ -90,7 +95,10 @@ def read_publication(
         or not subject.isprintable()
     ):
         raise invalid(f"{at}Subject")  # SNS's word: 1-100 printable characters, one line
-    attributes, wire = message_attributes(params.get("MessageAttributes"), at)
+    path = f"publishBatchRequestEntries.{place}.member.messageAttributes" if place else ""
+    attributes, wire = message_attributes(
+        params.get("MessageAttributes"), at, path or "messageAttributes"
+    )
     size = len(message.encode()) + sum(
         len(k.encode())
         + len(v["DataType"].encode())
@@ -102,18 +110,14 @@ def read_publication(
     group_id, dedup_id = params.get("MessageGroupId"), params.get("MessageDeduplicationId")
     if topic.endswith(".fifo"):
         if group_id is None:
-            raise invalid(
-                f"{at}MessageGroupId Reason: The MessageGroupId parameter is required for FIFO"
-                " topics"
-            )
+            raise invalid("The MessageGroupId parameter is required for FIFO topics")
         if not isinstance(group_id, str) or not GROUP_ID_RE.fullmatch(group_id):
             raise invalid(f"{at}MessageGroupId: 1-128 printable ASCII characters")
         if dedup_id is None:
             if settings.get("ContentBasedDeduplication", "false").lower() != "true":
                 raise invalid(
-                    f"{at}MessageDeduplicationId Reason: The topic should either have"
-                    " ContentBasedDeduplication enabled or MessageDeduplicationId provided"
-                    " explicitly"
+                    "The topic should either have ContentBasedDeduplication enabled"
+                    " or MessageDeduplicationId provided explicitly"
                 )
             dedup_id = hashlib.sha256(message.encode()).hexdigest()
         elif not isinstance(dedup_id, str) or not MESSAGE_ID_RE.fullmatch(dedup_id):
@@ -129,65 +133,94 @@ def read_publication(
                 f"{at}MessageDeduplicationId Reason: The request includes"
                 " MessageDeduplicationId parameter that is not valid for this topic type"
             )
-    return Publication(message, structure, subject, attributes, wire, group_id, dedup_id)
+    return Publication(message, structure, subject, attributes, wire, group_id, dedup_id, size)
 
 
 def message_attributes(
-    raw: Any, at: str
+    raw: Any, at: str, path: str = "messageAttributes"
 ) -> tuple[dict[str, AttributeValue], dict[str, dict[str, str]]]:
+    """A publish's message attributes, checked as SNS checks them (in its codes and words);
+    `path` names them in a ValidationError (SNS's request path)."""
     attributes: dict[str, AttributeValue] = {}
     wire: dict[str, dict[str, str]] = {}
     for item in numbered(raw.get("entry") if isinstance(raw, dict) else raw):
         if not isinstance(item, dict) or not isinstance(item.get("Name"), str):
             raise invalid(f"{at}MessageAttributes: each entry needs a Name and a Value")
         name, value = item["Name"], item.get("Value")
-        if not ATTRIBUTE_NAME_RE.fullmatch(name) or name.lower().startswith(("aws.", "amazon.")):
-            raise invalid(f"{at}MessageAttributes: attribute name {name!r} is not valid")
+        _check_attribute_name(name)
         if not isinstance(value, dict) or not isinstance(value.get("DataType"), str):
-            raise invalid(
-                f"{at}Message attribute '{name}' must contain non-empty message attribute type."
+            raise SnsError(
+                "ValidationError",
+                f"1 validation error detected: Value null at '{path}.{name}.member.dataType'"
+                " failed to satisfy constraint: Member must not be null",
             )
         kind = value["DataType"]
-        base = kind.partition(".")[0]
-        if base == "Binary":
-            text = value.get("BinaryValue")
-            try:
-                data = base64.b64decode(text or "", validate=True)
-            except (binascii.Error, ValueError):
-                raise invalid(
-                    f"{at}MessageAttributes: {name!r} BinaryValue is not base64"
-                ) from None
-            if not data:
-                raise invalid(
-                    f"{at}Message attribute '{name}' must contain non-empty message attribute"
-                    " value for message attribute type 'Binary'."
-                )
-            attributes[name] = TypedValue(kind, data)
-            wire[name] = {"DataType": kind, "BinaryValue": text or ""}
-            continue
-        if base not in ("String", "Number"):
-            raise invalid(
-                f"{at}The message attribute '{name}' has an invalid message attribute type, the"
+        base, dot, label = kind.partition(".")
+        if base not in ("String", "Number", "Binary") or (dot and not label):
+            raise _bad_value(
+                f"The message attribute '{name}' has an invalid message attribute type, the"
                 " set of supported type prefixes is Binary, Number, and String."
             )
-        text = value.get("StringValue")
-        if not isinstance(text, str) or text == "":
-            raise invalid(
-                f"{at}Message attribute '{name}' must contain non-empty message attribute"
+        field = "Binary" if base == "Binary" else "String"
+        text = value.get(f"{field}Value")
+        if text is None and value.get("BinaryValue" if field == "String" else "StringValue"):
+            raise _bad_value(
+                f"The message attribute '{name}' with type '{base}' must use field '{field}'."
+            )
+        data: str | bytes | None = text
+        if base == "Binary" and isinstance(text, str):
+            try:
+                data = base64.b64decode(text, validate=True)
+            except (binascii.Error, ValueError):
+                raise _bad_value(
+                    f"The message attribute '{name}' has a Binary value that is not base64."
+                ) from None
+        if not isinstance(text, str) or not data:
+            raise _bad_value(
+                f"The message attribute '{name}' must contain non-empty message attribute"
                 f" value for message attribute type '{base}'."
             )
         if base == "Number":
             try:
                 float(text)
             except ValueError:
-                raise invalid(
-                    f"{at}Could not cast message attribute '{name}' value to number."
+                raise _bad_value(
+                    f"Could not cast message attribute '{name}' value to number."
                 ) from None
-        attributes[name] = TypedValue(kind, text)
-        wire[name] = {"DataType": kind, "StringValue": text}
+        attributes[name] = TypedValue(kind, data)
+        wire[name] = {"DataType": kind, f"{field}Value": text}
     if len(attributes) > 10:
         raise invalid(f"{at}MessageAttributes: at most 10 attributes")
     return attributes, wire
+
+
+def _bad_value(message: str) -> SnsError:
+    return SnsError("ParameterValueInvalid", message)
+
+
+def _check_attribute_name(name: str) -> None:
+    """A message attribute's name, as SNS checks it: at most 255 bytes of letters, digits,
+    `-`, `_` and `.`, not starting or ending with `.` nor having two in a row, and not
+    starting with `AWS.` or `Amazon.`."""
+    if len(name.encode()) > 255:
+        raise _bad_value("Length of message attribute name must be less than 256 bytes.")
+    wrong = next((c for c in name if not (c.isascii() and (c.isalnum() or c in "-_."))), None)
+    if wrong is not None:
+        raise _bad_value(
+            f"Invalid non-alphanumeric character '#x{ord(wrong):X}' was found in the message"
+            " attribute name. Can only include alphanumeric characters, hyphens, underscores,"
+            " or dots."
+        )
+    if not name:
+        raise _bad_value("The message attribute name must not be empty.")
+    if name.startswith("."):
+        raise _bad_value("Invalid message attribute name starting with character '.' was found.")
+    if name.endswith("."):
+        raise _bad_value("Invalid message attribute name ending with character '.' was found.")
+    if ".." in name:
+        raise _bad_value("Message attribute name can not have successive '.' character.")
+    if name.lower().startswith(("aws.", "amazon.")):
+        raise _bad_value(f"The message attribute name '{name}' is reserved for use by AWS.")
 
 
 def passes(attributes: Mapping[str, str], p: Publication) -> bool:

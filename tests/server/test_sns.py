@@ -24,6 +24,10 @@ def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
     return str(exc.value.response["Error"]["Code"])
 
 
+def message(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(exc.value.response["Error"]["Message"])
+
+
 def queue(sqs: Any, name: str, **attributes: str) -> tuple[str, str]:
     url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
@@ -372,33 +376,113 @@ def test_fifo_topic_to_fifo_queues_in_order_with_dedup(
 def test_publish_batch_partial_failures(sns: Any, server: LiveServer, name: str) -> None:
     sqs = server.sqs()
     topic = sns.create_topic(Name=f"{name}.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
-    url, arn = queue(sqs, f"{name}.fifo", FifoQueue="true")
+    url, arn = queue(sqs, f"{name}.fifo", FifoQueue="true", MaximumMessageSize="1024")
     sns.subscribe(
         TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
     )
-    out = sns.publish_batch(
-        TopicArn=topic,
-        PublishBatchRequestEntries=[
-            {"Id": "a", "Message": "one", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
-            {"Id": "b", "Message": "two", "MessageGroupId": "g"},  # no dedup id: refused
-            {"Id": "c", "Message": "three", "MessageGroupId": "g", "MessageDeduplicationId": "3"},
-        ],
+    entries = [
+        {"Id": "a", "Message": "one", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
+        {"Id": "b", "Message": "two", "MessageGroupId": "g"},  # no dedup id
+        {"Id": "c", "Message": "three", "MessageGroupId": "g", "MessageDeduplicationId": "3"},
+    ]
+    with pytest.raises(ClientError) as exc:  # as on SNS: the whole batch, nothing published
+        sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
+    assert code(exc) == "InvalidParameter"
+    assert message(exc) == (
+        "Invalid parameter: The topic should either have ContentBasedDeduplication enabled or"
+        " MessageDeduplicationId provided explicitly"
     )
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    entries[1] |= {"MessageDeduplicationId": "2", "Message": "x" * 2000}
+    out = sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
     assert [s["Id"] for s in out["Successful"]] == ["a", "c"]
-    [failed] = out["Failed"]
+    [failed] = out["Failed"]  # the queue subscribed refuses what is too long for it
     assert failed["Id"] == "b" and failed["Code"] == "InvalidParameter" and failed["SenderFault"]
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in got] == ["one", "three"]
 
-    for entries, expected in (
+    bad: list[Any]
+    for bad, expected in (
         ([], "EmptyBatchRequest"),
         ([{"Id": str(i), "Message": "x"} for i in range(11)], "TooManyEntriesInBatchRequest"),
         ([{"Id": "same", "Message": "x"}] * 2, "BatchEntryIdsNotDistinct"),
         ([{"Id": "x" * 81, "Message": "x"}], "InvalidBatchEntryId"),
+        ([{"Id": "a.b", "Message": "x"}], "InvalidBatchEntryId"),  # letters, digits, - and _
+        (
+            [  # 256 KiB in all, counting the attributes' names, types and values
+                {
+                    "Id": str(i),
+                    "Message": "x" * (131_072 - 8 + i),
+                    "MessageGroupId": "g",
+                    "MessageDeduplicationId": str(i),
+                    "MessageAttributes": {"n": {"DataType": "Number", "StringValue": "1"}},
+                }
+                for i in range(2)
+            ],
+            "BatchRequestTooLong",
+        ),
     ):
         with pytest.raises(ClientError) as exc:
-            sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
+            sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=bad)
         assert code(exc) == expected
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        ({"a": {"DataType": "String", "StringValue": ""}}, "non-empty message attribute value"),
+        ({"a": {"DataType": "String"}}, "type 'String'."),
+        ({"a": {"DataType": "Binary", "BinaryValue": b""}}, "type 'Binary'."),
+        ({"a": {"DataType": "String", "BinaryValue": b"1"}}, "with type 'String' must use"),
+        ({"a": {"DataType": "Number", "BinaryValue": b"1"}}, "must use field 'String'."),
+        ({"a": {"DataType": "Binary", "StringValue": "1"}}, "must use field 'Binary'."),
+        ({"a": {"DataType": "Other", "StringValue": "1"}}, "invalid message attribute type"),
+        ({"a": {"DataType": "String.", "StringValue": "1"}}, "invalid message attribute type"),
+        ({"a": {"DataType": "Stringy", "StringValue": "1"}}, "invalid message attribute type"),
+        ({"a": {"DataType": "Number", "StringValue": "one"}}, "Could not cast"),
+        ({"a" * 256: {"DataType": "String", "StringValue": "1"}}, "less than 256 bytes"),
+        ({"a^*": {"DataType": "String", "StringValue": "1"}}, "character '#x5E' was found"),
+        ({".a": {"DataType": "String", "StringValue": "1"}}, "starting with character '.'"),
+        ({"a.": {"DataType": "String", "StringValue": "1"}}, "ending with character '.'"),
+        ({"a..b": {"DataType": "String", "StringValue": "1"}}, "successive '.' character"),
+        ({"AWS.a": {"DataType": "String", "StringValue": "1"}}, "reserved for use by AWS"),
+    ],
+)
+def test_message_attribute_errors_in_sns_words(
+    server: LiveServer, name: str, attributes: dict[str, Any], expected: str
+) -> None:
+    """As SNS answers them (LocalStack's snapshots recorded from SNS): ParameterValueInvalid
+    with SNS's text, from Publish and for the whole of a PublishBatch."""
+    sns = server.sns(validate=False)
+    topic = sns.create_topic(Name=name)["TopicArn"]
+    with pytest.raises(ClientError) as exc:
+        sns.publish(TopicArn=topic, Message="m", MessageAttributes=attributes)
+    assert code(exc) == "ParameterValueInvalid" and expected in message(exc)
+    entries = [{"Id": "1", "Message": "m", "MessageAttributes": attributes}]
+    with pytest.raises(ClientError) as exc:
+        sns.publish_batch(
+            TopicArn=topic, PublishBatchRequestEntries=[*entries, {"Id": "2", "Message": "ok"}]
+        )
+    assert code(exc) == "ParameterValueInvalid" and expected in message(exc)
+
+
+def test_message_attribute_without_type_is_a_validation_error(
+    server: LiveServer, name: str
+) -> None:
+    sns = server.sns(validate=False)
+    topic = sns.create_topic(Name=name)["TopicArn"]
+    attributes = {"a": {"StringValue": "1"}}
+    with pytest.raises(ClientError) as exc:
+        sns.publish(TopicArn=topic, Message="m", MessageAttributes=attributes)
+    assert code(exc) == "ValidationError"
+    assert "Value null at 'messageAttributes.a.member.dataType'" in message(exc)
+    entries = [
+        {"Id": "x", "Message": "ok"},
+        {"Id": "y", "Message": "m", "MessageAttributes": attributes},
+    ]
+    with pytest.raises(ClientError) as exc:
+        sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
+    assert "at 'publishBatchRequestEntries.2.member.messageAttributes.a.member" in message(exc)
 
 
 def test_tags_and_regions(sns: Any, server: LiveServer, name: str, store: Client) -> None:
@@ -580,6 +664,49 @@ def test_topics_and_subscriptions_answer_in_sns_words(
         (topic.rsplit(":", 1)[0] + ":random", "SubscriptionId"),
     ):
         assert error(sns.unsubscribe, SubscriptionArn=bad).startswith(f"Invalid parameter: {words}")
+
+
+def test_fifo_topic_words_and_dead_letter_queue(sns: Any, server: LiveServer, name: str) -> None:
+    """SNS's texts for a FIFO publish without its ids, and a FIFO subscription's
+    dead-letter queue must be FIFO (as LocalStack's snapshots recorded from SNS)."""
+    sqs = server.sqs()
+    topic = sns.create_topic(Name=f"{name}.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
+    _, fifo_arn = queue(sqs, f"{name}.fifo", FifoQueue="true")
+    _, standard_arn = queue(sqs, f"{name}-std")
+    _, fifo_dlq_arn = queue(sqs, f"{name}-dlq.fifo", FifoQueue="true")
+    sub = subscribe(sns, topic, fifo_arn)
+    with pytest.raises(ClientError) as exc:
+        sns.set_subscription_attributes(
+            SubscriptionArn=sub,
+            AttributeName="RedrivePolicy",
+            AttributeValue=json.dumps({"deadLetterTargetArn": standard_arn}),
+        )
+    assert message(exc) == (
+        "Invalid parameter: RedrivePolicy: must use a FIFO queue as DLQ for a FIFO Subscription"
+        " to a FIFO Topic."
+    )
+    sns.set_subscription_attributes(
+        SubscriptionArn=sub,
+        AttributeName="RedrivePolicy",
+        AttributeValue=json.dumps({"deadLetterTargetArn": fifo_dlq_arn}),
+    )
+    standard_sub = subscribe(sns, topic, standard_arn)  # a standard queue's may be standard
+    sns.set_subscription_attributes(
+        SubscriptionArn=standard_sub,
+        AttributeName="RedrivePolicy",
+        AttributeValue=json.dumps({"deadLetterTargetArn": standard_arn}),
+    )
+    with pytest.raises(ClientError) as exc:
+        sns.publish(TopicArn=topic, Message="m")
+    assert message(exc) == (
+        "Invalid parameter: The MessageGroupId parameter is required for FIFO topics"
+    )
+    with pytest.raises(ClientError) as exc:
+        sns.publish(TopicArn=topic, Message="m", MessageGroupId="g")
+    assert message(exc) == (
+        "Invalid parameter: The topic should either have ContentBasedDeduplication enabled or"
+        " MessageDeduplicationId provided explicitly"
+    )
 
 
 def test_the_x_ray_trace_header_of_a_publish_reaches_the_queues(
