@@ -150,7 +150,6 @@ class GroupFill(Generic[K]):
         self.first: tuple[float, int] | None = None  # when the first group opened
         self.first_group: str | None = None
         self.horizon = -math.inf
-        self.walked = 0
         self.total = 0
         self.beyond = 0
 
@@ -161,7 +160,6 @@ class GroupFill(Generic[K]):
         message sent after it no sooner, received since or not: no group the walk reaches
         later opened before it.
         """
-        self.walked += 1
         if receive_count == 0:
             self.horizon = visible_at
         if self.total >= self.limit:
@@ -172,7 +170,7 @@ class GroupFill(Generic[K]):
         keys = self.groups.get(group)
         if keys is None:
             keys = self.groups[group] = []
-            opened = self.opened[group] = (visible_at, self.walked)
+            opened = self.opened[group] = (visible_at, len(self.opened))  # ties: walk order
             if self.first is None or opened < self.first:
                 self.first, self.first_group = opened, group
         if len(keys) < self.limit:

@@ -121,7 +121,7 @@ elseif limit > 0 then
   -- walk stops once the group that opened first has `limit` messages and opened no later
   -- than that bound, or 1,000 messages past a full batch.
   local blocked, groups, opened, order_of_groups = {}, {}, {}, {}
-  local total, beyond, walked, bound = 0, 0, 0, -math.huge
+  local total, beyond, bound = 0, 0, -math.huge
   local first
   local after = '-inf'
   local function before(a, b)
@@ -140,7 +140,6 @@ elseif limit > 0 then
     local done = false
     for j, id in ipairs(ids) do
       after = '(' .. page[2 * j]
-      walked = walked + 1
       if total >= limit then beyond = beyond + 1 end
       local blob = blobs[j]
       if blob then
@@ -160,8 +159,8 @@ elseif limit > 0 then
               if not g then
                 g = {}
                 groups[group] = g
-                opened[group] = {at, walked}
                 table.insert(order_of_groups, group)
+                opened[group] = {at, #order_of_groups} -- ties: walk order
                 if not first or before(group, first) then first = group end
               end
               if #g < limit then
