@@ -150,7 +150,14 @@ def attribute_changes(
             changes["dedup_per_group"] = str(value) == "messageGroup"
             settings.pop(key, None)  # once kept verbatim; now a queue attribute
         elif key == "RedrivePolicy":
-            changes["dead_letter"] = _redrive_policy(value, name, ns, lookup)
+            policy = _redrive_policy(value, name, ns, lookup)
+            settings.pop(key, None)
+            if policy is not None and policy.queue == name:
+                # SQS takes a queue as its own dead-letter queue: kept and shown, it moves
+                # nothing (a message would only go back where it is)
+                settings[key] = _policy_text(policy, ns)
+                policy = None
+            changes["dead_letter"] = policy
         elif key in SETTINGS:
             text = _setting(key, value)
             if text:
@@ -239,6 +246,14 @@ def _redrive_policy(
     return DeadLetterPolicy(queue=target, max_receive_count=count)
 
 
+def _policy_text(policy: DeadLetterPolicy, ns: Namespaces) -> str:
+    """A RedrivePolicy as SQS shows it: compact JSON, maxReceiveCount a number."""
+    return json.dumps(
+        {"deadLetterTargetArn": ns.arn(policy.queue), "maxReceiveCount": policy.max_receive_count},
+        separators=(",", ":"),
+    )
+
+
 # QueueAttributes fields by the SQS attribute that sets them (settings: by their own names)
 FIELD_NAMES = {field: name for name, (field, _, _) in INT_ATTRIBUTES.items()} | {
     "fifo": "FifoQueue",
@@ -288,13 +303,7 @@ def render(
         values["ApproximateNumberOfMessagesNotVisible"] = stats.in_flight
         values["ApproximateNumberOfMessagesDelayed"] = stats.delayed
     if a.dead_letter is not None:
-        values["RedrivePolicy"] = json.dumps(
-            {
-                "deadLetterTargetArn": ns.arn(a.dead_letter.queue),
-                "maxReceiveCount": a.dead_letter.max_receive_count,
-            },
-            separators=(",", ":"),
-        )
+        values["RedrivePolicy"] = _policy_text(a.dead_letter, ns)
     if a.fifo:
         values["FifoQueue"] = True
         values["ContentBasedDeduplication"] = a.content_based_dedup

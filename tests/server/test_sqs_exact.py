@@ -770,3 +770,23 @@ def test_message_move_task_errors_in_the_words_sqs_answers(sqs: Any, name: str) 
         "Task does not exist.",
     )
     assert sqs.cancel_message_move_task(TaskHandle=running)["ApproximateNumberOfMessagesMoved"] < 50
+
+
+def test_a_queue_may_be_its_own_dead_letter_queue_as_on_sqs(sqs: Any, name: str) -> None:
+    """SQS takes such a RedrivePolicy: it is kept and shown, and moves nothing (a message
+    stays where it would go)."""
+    url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
+    own = json.dumps({"deadLetterTargetArn": arn_of(sqs, url), "maxReceiveCount": "1"})
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": own})
+    policy = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert json.loads(policy["RedrivePolicy"]) == {
+        "deadLetterTargetArn": arn_of(sqs, url),
+        "maxReceiveCount": 1,
+    }
+    sqs.send_message(QueueUrl=url, MessageBody="stays")
+    for count in range(1, 4):  # past maxReceiveCount, still delivered from here
+        [m] = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
+        assert m["Attributes"]["ApproximateReceiveCount"] == str(count)
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": ""})
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert "RedrivePolicy" not in attributes
