@@ -239,17 +239,18 @@ def matches_body(policy: Mapping[str, Any], body: Any) -> bool:
             if not any(matches_body(branch, body) for branch in condition):
                 return False
             continue
-        value = body.get(key, ABSENT)
+        if "." in key:  # a dotted key names the path through objects, or the key itself
+            found = _at_path(body, key)
+            value = ABSENT if not found else [v for f in found for v in _listed(f)]
+        else:
+            value = body.get(key, ABSENT)
         if isinstance(condition, dict):
             if isinstance(value, list):
-                if not any(matches_body(condition, v) for v in value):
+                if not any(matches_body(condition, v) for v in _listed(value)):
                     return False
             elif not matches_body(condition, value if value is not ABSENT else {}):
                 return False
             continue
-        if "." in key:  # a dotted key names the path through objects, or the key itself
-            found = _at_path(body, key)
-            value = ABSENT if not found else [v for f in found for v in _listed(f)]
         values = value if value is ABSENT else _listed(value)
         if not _matches(condition, values):
             return False
@@ -257,7 +258,13 @@ def matches_body(policy: Mapping[str, Any], body: Any) -> bool:
 
 
 def _listed(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
+    """A payload's value as the list of values a condition looks at: arrays, and arrays
+    within arrays, flattened (as SNS reads them)."""
+    if not isinstance(value, list):
+        return [value]
+    if not any(isinstance(v, list) for v in value):
+        return value
+    return [w for v in value for w in _listed(v)]
 
 
 def _at_path(body: dict[str, Any], key: str) -> list[Any]:

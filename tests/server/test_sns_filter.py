@@ -139,6 +139,23 @@ def test_a_dotted_body_key_names_the_path_and_the_key() -> None:
     assert not matches_body(policy, {"other": {"nested": "string.value"}})
 
 
+def test_arrays_within_arrays_are_read_flat_as_sns_reads_them() -> None:
+    policy = {"Records": {"s3": {"object": {"key": [{"prefix": "auto-"}]}}}}
+    nested = {"Records": [{"s3": {"object": [[{"key": "auto-1.xml"}]]}}]}
+    assert matches_body(policy, nested)
+    assert not matches_body(policy, {"Records": [{"s3": {"object": [[{"key": "home.xml"}]]}}]})
+    assert matches_body({"n": [{"numeric": [">", 5]}]}, {"n": [[1], [2, [9]]]})
+    assert not matches_body({"n": [{"numeric": [">", 5]}]}, {"n": [[1], [2, [3]]]})
+
+
+def test_a_dotted_key_may_lead_to_a_nested_condition() -> None:
+    policy = {"detail": {"payload.nested.deep": {"inside": [{"prefix": "q-"}]}}}
+    deep = [{"other": 1}, {"inside": "q-test"}]
+    assert matches_body(policy, {"detail": {"payload": {"nested": {"deep": deep}}}})
+    assert matches_body(policy, {"detail": {"payload.nested": {"deep": {"inside": "q-1"}}}})
+    assert not matches_body(policy, {"detail": {"payload": {"nested": {"deep": deep[:1]}}}})
+
+
 def test_nested_keys_count_their_depth_toward_the_combinations() -> None:
     # SNS's example: 3 x 4 x 2 x 3 x 1 x 3 = 216 combinations, over the limit of 150
     nested = {
