@@ -74,6 +74,10 @@ TOPIC_ATTRIBUTES = {
     "FifoThroughputScope",
     "DataProtectionPolicy",
 }
+# every protocol SNS knows (this server delivers to `sqs` alone)
+SNS_PROTOCOLS = frozenset(
+    {"http", "https", "email", "email-json", "sms", "sqs", "application", "lambda", "firehose"}
+)
 SUBSCRIPTION_ATTRIBUTES = {
     "DeliveryPolicy",
     "FilterPolicy",
@@ -316,7 +320,9 @@ class SnsApi:
             _check_subscription_attribute(
                 key, value, attributes, self.ns, where="Attributes Reason: "
             )
-        if not isinstance(protocol, str) or protocol.lower() != "sqs":
+        if not isinstance(protocol, str) or protocol.lower() not in SNS_PROTOCOLS:
+            raise invalid(f"Amazon SNS does not support this protocol string: {protocol}")
+        if protocol.lower() != "sqs":
             raise invalid(
                 f"Protocol: {protocol!r} is not served here; this server delivers to SQS queues"
                 " (Protocol sqs, Endpoint a queue ARN)"
@@ -463,10 +469,14 @@ class SnsApi:
     def publish(self, params: Params, caller: Caller) -> Result:
         if params.get("PhoneNumber") is not None:
             raise invalid("PhoneNumber: this server delivers to SQS queues only")
-        arn = params.get("TopicArn") if "TopicArn" in params else params.get("TargetArn")
+        target = "TopicArn" if "TopicArn" in params else "TargetArn"
+        arn = params.get(target)
         if arn is None:
             raise invalid("TopicArn or TargetArn Reason: no value for required parameter")
-        topic, settings = self._existing(arn, caller, "TopicArn")
+        if target == "TargetArn" and (not isinstance(arn, str) or not TOPIC_ARN_RE.fullmatch(arn)):
+            # an application endpoint's ARN, which this server has none of: in SNS's words
+            raise invalid("TargetArn Reason: No endpoint found for the target arn specified")
+        topic, settings = self._existing(arn, caller, target)
         entry = read_publication(params, topic, settings)
         result = self._deliver(topic, settings, entry, caller, params.get(TRACE_PARAM))
         out: Result = {"MessageId": result.id}

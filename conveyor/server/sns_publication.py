@@ -82,11 +82,11 @@ def read_publication(
             parsed = json.loads(message)
         except ValueError:
             raise invalid("Message Structure - JSON message body failed to parse") from None
-        if not isinstance(parsed, dict) or "default" not in parsed:
+        # as on SNS, an entry that is not a string is ignored: `default` must be one
+        entries = parsed.items() if isinstance(parsed, dict) else ()
+        structure = {str(k): v for k, v in entries if isinstance(v, str)}
+        if "default" not in structure:
             raise invalid("Message Structure - No default entry in JSON message body")
-        # as on SNS, a protocol's entry that is not a string is ignored (the default goes)
-        structure = {str(k): v for k, v in parsed.items() if isinstance(v, str)}
-        structure.setdefault("default", json.dumps(parsed["default"]))
     subject = params.get("Subject")
     if subject is not None and (
         not isinstance(subject, str)

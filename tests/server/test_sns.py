@@ -130,7 +130,12 @@ def test_fan_out_envelope_raw_and_subscriptions(
     assert code(exc) == "InvalidParameter"
     with pytest.raises(ClientError) as exc:
         sns.subscribe(TopicArn=topic, Protocol="email", Endpoint="a@example.com")
-    assert code(exc) == "InvalidParameter"
+    assert code(exc) == "InvalidParameter" and "not served here" in message(exc)
+    with pytest.raises(ClientError) as exc:
+        sns.subscribe(TopicArn=topic, Protocol="test-protocol", Endpoint="x")
+    assert message(exc) == (
+        "Invalid parameter: Amazon SNS does not support this protocol string: test-protocol"
+    )
 
     by_topic = sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
     assert {s["SubscriptionArn"] for s in by_topic} == {sub1, sub2}
@@ -187,9 +192,20 @@ def test_fan_out_envelope_raw_and_subscriptions(
     )
     assert [m["Body"] for m in bodies(sqs, raw_url)] == ["plain"]
     assert json.loads(bodies(sqs, wrapped_url)[0]["Body"])["Message"] == "plain"
-    with pytest.raises(ClientError) as exc:
-        sns.publish(TopicArn=topic, MessageStructure="json", Message='{"sqs": "x"}')
-    assert code(exc) == "InvalidParameter"
+    for no_default in ('{"sqs": "x"}', '{"default": {"object": "x"}}', '["default"]'):
+        with pytest.raises(ClientError) as exc:
+            sns.publish(TopicArn=topic, MessageStructure="json", Message=no_default)
+        assert message(exc) == (
+            "Invalid parameter: Message Structure - No default entry in JSON message body"
+        )
+    with pytest.raises(ClientError) as exc:  # an application endpoint, which none are here
+        sns.publish(TargetArn=f"{topic.rsplit(':', 1)[0]}:endpoint/APNS/app/1", Message="m")
+    assert message(exc) == (
+        "Invalid parameter: TargetArn Reason: No endpoint found for the target arn specified"
+    )
+    assert sns.publish(TargetArn=topic, Message="by its TargetArn")["MessageId"]
+    assert [m["Body"] for m in bodies(sqs, raw_url)] == ["by its TargetArn"]
+    bodies(sqs, wrapped_url)
 
     sns.set_subscription_attributes(
         SubscriptionArn=sub2, AttributeName="RawMessageDelivery", AttributeValue="false"
