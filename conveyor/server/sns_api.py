@@ -23,6 +23,7 @@ from typing import Any
 
 from ..client import Client
 from ..exceptions import (
+    ConveyorError,
     InvalidInput,
     NotFound,
     QueueDoesNotExist,
@@ -32,6 +33,7 @@ from ..models import AttributeValue, SendResult, TypedValue
 from ..queues import SendEntry
 from ..validation import check_topic_name
 from .sns_filter import NestedPolicy, PolicyError, check_policy
+from .sns_pending import PENDING
 from .sns_publication import (
     MAX_MESSAGE,
     Publication,
@@ -55,9 +57,8 @@ MAX_TAGS = 50
 PAGE = 100
 TAG_QUOTA = "Could not complete request: tag quota of per resource exceeded"
 # a topic's settings hold its attributes, its tags under TAG, and under PENDING + a queue's
-# name the attributes of a subscription whose queue does not exist yet
+# name the attributes of a subscription whose queue does not exist (sns_pending)
 TAG = "tag:"
-PENDING = "pending:"
 
 # what a topic has for an attribute never set (a CreateTopic asking for these matches it)
 TOPIC_DEFAULTS = {"SignatureVersion": "1", "TracingConfig": "PassThrough"}
@@ -376,15 +377,20 @@ class SnsApi:
                 out.setdefault(key[len(PENDING) :], json.loads(value))
         return dict(sorted(out.items()))
 
-    def _promote(self, topic: str, settings: Mapping[str, str]) -> None:
-        """Subscribe for real the waiting subscriptions whose queue now exists."""
+    def _promote(self, topic: str, settings: Mapping[str, str]) -> dict[str, dict[str, str]]:
+        """Subscribe for real the waiting subscriptions whose queue now exists; the others,
+        queue to attributes."""
+        waiting: dict[str, dict[str, str]] = {}
         for key, value in settings.items():
             if key.startswith(PENDING):
+                queue, attributes = key[len(PENDING) :], json.loads(value)
                 try:
-                    self.client.subscribe(topic, key[len(PENDING) :], json.loads(value))
+                    self.client.subscribe(topic, queue, attributes)
                 except QueueDoesNotExist:
+                    waiting[queue] = attributes
                     continue
                 self.client.update_topic_settings(topic, {key: None})
+        return waiting
 
     def confirm_subscription(self, params: Params, caller: Caller) -> Result:
         # SQS subscriptions are confirmed when made: no token is ever pending (SNS's word)
@@ -591,35 +597,37 @@ class SnsApi:
             {"AWSTraceHeader": TypedValue(TRACE_TYPE, trace)} if isinstance(trace, str) else {}
         )
         mid = str(uuid.uuid4())
-        arn = self.topic_arn(topic)
-        self._promote(topic, settings)
-        copies: dict[str, SendEntry] = {}
-        body = p.body_for("sqs")
-        raw_attributes = {**p.attributes, **traced}
+        waiting = self._promote(topic, settings)
         now = datetime.now(UTC)
-        for queue, attributes in self.client.subscriptions(topic).items():
-            if not passes(attributes, p):
-                continue
+
+        def copy(queue: str, attributes: Mapping[str, str], to: str) -> SendEntry:
+            """The copy subscription (`queue`, `attributes`) gets, sent to queue `to`."""
             raw = attributes.get("RawMessageDelivery", "false").lower() == "true"
             fifo = queue.endswith(".fifo")  # a FIFO topic delivers to standard queues too
-            # a FIFO topic's group stays out of standard queues; a standard topic's goes on
-            group = p.group_id if fifo or not topic.endswith(".fifo") else None
-            if not raw:  # an envelope names its subscription: one each
+            body = p.body_for("sqs")
+            if raw:
+                sent_attributes = {**p.attributes, **traced}
+            else:  # an envelope names its subscription: one each
                 sub = self.subscription_arn(topic, queue)
-                copy_body, copy_attributes = (
-                    envelope(mid, arn, p, body, caller, topic, sub, now),
-                    traced,
-                )
-            else:
-                copy_body, copy_attributes = body, raw_attributes
-            copies[queue] = SendEntry(  # each copy has an SQS message id of its own
+                body = envelope(mid, self.topic_arn(topic), p, body, caller, topic, sub, now)
+                sent_attributes = traced
+            return SendEntry(  # each copy has an SQS message id of its own
                 entry_id="0",
-                body=copy_body,
-                id=copy_id(mid, queue),
-                attributes=copy_attributes,
-                group_id=group,
+                body=body,
+                id=copy_id(mid, to),
+                attributes=sent_attributes,
+                # a FIFO topic's group stays out of standard queues; a standard topic's goes on
+                group_id=p.group_id if fifo or not topic.endswith(".fifo") else None,
                 dedup_id=p.dedup_id if fifo else None,
             )
+
+        copies = {
+            queue: copy(queue, attributes, queue)
+            for queue, attributes in self.client.subscriptions(topic).items()
+            if passes(attributes, p)
+        }
+        for queue, attributes in waiting.items():  # its queue is gone: to its dead letters
+            self._dead_letter(queue, attributes, p, copy)
         if not copies:
             return SendResult(id=mid)
         results = self.client.publish_copies(topic, copies)
@@ -627,6 +635,32 @@ class SnsApi:
             if result.duplicate:  # a FIFO queue holds the first publish's copy: its id
                 return dataclasses.replace(result, id=copy_id(result.id, queue))
         return next((dataclasses.replace(r, id=mid) for r in results.values()), SendResult(id=mid))
+
+    def _dead_letter(
+        self,
+        queue: str,
+        attributes: Mapping[str, str],
+        p: Publication,
+        copy: Callable[[str, Mapping[str, str], str], SendEntry],
+    ) -> None:
+        """A publication for a subscription whose queue does not exist goes to the
+        subscription's dead-letter queue (its RedrivePolicy), as it would have gone to the
+        queue; without one, or if that queue is gone too, it is lost, as on SNS."""
+        policy = attributes.get("RedrivePolicy")
+        if not policy or not passes(attributes, p):
+            return
+        try:
+            target = self.ns.from_arn(json.loads(policy)["deadLetterTargetArn"], "RedrivePolicy")
+            entry = copy(queue, attributes, f"{queue}\n{target}")
+            self.client.queue(target).send(
+                entry.body,
+                id=entry.id,
+                group_id=entry.group_id,
+                dedup_id=entry.dedup_id,
+                attributes=entry.attributes,
+            )
+        except (ConveyorError, ValueError, KeyError, TypeError):
+            return
 
 
 def _own(caller: Caller, account: str, arn: str) -> None:

@@ -40,6 +40,7 @@ from ..models import Capability, Message, QueueAttributes, TypedValue
 from ..queues import MAX_BATCH_BYTES, Queue, SendEntry
 from . import sqs_attributes
 from .metrics import Metrics
+from .sns_pending import keep_subscriptions
 from .sqs_message_attributes import (
     TRACE_TYPE,
     parse_message_attributes,
@@ -238,7 +239,9 @@ class SqsApi:
         return {"QueueUrl": self.ns.url(caller, name)}
 
     def delete_queue(self, params: Params, caller: Caller) -> Result:
-        self.client.delete_queue(self._queue(params, caller))
+        queue = self._queue(params, caller)
+        keep_subscriptions(self.client, queue)  # as SNS: a subscription outlives its queue
+        self.client.delete_queue(queue)
         return {}
 
     def list_queues(self, params: Params, caller: Caller) -> Result:

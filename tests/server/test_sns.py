@@ -725,6 +725,40 @@ def test_fifo_topic_words_and_dead_letter_queue(sns: Any, server: LiveServer, na
     )
 
 
+def test_a_subscription_outlives_its_queue_and_dead_letters_meanwhile(
+    sns: Any, server: LiveServer, name: str
+) -> None:
+    """As on SNS: deleting a queue leaves its subscription; publishes made while the queue
+    is gone go to the subscription's dead-letter queue (as the queue would have had them),
+    and a queue made again under the name gets the publishes made after."""
+    sqs = server.sqs()
+    topic = sns.create_topic(Name=name)["TopicArn"]
+    url, arn = queue(sqs, f"{name}-q")
+    dlq_url, dlq_arn = queue(sqs, f"{name}-dlq")
+    sub = subscribe(sns, topic, arn, RawMessageDelivery="true")
+    sns.set_subscription_attributes(
+        SubscriptionArn=sub,
+        AttributeName="RedrivePolicy",
+        AttributeValue=json.dumps({"deadLetterTargetArn": dlq_arn}),
+    )
+    sqs.delete_queue(QueueUrl=url)
+    listed = sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
+    assert [s["SubscriptionArn"] for s in listed] == [sub]
+    assert sns.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]["Endpoint"] == arn
+    attributes = {"n": {"DataType": "Number", "StringValue": "111"}}
+    sns.publish(TopicArn=topic, Message="while gone", MessageAttributes=attributes)
+    [dead] = bodies(sqs, dlq_url, MessageAttributeNames=["All"])
+    assert dead["Body"] == "while gone"
+    assert dead["MessageAttributes"] == {"n": {"StringValue": "111", "DataType": "Number"}}
+    url, _ = queue(sqs, f"{name}-q")
+    sns.publish(TopicArn=topic, Message="back")
+    assert [m["Body"] for m in bodies(sqs, url)] == ["back"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=dlq_url)
+    sns.unsubscribe(SubscriptionArn=sub)
+    sqs.delete_queue(QueueUrl=url)  # unsubscribed: nothing is kept
+    assert sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"] == []
+
+
 def test_the_x_ray_trace_header_of_a_publish_reaches_the_queues(
     sns: Any, server: LiveServer, name: str
 ) -> None:
