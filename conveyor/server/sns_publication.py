@@ -31,9 +31,13 @@ def copy_id(publish_id: str, queue: str) -> str:
     gives each queue's copy, from which `publish_id` is found again (`copy_id` of a copy's
     id and its queue): the publish's UUID with the bits of a digest of the queue's name
     flipped, its version and variant kept."""
+    try:
+        value = uuid.UUID(publish_id).int
+    except ValueError:  # a message of the queue's own, sent with an id of the sender's
+        return publish_id
     digest = hashlib.sha256(queue.encode()).digest()[:16]
     flip = int.from_bytes(digest, "big") & ~_UUID_FIXED
-    return str(uuid.UUID(int=uuid.UUID(publish_id).int ^ flip))
+    return str(uuid.UUID(int=value ^ flip))
 
 
 class Publication:

@@ -11,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from conveyor import Client
+from conveyor.server.sns_publication import copy_id
 
 from ..live import LiveServer
 
@@ -844,3 +845,12 @@ def test_add_and_remove_permission_edit_the_topic_policy(sns: Any, name: str) ->
     sns.remove_permission(TopicArn=topic, Label="one")
     sns.remove_permission(TopicArn=topic, Label="two")
     assert policy() == default
+
+
+def test_a_copy_s_id_is_its_own_and_leads_back_to_the_publish() -> None:
+    publish = str(uuid.uuid4())
+    one, two = copy_id(publish, "a"), copy_id(publish, "b")
+    assert len({publish, one, two}) == 3
+    assert uuid.UUID(one).version == 4 and uuid.UUID(two).variant == uuid.RFC_4122
+    assert copy_id(one, "a") == publish and copy_id(two, "b") == publish
+    assert copy_id("order-1", "a") == "order-1"  # a sender's own id is kept as it is
