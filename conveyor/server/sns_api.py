@@ -32,7 +32,20 @@ from ..exceptions import (
 from ..models import AttributeValue, SendResult, TypedValue
 from ..queues import SendEntry
 from ..validation import check_topic_name
-from .sns_filter import NestedPolicy, PolicyError, check_policy
+from .sns_attributes import (
+    DELIVERY_POLICY,
+    PERMISSION_ACTIONS,
+    SUB_DEFAULTS,
+    TOPIC_ATTRIBUTES,
+    TOPIC_DEFAULTS,
+    check_fifo_redrive,
+    check_subscription_attribute,
+    check_topic_attribute,
+    default_policy,
+    redrive_target,
+    stored,
+    topic_policy,
+)
 from .sns_pending import PENDING
 from .sns_publication import (
     MAX_MESSAGE,
@@ -60,35 +73,10 @@ TAG_QUOTA = "Could not complete request: tag quota of per resource exceeded"
 # name the attributes of a subscription whose queue does not exist (sns_pending)
 TAG = "tag:"
 
-# what a topic has for an attribute never set (a CreateTopic asking for these matches it)
-TOPIC_DEFAULTS = {"SignatureVersion": "1", "TracingConfig": "PassThrough"}
-TOPIC_ATTRIBUTES = {
-    "DeliveryPolicy",
-    "DisplayName",
-    "FifoTopic",
-    "Policy",
-    "SignatureVersion",
-    "TracingConfig",
-    "KmsMasterKeyId",
-    "ContentBasedDeduplication",
-    "ArchivePolicy",
-    "FifoThroughputScope",
-    "DataProtectionPolicy",
-}
 # every protocol SNS knows (this server delivers to `sqs` alone)
 SNS_PROTOCOLS = frozenset(
     {"http", "https", "email", "email-json", "sms", "sqs", "application", "lambda", "firehose"}
 )
-SUBSCRIPTION_ATTRIBUTES = {
-    "DeliveryPolicy",
-    "FilterPolicy",
-    "FilterPolicyScope",
-    "RawMessageDelivery",
-    "RedrivePolicy",
-    "SubscriptionRoleArn",
-    "ReplayPolicy",
-}
-
 Params = dict[str, Any]
 Result = dict[str, Any]
 
@@ -207,7 +195,7 @@ class SnsApi:
         else:
             attributes.pop("FifoTopic", None)  # a standard topic does not show it
         for key, value in attributes.items():
-            _check_topic_attribute(key, value, fifo)
+            check_topic_attribute(key, value, fifo)
         tags = _tags(params.get("Tags"))
         topic = self.ns.store_name(caller.region, caller.account, name)
         try:
@@ -250,7 +238,7 @@ class SnsApi:
         if not accounts or not actions:
             raise invalid("AWSAccountId and ActionName: at least one of each")
         arn = self.topic_arn(topic)
-        policy = _topic_policy(settings, arn, self.ns.split(topic)[1])
+        policy = topic_policy(settings, arn, self.ns.split(topic)[1])
         if any(st.get("Sid") == label for st in policy["Statement"]):
             raise invalid("Statement already exists")
         if any(a not in PERMISSION_ACTIONS for a in actions):
@@ -273,7 +261,7 @@ class SnsApi:
         topic, settings = self._existing(params.get("TopicArn"), caller)
         label = _label(params)
         if settings.get("Policy"):
-            policy = _topic_policy(settings, self.topic_arn(topic), self.ns.split(topic)[1])
+            policy = topic_policy(settings, self.topic_arn(topic), self.ns.split(topic)[1])
             policy["Statement"] = [st for st in policy["Statement"] if st.get("Sid") != label]
             self.client.update_topic_settings(topic, {"Policy": json.dumps(policy)})
         return {}
@@ -286,7 +274,7 @@ class SnsApi:
         out = {
             "TopicArn": arn,
             "Owner": account,
-            "Policy": _default_policy(arn, account),
+            "Policy": default_policy(arn, account),
             "DisplayName": "",
             "SubscriptionsConfirmed": str(confirmed),
             "SubscriptionsPending": "0",
@@ -307,7 +295,7 @@ class SnsApi:
         fifo = topic.endswith(".fifo")
         if key == "FifoTopic":
             raise invalid("AttributeName")  # FifoTopic cannot change: SNS says no more
-        _check_topic_attribute(key, value, fifo)
+        check_topic_attribute(key, value, fifo)
         self.client.update_topic_settings(topic, {key: value if value != "" else None})
         return {}
 
@@ -318,7 +306,7 @@ class SnsApi:
         protocol, endpoint = params.get("Protocol"), params.get("Endpoint")
         attributes = query_map(params.get("Attributes"), "key", "value")
         for key, value in attributes.items():  # checked first, whatever the protocol, as SNS
-            _check_subscription_attribute(
+            check_subscription_attribute(
                 key, value, attributes, self.ns, where="Attributes Reason: "
             )
         if not isinstance(protocol, str) or protocol.lower() not in SNS_PROTOCOLS:
@@ -337,21 +325,14 @@ class SnsApi:
                 "Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to"
                 " standard SNS topics"
             )
-        if topic.endswith(".fifo") and queue.endswith(".fifo") and "RedrivePolicy" in attributes:
-            _check_subscription_attribute(
-                "RedrivePolicy",
-                attributes["RedrivePolicy"],
-                attributes,
-                self.ns,
-                where="Attributes Reason: ",
-                fifo=True,
-            )
-        attributes = {k: _stored(k, v) for k, v in attributes.items() if v != ""}
+        if topic.endswith(".fifo") and queue.endswith(".fifo") and attributes.get("RedrivePolicy"):
+            check_fifo_redrive(attributes["RedrivePolicy"], self.ns, "Attributes Reason: ")
+        attributes = {k: stored(k, v) for k, v in attributes.items() if v != ""}
         current = self._subscriptions(topic)
         if queue in current:
             have = current[queue]
             if any(
-                _stored(k, have.get(k, SUB_DEFAULTS.get(k, ""))) != v for k, v in attributes.items()
+                stored(k, have.get(k, SUB_DEFAULTS.get(k, ""))) != v for k, v in attributes.items()
             ):
                 raise invalid(
                     "Attributes Reason: Subscription already exists with different attributes"
@@ -453,14 +434,10 @@ class SnsApi:
         key, value = params.get("AttributeName"), params.get("AttributeValue", "")
         if not isinstance(value, str):
             raise invalid("AttributeValue must be a string")
-        _check_subscription_attribute(
-            key,
-            value,
-            {**attributes, str(key): value},
-            self.ns,
-            fifo=topic.endswith(".fifo") and queue.endswith(".fifo"),
-        )
-        change = {str(key): _stored(str(key), value) if value != "" else None}
+        check_subscription_attribute(key, value, {**attributes, str(key): value}, self.ns)
+        if key == "RedrivePolicy" and value and topic.endswith(".fifo") and queue.endswith(".fifo"):
+            check_fifo_redrive(value, self.ns)
+        change = {str(key): stored(str(key), value) if value != "" else None}
         settings = self.client.topic_settings(topic)
         if PENDING + queue in settings:
             pending = {**json.loads(settings[PENDING + queue]), **change}
@@ -599,17 +576,18 @@ class SnsApi:
         mid = str(uuid.uuid4())
         waiting = self._promote(topic, settings)
         now = datetime.now(UTC)
+        arn, text = self.topic_arn(topic), p.body_for("sqs")
+        raw_attributes = {**p.attributes, **traced}
 
         def copy(queue: str, attributes: Mapping[str, str], to: str) -> SendEntry:
             """The copy subscription (`queue`, `attributes`) gets, sent to queue `to`."""
             raw = attributes.get("RawMessageDelivery", "false").lower() == "true"
             fifo = queue.endswith(".fifo")  # a FIFO topic delivers to standard queues too
-            body = p.body_for("sqs")
             if raw:
-                sent_attributes = {**p.attributes, **traced}
+                body, sent_attributes = text, raw_attributes
             else:  # an envelope names its subscription: one each
                 sub = self.subscription_arn(topic, queue)
-                body = envelope(mid, self.topic_arn(topic), p, body, caller, topic, sub, now)
+                body = envelope(mid, arn, p, text, caller, topic, sub, now)
                 sent_attributes = traced
             return SendEntry(  # each copy has an SQS message id of its own
                 entry_id="0",
@@ -650,7 +628,7 @@ class SnsApi:
         if not policy or not passes(attributes, p):
             return
         try:
-            target = self.ns.from_arn(json.loads(policy)["deadLetterTargetArn"], "RedrivePolicy")
+            target = redrive_target(policy, self.ns)
             entry = copy(queue, attributes, f"{queue}\n{target}")
             self.client.queue(target).send(
                 entry.body,
@@ -659,7 +637,7 @@ class SnsApi:
                 dedup_id=entry.dedup_id,
                 attributes=entry.attributes,
             )
-        except (ConveyorError, ValueError, KeyError, TypeError):
+        except ConveyorError:  # the dead-letter queue is gone, or refuses the copy
             return
 
 
@@ -704,37 +682,7 @@ def _failure(entry_id: str, code: str, message: str, sender: bool) -> dict[str, 
     return {"Id": entry_id, "Code": code, "Message": message, "SenderFault": str(sender).lower()}
 
 
-# -- attributes ---------------------------------------------------------------------------
-
-DELIVERY_POLICY = {
-    "http": {
-        "defaultHealthyRetryPolicy": {
-            "minDelayTarget": 20,
-            "maxDelayTarget": 20,
-            "numRetries": 3,
-            "numMaxDelayRetries": 0,
-            "numNoDelayRetries": 0,
-            "numMinDelayRetries": 0,
-            "backoffFunction": "linear",
-        },
-        "disableSubscriptionOverrides": False,
-        "defaultRequestPolicy": {"headerContentType": "text/plain; charset=UTF-8"},
-    }
-}
-
-
-# what AddPermission may grant (SNS's action names)
-PERMISSION_ACTIONS = (
-    "GetTopicAttributes",
-    "SetTopicAttributes",
-    "AddPermission",
-    "RemovePermission",
-    "DeleteTopic",
-    "Subscribe",
-    "ListSubscriptionsByTopic",
-    "Publish",
-    "Receive",
-)
+# -- parameters ---------------------------------------------------------------------------
 
 
 def _label(params: Params) -> str:
@@ -744,128 +692,11 @@ def _label(params: Params) -> str:
     return label
 
 
-def _topic_policy(settings: Mapping[str, str], arn: str, account: str) -> dict[str, Any]:
-    """The topic's policy as a document with a list of statements (its default if unset)."""
-    try:
-        policy = json.loads(settings.get("Policy") or _default_policy(arn, account))
-    except ValueError:
-        policy = None
-    if not isinstance(policy, dict) or not isinstance(policy.get("Statement"), list):
-        policy = json.loads(_default_policy(arn, account))
-    statements = [st for st in policy["Statement"] if isinstance(st, dict)]
-    return {**policy, "Statement": statements}
-
-
-def _default_policy(arn: str, account: str) -> str:
-    actions = [f"SNS:{a}" for a in PERMISSION_ACTIONS if a != "Receive"]
-    policy = {
-        "Version": "2008-10-17",
-        "Id": "__default_policy_ID",
-        "Statement": [
-            {
-                "Sid": "__default_statement_ID",
-                "Effect": "Allow",
-                "Principal": {"AWS": "*"},
-                "Action": actions,
-                "Resource": arn,
-                "Condition": {"StringEquals": {"AWS:SourceOwner": account}},
-            }
-        ],
-    }
-    return json.dumps(policy, separators=(",", ":"))
-
-
-def _check_topic_attribute(key: str, value: str, fifo: bool) -> None:
-    if not isinstance(value, str):
-        raise invalid(f"AttributeValue of {key} must be a string")
-    if key == "ContentBasedDeduplication":
-        if value.lower() not in ("true", "false"):
-            raise invalid("ContentBasedDeduplication: true or false")
-        if not fifo and value.lower() == "true":
-            raise invalid("ContentBasedDeduplication Reason: only FIFO topics de-duplicate")
-    elif key == "FifoTopic" and value.lower() not in ("true", "false"):
-        raise invalid("FifoTopic: true or false")
-    elif key in ("Policy", "DeliveryPolicy", "DataProtectionPolicy", "ArchivePolicy") and value:
-        try:
-            json.loads(value)
-        except ValueError:
-            raise invalid(f"{key}: not valid JSON") from None
-    elif key == "DisplayName" and len(value) > 100:
-        raise invalid("DisplayName: at most 100 characters")
-    elif key == "SignatureVersion" and value not in ("1", "2"):
-        raise invalid("SignatureVersion: 1 or 2")
-    elif key == "TracingConfig" and value not in ("PassThrough", "Active"):
-        raise invalid("TracingConfig: PassThrough or Active")
-
-
-def _check_subscription_attribute(
-    key: Any,
-    value: str,
-    all_attributes: Mapping[str, str],
-    ns: Namespaces,
-    where: str = "",
-    fifo: bool = False,
-) -> None:
-    """One subscription attribute checked (`where`: what SNS says the error is in before the
-    attribute's name: "Attributes Reason: " in Subscribe; `fifo`: of a FIFO queue's
-    subscription to a FIFO topic)."""
-    if not isinstance(key, str) or key not in SUBSCRIPTION_ATTRIBUTES:
-        raise invalid("AttributeName")  # SNS's word for an attribute it does not know
-    if key == "RawMessageDelivery" and value.lower() not in ("true", "false"):
-        raise invalid(f"{where}RawMessageDelivery: Invalid value [{value}]. Must be true or false.")
-    if key == "FilterPolicyScope" and value not in ("MessageAttributes", "MessageBody"):
-        raise invalid(
-            f"FilterPolicyScope: Invalid value [{value}]. Please use either MessageBody or"
-            " MessageAttributes"
-        )
-    if key in ("FilterPolicy", "FilterPolicyScope"):
-        policy = all_attributes.get("FilterPolicy")
-        if policy:
-            scope = all_attributes.get("FilterPolicyScope", "MessageAttributes")
-            try:
-                check_policy(policy, scope)
-            except NestedPolicy as exc:
-                raise invalid(exc.message) from None
-            except PolicyError as exc:  # SNS names where: Subscribe's Attributes, or the one
-                raise invalid(f"{where}FilterPolicy: {exc.message}") from None
-    if key == "RedrivePolicy" and value:
-        try:
-            policy = json.loads(value)
-        except ValueError:
-            raise invalid(f"{where}RedrivePolicy: failed to parse JSON.") from None
-        target = policy.get("deadLetterTargetArn") if isinstance(policy, dict) else None
-        if not isinstance(target, str) or not ARN_RE.fullmatch(target):
-            raise invalid(f"{where}RedrivePolicy: deadLetterTargetArn is an invalid arn")
-        dead_letters = ns.from_arn(target, "deadLetterTargetArn")
-        if fifo and not dead_letters.endswith(".fifo"):
-            raise invalid(
-                f"{where}RedrivePolicy: must use a FIFO queue as DLQ for a FIFO Subscription to"
-                " a FIFO Topic."
-            )
-    if key == "DeliveryPolicy" and value:
-        try:
-            json.loads(value)
-        except ValueError:
-            raise invalid("DeliveryPolicy: not valid JSON") from None
-
-
 def _check_arn_parts(param: str, arn: str) -> None:
     """An ARN of fewer than six parts, refused in SNS's words."""
     parts = len(arn.split(":"))
     if parts < 6:
         raise invalid(f"{param} Reason: An ARN must have at least 6 elements, not {parts}")
-
-
-# what a subscription has when an attribute was never set
-SUB_DEFAULTS = {"RawMessageDelivery": "false", "FilterPolicyScope": "MessageAttributes"}
-
-
-def _stored(key: str, value: str) -> str:
-    """An attribute as SNS keeps it: RawMessageDelivery in lower case."""
-    return value.lower() if key == "RawMessageDelivery" else value
-
-
-# -- parameters ---------------------------------------------------------------------------
 
 
 def _tags(node: Any) -> dict[str, str]:
