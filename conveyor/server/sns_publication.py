@@ -99,10 +99,8 @@ def read_publication(
         or not subject.isprintable()
     ):
         raise invalid(f"{at}Subject")  # SNS's word: 1-100 printable characters, one line
-    path = f"publishBatchRequestEntries.{place}.member.messageAttributes" if place else ""
-    attributes, wire = message_attributes(
-        params.get("MessageAttributes"), at, path or "messageAttributes"
-    )
+    path = (f"publishBatchRequestEntries.{place}.member." if place else "") + "messageAttributes"
+    attributes, wire = message_attributes(params.get("MessageAttributes"), at, path)
     size = len(message.encode()) + sum(
         len(k.encode())
         + len(v["DataType"].encode())
