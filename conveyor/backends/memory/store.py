@@ -43,8 +43,8 @@ from ..errors import (
     not_subscribed,
     queue_exists,
 )
-from ..receipts import parse_receipt, stale_receipt
-from ..rules import GroupFill, refill_tokens
+from ..receipts import parse_receipt, receipt_prefix, stale_receipt
+from ..rules import GroupFill, expired, refill_tokens
 from .state import NAMED, NAMED_LOCK, QueueState, Rec, State, TopicState
 
 
@@ -184,6 +184,9 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                 if limit <= 0:
                     return []
             token = secrets.token_hex(8)
+            prefix = receipt_prefix(queue, token)
+            until = q.claim_until(now, visibility_timeout)
+            horizon = now - q.attrs.retention
             policy = q.attrs.dead_letter
             out: list[Message] = []
             fill: GroupFill[str] | None = GroupFill(limit) if q.attrs.fifo else None
@@ -191,7 +194,7 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
             for rec in q.candidates(now):
                 if fill is not None:
                     fill.step(rec.visible_at, rec.receive_count)
-                if q.expired_at(rec, now):
+                if expired(rec.sent_at, rec.deadline, horizon, now):
                     q.drop(rec, "expired", now)
                     continue
                 if (
@@ -206,12 +209,12 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                     if fill.done:
                         break
                     continue
-                out.append(q.claim(rec, now, visibility_timeout, token))
+                out.append(q.claim(rec, now, until, token, prefix))
                 if len(out) >= limit:
                     break
             if fill is not None:
                 for mid in fill.chosen():
-                    out.append(q.claim(q.messages[mid], now, visibility_timeout, token))
+                    out.append(q.claim(q.messages[mid], now, until, token, prefix))
             q.received += len(out)
             if rate:
                 q.tokens -= len(out)
