@@ -552,6 +552,12 @@ def main() -> None:
     ap.add_argument("--source", help="a checkout of Conveyor to compare with ('before')")
     ap.add_argument("--seconds", type=float, default=5.0, help="per wrk run")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--stores",
+        default="",
+        help="the wrk section's stores, comma-separated (memory, sqlite normal, sqlite full;"
+        " default all)",
+    )
     ap.add_argument("--messages", type=int, default=5000, help="per end-to-end run")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "conveyor-bench"))
     ap.add_argument(
@@ -572,20 +578,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if "wrk" in sections:
             wrk.ensure_wrk()
-            targets = [
-                trivial(),
-                conveyor("conveyor memory", "memory://"),
-                conveyor("conveyor sqlite normal", f"sqlite:///{tmp}/n.db?durability=normal"),
-                conveyor("conveyor sqlite full", f"sqlite:///{tmp}/f.db"),
+            stores = {  # a store's URL by the file its server may use
+                "memory": lambda db: "memory://",
+                "sqlite normal": lambda db: f"sqlite:///{tmp}/{db}.db?durability=normal",
+                "sqlite full": lambda db: f"sqlite:///{tmp}/{db}.db",
+            }
+            chosen = [s.strip() for s in args.stores.split(",")] if args.stores else list(stores)
+            unknown = sorted(set(chosen) - set(stores))
+            if unknown:
+                ap.error(f"--stores: unknown {', '.join(unknown)}; choose from {', '.join(stores)}")
+            sides = [("conveyor", None), ("before", source)] if source else [("conveyor", None)]
+            targets = [trivial()] + [
+                conveyor(f"{side} {s}", stores[s](f"{side}-{s.replace(' ', '-')}"), checkout)
+                for side, checkout in sides
+                for s in chosen
             ]
-            if source:
-                targets += [
-                    conveyor("before memory", "memory://", source),
-                    conveyor(
-                        "before sqlite normal", f"sqlite:///{tmp}/bn.db?durability=normal", source
-                    ),
-                    conveyor("before sqlite full", f"sqlite:///{tmp}/bf.db", source),
-                ]
             wrk_section(targets, args.seconds, args.repeat)
         if "workers" in sections:
             workers_section(source, args.seconds, args.repeat, args.cpu_per_worker)
