@@ -25,7 +25,7 @@ MAX_TOPIC_NAME = 256
 TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
 FIFO_TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,251}\.fifo")
 ENTRY_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
-ENTRY_IDS_RE = re.compile(r"[A-Za-z0-9_-]{1,80}(?:\n[A-Za-z0-9_-]{1,80})*")
+ENTRY_IDS_RE = re.compile(f"{ENTRY_ID_RE.pattern}(?:\n{ENTRY_ID_RE.pattern})*")  # a line each
 ATTRIBUTE_NAME_RE = re.compile(r"[A-Za-z0-9_.\u00c0-\u017f-]{1,256}")
 """SQS's documented characters, and the Latin letters U+00C0 to U+017F SQS also takes."""
 MESSAGE_ID_RE = re.compile(r"[\x21-\x7e]{1,128}")
@@ -272,5 +272,5 @@ def check_batch(entry_ids: Sequence[str]) -> None:
                 raise InvalidBatchEntryId(
                     f"batch entry id {entry_id!r}: use 1-80 characters from A-Z, a-z, 0-9, '-', '_'"
                 )
-    if len(set(entry_ids)) != len(entry_ids):
+    if len(set(entry_ids)) != n:
         raise BatchEntryIdsNotDistinct("batch entry ids must be distinct within one batch")

@@ -19,10 +19,8 @@ from typing import Any
 
 from ...ids import new_ids
 from ...models import (
-    FAR_FUTURE,
     ArchivedMessage,
     Consumer,
-    Delivery,
     Message,
     NewMessage,
     QueueAttributes,
@@ -223,7 +221,7 @@ class QueueState:
             size *= 2
 
     def claim(self, rec: Rec, now: float, visible_at: float, token: str, prefix: str) -> Message:
-        """Deliver the record until `visible_at` (the receive's `claim_until`) under the
+        """Deliver the record until `visible_at` (the receive's `claim_terms`) under the
         receive's token; `prefix` is `receipt_prefix(queue, token)`."""
         rec.receive_count += 1
         if rec.first_received_at is None:
@@ -232,13 +230,7 @@ class QueueState:
         rec.version += 1
         rec.token = token
         self.schedule(rec, now)
-        return self.view(rec, "%s%x.%s" % (prefix, rec.seq, rec.id))  # noqa: UP031 - make_receipt's form, faster
-
-    def claim_until(self, now: float, visibility_timeout: float) -> float:
-        """When a receive's claims end: never, on an at-most-once queue."""
-        if self.attrs.delivery is Delivery.AT_MOST_ONCE:
-            return FAR_FUTURE
-        return now + visibility_timeout
+        return self.view(rec, f"{prefix}{rec.seq:x}.{rec.id}")
 
     def touch(self, rec: Rec, now: float) -> None:
         """A new version of the record: its receipts and heap entries are stale."""

@@ -44,7 +44,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import parse_receipt, receipt_prefix, stale_receipt
-from ..rules import GroupFill, expired, refill_tokens
+from ..rules import GroupFill, claim_terms, expired, refill_tokens
 from .state import NAMED, NAMED_LOCK, QueueState, Rec, State, TopicState
 
 
@@ -185,8 +185,7 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                     return []
             token = secrets.token_hex(8)
             prefix = receipt_prefix(queue, token)
-            until = q.claim_until(now, visibility_timeout)
-            horizon = now - q.attrs.retention
+            terms = claim_terms(q.attrs, now, visibility_timeout)
             policy = q.attrs.dead_letter
             out: list[Message] = []
             fill: GroupFill[str] | None = GroupFill(limit) if q.attrs.fifo else None
@@ -194,7 +193,7 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
             for rec in q.candidates(now):
                 if fill is not None:
                     fill.step(rec.visible_at, rec.receive_count)
-                if expired(rec.sent_at, rec.deadline, horizon, now):
+                if expired(rec.sent_at, rec.deadline, terms.horizon, now):
                     q.drop(rec, "expired", now)
                     continue
                 if (
@@ -209,12 +208,12 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                     if fill.done:
                         break
                     continue
-                out.append(q.claim(rec, now, until, token, prefix))
+                out.append(q.claim(rec, now, terms.visible_at, token, prefix))
                 if len(out) >= limit:
                     break
             if fill is not None:
                 for mid in fill.chosen():
-                    out.append(q.claim(q.messages[mid], now, until, token, prefix))
+                    out.append(q.claim(q.messages[mid], now, terms.visible_at, token, prefix))
             q.received += len(out)
             if rate:
                 q.tokens -= len(out)
