@@ -235,6 +235,17 @@ class Queue:
             }
         )
 
+    def send_prepared(self, messages: Sequence[NewMessage]) -> list[SendResult]:
+        """Send up to 10 messages that `prepare`, `prepare_many` or `prepare_plain` made, in
+        one store transaction: all of them or, on an error, none. Results in order."""
+        check_batch_size(len(messages))
+        total = sum(len(m.body) for m in messages)
+        if total > MAX_BATCH_BYTES:
+            raise BatchRequestTooLong(
+                f"batch bodies total {total} bytes; a batch carries at most {MAX_BATCH_BYTES}"
+            )
+        return self._backend.send(self.name, messages)
+
     def send(
         self,
         body: Body,

@@ -123,6 +123,20 @@ def test_batch_shape_errors(client: Client) -> None:
     assert q.stats().total == 0
 
 
+def test_send_prepared_sends_all_or_nothing(client: Client) -> None:
+    q = client.create_queue("q", max_message_bytes=1024)
+    with pytest.raises(MessageTooLong):  # checked as it is prepared, before anything is sent
+        q.prepare_plain([None, None], ["a", "x" * 2000])
+    with pytest.raises(EmptyBatch):
+        q.send_prepared([])
+    with pytest.raises(TooManyEntries):
+        q.send_prepared(q.prepare_plain([None] * 11, ["m"] * 11))
+    assert q.stats().total == 0
+    sent = q.send_prepared(q.prepare_plain([None] * 3, ["a", b"b", "c"]))
+    got = {m.id: m.text for m in q.receive(10)}
+    assert [got[r.id] for r in sent] == ["a", "b", "c"] and not any(r.duplicate for r in sent)
+
+
 def test_batch_reports_per_entry(client: Client) -> None:
     q = client.create_queue("q", max_message_bytes=1024)
     results = q.send_batch(

@@ -717,6 +717,18 @@ def test_sizes_filters_and_batch_answers_as_sqs_gives_them(
     # "*" asks for every message attribute, as "All" and ".*" do
     got = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["*"], MaxNumberOfMessages=1)
     assert got["Messages"][0]["MessageAttributes"] == attribute
+    # a body over the queue's limit fails its own entry; the others are sent
+    bodies = {"x": "ü" * 513, "y": "y", "z": "z" * 1024}  # 1,026 bytes, 1, 1,024
+    sent = sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": k, "MessageBody": v} for k, v in bodies.items()]
+    )
+    assert [e["Id"] for e in sent["Successful"]] == ["y", "z"]
+    assert [e["MD5OfMessageBody"] for e in sent["Successful"]] == [
+        hashlib.md5(bodies[k].encode()).hexdigest() for k in "yz"
+    ]
+    [failed] = sent["Failed"]
+    assert failed["Id"] == "x" and failed["Code"] == "InvalidParameterValue"
+    assert failed["SenderFault"] is True
     # a standard queue's message with a group (a fair queue) has no SequenceNumber
     sqs.purge_queue(QueueUrl=url)
     sqs.send_message(QueueUrl=url, MessageBody="fair", MessageGroupId="tenant-1")
