@@ -61,6 +61,22 @@ def test_receive_visibility_override_and_change_visibility(
     assert m3.id == m.id and m3.receive_count == 3
 
 
+def test_a_receive_with_no_visibility_timeout_gives_each_message_once(
+    client: Client, clock: ManualClock
+) -> None:
+    """A message a receive makes visible again at once (visibility timeout 0) is not
+    delivered a second time by that same receive, on a standard queue or a FIFO one."""
+    for q in (client.create_queue("zero"), client.create_queue("zero.fifo")):
+        fifo = q.info.attributes.fifo
+        for i, body in enumerate(["a", "b", "c"]):
+            q.send(body, group_id="g" if fifo else None, dedup_id=str(i) if fifo else None)
+        first = q.receive(10, visibility_timeout=0)
+        assert sorted(m.text for m in first) == ["a", "b", "c"]
+        again = q.receive(10, visibility_timeout=0)  # visible again: received again, once
+        assert sorted(m.text for m in again) == ["a", "b", "c"]
+        assert all(m.receive_count == 2 for m in again)
+
+
 def test_rule3_every_receive_issues_a_new_receipt(client: Client, clock: ManualClock) -> None:
     q = client.create_queue("r3", visibility_timeout=1)
     q.send("x")

@@ -187,7 +187,9 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
             prefix = receipt_prefix(queue, token)
             terms = claim_terms(q.attrs, now, visibility_timeout)
             policy = q.attrs.dead_letter
-            out: list[Message] = []
+            # claimed after the walk: a claim that ends at once (visibility timeout 0) puts
+            # its message back among the ready ones, where the walk would find it again
+            claimed: list[Rec] = []
             fill: GroupFill[str] | None = GroupFill(limit) if q.attrs.fifo else None
             moved = False
             for rec in q.candidates(now):
@@ -208,12 +210,13 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                     if fill.done:
                         break
                     continue
-                out.append(q.claim(rec, now, terms.visible_at, token, prefix))
-                if len(out) >= limit:
+                claimed.append(rec)
+                if len(claimed) >= limit:
                     break
             if fill is not None:
-                for mid in fill.chosen():
-                    out.append(q.claim(q.messages[mid], now, terms.visible_at, token, prefix))
+                claimed.extend(q.messages[mid] for mid in fill.chosen())
+            visible_at = terms.visible_at
+            out = [q.claim(rec, now, visible_at, token, prefix) for rec in claimed]
             q.received += len(out)
             if rate:
                 q.tokens -= len(out)
