@@ -59,6 +59,20 @@ def test_rule6_redrive_one_back_to_source(client: Client, clock: ManualClock) ->
         dlq.redrive("nope")
 
 
+def test_a_message_moved_out_and_back_is_delivered_once_at_the_back(client: Client) -> None:
+    """A message made dead by hand and redriven is a new arrival: delivered once, after
+    what was sent while it was away (its old place in the queue holds nothing)."""
+    needs(client, Capability.EDIT_IN_PLACE)
+    q, dlq = _setup(client)
+    first = q.send("first")
+    q.move_to_dlq(first.id, "bad input")
+    q.send("second")
+    assert dlq.redrive(first.id) == [first.id]
+    got = q.receive(10, visibility_timeout=0)
+    assert [m.text for m in got] == ["second", "first"]
+    assert [m.text for m in q.peek(10)] == ["second", "first"]
+
+
 def test_rule6_redrive_all_at_a_rate(client: Client, clock: ManualClock) -> None:
     needs(client, Capability.EDIT_IN_PLACE)
     q, dlq = _setup(client, max_receives=1)

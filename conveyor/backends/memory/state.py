@@ -3,9 +3,11 @@
 `QueueState` holds one queue: its records by id (insertion order is send order), a
 run-heap of ready messages ordered by delivery order and one of invisible ones ordered by
 visible_at, so a receive costs O(1) a message when they arrive in order and O(log n)
-otherwise, whatever the depth. Heap entries carry the record's version:
-an entry whose record changed since is stale and skipped. `State` holds a whole store
-(queues, topics, consumers, the sequence) and the operations that touch several queues.
+otherwise, whatever the depth. Heap entries carry the record's sequence and version: an
+entry whose record changed since, or whose id names another record now (a message moved
+back into the queue, or sent again with the same id, is a new record with a new sequence),
+is stale and skipped. `State` holds a whole store (queues, topics, consumers, the
+sequence) and the operations that touch several queues.
 """
 
 from __future__ import annotations
@@ -195,12 +197,12 @@ class QueueState:
         while later and later.first()[0] <= now:
             _, seq, mid, version = later.pop()
             due = self.messages.get(mid)
-            if due is not None and due.version == version:
+            if due is not None and due.version == version and due.seq == seq:
                 ready.push((-due.priority, seq, mid, version))
         while ready:
-            _, _, mid, version = ready.pop()
+            _, seq, mid, version = ready.pop()
             found = self.messages.get(mid)
-            if found is None or found.version != version:
+            if found is None or found.version != version or found.seq != seq:
                 continue
             if found.visible_at > now:  # scheduled by a clock ahead of this one: keep it
                 later.push((found.visible_at, found.seq, mid, version))
