@@ -86,16 +86,17 @@ def group_receipts(
     return parsed, by_token
 
 
-def receipt_results(parsed: Sequence[Parsed], gone: set[int]) -> list[Exception | None]:
-    """Per receipt: None if its row was deleted, else why not."""
+def receipt_results(parsed: Sequence[Parsed], gone: set[tuple[str, int]]) -> list[Exception | None]:
+    """Per receipt: None if its claim's row was deleted (`gone` holds the (token, row) pairs
+    deleted), else why not: an earlier receipt of a row deleted by its newest one is stale."""
     results: list[Exception | None] = []
     for item in parsed:
         if isinstance(item, ReceiptHandleInvalid):
             results.append(item)
             continue
-        row, message_id, _ = item
-        if row in gone:
-            gone.discard(row)
+        row, message_id, token = item
+        if (token, row) in gone:
+            gone.discard((token, row))
             results.append(None)
         else:
             results.append(stale_receipt(message_id))

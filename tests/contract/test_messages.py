@@ -115,6 +115,23 @@ def test_delete_batch_deletes_only_what_its_receipts_still_hold(
     assert q.stats().total == 0
 
 
+def test_delete_batch_of_an_earlier_and_the_newest_receipt_deletes_by_the_newest(
+    client: Client, clock: ManualClock
+) -> None:
+    """Two receipts of one message in one batch, the earlier first: the newest deletes it
+    and the earlier one is reported stale (not the other way round, and not both)."""
+    needs(client, Capability.STRICT_RECEIPTS)
+    q = client.create_queue("twice", visibility_timeout=5)
+    q.send("x")
+    [first] = q.receive()
+    clock.advance(5)
+    [second] = q.receive()
+    results = q.delete_batch([first.receipt or "", second.receipt or "", second.receipt or ""])
+    assert [r.ok for r in results] == [False, True, False]  # the same receipt again: stale
+    assert all(isinstance(r.error, ReceiptHandleInvalid) for r in results if not r.ok)
+    assert q.stats().total == 0
+
+
 @pytest.mark.parametrize("forged", ["", "garbage", "bm90IGEgcmVjZWlwdA", "x" * 5000])
 def test_rule3_forged_receipts_change_nothing(client: Client, forged: str) -> None:
     q = client.create_queue("forge")

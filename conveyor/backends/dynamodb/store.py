@@ -831,25 +831,29 @@ class DynamoStore(Backend):
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
         entry = self.queue_entry(queue)
         results: list[Exception | None] = []
-        held: dict[str, tuple[str, list[int]]] = {}  # message id -> (token, result indexes)
+        # message id -> its receipts' tokens, in order, with their result's index: at most
+        # one token of a message holds, and an earlier receipt may come before it
+        held: dict[str, list[tuple[str, int]]] = {}
         for receipt in receipts:
             try:
                 _, mid, token = parse_receipt(queue, receipt)
             except ConveyorError as exc:
                 results.append(exc)
                 continue
-            if mid in held and held[mid][0] != token:
-                results.append(stale_receipt(mid))  # at most one receipt of a message holds
+            tokens = held.setdefault(mid, [])
+            if any(t == token for t, _ in tokens):
+                results.append(stale_receipt(mid))  # the same receipt again: one delete
                 continue
-            held.setdefault(mid, (token, []))[1].append(len(results))
+            tokens.append((token, len(results)))
             results.append(None)
+        tried = dict.fromkeys(held, 0)  # which of its tokens a message's delete tries
         pending = list(held)
         while pending:
             actions = [
                 {
                     "Delete": {
                         "Key": {"id": s(entry.item_id(mid))},
-                        "ExpressionAttributeValues": {":t": s(held[mid][0])},
+                        "ExpressionAttributeValues": {":t": s(held[mid][tried[mid]][0])},
                         **expr(ConditionExpression="#tok = :t"),
                     }
                 }
@@ -866,10 +870,14 @@ class DynamoStore(Backend):
                 failed = [0]
             except Cancelled as exc:
                 failed = exc.failed
-            for k in failed:
-                for index in held[pending[k]][1]:
-                    results[index] = stale_receipt(pending[k])
-            pending = [mid for k, mid in enumerate(pending) if k not in failed]
+            for k in failed:  # that token no longer holds: try the message's next one
+                mid = pending[k]
+                results[held[mid][tried[mid]][1]] = stale_receipt(mid)
+                tried[mid] += 1
+            pending = [mid for mid in pending if tried[mid] < len(held[mid])]
+        for mid, tokens in held.items():  # the tokens after the one that deleted it
+            for _, index in tokens[tried[mid] + 1 :]:
+                results[index] = stale_receipt(mid)
         return results
 
     def change_visibility(

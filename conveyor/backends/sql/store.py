@@ -796,21 +796,22 @@ class SQLStore(Backend, Generic[E]):
 
     def delete_claims(
         self, queue: str, by_token: Mapping[str, Sequence[int]], exact: bool = True
-    ) -> set[int]:
+    ) -> set[tuple[str, int]]:
         """Delete rows still held by their claim's token (archiving where the queue
-        archives); the rows deleted. One statement per token: the receipts of one receive
-        share it. Without `exact`, a dialect may count alone (NotAllHeld when short)."""
+        archives); the (token, row) pairs deleted. One statement per token: the receipts of
+        one receive share it. Without `exact`, a dialect may count alone (NotAllHeld when
+        short)."""
         d = self.dialect
         now = self.clock.now()
         qid, attrs = self.lookup(queue, now)
 
-        def run(ex: E) -> set[int]:
-            gone: set[int] = set()
+        def run(ex: E) -> set[tuple[str, int]]:
+            gone: set[tuple[str, int]] = set()
             for token, keys in by_token.items():
                 if attrs.archive:
                     cond = f"{d.key_scope(qid)} AND token = %s AND {d.key} IN ({marks(keys)})"
                     self.editor.archive(ex, qid, queue, now, "deleted", cond, (token, *keys))
-                gone.update(d.delete_held(ex, qid, token, keys, exact))
+                gone.update((token, row) for row in d.delete_held(ex, qid, token, keys, exact))
             return gone
 
         single = d.single_delete and not attrs.archive and len(by_token) == 1

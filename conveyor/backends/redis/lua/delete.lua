@@ -12,8 +12,8 @@ local out, gone, seen = {}, {}, {}
 local deleted = 0
 for j, id in ipairs(ids) do
   local token = tokens[j]
-  if seen[id] == token then
-    out[j] = 1 -- the same receipt twice in one batch
+  if seen[id] ~= nil then
+    out[j] = 0 -- deleted already in this batch: stale, as a second delete would be
   elseif holds(texts[j], token) then
     seen[id] = token
     deleted = deleted + 1
