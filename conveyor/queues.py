@@ -239,11 +239,7 @@ class Queue:
         """Send up to 10 messages that `prepare`, `prepare_many` or `prepare_plain` made, in
         one store transaction: all of them or, on an error, none. Results in order."""
         check_batch_size(len(messages))
-        total = sum(len(m.body) for m in messages)
-        if total > MAX_BATCH_BYTES:
-            raise BatchRequestTooLong(
-                f"batch bodies total {total} bytes; a batch carries at most {MAX_BATCH_BYTES}"
-            )
+        _check_batch_bytes(sum(len(m.body) for m in messages))
         return self._backend.send(self.name, messages)
 
     def send(
@@ -308,10 +304,7 @@ class Queue:
                 for b in (e.body if isinstance(e, SendEntry) else e for e in entries)
                 if isinstance(b, bytes | str)
             )
-        if total > MAX_BATCH_BYTES:
-            raise BatchRequestTooLong(
-                f"batch bodies total {total} bytes; a batch carries at most {MAX_BATCH_BYTES}"
-            )
+        _check_batch_bytes(total)
         attrs = self.info.attributes
         prepared: list[NewMessage] = []
         sent_ids: list[str] = []
@@ -588,6 +581,14 @@ def plain_message(entry: SendEntry) -> NewMessage:
         priority=entry.priority,
         deadline=entry.deadline,
     )
+
+
+def _check_batch_bytes(total: int) -> None:
+    """A batch's bodies together are within MAX_BATCH_BYTES."""
+    if total > MAX_BATCH_BYTES:
+        raise BatchRequestTooLong(
+            f"batch bodies total {total} bytes; a batch carries at most {MAX_BATCH_BYTES}"
+        )
 
 
 def _entries(receipts: Sequence[str] | Mapping[str, str]) -> tuple[Sequence[str], list[str]]:
