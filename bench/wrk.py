@@ -189,18 +189,9 @@ def trivial() -> Server:
     return start_server("trivial uvicorn", [sys.executable, "-m", "bench.trivial", "PORT"], "/")
 
 
-def call(http: httpx.Client, url: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
-    r = http.post(
-        url + "/", json=body, headers={"X-Amz-Target": TARGET + action, "Content-Type": JSON}
-    )
-    r.raise_for_status()
-    out: dict[str, Any] = r.json()
-    return out
-
-
 def create(url: str, name: str) -> str:
-    with httpx.Client() as http:
-        return str(call(http, url, "CreateQueue", {"QueueName": name})["QueueUrl"])
+    with Connection(url) as conn:
+        return str(conn.post("CreateQueue", json.dumps({"QueueName": name}).encode())["QueueUrl"])
 
 
 def send_body(queue_url: str) -> str:
