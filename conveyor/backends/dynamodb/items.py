@@ -6,7 +6,8 @@ formats, so DynamoMQ's tools and consumers read it: `id`, `data`, `receive_count
 `invisible_until_at` (times as RFC 3339 text in UTC). Conveyor's own fields sit beside them
 (`mid`, `seq`, `pri`, `vis`, `sat`, ...; see `Doc`), and the keys of two sparse indexes
 place a message where receives find it: `rq`/`rk` (ready, in delivery order) or `fq`/`fk`
-(invisible until `fk`: delayed or in flight).
+(invisible until `fk`: delayed or in flight). A FIFO queue's de-duplication key is an item
+of its own while its window lasts (`dedup_record_id`), written with the message it names.
 """
 
 from __future__ import annotations
@@ -21,10 +22,19 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from ...models import FAR_FUTURE, Consumer, Message, QueueAttributes, message_from
+from ...models import (
+    FAR_FUTURE,
+    Consumer,
+    Message,
+    NewMessage,
+    QueueAttributes,
+    QueueInfo,
+    message_from,
+)
+from ...validation import DEDUP_WINDOW
 from ..codec import decode_attributes, encode_attributes
-from ..rules import order_key
-from .table import Item
+from ..rules import dedup, order_key
+from .table import Item, expr
 
 QUEUES = "conveyor#queues"  # queue_type of the queue registry's items
 TOPICS = "conveyor#topics"
@@ -355,6 +365,80 @@ def doc_item(doc: Doc, entry: Entry, now: float) -> Item:
         else:
             item["fq"], item["fk"] = s(entry.qt), n(doc.vis)
     return item
+
+
+def new_doc(entry: Entry, m: NewMessage, mid: str, seq: int, now: float) -> Doc:
+    """A message sent `now` to `entry`'s queue as its doc, the `seq`th in send order."""
+    shown, key = dedup(m, entry.attrs)
+    return Doc(
+        mid=mid,
+        qt=entry.qt,
+        body=m.body,
+        attributes=dict(m.attributes),
+        grp=m.group_id,
+        ddk=shown,
+        dkey=key,
+        pri=0 if entry.attrs.fifo else m.priority,
+        seq=seq,
+        dl=m.deadline,
+        sat=now,
+        vis=now + m.delay,
+        rc=0,
+        frx=None,
+        version=1,
+        tok=None,
+        src=None,
+        err=None,
+        z=m.compressed,
+        entered_at=now,
+    )
+
+
+def put_actions(entry: Entry, doc: Doc, now: float) -> list[dict[str, Any]]:
+    """The writes that store a new message: the message if its id is new, and on FIFO
+    queues its de-duplication record if the key was not seen in the window."""
+    actions: list[dict[str, Any]] = [
+        {
+            "Put": {
+                "Item": doc_item(doc, entry, now),
+                **expr(ConditionExpression="attribute_not_exists(#id)"),
+            }
+        }
+    ]
+    if doc.dkey is not None:
+        actions.append(
+            {
+                "Put": {
+                    "Item": {
+                        "id": s(dedup_record_id(entry.qt, doc.dkey)),
+                        "queue_type": s(f"{entry.qt}#dedup"),
+                        "sent_at": s(doc.dkey),
+                        "mid": s(doc.mid),
+                        "exp": n(now + DEDUP_WINDOW),
+                        "ttl": n(int(now + DEDUP_WINDOW) + 1),
+                    },
+                    "ExpressionAttributeValues": {":now": n(now)},
+                    **expr(ConditionExpression="attribute_not_exists(#id) OR #exp <= :now"),
+                }
+            }
+        )
+    return actions
+
+
+def dedup_record_id(qt: str, key: str) -> str:
+    """The id of the item a FIFO queue keeps for a de-duplication key while its window
+    lasts."""
+    return f"conveyor#dedup#{qt}#{key}"
+
+
+def queue_info(entry: Entry) -> QueueInfo:
+    """A queue's registry entry as the store answers it."""
+    return QueueInfo(
+        name=entry.name,
+        attributes=entry.attrs,
+        created_at=entry.created_at,
+        updated_at=entry.updated_at,
+    )
 
 
 # -- consumers --------------------------------------------------------------------------------

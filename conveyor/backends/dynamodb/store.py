@@ -35,7 +35,6 @@ from ...models import (
     SendResult,
     sent_result,
 )
-from ...validation import DEDUP_WINDOW
 from ..base import Backend
 from ..errors import (
     no_message,
@@ -43,7 +42,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import make_receipt, parse_receipt, stale_receipt
-from ..rules import ClaimTerms, GroupFill, claim_terms, dedup, expired
+from ..rules import ClaimTerms, GroupFill, claim_terms, expired
 from .editing import DynamoEditor
 from .items import (
     COMPAT,
@@ -51,12 +50,16 @@ from .items import (
     QUEUES,
     Doc,
     Entry,
+    dedup_record_id,
     doc_item,
     doc_of,
     entry_of,
     n,
+    new_doc,
     num,
+    put_actions,
     queue_id,
+    queue_info,
     rank,
     rfc3339,
     s,
@@ -254,9 +257,9 @@ class DynamoStore(Backend):
             old = entry_of(exc.item) if exc.item else self.queue_entry(name, fresh=True)
             if old.attrs != attributes:
                 raise queue_exists(name) from None
-            return _info(old), False
+            return queue_info(old), False
         self._entries[name] = (now, entry)
-        return _info(entry), True
+        return queue_info(entry), True
 
     def delete_queue(self, name: str) -> None:
         entry = self.queue_entry(name, fresh=True)
@@ -310,7 +313,7 @@ class DynamoStore(Backend):
         return sorted(item["sent_at"]["S"] for item in self.registry(QUEUES, prefix))
 
     def get_queue(self, name: str) -> QueueInfo:
-        return _info(self.queue_entry(name, fresh=True))
+        return queue_info(self.queue_entry(name, fresh=True))
 
     def set_queue_attributes(self, name: str, attributes: QueueAttributes) -> QueueInfo:
         entry = self.queue_entry(name, fresh=True)
@@ -326,7 +329,7 @@ class DynamoStore(Backend):
         except ConditionFailed:
             raise no_queue(name) from None
         self._entries[name] = (now, new)
-        return _info(new)
+        return queue_info(new)
 
     def purge_queue(self, name: str) -> int:
         entry = self.queue_entry(name, fresh=True)
@@ -375,64 +378,9 @@ class DynamoStore(Backend):
 
     # -- sending --------------------------------------------------------------------------
 
-    def _new_doc(self, entry: Entry, m: NewMessage, mid: str, seq: int, now: float) -> Doc:
-        shown, key = dedup(m, entry.attrs)
-        return Doc(
-            mid=mid,
-            qt=entry.qt,
-            body=m.body,
-            attributes=dict(m.attributes),
-            grp=m.group_id,
-            ddk=shown,
-            dkey=key,
-            pri=0 if entry.attrs.fifo else m.priority,
-            seq=seq,
-            dl=m.deadline,
-            sat=now,
-            vis=now + m.delay,
-            rc=0,
-            frx=None,
-            version=1,
-            tok=None,
-            src=None,
-            err=None,
-            z=m.compressed,
-            entered_at=now,
-        )
-
-    def _put_actions(self, entry: Entry, doc: Doc, now: float) -> list[dict[str, Any]]:
-        """The writes that store a new message: the message if its id is new, and on FIFO
-        queues its de-duplication record if the key was not seen in the window."""
-        actions: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "Item": doc_item(doc, entry, now),
-                    **expr(ConditionExpression="attribute_not_exists(#id)"),
-                }
-            }
-        ]
-        if doc.dkey is not None:
-            actions.append(
-                {
-                    "Put": {
-                        "Item": {
-                            "id": s(f"conveyor#dedup#{entry.qt}#{doc.dkey}"),
-                            "queue_type": s(f"{entry.qt}#dedup"),
-                            "sent_at": s(doc.dkey),
-                            "mid": s(doc.mid),
-                            "exp": n(now + DEDUP_WINDOW),
-                            "ttl": n(int(now + DEDUP_WINDOW) + 1),
-                        },
-                        "ExpressionAttributeValues": {":now": n(now)},
-                        **expr(ConditionExpression="attribute_not_exists(#id) OR #exp <= :now"),
-                    }
-                }
-            )
-        return actions
-
     def _dedup_holder(self, entry: Entry, key: str) -> str:
         got = self.call(
-            "get_item", Key={"id": s(f"conveyor#dedup#{entry.qt}#{key}")}, ConsistentRead=True
+            "get_item", Key={"id": s(dedup_record_id(entry.qt, key))}, ConsistentRead=True
         )
         return text(got.get("Item", {}), "mid") or ""
 
@@ -446,7 +394,7 @@ class DynamoStore(Backend):
             actions: list[dict[str, Any]] = []
             owners: list[tuple[int, bool]] = []  # (index in writes, is its dedup record)
             for i in pending:
-                for j, action in enumerate(self._put_actions(*writes[i], now)):
+                for j, action in enumerate(put_actions(*writes[i], now)):
                     actions.append(action)
                     owners.append((i, j == 1))
             if len(actions) > MAX_ACTIONS:
@@ -489,7 +437,7 @@ class DynamoStore(Backend):
         seen_keys: dict[str, str] = {}
         for i, (m, own) in enumerate(zip(messages, mine, strict=True)):
             mid = next(fresh) if own else m.id
-            doc = self._new_doc(entry, m, mid, first + i, now)
+            doc = new_doc(entry, m, mid, first + i, now)
             key = doc.dkey
             if mid in seen_ids:
                 results.append(SendResult(id=mid, duplicate=True))
@@ -528,7 +476,7 @@ class DynamoStore(Backend):
         entries = [self.queue_entry(name) for name in names]
         seq = self.order.take(len(entries))
         docs = [
-            self._new_doc(e, message, message.id, seq + i, now)
+            new_doc(e, message, message.id, seq + i, now)
             for i, (e, (_, message)) in enumerate(zip(entries, copies, strict=True))
         ]
         duplicates = self._store(list(zip(entries, docs, strict=True)), now)
@@ -998,12 +946,3 @@ class DynamoStore(Backend):
                 ]
             )
         return moved
-
-
-def _info(entry: Entry) -> QueueInfo:
-    return QueueInfo(
-        name=entry.name,
-        attributes=entry.attrs,
-        created_at=entry.created_at,
-        updated_at=entry.updated_at,
-    )
