@@ -1,11 +1,17 @@
-"""uvicorn's HTTP protocol with a deadline on each request's arrival, and a response sent in
-one write.
+"""uvicorn's HTTP protocol with a deadline on each request's arrival, a bound on its headers,
+and a response sent in one write.
 
 uvicorn closes a keep-alive connection idle between requests, but not one that connects and
 says nothing, nor one that sends its headers or body a byte at a time: each such connection
 is held for ever, and a few hundred exhaust the server. Here a request must arrive whole
 (request line, headers and body) within `request_timeout` of its first byte, or of the
 connection opening; otherwise the connection is closed (408 when nothing was answered yet).
+
+uvicorn sets no bound on a request's headers either: one client sending headers without end
+would have them all held in memory. Here the request line and headers may take `MAX_HEAD`
+bytes; past that the answer is 431, and what more the client sends is read and dropped for
+`LINGER` seconds before the connection closes (closed at once, it would be reset under a
+client still sending, which might then never read the answer).
 
 uvicorn writes a response's status line and headers, then its body, each to the socket at
 once: two system calls and two TCP segments for every response. Here what a connection
@@ -23,15 +29,24 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 log = logging.getLogger("conveyor.server")
 
 REQUEST_TIMEOUT = 30.0
+# a request's line and headers, at most (bytes): SigV4's headers with a session token take
+# about 2 KiB; common servers allow 8 to 64 KiB
+MAX_HEAD = 64 * 1024
+LINGER = 1.0
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
     request_timeout = REQUEST_TIMEOUT
+    max_head = MAX_HEAD
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._receiving = False  # a request has begun and not fully arrived
+        self._in_head = False  # its line and headers have not all arrived
+        self._head = 0  # bytes received while they were arriving
+        self._chunk = 0  # bytes in the read being parsed
+        self._refused = False  # answered 431: what arrives now is dropped
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # asyncio hands a BaseTransport; uvicorn's protocol declares the full Transport it
@@ -45,12 +60,57 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         if not self._receiving:
             self._receiving = True
             self._arm()
+        self._chunk = len(data)
         super().data_received(data)
+        if self._in_head:
+            self._head += len(data)
+            if self._head > self.max_head:
+                self._refuse_head()
+
+    def _refuse_head(self) -> None:
+        self._refused = True
+        if self.transport.is_closing():
+            return
+        log.debug("closing %s: request headers over %d bytes", self.client, self.max_head)
+        self.transport.write(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain;"
+            b" charset=utf-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(_HEAD_TOO_LARGE), _HEAD_TOO_LARGE)
+        )
+        if self.transport.can_write_eof():  # not over TLS
+            self.transport.write_eof()
+        self._disarm()
+        self._deadline = self.loop.call_later(LINGER, self.transport.close)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+        self._head = 0
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        # complete within one read: measured when that read could have taken them past
+        if self._head + self._chunk > self.max_head and self._head_size() > self.max_head:
+            self._refuse_head()
+            return
+        super().on_headers_complete()
+
+    def _head_size(self) -> int:
+        """The request line and headers' size, give or take a few bytes."""
+        return len(self.url) + 16 + sum(len(n) + len(v) + 4 for n, v in self.headers)
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
 
     def on_message_complete(self) -> None:
+        if self._refused:
+            return
         self._receiving = False
         self._disarm()
         super().on_message_complete()
@@ -83,6 +143,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
             )
         self.transport.close()
+
+
+_HEAD_TOO_LARGE = (
+    b"The request line and headers take more than %d bytes: send fewer or shorter headers.\n"
+    % MAX_HEAD
+)
 
 
 class _OneWrite:

@@ -198,6 +198,37 @@ def test_silent_and_trickling_connections_are_closed(secured: LiveServer) -> Non
     assert httpx.get(secured.url + "/healthz").status_code == 200
 
 
+def test_headers_past_the_bound_get_431_and_the_server_goes_on(secured: LiveServer) -> None:
+    """A request whose line and headers take more than MAX_HEAD bytes is answered 431 and its
+    connection closed: a client still sending its headers reads the answer (it is not reset),
+    a request line as long is refused alike, and headers within the bound are served."""
+    from conveyor.server.protocol import MAX_HEAD
+
+    def exchange(head: bytes) -> bytes:
+        s = socket.create_connection(("127.0.0.1", secured.port), timeout=15)
+        try:
+            s.sendall(head)
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+            return data
+        finally:
+            s.close()
+
+    huge = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (4 * 1024 * 1024) + b"\r\n\r\n"
+    answer = exchange(huge)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:80]
+    assert b"send fewer or shorter headers" in answer
+    many = b"".join(b"X-H%d: %s\r\n" % (i, b"v" * 60) for i in range(MAX_HEAD // 64 + 10))
+    assert exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + many + b"\r\n").startswith(
+        b"HTTP/1.1 431 "
+    )
+    long_line = b"GET /healthz?" + b"q" * (MAX_HEAD + 1) + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+    assert exchange(long_line).startswith(b"HTTP/1.1 431 ")
+    within = {f"x-h{i}": "v" * 60 for i in range(MAX_HEAD // 128)}  # about half the bound
+    assert httpx.get(secured.url + "/healthz", headers=within).status_code == 200
+
+
 def test_a_response_goes_out_in_one_write() -> None:
     """uvicorn writes a response's status line and headers, then its body: the server's
     protocol sends both in one write (one system call, one TCP segment), on a keep-alive
