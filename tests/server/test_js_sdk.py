@@ -1,0 +1,57 @@
+"""The AWS SDK for JavaScript v3 (tests/js, installed by scripts/test with npm) against a live
+server: a client in another language, which checks every body's MD5 itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ..conftest import unavailable
+from ..live import LiveServer
+
+JS = Path(__file__).parent.parent / "js"
+
+
+def run_js_client(server: LiveServer, name: str) -> Any:
+    node = shutil.which("node")
+    if node is None or not (JS / "node_modules" / "@aws-sdk" / "client-sqs").is_dir():
+        unavailable("the AWS SDK for JavaScript (node, and npm ci in tests/js)")
+        raise AssertionError  # unreachable: unavailable() skips or fails
+    done = subprocess.run(
+        [node, str(JS / "sqs_client.mjs"), server.url, name],
+        capture_output=True,
+        text=True,
+        cwd=JS,
+        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"the JavaScript client failed:\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def test_the_javascript_sdk_sends_receives_and_deletes(server: LiveServer, name: str) -> None:
+    seen = run_js_client(server, name)
+    assert seen["queueUrl"] == f"{server.url}/000000000000/{name}"
+    # bodies' MD5s were checked by the SDK; attributes' against SQS's algorithm in JavaScript
+    assert seen["sendAttributesMd5Matches"] is True
+    assert seen["receiveAttributesMd5Matches"] == [True]
+    assert seen["binaryBack"] == [0, 1, 2, 254, 255]
+    assert seen["textBack"] == "héllo ✓ \U0001f600"
+    assert seen["receiveCount"] == "1"
+    assert (seen["batchSent"], seen["batchFailed"], seen["deleteFailed"]) == (10, 0, 0)
+    assert seen["bodies"] == sorted([f"body {i} ✓" for i in range(10)] + ["first ✓"])
+    assert (seen["left"], seen["inFlight"]) == (0, 0)
+    assert seen["wokenBody"] == "wake" and seen["wokenAfterMs"] < 5000
+    assert seen["fifoDuplicateSameId"] is True and seen["fifoSequenceGrows"] is True
+    assert seen["fifoBodies"] == ["a", "b"] and seen["fifoGroup"] == "g"
+    assert seen["errors"] == {
+        "missingQueue": "QueueDoesNotExist",
+        "badReceipt": "ReceiptHandleIsInvalid",
+        "tooMany": "TooManyEntriesInBatchRequest",
+        "fifoWithoutGroup": "MissingParameter",
+    }
