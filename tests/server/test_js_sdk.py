@@ -1,5 +1,6 @@
-"""The AWS SDK for JavaScript v3 (tests/js, installed by scripts/test with npm) against a live
-server: a client in another language, which checks every body's MD5 itself."""
+"""The AWS SDKs for JavaScript (tests/js, installed by scripts/test with npm) against a live
+server: clients in another language, which check every body's MD5 themselves. v3 speaks
+the JSON protocol, v2 (still in many deployed programs) the Query protocol."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ from ..live import LiveServer
 JS = Path(__file__).parent.parent / "js"
 
 
-def run_js_client(server: LiveServer, name: str) -> Any:
+def run_js_client(script: str, server: LiveServer, name: str) -> Any:
     node = shutil.which("node")
     if node is None or not (JS / "node_modules" / "@aws-sdk" / "client-sqs").is_dir():
-        unavailable("the AWS SDK for JavaScript (node, and npm ci in tests/js)")
+        unavailable("the AWS SDKs for JavaScript (node, and npm ci in tests/js)")
         raise AssertionError  # unreachable: unavailable() skips or fails
     done = subprocess.run(
-        [node, str(JS / "sqs_client.mjs"), server.url, name],
+        [node, str(JS / script), server.url, name],
         capture_output=True,
         text=True,
         cwd=JS,
@@ -35,7 +36,7 @@ def run_js_client(server: LiveServer, name: str) -> Any:
 
 
 def test_the_javascript_sdk_sends_receives_and_deletes(server: LiveServer, name: str) -> None:
-    seen = run_js_client(server, name)
+    seen = run_js_client("sqs_client.mjs", server, name)
     assert seen["queueUrl"] == f"{server.url}/000000000000/{name}"
     # bodies' MD5s were checked by the SDK; attributes' against SQS's algorithm in JavaScript
     assert seen["sendAttributesMd5Matches"] is True
@@ -54,4 +55,21 @@ def test_the_javascript_sdk_sends_receives_and_deletes(server: LiveServer, name:
         "badReceipt": "ReceiptHandleIsInvalid",
         "tooMany": "TooManyEntriesInBatchRequest",
         "fifoWithoutGroup": "MissingParameter",
+    }
+
+
+def test_the_javascript_sdk_v2_over_the_query_protocol(server: LiveServer, name: str) -> None:
+    seen = run_js_client("sqs_query_client.cjs", server, name)
+    assert seen["queueUrl"] == f"{server.url}/000000000000/{name}"
+    assert seen["batch"] == [10, 0] and seen["deleteFailed"] == 0
+    # XML-escaped characters and non-ASCII come back as sent
+    assert seen["bodies"] == sorted([f"body {i} &" for i in range(10)] + ["first <&> ✓ \U0001f600"])
+    assert (seen["text"], seen["raw"], seen["receiveCount"]) == ("héllo <b>", [0, 1, 255], "1")
+    assert seen["left"] == "0"
+    assert seen["tags"] == {"team": "a&b"}
+    assert seen["listed"] == [seen["queueUrl"]] and seen["afterDelete"] == []
+    assert seen["errors"] == {
+        "missingQueue": "AWS.SimpleQueueService.NonExistentQueue",
+        "badReceipt": "ReceiptHandleIsInvalid",
+        "badAttribute": "InvalidAttributeValue",
     }
