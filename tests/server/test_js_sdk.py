@@ -1,6 +1,6 @@
 """The AWS SDKs for JavaScript (tests/js, installed by scripts/test with npm) against a live
 server: clients in another language, which check every body's MD5 themselves. v3 speaks
-the JSON protocol, v2 (still in many deployed programs) the Query protocol."""
+the JSON protocol, v2 (still in many deployed programs) the Query protocol, as SNS does."""
 
 from __future__ import annotations
 
@@ -73,3 +73,25 @@ def test_the_javascript_sdk_v2_over_the_query_protocol(server: LiveServer, name:
         "badReceipt": "ReceiptHandleIsInvalid",
         "badAttribute": "InvalidAttributeValue",
     }
+
+
+def test_the_javascript_sns_client_fans_out_to_queues(server: LiveServer, name: str) -> None:
+    seen = run_js_client("sns_client.mjs", server, name)
+    topic = seen["topicArn"]
+    assert topic == f"arn:aws:sns:us-east-1:000000000000:{name}"
+    assert seen["protocols"] == ["sqs", "sqs"]
+    assert seen["batch"] == [["one", "two"], 0]
+    # raw delivery with a filter policy: the red messages alone, bodies and attributes as sent
+    assert sorted(seen["raw"], key=lambda m: m["body"]) == [
+        {"body": "batch red", "attributes": {"color": "red"}},
+        {"body": "red <&> ✓", "attributes": {"color": "red", "bytes": [1, 2, 255]}},
+    ]
+    # no filter, no raw delivery: every message, in SNS's envelope
+    wrapped = sorted(seen["wrapped"], key=lambda m: m["message"])
+    assert [m["message"] for m in wrapped] == ["batch plain", "batch red", "blue", "red <&> ✓"]
+    assert {m["type"] for m in wrapped} == {"Notification"} and {m["topic"] for m in wrapped} == {
+        topic
+    }
+    assert seen["publishedId"] in {m["id"] for m in wrapped}
+    assert seen["missingTopic"] == "NotFoundException"
+    assert topic not in seen["topicsAfter"]
