@@ -87,8 +87,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._disarm()
         self._deadline = self.loop.call_later(LINGER, self.transport.close)
 
+    # the parser's callbacks call the base class's directly: super() would cost each request
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        HttpToolsProtocol.on_message_begin(self)
         self._in_head = True
         self._head = 0
 
@@ -98,7 +99,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self._head + self._chunk > self.max_head and self._head_size() > self.max_head:
             self._refuse_head()
             return
-        super().on_headers_complete()
+        HttpToolsProtocol.on_headers_complete(self)
 
     def _head_size(self) -> int:
         """The request line and headers' size, give or take a few bytes."""
@@ -106,14 +107,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_body(self, body: bytes) -> None:
         if not self._refused:
-            super().on_body(body)
+            HttpToolsProtocol.on_body(self, body)
 
     def on_message_complete(self) -> None:
         if self._refused:
             return
         self._receiving = False
         self._disarm()
-        super().on_message_complete()
+        HttpToolsProtocol.on_message_complete(self)
 
     def shutdown(self) -> None:
         """Server shutdown: an idle connection is dropped at once. (Closing a TLS connection
