@@ -77,10 +77,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         log.debug("closing %s: request headers over %d bytes", self.client, self.max_head)
+        why = (
+            b"The request line and headers take more than %d bytes: send fewer or shorter"
+            b" headers.\n" % self.max_head
+        )
         self.transport.write(
             b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain;"
-            b" charset=utf-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
-            % (len(_HEAD_TOO_LARGE), _HEAD_TOO_LARGE)
+            b" charset=utf-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(why), why)
         )
         if self.transport.can_write_eof():  # not over TLS
             self.transport.write_eof()
@@ -144,12 +147,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
             )
         self.transport.close()
-
-
-_HEAD_TOO_LARGE = (
-    b"The request line and headers take more than %d bytes: send fewer or shorter headers.\n"
-    % MAX_HEAD
-)
 
 
 class _OneWrite:
