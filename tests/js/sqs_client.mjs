@@ -16,12 +16,13 @@ import {
 } from "@aws-sdk/client-sqs";
 
 const [endpoint, name] = process.argv.slice(2);
-const sqs = new SQSClient({
+const config = {
   endpoint,
   region: "us-east-1",
   credentials: { accessKeyId: "AKIDJS", secretAccessKey: "secret" },
   maxAttempts: 1,
-});
+};
+const sqs = new SQSClient(config);
 
 // SQS's digest of message attributes: names sorted; each name, data type and value
 // length-prefixed (4 bytes, big-endian), the value after a transport byte (1 string, 2 binary)
@@ -124,11 +125,7 @@ seen.inFlight = Number(counts.Attributes.ApproximateNumberOfMessagesNotVisible);
 // a long poll woken by a send from another client
 const started = Date.now();
 const waiting = sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, WaitTimeSeconds: 10 }));
-await new SQSClient({
-  endpoint,
-  region: "us-east-1",
-  credentials: { accessKeyId: "AKIDJS", secretAccessKey: "secret" },
-}).send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: "wake" }));
+await new SQSClient(config).send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: "wake" }));
 const woken = await waiting;
 seen.wokenBody = woken.Messages?.[0]?.Body ?? null;
 seen.wokenAfterMs = Date.now() - started;
