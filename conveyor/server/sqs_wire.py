@@ -9,10 +9,11 @@ to recover the Query error code).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import re
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 from xml.etree import ElementTree as ET
@@ -20,6 +21,12 @@ from xml.etree import ElementTree as ET
 import orjson
 
 from ..exceptions import ConveyorError, MalformedRequest
+
+_small_md5: Callable[[bytes], hashlib._Hash] | None
+try:  # CPython's built-in MD5, absent from builds made without it
+    _small_md5 = importlib.import_module("_md5").md5
+except ImportError:  # pragma: no cover - CPython's builds on PyPI and Debian have it
+    _small_md5 = None
 
 XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
@@ -335,6 +342,11 @@ def json_error(error: ConveyorError) -> tuple[bytes, dict[str, str]]:
 
 
 def md5_hex(data: bytes) -> str:
+    """The hex MD5 of a body or attribute. Python's own MD5 (`_md5`), where the build has
+    it, for up to 1 KiB: a third faster than OpenSSL's at 100 bytes, where the cost is the
+    call (OpenSSL's is faster from a few KiB on)."""
+    if len(data) <= 1024 and _small_md5 is not None:
+        return _small_md5(data).hexdigest()
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 

@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from conveyor.client import Client
-from conveyor.server.sqs_wire import XML_UNSAFE, xml_unsafe
+from conveyor.server.sqs_wire import XML_UNSAFE, md5_hex, xml_unsafe
 
 from ..live import LiveServer
 from .conftest import arn_of, queue_with_dlq
@@ -164,6 +164,12 @@ def test_xml_characters_are_told_apart_as_sqs_does() -> None:
         text = f"ab{chr(code)}"
         found = XML_UNSAFE.search(text)
         assert xml_unsafe(text) == (found.group(0) if found else None), hex(code)
+
+
+def test_digests_agree_with_openssl_s_md5_on_both_sides_of_the_small_body_path() -> None:
+    for size in (0, 1, 100, 1023, 1024, 1025, 4096, 300_000):
+        data = bytes(range(256)) * (size // 256) + b"\xe4" * (size % 256)
+        assert md5_hex(data) == hashlib.md5(data).hexdigest(), size
 
 
 def test_a_batch_of_bodies_is_checked_and_digested_per_entry(sqs: Any, name: str) -> None:
