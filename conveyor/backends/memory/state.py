@@ -33,8 +33,10 @@ from ...models import (
 )
 from ...validation import DEDUP_WINDOW
 from ..errors import no_message, no_queue
-from ..rules import SWEEP_INTERVAL, dedup, expired, order_key
+from ..rules import SEQ_MASK, SWEEP_INTERVAL, band, dedup, expired, order_key
 from .runheap import RunHeap
+
+_BAND_0 = band(0)
 
 
 @dataclass(slots=True)
@@ -59,7 +61,9 @@ class Rec:
 
     @property
     def order(self) -> int:
-        """The record's place in delivery order."""
+        """The record's place in delivery order (priority 0's band without a call)."""
+        if self.priority == 0:
+            return _BAND_0 | (self.seq & SEQ_MASK)
         return order_key(self.priority, self.seq)
 
 
