@@ -7,9 +7,38 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import secrets
 from collections.abc import Sequence
 
 from ..exceptions import MalformedReceipt, ReceiptHandleInvalid
+from ..validation import MAX_VISIBILITY
+
+# A receive's token is 16 hex digits: the receive's second modulo 2**24 (six digits; 194
+# days, past the life of any message), then 40 random bits. A claim's row keeps the token,
+# so a receipt whose stamp was altered no longer matches it.
+_STAMP_DIGITS = 6
+_STAMP_MOD = 1 << (4 * _STAMP_DIGITS)
+_OLDEST_CLAIM = 14 * 86400 + MAX_VISIBILITY  # a claim older than this has no message left
+
+
+def claim_token(now: float) -> str:
+    """A new receive's token, stamped with the second it was made at."""
+    return f"{int(now) % _STAMP_MOD:06x}{secrets.token_hex(5)}"
+
+
+def seconds_since_claim(receipt: str, now: float) -> int | None:
+    """Whole seconds since the receive that issued `receipt`, read from its token's stamp;
+    None for what is not a receipt of these stores, or whose stamp puts it older than any
+    message lives (a token made before tokens carried stamps)."""
+    parts = receipt.split(".", 3)
+    if len(parts) != 4 or len(parts[1]) != 16:
+        return None
+    try:
+        stamp = int(parts[1][:_STAMP_DIGITS], 16)
+    except ValueError:
+        return None
+    elapsed = (int(now) - stamp) % _STAMP_MOD
+    return elapsed if elapsed <= _OLDEST_CLAIM else None
 
 
 @functools.lru_cache(maxsize=4096)

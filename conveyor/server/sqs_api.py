@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..aio import AsyncClient, Offload, offload, offload_write
-from ..backends.receipts import parse_receipt
+from ..backends.receipts import parse_receipt, seconds_since_claim
 from ..backends.rules import receives_before_move
 from ..client import Client
 from ..exceptions import (
@@ -38,6 +38,7 @@ from ..exceptions import (
 )
 from ..models import Capability, Message, QueueAttributes, TypedValue
 from ..queues import MAX_BATCH_BYTES, Queue, SendEntry
+from ..validation import MAX_VISIBILITY
 from . import sqs_attributes
 from .metrics import Metrics
 from .sns_pending import keep_subscriptions
@@ -667,6 +668,20 @@ class SqsApi:
         self.metrics.deleted(name, 1)
         return {}
 
+    def _beyond_total(self, receipt: str, timeout: int) -> InvalidInput | None:
+        """SQS keeps a message out of sight at most 12 hours from its receive, however often
+        its visibility is extended: a timeout that would end later is refused."""
+        if timeout <= 0:
+            return None
+        elapsed = seconds_since_claim(receipt, self.client.clock.now())
+        if elapsed is None or elapsed + timeout <= MAX_VISIBILITY:
+            return None
+        return InvalidInput(
+            f"Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Total"
+            f" VisibilityTimeout for the message is beyond the limit [{MAX_VISIBILITY:.0f}"
+            " seconds]"
+        )
+
     def _check_fifo_receipts(self, name: str, receipts: list[str]) -> dict[str, Exception]:
         """On a FIFO queue a receipt expires with its visibility timeout, as on SQS: a
         receipt whose message is visible again is refused before anything is changed. The
@@ -751,6 +766,9 @@ class SqsApi:
         if params.get("VisibilityTimeout") in (None, ""):
             raise MissingParameter("The request must contain the parameter VisibilityTimeout.")
         timeout = int_param(params, "VisibilityTimeout", 0, 43200) or 0
+        beyond = self._beyond_total(receipt, timeout)
+        if beyond is not None:
+            raise beyond
         with receipt_words():
             for refused in self._check_fifo_receipts(name, [receipt]).values():
                 raise refused
@@ -775,7 +793,12 @@ class SqsApi:
             except ConveyorError as exc:
                 failed.append(entry_failure(entry_id, exc))
                 continue
-            entries[entry_id] = (str(e.get("ReceiptHandle") or ""), float(timeout))
+            receipt = str(e.get("ReceiptHandle") or "")
+            beyond = self._beyond_total(receipt, timeout)
+            if beyond is not None:
+                failed.append(entry_failure(entry_id, beyond))
+                continue
+            entries[entry_id] = (receipt, float(timeout))
         refused = self._check_fifo_receipts(name, [r for r, _ in entries.values()])
         failed += [entry_failure(i, refused[r]) for i, (r, _) in entries.items() if r in refused]
         entries = {i: e for i, e in entries.items() if e[0] not in refused}

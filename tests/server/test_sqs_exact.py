@@ -7,12 +7,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from botocore.exceptions import ClientError
 
+from conveyor import ManualClock
+from conveyor.backends.receipts import claim_token, seconds_since_claim
 from conveyor.client import Client
 from conveyor.server.sqs_wire import XML_UNSAFE, md5_hex, xml_unsafe
 
@@ -808,3 +812,64 @@ def test_a_queue_may_be_its_own_dead_letter_queue_as_on_sqs(sqs: Any, name: str)
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": ""})
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert "RedrivePolicy" not in attributes
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_visibility_is_extended_at_most_twelve_hours_from_the_receive(
+    store: str, tmp_path: Path
+) -> None:
+    clock = ManualClock(start=time.time())
+    url = "memory://" if store == "memory" else f"sqlite:///{tmp_path}/q.db"
+    with Client(url, clock=clock) as client, LiveServer(client) as live:
+        sqs = live.sqs()
+        q = sqs.create_queue(QueueName="longjob")["QueueUrl"]
+        sqs.send_message_batch(
+            QueueUrl=q, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(2)]
+        )
+        got = sqs.receive_message(QueueUrl=q, MaxNumberOfMessages=2, VisibilityTimeout=30)
+        first, second = (m["ReceiptHandle"] for m in got["Messages"])
+        sqs.change_message_visibility(QueueUrl=q, ReceiptHandle=first, VisibilityTimeout=43200)
+        sqs.change_message_visibility(QueueUrl=q, ReceiptHandle=second, VisibilityTimeout=43200)
+        clock.advance(11 * 3600)
+        with pytest.raises(ClientError) as exc:
+            sqs.change_message_visibility(QueueUrl=q, ReceiptHandle=first, VisibilityTimeout=3601)
+        error = exc.value.response["Error"]
+        assert error["Code"] == "InvalidParameterValue"
+        assert error["Message"] == (
+            "Value 3601 for parameter VisibilityTimeout is invalid. Reason: Total"
+            " VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+        )
+        batch = sqs.change_message_visibility_batch(
+            QueueUrl=q,
+            Entries=[
+                {"Id": "ok", "ReceiptHandle": first, "VisibilityTimeout": 3600},
+                {"Id": "late", "ReceiptHandle": second, "VisibilityTimeout": 7200},
+            ],
+        )
+        assert [e["Id"] for e in batch["Successful"]] == ["ok"]
+        [failed] = batch["Failed"]
+        assert (failed["Id"], failed["Code"], failed["SenderFault"]) == (
+            "late",
+            "InvalidParameterValue",
+            True,
+        )
+        assert "beyond the limit" in failed["Message"]
+        # releasing is always allowed; a fresh receive starts a fresh twelve hours
+        sqs.change_message_visibility(QueueUrl=q, ReceiptHandle=second, VisibilityTimeout=0)
+        again = sqs.receive_message(QueueUrl=q, VisibilityTimeout=30)["Messages"][0]
+        assert again["Body"] == "m1"
+        sqs.change_message_visibility(
+            QueueUrl=q, ReceiptHandle=again["ReceiptHandle"], VisibilityTimeout=43200
+        )
+
+
+def test_a_claim_s_age_is_read_from_its_token_across_the_stamp_s_wrap() -> None:
+    wrap = 1 << 24
+    token = claim_token(5 * wrap - 5)
+    receipt = f"cQ.{token}.1f.0193a4b2-0000-7000-8000-000000000000"
+    assert seconds_since_claim(receipt, 5 * wrap - 5) == 0
+    assert seconds_since_claim(receipt, 5 * wrap + 10) == 15
+    # a stamp older than any message lives is not trusted (a token made before stamps)
+    assert seconds_since_claim(receipt, 5 * wrap + 30 * 86400) is None
+    assert seconds_since_claim("not-a-receipt", 0) is None
+    assert seconds_since_claim("cQ.zzzzzz0000000000.1.x", 0) is None

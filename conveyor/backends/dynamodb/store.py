@@ -41,7 +41,7 @@ from ..errors import (
     no_queue,
     queue_exists,
 )
-from ..receipts import make_receipt, parse_receipt, stale_receipt
+from ..receipts import claim_token, make_receipt, parse_receipt, stale_receipt
 from ..rules import ClaimTerms, GroupFill, claim_terms, expired
 from .editing import DynamoEditor
 from .items import (
@@ -565,7 +565,7 @@ class DynamoStore(Backend):
         entry = self.queue_entry(queue)
         now = self.clock.now()
         terms = claim_terms(entry.attrs, now, visibility_timeout)
-        token = secrets.token_hex(8)
+        token = claim_token(now)
         if entry.compat:
             out = self._receive_walk(entry, max_messages, terms, token)
         else:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import secrets
 from collections.abc import Mapping, Sequence
 
 from ...clock import SYSTEM_CLOCK, Clock
@@ -43,7 +42,7 @@ from ..errors import (
     not_subscribed,
     queue_exists,
 )
-from ..receipts import parse_receipt, receipt_prefix, stale_receipt
+from ..receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
 from ..rules import GroupFill, claim_terms, expired, refill_tokens
 from .state import NAMED, NAMED_LOCK, QueueState, Rec, State, TopicState
 
@@ -183,7 +182,7 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                 limit = min(limit, int(q.tokens))
                 if limit <= 0:
                     return []
-            token = secrets.token_hex(8)
+            token = claim_token(now)
             prefix = receipt_prefix(queue, token)
             terms = claim_terms(q.attrs, now, visibility_timeout)
             policy = q.attrs.dead_letter

@@ -44,7 +44,7 @@ from ..errors import (
     not_subscribed,
     queue_exists,
 )
-from ..receipts import parse_receipt, receipt_prefix, stale_receipt
+from ..receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
 from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, bare_bodies, claim_terms, dedup
 from .connection import RedisConnection
 from .values import (
@@ -308,7 +308,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         now = self.clock.now()
         self._sweep(entry, now)
         terms = claim_terms(attrs, now, visibility_timeout)
-        token = secrets.token_hex(8)
+        token = claim_token(now)
         policy = attrs.dead_letter
         dlq = self._dead_letter_target(entry)
         inside = dlq is not None and self._same_slot(entry, dlq)

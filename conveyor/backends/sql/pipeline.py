@@ -13,7 +13,6 @@ holds.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ...exceptions import InvalidInput
 from ...models import ArchivedMessage, Delivery, Message, NewMessage
 from ..base import Bounds, Pipeline
+from ..receipts import claim_token
 from ..rules import claim_terms, walks_head
 from .connections import Exec, marks
 from .rows import ARCHIVE_COLUMNS, Row, new_fields, row_archived, row_message
@@ -158,7 +158,7 @@ class SQLPipeline(Pipeline):
             now = store.clock.now()
             store.sweep(qid, queue, attrs, now, force=False)
             terms = claim_terms(attrs, now, visibility_timeout)
-            token = secrets.token_hex(8)
+            token = claim_token(now)
             got = store.write(
                 lambda ex: d.lease_claim(ex, qid, stream, lease, max_messages, terms, token),
                 single=d.single_claim,

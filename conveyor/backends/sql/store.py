@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import operator
-import secrets
 import threading
 import time
 import weakref
@@ -45,7 +44,14 @@ from ...models import (
 from ...validation import DEDUP_WINDOW
 from ..base import QUEUE_FEATURES, Backend, Inline
 from ..errors import no_queue, queue_exists
-from ..receipts import group_receipts, parse_receipt, receipt_prefix, receipt_results, stale_receipt
+from ..receipts import (
+    claim_token,
+    group_receipts,
+    parse_receipt,
+    receipt_prefix,
+    receipt_results,
+    stale_receipt,
+)
 from ..rules import (
     SWEEP_INTERVAL,
     SWEEP_ROWS,
@@ -654,7 +660,7 @@ class SQLStore(Backend, Generic[E]):
         qid, attrs = self.lookup(queue, now)
         if d.polls_idle and queue in self._idle and not self._maybe_ready(queue, qid, now):
             return [], ""
-        token = secrets.token_hex(8)
+        token = claim_token(now)
         self.sweep(qid, queue, attrs, now, force=False)
         terms = claim_terms(attrs, now, visibility_timeout)
         durable = attrs.delivery is Delivery.AT_MOST_ONCE
