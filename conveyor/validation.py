@@ -41,6 +41,7 @@ MAX_MESSAGE_BYTES = 1048576
 """The most any queue accepts (SQS's maximum)."""
 MAX_RECEIVE = 10
 MAX_VISIBILITY = 12 * 3600.0
+MAX_RETENTION = 14 * 86400.0
 MAX_DELAY = 15 * 60.0
 MAX_WAIT = 20.0
 DEDUP_WINDOW = 5 * 60.0
@@ -82,7 +83,7 @@ def validate_attributes(name: str, attrs: QueueAttributes) -> QueueAttributes:
     """Check every attribute against its SQS range; return `attrs` unchanged when valid."""
     _range("visibility_timeout", attrs.visibility_timeout, 0, MAX_VISIBILITY)
     _range("delay", attrs.delay, 0, MAX_DELAY)
-    _range("retention", attrs.retention, 60, 14 * 86400)
+    _range("retention", attrs.retention, 60, MAX_RETENTION)
     _range("max_message_bytes", attrs.max_message_bytes, 1024, MAX_MESSAGE_BYTES, "bytes")
     _range("receive_wait", attrs.receive_wait, 0, MAX_WAIT)
     is_fifo_name = name.endswith(".fifo")

@@ -11,14 +11,14 @@ import secrets
 from collections.abc import Sequence
 
 from ..exceptions import MalformedReceipt, ReceiptHandleInvalid
-from ..validation import MAX_VISIBILITY
+from ..validation import MAX_RETENTION, MAX_VISIBILITY
 
 # A receive's token is 16 hex digits: the receive's second modulo 2**24 (six digits; 194
 # days, past the life of any message), then 40 random bits. A claim's row keeps the token,
 # so a receipt whose stamp was altered no longer matches it.
 _STAMP_DIGITS = 6
 _STAMP_MOD = 1 << (4 * _STAMP_DIGITS)
-_OLDEST_CLAIM = 14 * 86400 + MAX_VISIBILITY  # a claim older than this has no message left
+_OLDEST_CLAIM = MAX_RETENTION + MAX_VISIBILITY  # a claim older than this has no message left
 
 
 def claim_token(now: float) -> str:
