@@ -18,14 +18,8 @@ import {
   GetQueueAttributesCommand,
   ReceiveMessageCommand,
 } from "@aws-sdk/client-sqs";
+import { config, errorName, name } from "./v3_client.mjs";
 
-const [endpoint, name] = process.argv.slice(2);
-const config = {
-  endpoint,
-  region: "us-east-1",
-  credentials: { accessKeyId: "AKIDJS", secretAccessKey: "secret" },
-  maxAttempts: 1,
-};
 const sns = new SNSClient(config);
 const sqs = new SQSClient(config);
 
@@ -99,12 +93,10 @@ seen.wrapped = (await drain(wrapped.url)).map((m) => {
   const envelope = JSON.parse(m.body);
   return { type: envelope.Type, message: envelope.Message, topic: envelope.TopicArn, id: envelope.MessageId };
 });
-try {
-  await sns.send(new PublishCommand({ TopicArn: `${topicArn}-missing`, Message: "m" }));
-  seen.missingTopic = null;
-} catch (error) {
-  seen.missingTopic = error.name;
-}
+seen.missingTopic = await errorName(
+  sns,
+  new PublishCommand({ TopicArn: `${topicArn}-missing`, Message: "m" }),
+);
 await sns.send(new DeleteTopicCommand({ TopicArn: topicArn }));
 seen.topicsAfter = ((await sns.send(new ListTopicsCommand({}))).Topics ?? []).map((t) => t.TopicArn);
 console.log(JSON.stringify(seen));

@@ -14,14 +14,8 @@ import {
   GetQueueAttributesCommand,
   GetQueueUrlCommand,
 } from "@aws-sdk/client-sqs";
+import { config, errorName, name } from "./v3_client.mjs";
 
-const [endpoint, name] = process.argv.slice(2);
-const config = {
-  endpoint,
-  region: "us-east-1",
-  credentials: { accessKeyId: "AKIDJS", secretAccessKey: "secret" },
-  maxAttempts: 1,
-};
 const sqs = new SQSClient(config);
 
 // SQS's digest of message attributes: names sorted; each name, data type and value
@@ -46,15 +40,6 @@ function attributesMd5(attributes) {
     }
   }
   return createHash("md5").update(Buffer.concat(parts)).digest("hex");
-}
-
-async function errorName(command) {
-  try {
-    await sqs.send(command);
-    return null;
-  } catch (error) {
-    return error.name;
-  }
 }
 
 const seen = {};
@@ -165,17 +150,20 @@ seen.fifoGroup = fifo.Messages?.[0]?.Attributes?.MessageGroupId ?? null;
 
 // errors come back as the SDK's typed exceptions
 seen.errors = {
-  missingQueue: await errorName(new GetQueueUrlCommand({ QueueName: `${name}-missing` })),
+  missingQueue: await errorName(sqs, new GetQueueUrlCommand({ QueueName: `${name}-missing` })),
   badReceipt: await errorName(
+    sqs,
     new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: "not-a-receipt" }),
   ),
   tooMany: await errorName(
+    sqs,
     new SendMessageBatchCommand({
       QueueUrl: queueUrl,
       Entries: Array.from({ length: 11 }, (_, i) => ({ Id: `x${i}`, MessageBody: "x" })),
     }),
   ),
   fifoWithoutGroup: await errorName(
+    sqs,
     new SendMessageCommand({ QueueUrl: fifoUrl, MessageBody: "no group" }),
   ),
 };
