@@ -831,11 +831,11 @@ def test_visibility_is_extended_at_most_twelve_hours_from_the_receive(
         sqs.change_message_visibility(QueueUrl=q, ReceiptHandle=first, VisibilityTimeout=43200)
         sqs.change_message_visibility(QueueUrl=q, ReceiptHandle=second, VisibilityTimeout=43200)
         clock.advance(11 * 3600)
-        with pytest.raises(ClientError) as exc:
-            sqs.change_message_visibility(QueueUrl=q, ReceiptHandle=first, VisibilityTimeout=3601)
-        error = exc.value.response["Error"]
-        assert error["Code"] == "InvalidParameterValue"
-        assert error["Message"] == (
+        code, text = _error(
+            sqs.change_message_visibility, QueueUrl=q, ReceiptHandle=first, VisibilityTimeout=3601
+        )
+        assert code == "InvalidParameterValue"
+        assert text == (
             "Value 3601 for parameter VisibilityTimeout is invalid. Reason: Total"
             " VisibilityTimeout for the message is beyond the limit [43200 seconds]"
         )
