@@ -24,7 +24,7 @@ class WaitHub:
         self._lock = threading.Lock()
         self._versions: dict[Key, int] = defaultdict(int)
         self._conditions: dict[Key, threading.Condition] = {}
-        self._futures: dict[Key, deque[asyncio.Future[None]]] = defaultdict(deque)
+        self._futures: dict[Key, deque[asyncio.Future[bool]]] = defaultdict(deque)
         self._tickers: dict[Key, asyncio.Task[None]] = {}
 
     def version(self, store: str, queue: str) -> int:
@@ -55,9 +55,9 @@ class WaitHub:
             self._futures.clear()
         _resolve_all(woken)
 
-    def _pop(self, key: Key, count: int) -> list[asyncio.Future[None]]:
+    def _pop(self, key: Key, count: int) -> list[asyncio.Future[bool]]:
         waiting = self._futures.get(key)
-        woken: list[asyncio.Future[None]] = []
+        woken: list[asyncio.Future[bool]] = []
         while waiting and len(woken) < count:
             fut = waiting.popleft()
             if not fut.done():
@@ -79,31 +79,31 @@ class WaitHub:
     ) -> bool:
         """Wait in the event loop until woken or `timeout`; True if woken.
 
-        With `interval`, a ticker wakes the longest waiter of the queue that often.
+        With `interval`, a ticker wakes the longest waiter of the queue that often. The
+        wait needs no task of its own (a timer ends it, not `asyncio.timeout`): the server
+        steps a request's coroutine before it gives it a task.
         """
         key = (store, queue)
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[bool] = loop.create_future()
         with self._lock:
             if self._versions[key] != since:
                 return True
             self._futures[key].append(fut)
             if interval is not None and key not in self._tickers:
                 self._tickers[key] = loop.create_task(self._tick(key, interval))
+        timer = loop.call_later(timeout, _end, fut, False)
         try:
-            async with asyncio.timeout(timeout):
-                await fut
-            return True
-        except TimeoutError:
-            return False
+            return await fut  # True: woken; False: the time is up
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
+            if fut.done() and not fut.cancelled() and fut.result():
                 self._wake(key)  # the wake-up was meant for someone: pass it on
             raise
         finally:
+            timer.cancel()
             if not fut.done():
                 fut.cancel()
-            if fut.cancelled():  # else a wake-up took it off the queue already
+            if fut.cancelled() or not fut.result():  # else a wake-up took it off the queue
                 with self._lock, contextlib.suppress(ValueError):
                     self._futures[key].remove(fut)
 
@@ -123,16 +123,16 @@ class WaitHub:
             _resolve_all(woken)
 
 
-def _resolve_all(futures: list[asyncio.Future[None]]) -> None:
+def _resolve_all(futures: list[asyncio.Future[bool]]) -> None:
     for fut in futures:
         loop = fut.get_loop()
         if not loop.is_closed():
-            loop.call_soon_threadsafe(_resolve, fut)
+            loop.call_soon_threadsafe(_end, fut, True)
 
 
-def _resolve(fut: asyncio.Future[None]) -> None:
+def _end(fut: asyncio.Future[bool], woken: bool) -> None:
     if not fut.done():
-        fut.set_result(None)
+        fut.set_result(woken)
 
 
 HUB = WaitHub()

@@ -1,9 +1,11 @@
-"""The SQS and SNS wire endpoint: a plain ASGI handler on `/` and on queue URLs.
+"""The SQS and SNS wire endpoint on `/` and on queue URLs.
 
-Every SQS request passes here, so nothing of a framework sits on this path: the handler
-reads the headers from the ASGI scope, the body once (refusing it as soon as it passes the
-limit), tells the protocol (AWS JSON 1.0 by its X-Amz-Target header, else Query) and SNS
-from SQS, calls the action and writes the answer as bytes (orjson for JSON).
+Every SQS request passes here, so nothing of a framework sits on this path: `answer` takes
+a request that has arrived whole, tells the protocol (AWS JSON 1.0 by its X-Amz-Target
+header, else Query) and SNS from SQS, calls the action and gives the answer as bytes
+(orjson for JSON). The server's HTTP protocol calls it directly for most requests
+(`protocol.py`); `Endpoint.__call__` serves the rest as an ASGI handler, reading the body
+once and refusing it as soon as it passes the limit.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+Header = tuple[bytes, bytes]
+Reply = tuple[int, bytes, bytes, list[Header]]  # status, content type, body, more headers
 
 # actions SQS refuses at a queue's URL (they act on no queue)
 QUEUELESS_ACTIONS = frozenset({"CreateQueue", "ListQueues"})
@@ -85,12 +89,29 @@ class Incoming:
     account: str | None  # a queue URL's path
     queue: str | None
 
+    def with_body(self, body: bytes) -> Incoming:
+        return Incoming(
+            self.method,
+            self.path,
+            self.raw_path,
+            self.query,
+            self.headers,
+            self.base_url,
+            body,
+            self.account,
+            self.queue,
+        )
+
 
 def sqs_path(scope: Scope) -> dict[str, str] | None:
     """Path parameters if the request is for the SQS endpoint (`/` or a queue URL)."""
     if scope.get("method") not in ("POST", "GET"):
         return None
-    path: str = scope.get("path", "/")
+    return sqs_path_of(scope.get("path", "/"))
+
+
+def sqs_path_of(path: str) -> dict[str, str] | None:
+    """Path parameters if `path` is the SQS endpoint's (`/` or a queue URL)."""
     if path == "/":
         return {}
     parts = path.split("/")
@@ -118,7 +139,7 @@ def too_large(limit: int) -> RequestTooLarge:
 
 def declared_too_large(length: str | None, limit: int) -> bool:
     """Whether a Content-Length header announces a body over `limit` bytes."""
-    return length is not None and length.isdigit() and int(length) > limit
+    return length is not None and length.isascii() and length.isdigit() and int(length) > limit
 
 
 async def read_body(receive: Receive, limit: int) -> bytes:
@@ -150,36 +171,64 @@ class Endpoint:
     async def __call__(
         self, scope: Scope, receive: Receive, send: Send, path: dict[str, str]
     ) -> None:
+        """The endpoint as an ASGI application."""
         started = time.perf_counter()
-        request_id = request_uuid()
         headers = header_map(scope)
+        limit = self.server.config.max_body
+        refusal: RequestTooLarge | None = None
+        body = b""
+        try:
+            if declared_too_large(headers.get("content-length"), limit):
+                raise too_large(limit)
+            body = await read_body(receive, limit)
+        except RequestTooLarge as exc:
+            refusal = exc
+        except ClientGone:
+            self.gone(started)
+            await _send(send, 499, b"text/plain", b"", [])
+            return
+        host = headers.get("host")
+        if not host:
+            server = scope.get("server") or ("127.0.0.1", 80)
+            host = f"{server[0]}:{server[1]}"
+        request = Incoming(
+            method=scope["method"],
+            path=scope["path"],
+            raw_path=scope.get("raw_path", b"/").decode("latin-1") or "/",
+            query=scope.get("query_string", b"").decode("latin-1"),
+            headers=headers,
+            base_url=f"{scope.get('scheme', 'http')}://{host}",
+            body=body,
+            account=path.get("account"),
+            queue=path.get("queue"),
+        )
+        await _send(send, *await self.answer(request, started, refusal))
+
+    def gone(self, started: float) -> None:
+        """The client closed the connection before its request had arrived."""
+        log.debug("SQS request: the client went away mid-request")
+        # nginx's code for it: neither the server's fault nor an answer
+        self.metrics.observe("sqs", "unknown", 499, time.perf_counter() - started)
+
+    async def answer(
+        self, request: Incoming, started: float, refusal: ConveyorError | None = None
+    ) -> Reply:
+        """The reply to a request that has arrived whole (or to one refused while it
+        arrived: `refusal`), timed from `started` (`time.perf_counter()`) in the metrics.
+        Where nothing waits (the memory store, SQLite with the lock free), the coroutine
+        ends at its first step."""
+        request_id = request_uuid()
+        headers = request.headers
         target = headers.get("x-amz-target")
         protocol = "json" if target is not None else "query"
         api, action, status = "sqs", "unknown", 200
         try:
-            limit = self.server.config.max_body
-            if declared_too_large(headers.get("content-length"), limit):
-                raise too_large(limit)
-            body = await read_body(receive, limit)
-            host = headers.get("host")
-            if not host:
-                server = scope.get("server") or ("127.0.0.1", 80)
-                host = f"{server[0]}:{server[1]}"
-            request = Incoming(
-                method=scope["method"],
-                path=scope["path"],
-                raw_path=scope.get("raw_path", b"/").decode("latin-1") or "/",
-                query=scope.get("query_string", b"").decode("latin-1"),
-                headers=headers,
-                base_url=f"{scope.get('scheme', 'http')}://{host}",
-                body=body,
-                account=path.get("account"),
-                queue=path.get("queue"),
-            )
+            if refusal is not None:
+                raise refusal
+            body = request.body
             if request.method == "GET" and not request.query and request.path == "/":
                 reply = dump_json({"service": "conveyor", "version": __version__})
-                await _send(send, 200, b"application/json", reply, [])
-                return
+                return 200, b"application/json", reply, []
             if target is not None:
                 service, _, name = target.partition(".")
                 if service != "AmazonSQS" or not name:
@@ -189,8 +238,9 @@ class Endpoint:
                 tree = query_tree(body, request.query)
                 if self._is_sns(tree.get("Action"), request):
                     api = "sns"
-                    action, status = await self._sns(tree, request, request_id, send)
-                    return
+                    action, sns_reply = await self._sns(tree, request, request_id)
+                    status = sns_reply[0]
+                    return sns_reply
                 params = query_params(tree)
                 name = params.pop("Action", "")
                 if not name and request.queue is not None:
@@ -218,25 +268,18 @@ class Endpoint:
             result = await self.sqs.call(name, params, caller)
             extra = [(b"x-amzn-requestid", request_id.encode())]
             if protocol == "json":
-                await _send(send, 200, JSON_TYPE, dump_json(result), extra)
-            elif "application/json" in headers.get("accept", ""):
-                await _send(
-                    send, 200, b"application/json", _wrapped(name, result, request_id), extra
-                )
-            else:
-                await _send(send, 200, XML, query_response(name, result, request_id), extra)
+                return 200, JSON_TYPE, dump_json(result), extra
+            if "application/json" in headers.get("accept", ""):
+                return 200, b"application/json", _wrapped(name, result, request_id), extra
+            return 200, XML, query_response(name, result, request_id), extra
         except ConveyorError as exc:
             status = exc.status
-            await self._error(send, exc, protocol, request_id)
-        except ClientGone:
-            log.debug("SQS %s: the client went away mid-request", action)
-            status = 499  # nginx's code for it: neither the server's fault nor an answer
-            await _send(send, 499, b"text/plain", b"", [])
+            return self._error(exc, protocol, request_id)
         except Exception:
             log.exception("%s %s failed", api.upper(), action)
             status = 500
             error = ConveyorError("internal error (the server log has the details)")
-            await self._error(send, error, protocol, request_id)
+            return self._error(error, protocol, request_id)
         finally:
             self.metrics.observe(api, action, status, time.perf_counter() - started)
 
@@ -252,18 +295,15 @@ class Endpoint:
             action=action,
         )
 
-    async def _error(
-        self, send: Send, error: ConveyorError, protocol: str, request_id: str
-    ) -> None:
+    def _error(self, error: ConveyorError, protocol: str, request_id: str) -> Reply:
         extra = [(b"x-amzn-requestid", request_id.encode())]
         if isinstance(error, RequestTooLarge):
             extra.append((b"connection", b"close"))
         if protocol == "json":
             body, more = json_error(error)
             extra += [(k.lower().encode(), v.encode()) for k, v in more.items()]
-            await _send(send, error.status, JSON_TYPE, body, extra)
-        else:
-            await _send(send, error.status, XML, query_error(error, request_id), extra)
+            return error.status, JSON_TYPE, body, extra
+        return error.status, XML, query_error(error, request_id), extra
 
     # -- SNS ------------------------------------------------------------------------------
 
@@ -278,9 +318,9 @@ class Endpoint:
         return service != "sqs" and action in SNS_ACTIONS and action not in self.sqs.actions
 
     async def _sns(
-        self, tree: dict[str, Any], request: Incoming, request_id: str, send: Send
-    ) -> tuple[str, int]:
-        """Answer an SNS request; the action (for metrics) and the status."""
+        self, tree: dict[str, Any], request: Incoming, request_id: str
+    ) -> tuple[str, Reply]:
+        """Answer an SNS request; the action (for metrics) and the reply."""
         params = {k: v for k, v in tree.items() if not k.startswith("X-Amz-")}
         name = str(params.pop("Action", ""))
         params.pop("Version", None)
@@ -290,21 +330,15 @@ class Endpoint:
         try:
             result = await self.sns.call(name, params, self.caller(request))
             if "application/json" in request.headers.get("accept", ""):
-                await _send(
-                    send, 200, b"application/json", _wrapped(name, result, request_id), extra
-                )
-            else:
-                await _send(send, 200, XML, sns_response(name, result, request_id), extra)
-            return action, 200
+                return action, (200, b"application/json", _wrapped(name, result, request_id), extra)
+            return action, (200, XML, sns_response(name, result, request_id), extra)
         except ConveyorError as exc:
             error = sns_error(exc)
-            await _send(send, error.status, XML, sns_error_body(error, request_id), extra)
-            return action, error.status
+            return action, (error.status, XML, sns_error_body(error, request_id), extra)
         except Exception:
             log.exception("SNS %s failed", action)
             error = sns_error(ConveyorError("internal error (the server log has the details)"))
-            await _send(send, 500, XML, sns_error_body(error, request_id), extra)
-            return action, 500
+            return action, (500, XML, sns_error_body(error, request_id), extra)
 
 
 def _carry_trace(
@@ -335,7 +369,7 @@ def _wrapped(action: str, result: Any, request_id: str) -> bytes:
 
 
 async def _send(
-    send: Send, status: int, content_type: bytes, body: bytes, extra: list[tuple[bytes, bytes]]
+    send: Send, status: int, content_type: bytes, body: bytes, extra: list[Header]
 ) -> None:
     headers = [
         (b"content-type", content_type),

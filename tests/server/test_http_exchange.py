@@ -1,0 +1,213 @@
+"""Requests to the SQS endpoint answered by the server's HTTP protocol without ASGI: the
+same answers as through ASGI, in order behind a request that waits, closed connections
+where HTTP says so, and the access log's lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from conveyor import Client
+from conveyor.server.app import BodyLimit
+
+from ..live import LiveServer
+
+JSON = "application/x-amz-json-1.0"
+
+
+@pytest.fixture
+def live() -> Iterator[LiveServer]:
+    with Client("memory://") as client, LiveServer(client) as server:
+        yield server
+
+
+@pytest.fixture
+def asgi_calls() -> Iterator[list[str]]:
+    """The paths of the requests that went through the ASGI application."""
+    calls: list[str] = []
+    real = BodyLimit.__call__
+
+    async def counted(self: BodyLimit, scope: Any, receive: Any, send: Any) -> None:
+        calls.append(scope.get("path", ""))
+        await real(self, scope, receive, send)
+
+    with mock.patch.object(BodyLimit, "__call__", counted):
+        yield calls
+
+
+def request(
+    action: str, params: dict[str, Any], *, path: str = "/", extra: str = "", version: str = "1.1"
+) -> bytes:
+    body = json.dumps(params).encode()
+    return (
+        f"POST {path} HTTP/{version}\r\nHost: 127.0.0.1\r\nContent-Type: {JSON}\r\n"
+        f"X-Amz-Target: AmazonSQS.{action}\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
+    ).encode() + body
+
+
+class Reader:
+    """Responses read off a socket one by one."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.data = b""
+
+    def response(self) -> tuple[int, dict[str, str], bytes]:
+        while b"\r\n\r\n" not in self.data:
+            chunk = self.sock.recv(65536)
+            assert chunk, f"the connection closed with {self.data!r} unanswered"
+            self.data += chunk
+        head, self.data = self.data.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers["content-length"])
+        while len(self.data) < length:
+            chunk = self.sock.recv(65536)
+            assert chunk, "the connection closed mid-body"
+            self.data += chunk
+        body, self.data = self.data[:length], self.data[length:]
+        return int(lines[0].split()[1]), headers, body
+
+    def closed(self) -> bool:
+        return self.data == b"" and self.sock.recv(1) == b""
+
+
+def connect(live: LiveServer) -> tuple[socket.socket, Reader]:
+    sock = socket.create_connection(("127.0.0.1", live.port), timeout=15)
+    return sock, Reader(sock)
+
+
+def test_the_protocol_answers_sqs_requests_as_asgi_does(
+    live: LiveServer, asgi_calls: list[str]
+) -> None:
+    created = {"QueueName": "jobs"}
+    sock, reader = connect(live)
+    with sock:
+        sock.sendall(request("CreateQueue", created))
+        status, headers, body = reader.response()
+        assert status == 200 and json.loads(body)["QueueUrl"].endswith("/jobs")
+        assert asgi_calls == []  # answered by the protocol
+        fast = [
+            request("ListQueues", {}),
+            request("GetQueueUrl", {"QueueName": "nope"}),  # an error
+            request("SendMessage", {"MessageBody": "hi"}, path="/000000000000/jobs"),
+        ]
+        # X-Forwarded-For from loopback: uvicorn's proxy-headers middleware, so ASGI
+        through_asgi = [r.replace(b"Host:", b"X-Forwarded-For: 10.0.0.1\r\nHost:", 1) for r in fast]
+        answers = []
+        for raw in fast + through_asgi:
+            sock.sendall(raw)
+            answers.append(reader.response())
+    assert asgi_calls == ["/", "/", "/000000000000/jobs"]
+    for (status, headers, body), (status2, headers2, body2) in zip(
+        answers[:3], answers[3:], strict=True
+    ):
+        assert status == status2
+        assert headers.keys() == headers2.keys()
+        for name in ("content-type", "server", "x-amzn-query-error"):
+            assert headers.get(name) == headers2.get(name)
+        one, two = json.loads(body), json.loads(body2)
+        if "MessageId" in one:
+            one.pop("MessageId"), two.pop("MessageId")
+        assert one == two
+    assert answers[1][0] == 400 and json.loads(answers[1][2])["__type"].endswith(
+        "QueueDoesNotExist"
+    )
+
+
+def test_requests_pipelined_behind_a_long_poll_are_answered_in_order(
+    live: LiveServer, asgi_calls: list[str]
+) -> None:
+    sqs = live.sqs()
+    waiting = sqs.create_queue(QueueName="waiting")["QueueUrl"]
+    other = sqs.create_queue(QueueName="other")["QueueUrl"]
+    sock, reader = connect(live)
+    with sock:
+        sock.sendall(
+            request("ReceiveMessage", {"QueueUrl": waiting, "WaitTimeSeconds": 10})
+            + request("SendMessage", {"QueueUrl": other, "MessageBody": "second"})
+            + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+            + request("GetQueueAttributes", {"QueueUrl": other, "AttributeNames": ["All"]})
+        )
+        deadline = time.monotonic() + 10
+        while not live.conveyor.aio.waits.counts().get("waiting"):
+            assert time.monotonic() < deadline, "the long poll never began"
+            time.sleep(0.01)
+        # held behind the long poll: the send has not happened
+        assert (
+            sqs.get_queue_attributes(QueueUrl=other, AttributeNames=["All"])["Attributes"][
+                "ApproximateNumberOfMessages"
+            ]
+            == "0"
+        )
+        sqs.send_message(QueueUrl=waiting, MessageBody="first")
+        first, second, health, attributes = (reader.response() for _ in range(4))
+    assert [m["Body"] for m in json.loads(first[2])["Messages"]] == ["first"]
+    assert "MessageId" in json.loads(second[2])
+    assert json.loads(health[2])["status"] == "ok"
+    assert json.loads(attributes[2])["Attributes"]["ApproximateNumberOfMessages"] == "1"
+    assert asgi_calls == ["/healthz"]
+
+
+@pytest.mark.parametrize(
+    ("version", "extra"),
+    [("1.1", "Connection: close\r\n"), ("1.0", ""), ("1.0", "Connection: keep-alive\r\n")],
+)
+def test_connections_close_where_http_says_so(live: LiveServer, version: str, extra: str) -> None:
+    """As uvicorn does, HTTP/1.0 connections are not kept alive."""
+    sock, reader = connect(live)
+    with sock:
+        sock.sendall(request("ListQueues", {}, extra=extra, version=version))
+        status, headers, _ = reader.response()
+        assert status == 200
+        assert headers["connection"] == "close"
+        assert reader.closed()
+
+
+def test_a_kept_alive_connection_serves_request_after_request(live: LiveServer) -> None:
+    sock, reader = connect(live)
+    with sock:
+        for _ in range(3):
+            sock.sendall(request("ListQueues", {}))
+            status, headers, _ = reader.response()
+            assert status == 200 and "connection" not in headers
+
+
+def test_the_access_log_has_a_line_for_each_request(
+    live: LiveServer, asgi_calls: list[str]
+) -> None:
+    lines: list[str] = []
+
+    class Lines(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    access = logging.getLogger("uvicorn.access")
+    handler = Lines()
+    level = access.level
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    try:
+        sqs = live.sqs()
+        sqs.create_queue(QueueName="logged")
+        with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+            sqs.get_queue_url(QueueName="missing")
+    finally:
+        access.removeHandler(handler)
+        access.setLevel(level)
+    assert [line.split(" - ", 1)[1] for line in lines] == [
+        '"POST / HTTP/1.1" 200',
+        '"POST / HTTP/1.1" 400',
+    ]
+    assert lines[0].startswith("127.0.0.1:")
+    assert asgi_calls == []
