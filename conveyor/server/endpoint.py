@@ -75,9 +75,10 @@ class ClientGone(Exception):
     """The client closed the connection before its request had arrived."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Incoming:
-    """What the endpoint needs of a request."""
+    """What the endpoint needs of a request (the server's protocol sets `body` once it has
+    arrived)."""
 
     method: str
     path: str
@@ -88,19 +89,6 @@ class Incoming:
     body: bytes
     account: str | None  # a queue URL's path
     queue: str | None
-
-    def with_body(self, body: bytes) -> Incoming:
-        return Incoming(
-            self.method,
-            self.path,
-            self.raw_path,
-            self.query,
-            self.headers,
-            self.base_url,
-            body,
-            self.account,
-            self.queue,
-        )
 
 
 def sqs_path(scope: Scope) -> dict[str, str] | None:

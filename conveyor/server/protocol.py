@@ -226,7 +226,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         chunks = exchange.body
         request = exchange.request
         if chunks:
-            request = request.with_body(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            request.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         coro = endpoint.answer(request, exchange.started_at)
         try:
             step = coro.send(None)
