@@ -82,6 +82,19 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._endpoint.gone(cycle.started_at)
         super().connection_lost(exc)
 
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio's protocol
+        """The client has sent all it will (it may still read): a request to the SQS
+        endpoint that has arrived is answered, then the connection closes. (uvicorn closes
+        at once, and the answer is lost.)"""
+        cycle: Any = self.cycle
+        if type(cycle) is not Exchange or not cycle.complete:
+            return None
+        if cycle.response_complete:
+            self.transport.close()  # after what this turn wrote has gone out
+        else:
+            cycle.keep_alive = False
+        return True
+
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return

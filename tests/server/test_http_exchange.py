@@ -1,6 +1,6 @@
 """Requests to the SQS endpoint answered by the server's HTTP protocol without ASGI: the
 same answers as through ASGI, in order behind a request that waits, closed connections
-where HTTP says so, and the access log's lines."""
+where HTTP says so (and answers to clients that half-close), and the access log's lines."""
 
 from __future__ import annotations
 
@@ -171,6 +171,32 @@ def test_connections_close_where_http_says_so(live: LiveServer, version: str, ex
         status, headers, _ = reader.response()
         assert status == 200
         assert headers["connection"] == "close"
+        assert reader.closed()
+
+
+def test_a_client_that_has_sent_all_it_will_still_gets_its_answers(live: LiveServer) -> None:
+    """A client may shut its side of the connection once its request is out (HTTP/1.1
+    half-close): the answer still comes, then the server closes."""
+    sqs = live.sqs()
+    url = sqs.create_queue(QueueName="halfclosed")["QueueUrl"]
+    for _ in range(5):  # answered at once
+        sock, reader = connect(live)
+        with sock:
+            sock.sendall(request("ListQueues", {}))
+            sock.shutdown(socket.SHUT_WR)
+            assert reader.response()[0] == 200
+            assert reader.closed()
+    sock, reader = connect(live)
+    with sock:  # answered after a wait
+        sock.sendall(request("ReceiveMessage", {"QueueUrl": url, "WaitTimeSeconds": 10}))
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + 10
+        while not live.conveyor.aio.waits.counts().get("halfclosed"):
+            assert time.monotonic() < deadline, "the long poll never began"
+            time.sleep(0.01)
+        sqs.send_message(QueueUrl=url, MessageBody="late")
+        status, _, body = reader.response()
+        assert status == 200 and json.loads(body)["Messages"][0]["Body"] == "late"
         assert reader.closed()
 
 
