@@ -246,6 +246,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         except StopIteration as done:
             self._reply(exchange, done.value)
             return
+        if getattr(step, "_asyncio_future_blocking", False):
+            # a future awaited: a task clears this mark at once, and another coroutine
+            # awaiting the same future (a commit several requests share) meets it set
+            step._asyncio_future_blocking = False
         task = self.loop.create_task(_resumed(coro, step))
         self.tasks.add(cast("asyncio.Task[None]", task))
         task.add_done_callback(self.tasks.discard)
@@ -428,6 +432,8 @@ class _Resume:
 
     def __await__(self) -> Generator[Any, Any, Reply]:
         coro, step = self.coro, self.step
+        if getattr(step, "_asyncio_future_blocking", None) is not None:
+            step._asyncio_future_blocking = True  # as the coroutine left it (see _answer)
         while True:
             try:
                 sent = yield step

@@ -9,6 +9,7 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -159,6 +160,32 @@ def test_requests_pipelined_behind_a_long_poll_are_answered_in_order(
     assert asgi_calls == ["/healthz"]
 
 
+@pytest.mark.parametrize("durability", ["normal", "full"])
+def test_requests_on_many_connections_at_once_are_all_answered(
+    tmp_path: Path, durability: str
+) -> None:
+    """Requests that arrive together on many connections share one SQLite transaction (and
+    its commit): each waits for that commit, and every one is answered."""
+    url = f"sqlite:///{tmp_path}/many.db?durability={durability}"
+    with Client(url) as client, LiveServer(client) as live:
+        queue = live.sqs().create_queue(QueueName="many")["QueueUrl"]
+        entries = [{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)]
+        send = request("SendMessageBatch", {"QueueUrl": queue, "Entries": entries})
+        connections = [connect(live) for _ in range(16)]
+        try:
+            for _ in range(10):
+                for sock, _ in connections:
+                    sock.sendall(send)
+                for _, reader in connections:
+                    status, _, body = reader.response()
+                    assert status == 200, body
+                    assert len(json.loads(body)["Successful"]) == 10
+        finally:
+            for sock, _ in connections:
+                sock.close()
+        assert client.queue("many").stats().ready == 1600
+
+
 @pytest.mark.parametrize(
     ("version", "extra"),
     [("1.1", "Connection: close\r\n"), ("1.0", ""), ("1.0", "Connection: keep-alive\r\n")],
@@ -237,3 +264,71 @@ def test_the_access_log_has_a_line_for_each_request(
     ]
     assert lines[0].startswith("127.0.0.1:")
     assert asgi_calls == []
+
+
+def test_requests_stepped_in_one_turn_may_wait_for_one_future() -> None:
+    """The protocol steps a request's coroutine before any task runs it: two requests that
+    arrive in one turn of the loop and both wait for one future (a commit they share) are
+    both answered once it is resolved."""
+    import asyncio
+
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from conveyor.server import ConveyorServer
+    from conveyor.server.endpoint import Incoming, Reply
+    from conveyor.server.protocol import guarded
+
+    class Transport(asyncio.Transport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.data = b""
+            self.closed = False
+
+        def write(self, data: bytes | bytearray | memoryview) -> None:
+            self.data += bytes(data)
+
+        def writelines(self, lines: Any) -> None:
+            for line in lines:
+                self.write(line)
+
+        def is_closing(self) -> bool:
+            return self.closed
+
+        def close(self) -> None:
+            self.closed = True
+
+        def get_extra_info(self, name: str, default: Any = None) -> Any:
+            return default
+
+    with Client("memory://") as client:
+        server = ConveyorServer(client)
+
+        async def scenario() -> None:
+            shared: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            async def answer(request: Incoming, started: float, refusal: Any = None) -> Reply:
+                try:
+                    await shared
+                except RuntimeError as exc:  # what a second awaiter met without the care
+                    return 500, b"text/plain", str(exc).encode(), []
+                return 200, b"text/plain", b"done", []
+
+            server.app.endpoint.answer = answer  # type: ignore[method-assign]
+            config = uvicorn.Config(server.app, lifespan="off", http=guarded(30))
+            config.load()
+            protocol = config.http_protocol_class
+            state = ServerState()
+            transports = [Transport(), Transport()]
+            for transport in transports:
+                p = protocol(config=config, server_state=state, app_state={})  # type: ignore[call-arg]
+                p.connection_made(transport)
+                p.data_received(request("ListQueues", {}))  # stepped: waits for `shared`
+            shared.set_result(None)
+            for _ in range(10):
+                await asyncio.sleep(0)
+            for transport in transports:
+                assert transport.data.startswith(b"HTTP/1.1 200 "), transport.data
+                assert transport.data.endswith(b"done")
+
+        asyncio.run(scenario())
