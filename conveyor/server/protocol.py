@@ -248,7 +248,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         if getattr(step, "_asyncio_future_blocking", False):
             # a future awaited: a task clears this mark at once, and another coroutine
-            # awaiting the same future (a commit several requests share) meets it set
+            # that awaits the same future before this one's task runs would meet it set
             step._asyncio_future_blocking = False
         task = self.loop.create_task(_resumed(coro, step))
         self.tasks.add(cast("asyncio.Task[None]", task))
