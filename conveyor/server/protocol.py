@@ -246,6 +246,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         except StopIteration as done:
             self._reply(exchange, done.value)
             return
+        except Exception:  # the endpoint answers its own errors: this is a bug
+            log.exception("SQS request failed")
+            self._abandon(exchange)
+            return
         if getattr(step, "_asyncio_future_blocking", False):
             # a future awaited: a task clears this mark at once, and another coroutine
             # that awaits the same future before this one's task runs would meet it set
@@ -257,10 +261,19 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _replied(self, exchange: Exchange, task: asyncio.Task[Reply]) -> None:
         if task.cancelled():  # shutdown: the connection goes with it
-            exchange.response_complete = True
-            self.transport.close()
+            self._abandon(exchange)
+            return
+        error = task.exception()
+        if error is not None:  # the endpoint answers its own errors: this is a bug
+            log.error("SQS request failed", exc_info=error)
+            self._abandon(exchange)
             return
         self._reply(exchange, task.result())
+
+    def _abandon(self, exchange: Exchange) -> None:
+        """No answer can be given: the connection closes."""
+        exchange.response_complete = True
+        self.transport.close()
 
     def _reply(self, exchange: Exchange, reply: Reply) -> None:
         status, content_type, body, extra = reply

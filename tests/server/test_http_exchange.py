@@ -332,3 +332,39 @@ def test_requests_stepped_in_one_turn_may_wait_for_one_future() -> None:
                 assert transport.data.endswith(b"done")
 
         asyncio.run(scenario())
+
+
+def test_a_request_whose_handler_fails_closes_its_connection_alone(
+    live: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The endpoint answers its own errors; should it fail all the same (a bug), before or
+    after a wait, the connection is closed rather than left without an answer, it is
+    logged, and the server goes on."""
+    import asyncio
+
+    from conveyor.server.endpoint import Incoming, Reply
+
+    endpoint = live.conveyor.app.endpoint
+    real = endpoint.answer
+
+    async def at_once(request: Incoming, started: float, refusal: Any = None) -> Reply:
+        raise RuntimeError("broken at once")
+
+    async def later(request: Incoming, started: float, refusal: Any = None) -> Reply:
+        await asyncio.sleep(0.01)
+        raise RuntimeError("broken after a wait")
+
+    try:
+        for broken in (at_once, later):
+            endpoint.answer = broken  # type: ignore[method-assign]
+            sock, reader = connect(live)
+            with sock, caplog.at_level(logging.ERROR, logger="conveyor.server"):
+                sock.sendall(request("ListQueues", {}))
+                assert reader.closed()
+    finally:
+        endpoint.answer = real  # type: ignore[method-assign]
+    assert "broken at once" in caplog.text and "broken after a wait" in caplog.text
+    sock, reader = connect(live)
+    with sock:
+        sock.sendall(request("ListQueues", {}))
+        assert reader.response()[0] == 200
