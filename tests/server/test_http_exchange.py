@@ -71,13 +71,16 @@ class Reader:
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
+        status = int(lines[0].split()[1])
+        if status < 200:  # informational: no body
+            return status, headers, b""
         length = int(headers["content-length"])
         while len(self.data) < length:
             chunk = self.sock.recv(65536)
             assert chunk, "the connection closed mid-body"
             self.data += chunk
         body, self.data = self.data[:length], self.data[length:]
-        return int(lines[0].split()[1]), headers, body
+        return status, headers, body
 
     def closed(self) -> bool:
         return self.data == b"" and self.sock.recv(1) == b""
@@ -124,6 +127,38 @@ def test_the_protocol_answers_sqs_requests_as_asgi_does(
     assert answers[1][0] == 400 and json.loads(answers[1][2])["__type"].endswith(
         "QueueDoesNotExist"
     )
+
+
+def test_requests_that_need_uvicorn_take_the_asgi_path(
+    live: LiveServer, asgi_calls: list[str]
+) -> None:
+    """A chunked body, `Expect: 100-continue` and proxy headers are uvicorn's to handle:
+    such requests go through ASGI and are answered as the others are."""
+    body = json.dumps({"QueueName": "viaasgi"}).encode()
+    head = (
+        f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {JSON}\r\n"
+        "X-Amz-Target: AmazonSQS.CreateQueue\r\n"
+    ).encode()
+    sock, reader = connect(live)
+    with sock:
+        sock.sendall(
+            head + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+        )
+        status, _, answer = reader.response()
+        assert status == 200 and json.loads(answer)["QueueUrl"].endswith("/viaasgi")
+        sock.sendall(head + b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        status, _, _ = reader.response()
+        assert status == 100  # uvicorn asks for the body
+        sock.sendall(body)
+        status, _, answer = reader.response()
+        assert status == 200 and json.loads(answer)["QueueUrl"].endswith("/viaasgi")
+        sock.sendall(
+            head + b"X-Forwarded-Proto: https\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        status, _, answer = reader.response()
+        assert status == 200  # from loopback, trusted: the queue URL says https
+        assert json.loads(answer)["QueueUrl"].startswith("https://127.0.0.1/")
+    assert asgi_calls == ["/", "/", "/"]
 
 
 def test_requests_pipelined_behind_a_long_poll_are_answered_in_order(
