@@ -83,11 +83,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio's protocol
-        """The client has sent all it will (it may still read): a request to the SQS
-        endpoint that has arrived is answered, then the connection closes. (uvicorn closes
-        at once, and the answer is lost.)"""
-        cycle: Any = self.cycle
-        if type(cycle) is not Exchange or not cycle.complete:
+        """The client has sent all it will (it may still read): a request that has arrived
+        whole is answered, then the connection closes. (uvicorn closes at once, and the
+        answer is lost.)"""
+        cycle: Any = self.cycle  # uvicorn's request cycle or an Exchange
+        if cycle is None:
+            return None
+        arrived = cycle.complete if type(cycle) is Exchange else not cycle.more_body
+        if not arrived:  # cut short: nothing to answer
             return None
         if cycle.response_complete:
             self.transport.close()  # after what this turn wrote has gone out

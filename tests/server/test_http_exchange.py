@@ -241,10 +241,10 @@ def test_a_client_that_has_sent_all_it_will_still_gets_its_answers(live: LiveSer
     half-close): the answer still comes, then the server closes."""
     sqs = live.sqs()
     url = sqs.create_queue(QueueName="halfclosed")["QueueUrl"]
-    for _ in range(5):  # answered at once
+    for raw in [request("ListQueues", {})] * 5 + [b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"]:
         sock, reader = connect(live)
-        with sock:
-            sock.sendall(request("ListQueues", {}))
+        with sock:  # answered at once (the last one by the REST API, through ASGI)
+            sock.sendall(raw)
             sock.shutdown(socket.SHUT_WR)
             assert reader.response()[0] == 200
             assert reader.closed()
