@@ -87,7 +87,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         whole is answered, then the connection closes. (uvicorn closes at once, and the
         answer is lost.)"""
         cycle: Any = self.cycle  # uvicorn's request cycle or an Exchange
-        if cycle is None:
+        if cycle is None or self.scheme == "https":  # TLS ends with close_notify instead
             return None
         arrived = cycle.complete if type(cycle) is Exchange else not cycle.more_body
         if not arrived:  # cut short: nothing to answer
