@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,13 +110,24 @@ def sqs_path_of(path: str) -> dict[str, str] | None:
     return None
 
 
-def header_map(scope: Scope) -> dict[str, str]:
+def header_map(pairs: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """A request's headers by lower-case name (the first of repeated ones)."""
     headers: dict[str, str] = {}
-    for key, value in scope["headers"]:
+    for key, value in pairs:
         name = key.decode("latin-1").lower()
         if name not in headers:
             headers[name] = value.decode("latin-1")
     return headers
+
+
+def base_url(scheme: str, headers: dict[str, str], server: tuple[str, int | None] | None) -> str:
+    """scheme://host:port as the client addressed the server (its Host header, else the
+    address it reached)."""
+    host = headers.get("host")
+    if not host:
+        local = server or ("127.0.0.1", 80)
+        host = f"{local[0]}:{local[1]}"
+    return f"{scheme}://{host}"
 
 
 def too_large(limit: int) -> RequestTooLarge:
@@ -161,7 +172,7 @@ class Endpoint:
     ) -> None:
         """The endpoint as an ASGI application."""
         started = time.perf_counter()
-        headers = header_map(scope)
+        headers = header_map(scope["headers"])
         limit = self.server.config.max_body
         refusal: RequestTooLarge | None = None
         body = b""
@@ -175,17 +186,13 @@ class Endpoint:
             self.gone(started)
             await _send(send, 499, b"text/plain", b"", [])
             return
-        host = headers.get("host")
-        if not host:
-            server = scope.get("server") or ("127.0.0.1", 80)
-            host = f"{server[0]}:{server[1]}"
         request = Incoming(
             method=scope["method"],
             path=scope["path"],
             raw_path=scope.get("raw_path", b"/").decode("latin-1") or "/",
             query=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
-            base_url=f"{scope.get('scheme', 'http')}://{host}",
+            base_url=base_url(scope.get("scheme", "http"), headers, scope.get("server")),
             body=body,
             account=path.get("account"),
             queue=path.get("queue"),

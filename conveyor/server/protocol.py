@@ -41,7 +41,15 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from .app import BodyLimit
-from .endpoint import Endpoint, Incoming, Reply, declared_too_large, sqs_path_of
+from .endpoint import (
+    Endpoint,
+    Incoming,
+    Reply,
+    base_url,
+    declared_too_large,
+    header_map,
+    sqs_path_of,
+)
 
 log = logging.getLogger("conveyor.server")
 
@@ -189,20 +197,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         where = sqs_path_of(path)
         if where is None:
             return False
-        headers: dict[str, str] = {}
-        for key, value in self.headers:
-            name = key.decode("latin-1")  # uvicorn has made it lower case
-            if name not in headers:
-                headers[name] = value.decode("latin-1")
+        headers = header_map(self.headers)
         length = headers.get("content-length")
         if length is None or declared_too_large(length, endpoint.server.config.max_body):
             return False  # chunked, or over the limit: the ASGI path says so
         if "x-forwarded-for" in headers or "x-forwarded-proto" in headers or "forwarded" in headers:
             return False  # uvicorn's proxy-headers middleware decides what they change
-        host = headers.get("host")
-        if not host:
-            local = self.server or ("127.0.0.1", 80)
-            host = f"{local[0]}:{local[1]}"
         query: bytes | None = url.query
         exchange = Exchange(
             Incoming(
@@ -211,7 +211,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 raw_path=raw_path.decode("latin-1") or "/",
                 query=query.decode("latin-1") if query else "",
                 headers=headers,
-                base_url=f"{self.scheme}://{host}",
+                base_url=base_url(self.scheme or "http", headers, self.server),
                 body=b"",
                 account=where.get("account"),
                 queue=where.get("queue"),
