@@ -30,8 +30,8 @@ def seconds_since_claim(receipt: str, now: float) -> int | None:
     """Whole seconds since the receive that issued `receipt`, read from its token's stamp;
     None for what is not a receipt of these stores, or whose stamp puts it older than any
     message lives (a token made before tokens carried stamps)."""
-    parts = receipt.split(".", 3)
-    if len(parts) != 4 or len(parts[1]) != 16:
+    parts = _fields(receipt)
+    if parts is None:
         return None
     try:
         stamp = int(parts[1][:_STAMP_DIGITS], 16)
@@ -61,10 +61,21 @@ def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
     return _parse_receipt(_queue_tag(queue), queue, receipt)
 
 
+def _fields(receipt: object) -> list[str] | None:
+    """A receipt's four fields (queue tag, token, row, message id) where it has their shape;
+    None where it cannot be a receipt of these stores."""
+    if not isinstance(receipt, str) or len(receipt) > 2048:
+        return None
+    parts = receipt.split(".", 3)
+    if len(parts) != 4 or len(parts[1]) != 16 or not parts[3]:
+        return None
+    return parts
+
+
 def _parse_receipt(tag: str, queue: str, receipt: str) -> tuple[int, str, str]:
-    parts = receipt.split(".", 3) if isinstance(receipt, str) and len(receipt) <= 2048 else []
+    parts = _fields(receipt)
     try:
-        if len(parts) != 4 or len(parts[1]) != 16 or not parts[3]:
+        if parts is None:
             raise ValueError
         owner, token, row_hex, message_id = parts
         row = int(row_hex, 16)
