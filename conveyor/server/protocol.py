@@ -220,6 +220,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             keep_alive=parser.get_http_version() != "1.0" and parser.should_keep_alive(),
         )
         previous = self.cycle
+        # an Exchange stands in for uvicorn's request cycle: it has what uvicorn's protocol
+        # reads of one (response_complete, keep_alive, disconnected, message_event)
         self.cycle = exchange  # type: ignore[assignment]
         if previous is None or previous.response_complete:
             exchange.started = True
