@@ -416,6 +416,69 @@ def test_writes_that_meet_the_lock_taken_on_a_loop_commit_together_after_it(
         asyncio.run(woken())
 
 
+def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stays_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits on an event loop's thread do not copy the write-ahead log back into the
+    database (SQLite would, inside the COMMIT that takes the log past 1,000 pages); the
+    store's checkpoint thread does, and a log that writes kept ahead of it starts again
+    from its beginning once past its limit. A reader keeping an old snapshot makes that
+    wait give up rather than hold writers back."""
+    import asyncio
+    import time
+
+    from conveyor.aio import AsyncClient
+    from conveyor.backends.sql.sqlite_connections import _Checkpointer
+
+    monkeypatch.setattr(_Checkpointer, "EVERY", 10**9)  # no checkpoint asked for, at first
+    monkeypatch.setattr(_Checkpointer, "LIMIT", 1000)
+    path = tmp_path / "c.db"
+    frame = 4096 + 24  # a page of log and its header
+
+    def log_frames() -> int:
+        return int(rows_of(path, "PRAGMA wal_checkpoint(PASSIVE)")[0][1])
+
+    def until(done: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 30
+        while not done():
+            assert time.monotonic() < deadline, "the checkpoint thread did not get there"
+            time.sleep(0.01)
+
+    with Client(f"sqlite:///{path}?durability=normal") as client:
+        client.create_queue("jobs")
+        store = client.backend
+        assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
+        checkpointer = store.db.checkpointer
+        q = AsyncClient(client=client).queue("jobs")
+
+        async def sends(n: int) -> None:
+            for i in range(n):
+                await q.send_batch([f"m{i}-{j}-" + "x" * 300 for j in range(10)])
+
+        asyncio.run(sends(1000))
+        # ~3 pages of log a commit, none copied back by the loop's commits
+        assert (tmp_path / "c.db-wal").stat().st_size > 2000 * frame
+        monkeypatch.setattr(_Checkpointer, "EVERY", 1)
+        checkpointer.committed()
+        until(lambda: checkpointer.restarts >= 1)
+        assert checkpointer.gave_up == 0
+        copy = tmp_path / "copy.db"  # the database file alone, without its log
+        copy.write_bytes(path.read_bytes())
+        assert rows_of(copy, "SELECT count(*) FROM q1") == [(10_000,)]
+        asyncio.run(sends(1))
+        assert log_frames() < 20  # the next write started the log again
+
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM q1").fetchone()  # keeps this snapshot
+        asyncio.run(sends(400))  # past the limit again, the RESTART meets the reader
+        until(lambda: checkpointer.gave_up >= 1)
+        reader.execute("COMMIT")
+        reader.close()
+        jobs = client.queue("jobs")
+        assert sum(len(got) for got in iter(lambda: jobs.receive(10), [])) == 14_010
+
+
 def test_a_send_in_another_process_wakes_a_waiting_receive(tmp_path: Path) -> None:
     """Waiters are woken through the wake directory, not only by the store's ticker (here
     made longer than the wait, so that nothing else could return the message in time)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import random
 import sqlite3
@@ -39,6 +40,8 @@ from .rows import Row
 from .wakes import Wakes
 
 T = TypeVar("T")
+log = logging.getLogger("conveyor.sqlite")
+AUTOCHECKPOINT = 1000  # SQLite's default: pages of log after which a commit checkpoints
 
 
 @functools.lru_cache(maxsize=4096)
@@ -91,9 +94,13 @@ class _Tx:
         if kind is None:
             try:
                 conn.execute("COMMIT")
-                return
             except BaseException as error:
                 exc = error
+            else:
+                db = self.db
+                if db._local.no_wait:  # on an event loop: the log is copied back elsewhere
+                    db.checkpointer.committed()
+                return
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         if isinstance(exc, sqlite3.Error):
@@ -199,6 +206,72 @@ def _fsync(path: str) -> StoreUnavailable | None:
     except OSError as exc:
         return StoreUnavailable(f"SQLite store: cannot fsync {path}: {exc}")
     return None
+
+
+class _Checkpointer(_Worker):
+    """Copies the write-ahead log back into the database file for the commits made on
+    event loops, from a thread of its own.
+
+    SQLite checkpoints inside the COMMIT that takes the log past 1,000 pages: a copy of
+    every page written since, with two fsyncs at durability=normal, on the thread that
+    commits. On an event loop's thread that stalled every request it was serving and cost
+    the loop a third to a half of what a receive or delete commit costs on average. The
+    loop's connection therefore does not checkpoint (``wal_autocheckpoint = 0``); every
+    `EVERY` of its commits this thread runs a PASSIVE checkpoint, which does not block
+    writers. A log that still grows past `LIMIT` pages (writes went on during every
+    checkpoint, so the log never started again from its beginning) gets a RESTART
+    checkpoint, which waits for the write lock: the next write then starts the log anew."""
+
+    name = "conveyor-sqlite-checkpoint"
+    EVERY = 256  # commits on event loops between checkpoints
+    LIMIT = 4096  # pages of log (16 MiB at SQLite's default page size) before a RESTART
+    WAIT_MS = 100  # how long a RESTART waits for the write lock and for readers
+
+    def __init__(self, db: SQLiteConnections) -> None:
+        super().__init__()
+        self.db = db
+        self._commits = 0  # since the last request for a checkpoint
+        self._pending = False
+        self._restart_at = self.LIMIT
+        self.checkpoints = 0
+        self.restarts = 0
+        self.gave_up = 0  # RESTARTs that met a reader or writer for longer than WAIT_MS
+
+    def committed(self) -> None:
+        """After a commit on an event loop's thread."""
+        self._commits += 1
+        if self._commits >= self.EVERY:
+            self._commits = 0
+            with self._lock:
+                self._pending = True
+                self._hand()
+
+    def _run(self) -> None:
+        while self._await_work(lambda: self._pending):
+            with self._lock:
+                self._pending = False
+            try:
+                self._checkpoint(self.db.exec().conn)
+            except (sqlite3.Error, StoreUnavailable):
+                # the next commits ask again; meanwhile the log grows, as it does in SQLite
+                # while a checkpoint cannot finish
+                log.debug("SQLite store %s: checkpoint failed", self.db.path, exc_info=True)
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        """A PASSIVE checkpoint, then a RESTART where the log has grown past the limit: it
+        copies what came during the first, holding writers back only for that. A reader
+        that keeps an old snapshot for longer than WAIT_MS makes it give up (busy); it is
+        tried again once the log has grown by another LIMIT pages."""
+        if not self.checkpoints:
+            conn.execute(f"PRAGMA busy_timeout = {self.WAIT_MS}")
+        (_, pages, _) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        self.checkpoints += 1
+        if pages < self._restart_at:
+            return
+        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+        self.restarts += 1
+        self.gave_up += bool(busy)
+        self._restart_at = pages + self.LIMIT if busy else self.LIMIT
 
 
 class _Batch:
@@ -359,6 +432,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self.commits = 0  # write transactions committed by this process (groups count once)
         self._syncer = _Syncer(self.wal)
         self._gathered = _Gathered(self)
+        self.checkpointer = _Checkpointer(self)
         self._wakes = Wakes(os.path.realpath(self.path), time.monotonic, beside=self.path)
 
     @property
@@ -567,8 +641,9 @@ class SQLiteConnections(Connections[SQLiteExec]):
         """
         local = self._local
         if local.inline:
-            if not local.no_wait:
-                conn.execute("PRAGMA busy_timeout = 0")  # kept while the thread runs inline
+            if not local.no_wait:  # kept while the thread runs inline
+                conn.execute("PRAGMA busy_timeout = 0")
+                conn.execute("PRAGMA wal_autocheckpoint = 0")  # see _Checkpointer
                 local.no_wait = True
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -579,6 +654,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
         if local.no_wait:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT}")
             local.no_wait = False
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -650,6 +726,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._gathered = _Gathered(self)
         self._syncer.close()
         self._syncer = _Syncer(self.wal)
+        self.checkpointer.close()
+        self.checkpointer = _Checkpointer(self)
         self._wakes.close()
         with self._lock:
             for conn in self._connections:
