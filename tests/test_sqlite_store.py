@@ -458,7 +458,7 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
         asyncio.run(sends(1000))
         # ~3 pages of log a commit, none copied back by the loop's commits
         assert (tmp_path / "c.db-wal").stat().st_size > 2000 * frame
-        monkeypatch.setattr(_Checkpointer, "EVERY", 1)
+        checkpointer.every = 1
         checkpointer.committed()
         until(lambda: checkpointer.restarts >= 1)
         assert checkpointer.gave_up == 0
@@ -471,12 +471,12 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
         reader = sqlite3.connect(path, isolation_level=None)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM q1").fetchone()  # keeps this snapshot
-        asyncio.run(sends(400))  # past the limit again, the RESTART meets the reader
+        asyncio.run(sends(800))  # past the limit again, the RESTART meets the reader
         until(lambda: checkpointer.gave_up >= 1)
         reader.execute("COMMIT")
         reader.close()
         jobs = client.queue("jobs")
-        assert sum(len(got) for got in iter(lambda: jobs.receive(10), [])) == 14_010
+        assert sum(len(got) for got in iter(lambda: jobs.receive(10), [])) == 18_010
 
 
 def test_a_send_in_another_process_wakes_a_waiting_receive(tmp_path: Path) -> None:

@@ -216,14 +216,17 @@ class _Checkpointer(_Worker):
     every page written since, with two fsyncs at durability=normal, on the thread that
     commits. On an event loop's thread that stalled every request it was serving and cost
     the loop a third to a half of what a receive or delete commit costs on average. The
-    loop's connection therefore does not checkpoint (``wal_autocheckpoint = 0``); every
-    `EVERY` of its commits this thread runs a PASSIVE checkpoint, which does not block
-    writers. A log that still grows past `LIMIT` pages (writes went on during every
-    checkpoint, so the log never started again from its beginning) gets a RESTART
-    checkpoint, which waits for the write lock: the next write then starts the log anew."""
+    loop's connection therefore does not checkpoint (``wal_autocheckpoint = 0``); after
+    `every` of its commits this thread runs a PASSIVE checkpoint, which does not block
+    writers (`every` adapts so that a checkpoint finds about as many new pages as SQLite's
+    own would: AUTOCHECKPOINT). A log that still grows past `LIMIT` pages (writes went on
+    during every checkpoint, so the log never started again from its beginning) gets a
+    RESTART checkpoint, which waits for the write lock: the next write then starts the log
+    anew."""
 
     name = "conveyor-sqlite-checkpoint"
-    EVERY = 256  # commits on event loops between checkpoints
+    EVERY = 256  # commits on event loops between the first checkpoints
+    FEWEST, MOST = 16, 4096  # the range of `every`
     LIMIT = 4096  # pages of log (16 MiB at SQLite's default page size) before a RESTART
     WAIT_MS = 100  # how long a RESTART waits for the write lock and for readers
 
@@ -231,6 +234,8 @@ class _Checkpointer(_Worker):
         super().__init__()
         self.db = db
         self._commits = 0  # since the last request for a checkpoint
+        self.every = self.EVERY
+        self._pages = 0  # in the log at the last checkpoint
         self._pending = False
         self._restart_at = self.LIMIT
         self.checkpoints = 0
@@ -240,7 +245,7 @@ class _Checkpointer(_Worker):
     def committed(self) -> None:
         """After a commit on an event loop's thread."""
         self._commits += 1
-        if self._commits >= self.EVERY:
+        if self._commits >= self.every:
             self._commits = 0
             with self._lock:
                 self._pending = True
@@ -266,12 +271,20 @@ class _Checkpointer(_Worker):
             conn.execute(f"PRAGMA busy_timeout = {self.WAIT_MS}")
         (_, pages, _) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         self.checkpoints += 1
+        # pages written since the last checkpoint (fewer counted where the log started anew)
+        new = pages - self._pages if pages >= self._pages else pages
+        self._pages = pages
+        wanted = self.every * AUTOCHECKPOINT // max(new, 1)
+        self.every = min(max((self.every + wanted) // 2, self.FEWEST), self.MOST)
         if pages < self._restart_at:
             return
         (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
         self.restarts += 1
         self.gave_up += bool(busy)
-        self._restart_at = pages + self.LIMIT if busy else self.LIMIT
+        if busy:
+            self._restart_at = pages + self.LIMIT
+        else:
+            self._restart_at, self._pages = self.LIMIT, 0  # the next write starts the log
 
 
 class _Batch:
