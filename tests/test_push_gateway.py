@@ -39,6 +39,8 @@ from conveyor.push.codec import Decoder, Frame, FrameError, encode
 from conveyor.push.config import check_gateway_exposure
 from conveyor.push.peers import TokenBucket
 
+from .waiting import until
+
 
 class Running:
     """A gateway serving on its own event loop thread."""
@@ -140,14 +142,6 @@ def register(peer: Peer, app: str, rid: str, **extra: Any) -> dict[str, str]:
     info = {"id": rid, "app_id": app, "host": "", "port": "", "weight": 0, **extra}
     peer.send(Frame(type="register", content=json.dumps(info).encode()))
     return peer.resp()
-
-
-def until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout} s")
-        time.sleep(0.01)
 
 
 # -- the protocol, byte for byte --------------------------------------------------------

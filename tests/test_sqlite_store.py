@@ -26,6 +26,8 @@ from conveyor.backends.sql.sqlite_connections import SQLiteConnections, SQLiteEx
 from conveyor.backends.sql.store import QUEUE_CACHE_SECONDS as ROW_CACHE
 from conveyor.backends.sql.store import SQLStore
 
+from .waiting import until
+
 SCHEMA_VERSION = len(SQLITE_MIGRATIONS)
 
 
@@ -425,7 +427,6 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
     from its beginning once past its limit. A reader keeping an old snapshot makes that
     wait give up rather than hold writers back."""
     import asyncio
-    import time
 
     from conveyor.aio import AsyncClient
     from conveyor.backends.sql.sqlite_connections import _Checkpointer
@@ -437,12 +438,6 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
 
     def log_frames() -> int:
         return int(rows_of(path, "PRAGMA wal_checkpoint(PASSIVE)")[0][1])
-
-    def until(done: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + 30
-        while not done():
-            assert time.monotonic() < deadline, "the checkpoint thread did not get there"
-            time.sleep(0.01)
 
     with Client(f"sqlite:///{path}?durability=normal") as client:
         client.create_queue("jobs")
@@ -460,7 +455,7 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
         assert (tmp_path / "c.db-wal").stat().st_size > 2000 * frame
         checkpointer.every = 1
         checkpointer.committed()
-        until(lambda: checkpointer.restarts >= 1)
+        until(lambda: checkpointer.restarts >= 1, what="a RESTART checkpoint")
         assert checkpointer.gave_up == 0
         copy = tmp_path / "copy.db"  # the database file alone, without its log
         copy.write_bytes(path.read_bytes())
@@ -472,7 +467,7 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM q1").fetchone()  # keeps this snapshot
         asyncio.run(sends(800))  # past the limit again, the RESTART meets the reader
-        until(lambda: checkpointer.gave_up >= 1)
+        until(lambda: checkpointer.gave_up >= 1, what="a RESTART that gave up")
         reader.execute("COMMIT")
         reader.close()
         jobs = client.queue("jobs")
