@@ -240,6 +240,28 @@ def new_message(values: dict[str, Any]) -> NewMessage:
     return m
 
 
+def bare_message(
+    body: bytes, delay: float, message_id: str | None = None, compressed: bool = False
+) -> NewMessage:
+    """A NewMessage of a body alone (no attributes, group, de-duplication id, priority or
+    deadline), first visible after `delay`; its id made by the store where `message_id` is
+    None."""
+    return new_message(
+        {
+            "id": message_id or "",
+            "body": body,
+            "attributes": {},
+            "group_id": None,
+            "dedup_id": None,
+            "priority": 0,
+            "deadline": None,
+            "delay": delay,
+            "compressed": compressed,
+            "generated_id": message_id is None,
+        }
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class SendResult:
     """What a send did with one message. Built per message by `sent_result` (no __slots__, like

@@ -74,7 +74,6 @@ from .sqs_params import (
 from .sqs_policy import check_access
 from .sqs_wire import md5_hex, md5_of_attributes, xml_unsafe
 
-STORE_IDS: tuple[None, ...] = (None,) * 10  # message ids the store makes, for prepare_plain
 TRACE_PARAM = "\x00X-Amzn-Trace-Id"  # the request's trace header, set by the endpoint
 SYSTEM_ATTRIBUTES = (
     "SenderId",
@@ -523,12 +522,12 @@ class SqsApi:
         """SendMessageBatch of entries that are an id and a body each (the common batch):
         the bodies go to the store as they are, without an entry object each."""
         if max(map(len, bodies)) <= limit:  # nothing to refuse: no result object an entry
-            sent = queue.send_prepared(queue.prepare_plain(STORE_IDS[: len(bodies)], bodies))
+            sent = queue.send_bodies(bodies)
             self.metrics.sent(name, len(sent))
             return {
                 "Successful": [
-                    {"Id": i, "MessageId": r.id, "MD5OfMessageBody": md5_hex(b)}
-                    for i, r, b in zip(ids, sent, bodies, strict=True)
+                    {"Id": i, "MessageId": m, "MD5OfMessageBody": md5_hex(b)}
+                    for i, m, b in zip(ids, sent, bodies, strict=True)
                 ]
             }
         successful: list[Result] = []

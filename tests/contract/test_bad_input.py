@@ -13,15 +13,20 @@ from conveyor import (
     InvalidAttribute,
     InvalidInput,
     InvalidName,
+    ManualClock,
     MessageTooLong,
     SendEntry,
 )
+from conveyor.backends.base import Backend
 from conveyor.exceptions import (
     BatchEntryIdsNotDistinct,
     EmptyBatch,
     InvalidBatchEntryId,
     TooManyEntries,
 )
+from conveyor.models import Capability
+
+from .conftest import has
 
 
 @pytest.mark.parametrize("name", ["", "has space", "x" * 81, "bad/slash", "ünï", "a.fifo.x"])
@@ -135,6 +140,29 @@ def test_send_prepared_sends_all_or_nothing(client: Client) -> None:
     sent = q.send_prepared(q.prepare_plain([None] * 3, ["a", b"b", "c"]))
     got = {m.id: m.text for m in q.receive(10)}
     assert [got[r.id] for r in sent] == ["a", "b", "c"] and not any(r.duplicate for r in sent)
+
+
+def test_send_bodies_is_a_send_of_bare_messages(client: Client, clock: ManualClock) -> None:
+    q = client.create_queue("q", max_message_bytes=1024, delay=5)
+    for bad in ([b"a", b""], [b"a", b"x" * 2000], [], [b"m"] * 11):
+        with pytest.raises((MessageTooLong, EmptyBatch, TooManyEntries, InvalidInput)):
+            q.send_bodies(bad)
+    ids = q.send_bodies([b"a", "\u00e9".encode(), b"c"])
+    # the store's own path and the contract's default (built on `send`) agree
+    ids += Backend.send_bodies(client.backend, "q", [b"d"], 5.0)
+    assert len(set(ids)) == 4
+    assert q.receive(10) == []  # the queue's delay applies
+    assert (q.stats().delayed, q.stats().ready) == (4, 0)
+    clock.advance(5)
+    got = {m.id: m for m in q.receive(10)}
+    assert [got[i].body for i in ids] == [b"a", "\u00e9".encode(), b"c", b"d"]
+    assert all(m.receive_count == 1 and not m.attributes for m in got.values())
+    if has(client, Capability.TOTALS):
+        assert q.stats().sent == 4
+    fifo = client.create_queue("f.fifo", fifo=True)
+    with pytest.raises(InvalidInput, match="group"):  # what a FIFO queue needs is said
+        fifo.send_bodies([b"a"])
+    assert fifo.stats().total == 0
 
 
 def test_batch_reports_per_entry(client: Client) -> None:

@@ -317,6 +317,32 @@ class State:
         self.seq = seq
         return results
 
+    def send_bodies(
+        self, q: QueueState, bodies: Sequence[bytes], delay: float, now: float
+    ) -> list[str]:
+        """`send` of bare bodies on a standard queue (`Backend.send_bodies`): new ids, no
+        de-duplication, priority 0."""
+        if q.attrs.fifo:
+            raise ValueError("send_bodies is for standard queues")
+        ids = new_ids(len(bodies))
+        stored = q.messages
+        visible_at = now + delay
+        first = seq = self.seq
+        for mid, body in zip(ids, bodies, strict=True):
+            seq += 1
+            stored[mid] = Rec(mid, seq, body, {}, None, None, 0, None, now, visible_at, False)
+        if visible_at <= now:
+            ready = q.ready.push
+            for n, mid in enumerate(ids, first + 1):
+                ready((0, n, mid, 1))
+        else:
+            later = q.later.push
+            for n, mid in enumerate(ids, first + 1):
+                later((visible_at, n, mid, 1))
+        q.sent += seq - first
+        self.seq = seq
+        return ids
+
     def move(
         self,
         q: QueueState,

@@ -167,6 +167,12 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
         self.notify(queue)
         return results
 
+    def send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
+        with self._s.lock:
+            ids = self._s.send_bodies(self._s.queue(queue), bodies, delay, self.clock.now())
+        self.notify(queue)
+        return ids
+
     def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
         with self._s.lock:
             # the clock is read under the lock: a send that ran just before this receive

@@ -530,20 +530,8 @@ class SQLStore(Backend, Generic[E]):
         elif bare_bodies(messages):
             # one priority and delay, no options: rows built straight from the bodies
             first = messages[0]
-            bare = Bare(
-                d.new_ids(len(messages)),
-                [m.body for m in messages],
-                first.priority,
-                now,
-                now + first.delay,
-            )
-
-            def insert_bare(ex: E) -> list[str]:
-                tries[0] += 1
-                return d.insert_bare(ex, qid, queue, bare, tries[0] > 1)
-
-            # one statement (a retry inserts row by row, each skipping an id stored before)
-            ids = self.db.write(insert_bare, single=True)
+            bodies = [m.body for m in messages]
+            ids = self._insert_bare(queue, qid, bodies, first.priority, now, first.delay)
             results = [sent_result(i) for i in ids]
             sent = len(ids)
         else:
@@ -569,6 +557,42 @@ class SQLStore(Backend, Generic[E]):
         if sent:
             self.count(qid, sent=sent)
         return results
+
+    def send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
+        ids = self.fresh_on_drop(queue, lambda: self._send_bodies(queue, bodies, delay))
+        self.notify(queue)
+        return ids
+
+    def _send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
+        now = self.clock.now()
+        qid, attrs = self.lookup(queue, now)
+        if attrs.fifo:
+            return super().send_bodies(queue, bodies, delay)
+        ids = self._insert_bare(queue, qid, bodies, 0, now, delay)
+        self.count(qid, sent=len(ids))
+        return ids
+
+    def _insert_bare(
+        self,
+        queue: str,
+        qid: int,
+        bodies: Sequence[bytes],
+        priority: int,
+        now: float,
+        delay: float,
+    ) -> list[str]:
+        """Bare bodies of one priority and delay as rows, in one statement (a retry inserts
+        row by row, each skipping an id stored before: ids are fixed before the first
+        attempt)."""
+        d = self.dialect
+        bare = Bare(d.new_ids(len(bodies)), list(bodies), priority, now, now + delay)
+        tries = [0]
+
+        def insert_bare(ex: E) -> list[str]:
+            tries[0] += 1
+            return d.insert_bare(ex, qid, queue, bare, tries[0] > 1)
+
+        return self.db.write(insert_bare, single=True)
 
     def send_each(
         self,
