@@ -239,15 +239,38 @@ def run_op(
     seconds: float,
     results: dict[tuple[str, str], list[wrk.Result]],
 ) -> wrk.Result:
+    """One round of `op` against `server`. The queues a round makes are deleted after it: a
+    server's later rounds do not carry the messages its earlier ones left (on the memory
+    store the faster server would carry more, and its garbage collector walk them)."""
     if server.name.startswith("trivial"):
         return wrk.run(server, op, body="{}", seconds=seconds)
     queue = wrk.create(server.url, f"b-{op[:4].lower()}-{round_}")
-    if op == "SendMessageBatch":
-        return wrk.run(server, op, body=wrk.send_body(queue), seconds=seconds)
-    if op == "ReceiveMessage":
-        wrk.fill(server.url, queue, 10_000)
-        body = wrk.receive_body(queue).replace('"VisibilityTimeout": 600', '"VisibilityTimeout": 0')
-        return wrk.run(server, op, body=body, seconds=seconds)
+    queues = [queue]
+    try:
+        if op == "SendMessageBatch":
+            return wrk.run(server, op, body=wrk.send_body(queue), seconds=seconds)
+        if op == "ReceiveMessage":
+            wrk.fill(server.url, queue, 10_000)
+            body = wrk.receive_body(queue).replace(
+                '"VisibilityTimeout": 600', '"VisibilityTimeout": 0'
+            )
+            return wrk.run(server, op, body=body, seconds=seconds)
+        return _run_deletes(server, queues, round_, seconds, results)
+    finally:
+        for q in queues:
+            wrk.delete(server.url, q)
+
+
+def _run_deletes(
+    server: wrk.Server,
+    queues: list[str],
+    round_: int,
+    seconds: float,
+    results: dict[tuple[str, str], list[wrk.Result]],
+) -> wrk.Result:
+    """DeleteMessageBatch of receipts gathered first from `queues` (the round's first queue,
+    and the queues added to it)."""
+    op = "DeleteMessageBatch"
     sent = results.get(("SendMessageBatch", server.name))
     rate = statistics.median(x.rps for x in sent) if sent else 3000.0
     batches = int(rate * 1.5 * seconds) + 200
@@ -255,7 +278,7 @@ def run_op(
     # messages in flight at the head of its queue, so one queue holding them all would make
     # gathering them quadratic
     spread = max(1, batches * 10 // PER_QUEUE)
-    queues = [queue] + [wrk.create(server.url, f"b-dele-{round_}-{i}") for i in range(1, spread)]
+    queues.extend(wrk.create(server.url, f"b-dele-{round_}-{i}") for i in range(1, spread))
     per = batches // spread + 1
 
     def gather(q: str) -> list[str]:

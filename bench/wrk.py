@@ -194,6 +194,11 @@ def create(url: str, name: str) -> str:
         return str(conn.post("CreateQueue", json.dumps({"QueueName": name}).encode())["QueueUrl"])
 
 
+def delete(url: str, queue_url: str) -> None:
+    with Connection(url) as conn:
+        conn.post("DeleteQueue", json.dumps({"QueueUrl": queue_url}).encode())
+
+
 def send_body(queue_url: str) -> str:
     entries = [{"Id": str(i), "MessageBody": BODY} for i in range(10)]
     return json.dumps({"QueueUrl": queue_url, "Entries": entries})
