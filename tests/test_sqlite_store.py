@@ -342,6 +342,51 @@ def test_durable_sends_of_one_loop_turn_share_one_fsync(tmp_path: Path) -> None:
         assert len(client.queue("jobs").receive(10)) == 9
 
 
+def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one_opens_it_again(
+    tmp_path: Path,
+) -> None:
+    """The fsync thread keeps the log open between fsyncs; when one fails, the sends that
+    waited for it get the store's error (committed, not known durable: the caller may send
+    again) and the next fsync opens the log afresh."""
+    import asyncio
+    import os
+    from unittest import mock
+
+    from conveyor import StoreUnavailable
+    from conveyor.aio import AsyncClient
+
+    opened: list[str] = []
+    real_open, real_fsync = os.open, os.fsync
+    failing = [True]
+
+    def open_(path: str, flags: int, *args: int) -> int:
+        opened.append(path)
+        return real_open(path, flags, *args)
+
+    def fsync(fd: int) -> None:
+        if failing[0]:
+            failing[0] = False
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    with (
+        Client(f"sqlite:///{tmp_path}/f.db") as client,
+        mock.patch.object(os, "open", open_),
+        mock.patch.object(os, "fsync", fsync),
+    ):
+        client.create_queue("jobs")
+        q = AsyncClient(client=client).queue("jobs")
+
+        async def scenario() -> None:
+            with pytest.raises(StoreUnavailable, match=r"cannot fsync .*f\.db-wal"):
+                await q.send("first")
+            for i in range(3):
+                await q.send(f"m{i}")
+
+        asyncio.run(scenario())
+    assert opened.count(f"{tmp_path}/f.db-wal") == 2  # once, and again after the failure
+
+
 def test_writes_that_meet_the_lock_taken_on_a_loop_commit_together_after_it(
     tmp_path: Path,
 ) -> None:

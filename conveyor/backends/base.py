@@ -72,6 +72,17 @@ class Inline:
         self.durable: Awaitable[None] | None = None
 
 
+class DiskWait(asyncio.Future[None]):
+    """What a store leaves in `Inline.durable`: a future it resolves (from a thread of its
+    own) once a commit made without waiting for the disk is durable.
+
+    Nothing but the answer to a request follows it: a server may resume the request's
+    coroutine from the future's callback rather than give the request a task of its own
+    (a coroutine that waits again after it gets one then)."""
+
+    __slots__ = ()
+
+
 class WouldBlock(BaseException):
     """Raised inside `Backend.inline()` where a call would wait (for a lock another thread
     or process holds, or for the disk), before it has changed anything: the caller runs the

@@ -31,6 +31,7 @@ ASGI path; the access log has the same lines for both.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import urllib.parse
@@ -40,6 +41,7 @@ from typing import Any, cast
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from ..backends.base import DiskWait
 from .app import BodyLimit
 from .endpoint import (
     Endpoint,
@@ -245,15 +247,23 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         request = exchange.request
         if chunks:
             request.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        coro = endpoint.answer(request, exchange.started_at)
+        self._step(exchange, endpoint.answer(request, exchange.started_at))
+
+    def _step(self, exchange: Exchange, coro: Coroutine[Any, Any, Reply], *_: object) -> None:
+        """Run the request's coroutine to its answer or its next wait. A wait for the disk
+        (`DiskWait`) is resumed from the future's callback; any other gets a task."""
         try:
             step = coro.send(None)
         except StopIteration as done:
             self._reply(exchange, done.value)
             return
-        except Exception:  # the endpoint answers its own errors: this is a bug
+        except (Exception, asyncio.CancelledError):  # the endpoint answers its own errors
             log.exception("SQS request failed")
             self._abandon(exchange)
+            return
+        if type(step) is DiskWait:
+            step._asyncio_future_blocking = False  # as a task would (see below)
+            step.add_done_callback(functools.partial(self._step, exchange, coro))
             return
         if getattr(step, "_asyncio_future_blocking", False):
             # a future awaited: a task clears this mark at once, and another coroutine

@@ -4,6 +4,7 @@ where HTTP says so (and answers to clients that half-close), and the access log'
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -84,6 +85,31 @@ class Reader:
 
     def closed(self) -> bool:
         return self.data == b"" and self.sock.recv(1) == b""
+
+
+class Transport(asyncio.Transport):
+    """A connection's server side that keeps what is written to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data = b""
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.data += bytes(data)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
 
 
 def connect(live: LiveServer) -> tuple[socket.socket, Reader]:
@@ -314,28 +340,6 @@ def test_requests_stepped_in_one_turn_may_wait_for_one_future() -> None:
     from conveyor.server.endpoint import Incoming, Reply
     from conveyor.server.protocol import guarded
 
-    class Transport(asyncio.Transport):
-        def __init__(self) -> None:
-            super().__init__()
-            self.data = b""
-            self.closed = False
-
-        def write(self, data: bytes | bytearray | memoryview) -> None:
-            self.data += bytes(data)
-
-        def writelines(self, lines: Any) -> None:
-            for line in lines:
-                self.write(line)
-
-        def is_closing(self) -> bool:
-            return self.closed
-
-        def close(self) -> None:
-            self.closed = True
-
-        def get_extra_info(self, name: str, default: Any = None) -> Any:
-            return default
-
     with Client("memory://") as client:
         server = ConveyorServer(client)
 
@@ -367,6 +371,83 @@ def test_requests_stepped_in_one_turn_may_wait_for_one_future() -> None:
                 assert transport.data.endswith(b"done")
 
         asyncio.run(scenario())
+
+
+def test_a_wait_for_the_disk_is_resumed_without_a_task(tmp_path: Path) -> None:
+    """At durability=full a write is answered once the log is fsynced: the protocol resumes
+    the request from the disk wait's callback (no task); a request that waits again after
+    it gets a task then, and one that fails after it has its connection closed."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from conveyor.backends.base import DiskWait
+    from conveyor.server import ConveyorServer
+    from conveyor.server.endpoint import Incoming, Reply
+    from conveyor.server.protocol import guarded
+
+    transports: list[Transport] = []
+    with Client(f"sqlite:///{tmp_path}/full.db?durability=full") as client:
+        server = ConveyorServer(client)
+        queue = client.create_queue("q")
+        real = server.app.endpoint.answer
+
+        async def scenario() -> None:
+            loop = asyncio.get_running_loop()
+            config = uvicorn.Config(server.app, lifespan="off", http=guarded(30))
+            config.load()
+            state = ServerState()
+
+            def arrive(data: bytes) -> Transport:
+                transport = Transport()
+                p = config.http_protocol_class(config=config, server_state=state, app_state={})  # type: ignore[call-arg]
+                p.connection_made(transport)
+                p.data_received(data)
+                transports.append(transport)
+                return transport
+
+            entries = [{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)]
+            url = f"http://127.0.0.1/000000000000/{queue.name}"
+            sent = arrive(request("SendMessageBatch", {"QueueUrl": url, "Entries": entries}))
+            assert sent.data == b"" and not state.tasks  # waits for the fsync, without a task
+            await until_answered(sent)
+            assert sent.data.startswith(b"HTTP/1.1 200 "), sent.data
+            assert len(json.loads(sent.data.split(b"\r\n\r\n", 1)[1])["Successful"]) == 10
+
+            disk: list[DiskWait] = []
+
+            async def waits_twice(request: Incoming, started: float, refusal: Any = None) -> Reply:
+                disk.append(DiskWait(loop=loop))
+                await disk[-1]
+                await asyncio.sleep(0)  # a second wait: a task's
+                return 200, b"text/plain", b"twice", []
+
+            async def fails_after(request: Incoming, started: float, refusal: Any = None) -> Reply:
+                disk.append(DiskWait(loop=loop))
+                await disk[-1]
+                raise RuntimeError("broken after the disk")
+
+            for answer, expected in ((waits_twice, 1), (fails_after, 0)):
+                server.app.endpoint.answer = answer  # type: ignore[method-assign]
+                transport = arrive(request("ListQueues", {}))
+                assert not state.tasks
+                disk[-1].set_result(None)
+                await asyncio.sleep(0)
+                assert len(state.tasks) == expected
+                await until_answered(transport)
+            server.app.endpoint.answer = real  # type: ignore[method-assign]
+
+        asyncio.run(scenario())
+        assert queue.stats().ready == 10
+    assert transports[1].data.endswith(b"twice") and not transports[1].closed
+    assert transports[2].data == b"" and transports[2].closed
+
+
+async def until_answered(transport: Transport) -> None:
+    for _ in range(2000):
+        if transport.data or transport.closed:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("no answer within 10 s")
 
 
 def test_a_request_whose_handler_fails_closes_its_connection_alone(

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from ...exceptions import InvalidInput, StoreUnavailable
 from ...notify import HUB
 from ...tuning import keep_heap
-from ..base import Inline, WouldBlock
+from ..base import DiskWait, Inline, WouldBlock
 from .connections import Connections, Exec
 from .rows import Row
 from .wakes import Wakes
@@ -169,10 +169,10 @@ class _Syncer(_Worker):
         self._turns: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
         self.fsyncs = 0
 
-    def after_commit(self) -> asyncio.Future[None]:
+    def after_commit(self) -> DiskWait:
         """A future resolved once what was committed so far is on disk."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future = DiskWait(loop=loop)
         turn = self._turns.get(loop)
         if turn is None:
             turn = self._turns[loop] = []
@@ -187,12 +187,40 @@ class _Syncer(_Worker):
             self._hand()
 
     def _run(self) -> None:
-        while self._await_work(lambda: bool(self._waiting)):
-            with self._lock:
-                group, self._waiting = self._waiting, []
-            error = _fsync(self.wal)
-            self.fsyncs += 1
-            _settle_all([(future, None, error) for future in group])
+        # The log stays open between fsyncs: every system call that gives up the GIL is a
+        # hand-over with the busy loop (a dozen futex calls) when the thread takes it back.
+        # The file cannot be replaced meanwhile: SQLite removes the log only when the last
+        # connection to the database closes, and the loop's connection, whose commits this
+        # thread makes durable, closes only in `SQLiteConnections.close`, after this thread.
+        fd: int | None = None
+        try:
+            while self._await_work(lambda: bool(self._waiting)):
+                with self._lock:
+                    group, self._waiting = self._waiting, []
+                error: StoreUnavailable | None = None
+                try:
+                    if fd is None:
+                        fd = os.open(self.wal, os.O_RDONLY)
+                    os.fsync(fd)
+                except OSError as exc:
+                    error = _unsynced(self.wal, exc)
+                    _closed(fd)
+                    fd = None  # opened again for the next group
+                self.fsyncs += 1
+                _settle_all([(future, None, error) for future in group])
+        finally:
+            _closed(fd)
+
+
+def _closed(fd: int | None) -> None:
+    """Close a file descriptor, if any, whatever happens."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _unsynced(path: str, exc: OSError) -> StoreUnavailable:
+    return StoreUnavailable(f"SQLite store: cannot fsync {path}: {exc}")
 
 
 def _fsync(path: str) -> StoreUnavailable | None:
@@ -204,7 +232,7 @@ def _fsync(path: str) -> StoreUnavailable | None:
         finally:
             os.close(fd)
     except OSError as exc:
-        return StoreUnavailable(f"SQLite store: cannot fsync {path}: {exc}")
+        return _unsynced(path, exc)
     return None
 
 
