@@ -499,7 +499,9 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=self._busy_ms / 1000,
-                cached_statements=512,
+                # each queue is a table with statements of its own: room for a few hundred
+                # queues in use at once (about 2 KiB a statement, 4 MiB when full)
+                cached_statements=2048,
             )
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             conn.execute("PRAGMA journal_mode = WAL")
