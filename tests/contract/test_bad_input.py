@@ -144,9 +144,16 @@ def test_send_prepared_sends_all_or_nothing(client: Client) -> None:
 
 def test_send_bodies_is_a_send_of_bare_messages(client: Client, clock: ManualClock) -> None:
     q = client.create_queue("q", max_message_bytes=1024, delay=5)
-    for bad in ([b"a", b""], [b"a", b"x" * 2000], [], [b"m"] * 11):
-        with pytest.raises((MessageTooLong, EmptyBatch, TooManyEntries, InvalidInput)):
+    refusals: list[tuple[list[bytes], type[Exception], str]] = [
+        ([b"a", b""], InvalidInput, "must not be empty"),
+        ([b"a", b"x" * 2000], MessageTooLong, "at most 1024"),
+        ([], EmptyBatch, "at least one"),
+        ([b"m"] * 11, TooManyEntries, "at most 10"),
+    ]
+    for bad, error, says in refusals:
+        with pytest.raises(error, match=says):
             q.send_bodies(bad)
+    assert q.stats().total == 0
     ids = q.send_bodies([b"a", "\u00e9".encode(), b"c"])
     # the store's own path and the contract's default (built on `send`) agree
     ids += Backend.send_bodies(client.backend, "q", [b"d"], 5.0)
