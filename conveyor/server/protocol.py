@@ -22,7 +22,8 @@ not go through ASGI: uvicorn's request cycle (its scope, an asyncio task, the re
 send messages) costs a request about 15 µs of CPU, more than the answer itself on the
 memory store. Its body is gathered here as the parser hands it over, the endpoint's
 coroutine is stepped once when it has arrived, and where it ends in that step (nothing to
-wait for) its reply is written at once; otherwise a task runs it on. Requests pipelined
+wait for) its reply is written at once; where it waits for the disk (`DiskWait`) it is
+stepped again from that wait's callback; otherwise a task runs it on. Requests pipelined
 behind one that waits are held, and answered in order, as uvicorn's are. Requests that
 need more of uvicorn (an `Expect: 100-continue`, a chunked body, proxy headers) take the
 ASGI path; the access log has the same lines for both.
