@@ -192,48 +192,51 @@ class _Syncer(_Worker):
         # The file cannot be replaced meanwhile: SQLite removes the log only when the last
         # connection to the database closes, and the loop's connection, whose commits this
         # thread makes durable, closes only in `SQLiteConnections.close`, after this thread.
-        fd: int | None = None
+        wal = _Log(self.wal)
         try:
             while self._await_work(lambda: bool(self._waiting)):
                 with self._lock:
                     group, self._waiting = self._waiting, []
-                error: StoreUnavailable | None = None
-                try:
-                    if fd is None:
-                        fd = os.open(self.wal, os.O_RDONLY)
-                    os.fsync(fd)
-                except OSError as exc:
-                    error = _unsynced(self.wal, exc)
-                    _closed(fd)
-                    fd = None  # opened again for the next group
+                error = wal.sync()
                 self.fsyncs += 1
                 _settle_all([(future, None, error) for future in group])
         finally:
-            _closed(fd)
+            wal.close()
 
 
-def _closed(fd: int | None) -> None:
-    """Close a file descriptor, if any, whatever happens."""
-    if fd is not None:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+class _Log:
+    """A file (the write-ahead log) held open to be fsynced, by one thread at a time."""
 
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
 
-def _unsynced(path: str, exc: OSError) -> StoreUnavailable:
-    return StoreUnavailable(f"SQLite store: cannot fsync {path}: {exc}")
+    def sync(self) -> StoreUnavailable | None:
+        """fsync the file; what went wrong, if anything (then it is opened afresh for the
+        next fsync)."""
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            os.fsync(self._fd)
+        except OSError as exc:
+            self.close()
+            return StoreUnavailable(f"SQLite store: cannot fsync {self.path}: {exc}")
+        return None
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _fsync(path: str) -> StoreUnavailable | None:
-    """fsync a file (the write-ahead log); what went wrong, if anything."""
+    """fsync a file once (the write-ahead log); what went wrong, if anything."""
+    once = _Log(path)
     try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        return _unsynced(path, exc)
-    return None
+        return once.sync()
+    finally:
+        once.close()
 
 
 class _Checkpointer(_Worker):
