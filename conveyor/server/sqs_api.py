@@ -521,8 +521,11 @@ class SqsApi:
     ) -> Result:
         """SendMessageBatch of entries that are an id and a body each (the common batch):
         the bodies go to the store as they are, without an entry object each."""
-        if max(map(len, bodies)) <= limit:  # nothing to refuse: no result object an entry
+        try:  # no result object an entry where none is refused
             sent = queue.send_bodies(bodies)
+        except MessageTooLong:  # refused before anything was sent: answered entry by entry
+            pass
+        else:
             self.metrics.sent(name, len(sent))
             return {
                 "Successful": [
