@@ -250,7 +250,8 @@ class Backend(ABC):
         deadline or compression, first visible at now + `delay`. The ids, in order.
 
         The default builds the messages and calls `send`; a store with a cheaper path for
-        them overrides it (the contract suite checks both against each other)."""
+        them overrides it (the contract suite checks both against each other), and leaves a
+        FIFO queue to the default."""
         return [r.id for r in self.send(queue, [bare_message(b, delay) for b in bodies])]
 
     @abstractmethod

@@ -322,8 +322,6 @@ class State:
     ) -> list[str]:
         """`send` of bare bodies on a standard queue (`Backend.send_bodies`): new ids, no
         de-duplication, priority 0."""
-        if q.attrs.fifo:
-            raise ValueError("send_bodies is for standard queues")
         ids = new_ids(len(bodies))
         stored = q.messages
         visible_at = now + delay

@@ -168,6 +168,8 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
         return results
 
     def send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
+        if self._s.queue(queue).attrs.fifo:  # FIFO rules: the contract's default, `send`
+            return super().send_bodies(queue, bodies, delay)
         with self._s.lock:
             ids = self._s.send_bodies(self._s.queue(queue), bodies, delay, self.clock.now())
         self.notify(queue)

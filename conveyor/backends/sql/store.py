@@ -566,7 +566,7 @@ class SQLStore(Backend, Generic[E]):
     def _send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
         now = self.clock.now()
         qid, attrs = self.lookup(queue, now)
-        if attrs.fifo:
+        if attrs.fifo:  # FIFO rules: the contract's default, `send`
             return super().send_bodies(queue, bodies, delay)
         ids = self._insert_bare(queue, qid, bodies, 0, now, delay)
         self.count(qid, sent=len(ids))
