@@ -23,7 +23,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ...clock import Clock
 from ...exceptions import (
@@ -74,7 +74,7 @@ from .rows import (
     new_fields,
     row_message,
 )
-from .totals import CountRow, RunningTotals
+from .totals import RunningTotals, last_counts, write_counts
 
 T = TypeVar("T")
 
@@ -124,7 +124,7 @@ class SQLStore(Backend, Generic[E]):
         self.editor = SQLEditor(self)
         self.registry = SQLRegistry(self)
         self.bulk = SQLPipeline(self)
-        weakref.finalize(self, _last_counts, db, self._totals, dialect.prefix)
+        weakref.finalize(self, last_counts, db, self._totals, dialect.prefix)
 
     @property
     def key(self) -> str:
@@ -900,18 +900,3 @@ class SQLStore(Backend, Generic[E]):
 
     def pipeline(self) -> SQLPipeline:
         return self.bulk
-
-
-def write_counts(ex: Exec, prefix: str, rows: Sequence[CountRow]) -> None:
-    ex.run_many(
-        f"UPDATE {prefix}queues SET sent = sent + %s, received = received + %s,"
-        " deleted = deleted + %s WHERE id = %s",
-        rows,
-    )
-
-
-def _last_counts(db: Connections[Any], totals: RunningTotals, prefix: str) -> None:
-    """Write counts a store still holds when it is garbage collected or the process exits."""
-    rows = totals.take()
-    if rows:
-        db.last_write(lambda ex: write_counts(ex, prefix, rows))

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
+from typing import Any
+
+from .connections import Connections, Exec
 
 # (sent, received, deleted, queue id): the parameters of one UPDATE per queue
 CountRow = tuple[int, int, int, int]
@@ -51,3 +55,19 @@ class RunningTotals:
 
     def __bool__(self) -> bool:
         return bool(self._pending)
+
+
+def write_counts(ex: Exec, prefix: str, rows: Sequence[CountRow]) -> None:
+    """Add counts to their queues' rows."""
+    ex.run_many(
+        f"UPDATE {prefix}queues SET sent = sent + %s, received = received + %s,"
+        " deleted = deleted + %s WHERE id = %s",
+        rows,
+    )
+
+
+def last_counts(db: Connections[Any], totals: RunningTotals, prefix: str) -> None:
+    """Write counts a store still holds when it is garbage collected or the process exits."""
+    rows = totals.take()
+    if rows:
+        db.last_write(lambda ex: write_counts(ex, prefix, rows))
