@@ -3,9 +3,10 @@
 The stores are synchronous (one implementation each); their calls run in a thread pool,
 or on the event loop's own thread where the store says they cannot wait there (memory;
 SQLite, whose calls raise `WouldBlock` before they would wait, and then run in the pool:
-`offload`; its sends, receives, deletes and visibility changes instead join the writes the
-store gathers into one transaction: `offload_write`). Long polls wait in the event loop, so
-a waiting receive holds no thread.
+`offload`). Its sends, receives, deletes and visibility changes (`offload_write`) share a
+transaction with the others of the event loop's turn, and where they would wait, join the
+writes the store gathers into one transaction in a thread of its own. Long polls wait in the
+event loop, so a waiting receive holds no thread.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ async def _offload(
         if not (gather and backend.gathering()):  # else it would meet the lock taken
             try:
                 with inline as made:
+                    made.short = gather
                     result = call()
             except WouldBlock:
                 pass

@@ -342,6 +342,129 @@ def test_durable_sends_of_one_loop_turn_share_one_fsync(tmp_path: Path) -> None:
         assert len(client.queue("jobs").receive(10)) == 9
 
 
+def test_short_writes_of_one_loop_turn_share_a_transaction_committed_before_any_answer(
+    tmp_path: Path,
+) -> None:
+    """Sends, receives, deletes and visibility changes an event loop makes in one turn share
+    one transaction, committed at its next turn: none of them, nor a read of that turn, is
+    answered before that commit, nor is a waiting receive woken."""
+    import asyncio
+
+    from conveyor.aio import AsyncClient
+    from conveyor.notify import HUB
+
+    path = tmp_path / "t.db"
+    with Client(f"sqlite:///{path}?durability=normal") as client:
+        client.create_queue("jobs")
+        store = client.backend
+        assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
+        db = store.db
+        aio = AsyncClient(client=client)
+        q = aio.queue("jobs")
+
+        async def scenario() -> None:
+            await q.send("first")
+            [first] = await q.receive(visibility_timeout=600)
+            before, version = db.commits, HUB.version(store.key, "jobs")
+            tasks: list[asyncio.Task[Any]] = [
+                asyncio.create_task(q.send(f"m{i}")) for i in range(5)
+            ]
+            tasks += [
+                asyncio.create_task(q.send_batch(["b1", "b2"])),
+                asyncio.create_task(q.receive(max_messages=3, visibility_timeout=600)),
+                asyncio.create_task(q.change_visibility(first.receipt or "", 0)),
+                asyncio.create_task(q.peek(20)),
+                asyncio.create_task(aio.queue("missing").send("nowhere")),
+            ]
+            await asyncio.sleep(0)  # every task ran to its wait; the commit comes next
+            assert [i for i, t in enumerate(tasks) if t.done()] == [9]  # wrote nothing
+            assert rows_of(path, "SELECT count(*) FROM q1") == [(1,)]  # not committed yet
+            assert HUB.version(store.key, "jobs") == version
+            done = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+            assert db.commits == before + 1
+            assert HUB.version(store.key, "jobs") > version
+            received, peeked = done[6], done[8]
+            assert isinstance(received, list) and isinstance(peeked, list)
+            assert [m.text for m in received] == ["m0", "m1", "m2"]  # it saw the turn's sends
+            assert len(peeked) == 8  # it saw them too
+            assert isinstance(done[9], QueueDoesNotExist)
+
+        asyncio.run(scenario())
+        assert rows_of(path, "SELECT count(*) FROM q1") == [(8,)]
+        got = client.queue("jobs").receive(10)
+        assert sorted(m.text for m in got) == ["b1", "b2", "first", "m3", "m4"]
+
+
+def test_a_write_that_fails_in_a_loop_turn_is_undone_alone_and_a_failed_commit_fails_all(
+    tmp_path: Path,
+) -> None:
+    """A short write that fails inside the loop turn's transaction is undone alone (the
+    first of the turn, with the transaction, before any other joined it); a commit that
+    fails is the error of every write of the turn, none of which is kept; threads' writes
+    wait for the turn's commit, and the loop's thread outside `inline` commits it first."""
+    import asyncio
+
+    path = tmp_path / "f.db"
+    db = SQLiteConnections(str(path), durability="normal", busy_timeout=5, heap=False)
+    db.exec().conn.executescript(
+        "PRAGMA foreign_keys = ON; CREATE TABLE parent (id INTEGER PRIMARY KEY);"
+        " CREATE TABLE t (v INTEGER, p INTEGER"
+        " REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)"
+    )
+
+    def insert(v: int, parent: int | None = None, fail: bool = False) -> Callable[[Any], None]:
+        def fn(ex: SQLiteExec) -> None:
+            ex.run("INSERT INTO t VALUES (%s, %s)", (v, parent))
+            if fail:
+                raise ValueError(v)
+
+        return fn
+
+    def short(fn: Callable[[Any], None]) -> asyncio.Future[None]:
+        context = db.inline()
+        with context as call:
+            call.short = True
+            db.write(fn)
+        assert isinstance(call.durable, asyncio.Future)
+        return call.durable
+
+    def kept() -> list[int]:
+        return [v for (v,) in rows_of(path, "SELECT v FROM t ORDER BY v")]
+
+    async def scenario() -> None:
+        before = db.commits
+        with pytest.raises(ValueError):
+            short(insert(1, fail=True))
+        a = short(insert(2))
+        with pytest.raises(ValueError):
+            short(insert(3, fail=True))
+        b = short(insert(4))
+        assert a is b
+        await a
+        assert kept() == [2, 4] and db.commits == before + 1
+
+        c, d = short(insert(5)), short(insert(6, parent=99))  # 6's parent is missing
+        for wait in (c, d):
+            with pytest.raises(StoreUnavailable, match="FOREIGN KEY"):
+                await wait
+        await short(insert(7))
+        assert kept() == [2, 4, 7]
+
+        e = short(insert(8))
+        threaded = asyncio.to_thread(db.write, insert(9))  # waits for the turn's commit
+        await asyncio.wait_for(threaded, 10)
+        assert e.done()
+        f = short(insert(10))
+        db.write(insert(11))  # on the loop's thread, not inline: the turn commits first
+        assert f.done()
+        assert kept() == [2, 4, 7, 8, 9, 10, 11]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        db.close()
+
+
 def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one_opens_it_again(
     tmp_path: Path,
 ) -> None:

@@ -63,18 +63,22 @@ T = TypeVar("T")
 
 
 class Inline:
-    """A call made inside `Backend.inline()`: `durable` is set when it committed something
-    that must reach the disk before its caller answers (the caller awaits it)."""
+    """A call made inside `Backend.inline()`. `short` (set by its caller): a short write (a
+    send, receive, delete or visibility change: `conveyor.aio.offload_write`), which the
+    store may run in a transaction it shares with the others of the event loop's turn.
+    `durable` is set when the call wrote, or read, something not yet committed, or not yet
+    on the disk where it must be, before its caller answers (the caller awaits it)."""
 
-    __slots__ = ("durable",)
+    __slots__ = ("durable", "short")
 
     def __init__(self) -> None:
         self.durable: Awaitable[None] | None = None
+        self.short = False
 
 
-class DiskWait(asyncio.Future[None]):
-    """What a store leaves in `Inline.durable`: a future it resolves (from a thread of its
-    own) once a commit made without waiting for the disk is durable.
+class CommitWait(asyncio.Future[None]):
+    """What a store leaves in `Inline.durable`: a future it resolves once the call's commit
+    is made and, where it must be, durable (or with the error that undid it).
 
     Nothing but the answer to a request follows it: a server may resume the request's
     coroutine from the future's callback rather than give the request a task of its own

@@ -22,7 +22,7 @@ not go through ASGI: uvicorn's request cycle (its scope, an asyncio task, the re
 send messages) costs a request about 15 µs of CPU, more than the answer itself on the
 memory store. Its body is gathered here as the parser hands it over, the endpoint's
 coroutine is stepped once when it has arrived, and where it ends in that step (nothing to
-wait for) its reply is written at once; where it waits for the disk (`DiskWait`) it is
+wait for) its reply is written at once; where it waits for its commit (`CommitWait`) it is
 stepped again from that wait's callback; otherwise a task runs it on. Requests pipelined
 behind one that waits are held, and answered in order, as uvicorn's are. Requests that
 need more of uvicorn (an `Expect: 100-continue`, a chunked body, proxy headers) take the
@@ -42,7 +42,7 @@ from typing import Any, cast
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from ..backends.base import DiskWait
+from ..backends.base import CommitWait
 from .app import BodyLimit
 from .endpoint import (
     Endpoint,
@@ -251,8 +251,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._step(exchange, endpoint.answer(request, exchange.started_at))
 
     def _step(self, exchange: Exchange, coro: Coroutine[Any, Any, Reply], *_: object) -> None:
-        """Run the request's coroutine to its answer or its next wait. A wait for the disk
-        (`DiskWait`) is resumed from the future's callback; any other gets a task."""
+        """Run the request's coroutine to its answer or its next wait. A wait for a commit
+        (`CommitWait`) is resumed from the future's callback; any other gets a task."""
         try:
             step = coro.send(None)
         except StopIteration as done:
@@ -262,7 +262,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             log.exception("SQS request failed")
             self._abandon(exchange)
             return
-        if type(step) is DiskWait:
+        if type(step) is CommitWait:
             step._asyncio_future_blocking = False  # as a task would (see below)
             step.add_done_callback(functools.partial(self._step, exchange, coro))
             return

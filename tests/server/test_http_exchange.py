@@ -380,7 +380,7 @@ def test_a_wait_for_the_disk_is_resumed_without_a_task(tmp_path: Path) -> None:
     import uvicorn
     from uvicorn.server import ServerState
 
-    from conveyor.backends.base import DiskWait
+    from conveyor.backends.base import CommitWait
     from conveyor.server import ConveyorServer
     from conveyor.server.endpoint import Incoming, Reply
     from conveyor.server.protocol import guarded
@@ -413,16 +413,16 @@ def test_a_wait_for_the_disk_is_resumed_without_a_task(tmp_path: Path) -> None:
             assert sent.data.startswith(b"HTTP/1.1 200 "), sent.data
             assert len(json.loads(sent.data.split(b"\r\n\r\n", 1)[1])["Successful"]) == 10
 
-            disk: list[DiskWait] = []
+            disk: list[CommitWait] = []
 
             async def waits_twice(request: Incoming, started: float, refusal: Any = None) -> Reply:
-                disk.append(DiskWait(loop=loop))
+                disk.append(CommitWait(loop=loop))
                 await disk[-1]
                 await asyncio.sleep(0)  # a second wait: a task's
                 return 200, b"text/plain", b"twice", []
 
             async def fails_after(request: Incoming, started: float, refusal: Any = None) -> Reply:
-                disk.append(DiskWait(loop=loop))
+                disk.append(CommitWait(loop=loop))
                 await disk[-1]
                 raise RuntimeError("broken after the disk")
 

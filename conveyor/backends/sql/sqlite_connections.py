@@ -6,15 +6,19 @@ Writes of one process are committed in groups: while one thread's transaction ru
 writes other threads ask for wait, and the next of them runs them all in one transaction
 (each in a savepoint of its own, so one failing changes nothing of the others), with one
 commit, and so one fsync at durability=full, for all. Nothing is acknowledged before its
-commit. An event loop may call the store on its own thread (`inline`): there a write that
-would wait for another writer raises `WouldBlock` instead, and at durability=full a write
-commits without waiting for the disk and leaves its caller a future to await, which a
-thread of the store's resolves once it has fsynced the write-ahead log: the commits of one
-turn of the loop are handed to it together, and one fsync serves every commit handed over
-before it began. A short write the
-loop cannot make at once (another process holds the lock) is handed to the store's writer
-thread (`gather`), which runs every write handed over meanwhile in one transaction once it
-has the lock; until that has committed, later writes of the loop join it.
+commit.
+
+An event loop may call the store on its own thread (`inline`): there a write that would
+wait for another writer raises `WouldBlock` instead. The short writes of one turn of the
+loop (sends, receives, deletes, visibility changes: `Inline.short`) share one transaction
+(`_Turn`): the first opens it, each runs in a savepoint of its own, and it is committed at
+the loop's next turn; each call leaves its caller a future to await, resolved after that
+commit. At durability=full a commit made on the loop does not wait for the disk: a thread
+of the store's fsyncs the write-ahead log and then resolves the futures of every commit
+handed over before it began. A short write the loop cannot make at once (another process
+holds the lock) is handed to the store's writer thread (`gather`), which runs every write
+handed over meanwhile in one transaction once it has the lock; until that has committed,
+later writes of the loop join it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any, TypeVar
 from ...exceptions import InvalidInput, StoreUnavailable
 from ...notify import HUB
 from ...tuning import keep_heap
-from ..base import DiskWait, Inline, WouldBlock
+from ..base import CommitWait, Inline, WouldBlock
 from .connections import Connections, Exec
 from .rows import Row
 from .wakes import Wakes
@@ -155,10 +159,9 @@ class _Syncer(_Worker):
     fsync began (commits on the event loop are made without SQLite's fsync, as at
     synchronous=NORMAL; with the log fsynced after them they are as durable as at FULL).
 
-    A loop's commits of one turn are handed over together at its next turn: the requests
-    that turn ran then share one fsync, and the thread takes Python's GIL back from the
-    loop (two context switches and a dozen futex calls) once for them rather than once
-    for each."""
+    The short writes of a loop's turn share a commit (`_Turn`) and so one future here: the
+    thread takes Python's GIL back from the loop (two context switches and a dozen futex
+    calls) once for them rather than once for each."""
 
     name = "conveyor-sqlite-sync"
 
@@ -166,24 +169,12 @@ class _Syncer(_Worker):
         super().__init__()
         self.wal = wal
         self._waiting: list[asyncio.Future[None]] = []
-        self._turns: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
         self.fsyncs = 0
 
-    def after_commit(self) -> DiskWait:
-        """A future resolved once what was committed so far is on disk."""
-        loop = asyncio.get_running_loop()
-        future = DiskWait(loop=loop)
-        turn = self._turns.get(loop)
-        if turn is None:
-            turn = self._turns[loop] = []
-            loop.call_soon(self._end_turn, loop)
-        turn.append(future)
-        return future
-
-    def _end_turn(self, loop: asyncio.AbstractEventLoop) -> None:
-        turn = self._turns.pop(loop)
+    def after(self, future: asyncio.Future[None]) -> None:
+        """Resolve `future` once what was committed so far is on disk."""
         with self._lock:
-            self._waiting += turn
+            self._waiting.append(future)
             self._hand()
 
     def _run(self) -> None:
@@ -421,6 +412,21 @@ def _resolve(outcomes: list[Outcome]) -> None:
             future.set_exception(error)
 
 
+class _Turn:
+    """The transaction the short writes of one turn of an event loop share, on the loop's
+    connection: opened by the first, committed at the loop's next turn (`SQLiteConnections.
+    _end_turn`). `done` is what their callers await."""
+
+    __slots__ = ("conn", "done", "durable", "later", "writes")
+
+    def __init__(self, conn: sqlite3.Connection, loop: asyncio.AbstractEventLoop) -> None:
+        self.conn = conn
+        self.done = CommitWait(loop=loop)
+        self.durable = False  # a write must reach the disk before it is answered
+        self.later: list[Callable[[], object]] = []  # wake-ups of waiting receives
+        self.writes = 0
+
+
 class _PerThread(threading.local):
     """A store's state in one thread: its connection, and what the thread is doing. Every
     attribute is set when a thread first looks (a missing one would cost an exception)."""
@@ -432,6 +438,7 @@ class _PerThread(threading.local):
         self.call: Inline | None = None  # that inline call
         self.relaxed = False  # the connection at synchronous=NORMAL (durability=full)
         self.no_wait = False  # the connection's busy timeout 0 (inline)
+        self.turn: _Turn | None = None  # the loop's open transaction (on its thread)
 
 
 class _Write:
@@ -475,6 +482,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._leading = False
         self.commits = 0  # write transactions committed by this process (groups count once)
         self._syncer = _Syncer(self.wal)
+        self._turns: set[_Turn] = set()  # open, on any event loop's thread
         self._gathered = _Gathered(self)
         self.checkpointer = _Checkpointer(self)
         self._wakes = Wakes(os.path.realpath(self.path), time.monotonic, beside=self.path)
@@ -522,6 +530,15 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self.exec()
 
     def read(self, fn: Callable[[SQLiteExec], T]) -> T:
+        local = self._local
+        turn = local.turn
+        if turn is not None:  # on the loop's connection: what it reads is not committed yet
+            if local.inline:
+                call = local.call
+                assert call is not None
+                call.durable = turn.done
+            else:
+                self._end_turn(turn)
         try:
             return fn(self.exec())
         except sqlite3.OperationalError as exc:
@@ -556,7 +573,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
         return self._gathered.busy()
 
     def after_commit(self, fn: Callable[[str], object], arg: str) -> bool:
-        batch = self._local.gathered
+        local = self._local
+        batch = local.gathered or local.turn
         if batch is None:
             return False
         batch.later.append(functools.partial(fn, arg))
@@ -587,17 +605,21 @@ class SQLiteConnections(Connections[SQLiteExec]):
             batch.durable = batch.durable or durable
             return self._savepoint(self.exec(), fn)  # in the transaction the calls share
         inline = local.inline
-        if inline and durable and self.durability == "full":
+        call = local.call
+        if call is not None and call.short:
+            return self._in_turn(fn, durable, call)
+        if not inline and local.turn is not None:  # the loop's thread, outside `inline`
+            self._end_turn(local.turn)
+        if call is not None and durable and self.durability == "full":
             try:
-                asyncio.get_running_loop()
+                loop = asyncio.get_running_loop()
             except RuntimeError:
                 raise WouldBlock from None  # no event loop to await the disk on
             # commit now, without SQLite's fsync; the caller awaits the log's fsync
             committed = self.write(fn, single=single, durable=False)
-            call = local.call
-            assert call is not None
             if call.durable is None:
-                call.durable = self._syncer.after_commit()
+                call.durable = CommitWait(loop=loop)
+                self._syncer.after(call.durable)
             return committed
         with self._group_lock:
             if not (self._leading or (inline and self._gathered.busy())):
@@ -630,6 +652,100 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 self._pass_lead(group, me)
         led: T = me.outcome()
         return led
+
+    def _in_turn(self, fn: Callable[[SQLiteExec], T], durable: bool, call: Inline) -> T:
+        """Run a short write on an event loop's thread in the transaction of the loop's turn
+        (opened here by the first), in a savepoint of its own once another has run there;
+        its caller awaits the turn's commit."""
+        local = self._local
+        turn = local.turn
+        if turn is None:
+            turn = self._open_turn()
+        ex = self.exec()
+        if turn.writes:
+            result = self._savepoint(ex, fn)
+        else:  # the first: where it fails, the whole transaction is undone
+            try:
+                result = fn(ex)
+            except BaseException as exc:
+                self._close_turn(turn, commit=False)
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+                raise
+        turn.writes += 1
+        turn.durable = turn.durable or durable
+        call.durable = turn.done
+        return result
+
+    def _open_turn(self) -> _Turn:
+        """BEGIN IMMEDIATE on the loop's connection, for the writes of this turn of the loop
+        (`WouldBlock` where another thread or process writes); committed at its next."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise WouldBlock from None  # no event loop to await the commit on
+        with self._group_lock:
+            if self._leading or self._gathered.busy():
+                raise WouldBlock  # it would wait for the running group
+            self._leading = True  # other threads' writes wait for this turn's commit
+        try:
+            conn = self.exec().conn
+            if self.durability == "full":  # not allowed inside a transaction
+                self.synchronous(conn, relaxed=True)
+            self.begin(conn)
+        except BaseException:
+            with self._group_lock:
+                self._pass_lead(())
+            raise
+        turn = self._local.turn = _Turn(conn, loop)
+        self._turns.add(turn)
+        loop.call_soon(self._end_turn, turn)
+        return turn
+
+    def _end_turn(self, turn: _Turn) -> None:
+        """On the loop's thread: commit a turn's transaction (if still open) and settle
+        what its writes wait for."""
+        if turn not in self._turns:
+            return
+        error = self._close_turn(turn, commit=True)
+        done = turn.done
+        if error is not None:
+            done.set_exception(error)
+            return
+        for fn in turn.later:
+            with contextlib.suppress(Exception):
+                fn()
+        if turn.durable and self.durability == "full":
+            self._syncer.after(done)
+        else:
+            done.set_result(None)
+
+    def _close_turn(self, turn: _Turn, *, commit: bool) -> StoreUnavailable | None:
+        """Commit the turn's transaction (what failed, if it did), or roll it back (its
+        first write failed: nobody waits for it), and let the next writer lead."""
+        self._turns.discard(turn)
+        if self._local.turn is turn:
+            self._local.turn = None
+        conn = turn.conn
+        error: StoreUnavailable | None = None
+        try:
+            if commit:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            error = StoreUnavailable(f"SQLite store {self.path} failed: {exc}")
+        finally:
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            finally:
+                with self._group_lock:
+                    self._pass_lead(())
+        if commit and error is None:
+            self.commits += 1
+            self.checkpointer.committed()
+        return error
 
     def _pass_lead(self, group: Sequence[_Write], leader: _Write | None = None) -> None:
         """After a group's commit, under `_group_lock`: the first write waiting leads the
@@ -768,6 +884,11 @@ class SQLiteConnections(Connections[SQLiteExec]):
             pass
 
     def close(self) -> None:
+        for turn in list(self._turns):  # the loop that would have committed it has stopped
+            error = self._close_turn(turn, commit=True)
+            if error is None and turn.durable and self.durability == "full":
+                error = _fsync(self.wal)
+            _settle_all([(turn.done, None, error)])
         self._gathered.close()
         self._gathered = _Gathered(self)
         self._syncer.close()
