@@ -44,6 +44,13 @@ def queue_ids(path: Path) -> dict[str, int]:
     return dict(rows_of(path, "SELECT name, id FROM queues"))
 
 
+def sqlite_db(client: Client) -> SQLiteConnections:
+    """The SQLite file behind a client's store."""
+    store = client.backend
+    assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
+    return store.db
+
+
 def test_queue_ids_are_never_used_again(tmp_path: Path) -> None:
     with Client(f"sqlite:///{tmp_path}/q.db") as client:
         client.create_queue("a")
@@ -162,9 +169,7 @@ def test_at_full_durability_only_at_least_once_claims_skip_the_disk_wait(
     with Client(f"sqlite:///{tmp_path}/n.db?durability=normal") as client:
         q = client.create_queue("jobs")
         q.send("a")
-        store = client.backend
-        assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
-        conn = store.db.exec().conn
+        conn = sqlite_db(client).exec().conn
         seen: list[str] = []
         conn.set_trace_callback(seen.append)
         q.receive(1)
@@ -321,9 +326,7 @@ def test_durable_sends_of_one_loop_turn_share_one_fsync(tmp_path: Path) -> None:
 
     with Client(f"sqlite:///{tmp_path}/f.db") as client:
         client.create_queue("jobs")
-        store = client.backend
-        assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
-        db = store.db
+        db = sqlite_db(client)
         q = AsyncClient(client=client).queue("jobs")
 
         async def send(text: str) -> int:
@@ -466,16 +469,17 @@ def test_a_write_that_fails_in_a_loop_turn_is_undone_alone_and_a_failed_commit_f
 
 
 def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one_opens_it_again(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The fsync thread keeps the log open between fsyncs; when one fails, the sends that
-    waited for it get the store's error (committed, not known durable: the caller may send
-    again) and the next fsync opens the log afresh."""
+    """Where the fsync helper cannot be started, a thread fsyncs the log (and keeps it open
+    between fsyncs); when one fails, the sends that waited for it get the store's error
+    (committed, not known durable: the caller may send again) and the next fsync opens the
+    log afresh."""
     import asyncio
     import os
+    import subprocess
     from unittest import mock
 
-    from conveyor import StoreUnavailable
     from conveyor.aio import AsyncClient
 
     opened: list[str] = []
@@ -492,8 +496,12 @@ def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one
             raise OSError(5, "Input/output error")
         real_fsync(fd)
 
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise OSError(11, "Resource temporarily unavailable")
+
     with (
         Client(f"sqlite:///{tmp_path}/f.db") as client,
+        mock.patch.object(subprocess, "Popen", refused),
         mock.patch.object(os, "open", open_),
         mock.patch.object(os, "fsync", fsync),
     ):
@@ -508,6 +516,106 @@ def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one
 
         asyncio.run(scenario())
     assert opened.count(f"{tmp_path}/f.db-wal") == 2  # once, and again after the failure
+    assert "cannot start the fsync helper" in caplog.text
+
+
+def test_the_fsync_helper_answers_each_read_of_requests_with_one_fsync(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The helper program fsyncs the log once for all the requests it reads at once and
+    answers each; a failed fsync is the answer to every request it served, its reason goes
+    to standard error, and the next fsync opens the log afresh."""
+    import os
+    import threading
+    from unittest import mock
+
+    from conveyor.backends.sql import fsyncd
+
+    log = tmp_path / "x.db-wal"
+    log.write_bytes(b"frames")
+    asks, ask = os.pipe()
+    answers, answer = os.pipe()
+    fsyncs: list[int] = []
+    opened: list[str] = []
+    real_open = os.open
+    outcomes = iter([OSError(5, "Input/output error"), None, None])
+
+    def fsync(fd: int) -> None:
+        fsyncs.append(fd)
+        error = next(outcomes)
+        if error is not None:
+            raise error
+
+    def open_(path: str, flags: int, *args: int) -> int:
+        opened.append(path)
+        return real_open(path, flags, *args)
+
+    with mock.patch.object(os, "fsync", fsync), mock.patch.object(os, "open", open_):
+        helper = threading.Thread(target=fsyncd.serve, args=(str(log), asks, answer))
+        helper.start()
+        os.write(ask, b"??")
+        assert os.read(answers, 10) == b"Ee"
+        os.write(ask, b"???")
+        assert os.read(answers, 10) == b"F++"
+        os.write(ask, b"?")
+        assert os.read(answers, 10) == b"F"
+        os.close(ask)  # the end of its input ends it
+        helper.join(10)
+    assert not helper.is_alive() and len(fsyncs) == 3
+    assert opened == [str(log), str(log)]
+    assert f"cannot fsync {log}: [Errno 5] Input/output error" in capfd.readouterr().err
+    for fd in (asks, answers, answer):
+        os.close(fd)
+
+
+def test_a_helper_that_ends_fails_the_sends_waiting_for_it_and_another_starts(
+    tmp_path: Path,
+) -> None:
+    """At durability=full the store's fsync helper, a process started at the first durable
+    commit on an event loop, outlives a Ctrl-C to the process group (the server drains its
+    requests then); killed, it fails the sends that wait for it (committed, not known
+    durable) and the next starts another. Closing the store ends it."""
+    import asyncio
+    import os
+    import signal
+
+    from conveyor.aio import AsyncClient
+
+    with Client(f"sqlite:///{tmp_path}/k.db") as client:
+        client.create_queue("jobs")
+        syncer = sqlite_db(client)._syncer
+        q = AsyncClient(client=client).queue("jobs")
+
+        async def scenario() -> None:
+            await q.send("first")
+            helper = syncer._process
+            assert helper is not None and helper.proc.poll() is None
+            helper.proc.send_signal(signal.SIGINT)
+            await q.send("after a Ctrl-C")
+            assert helper.proc.poll() is None and syncer.fsyncs == 2
+            helper.proc.send_signal(signal.SIGSTOP)
+            waiting = asyncio.create_task(q.send("lost helper"))
+            for _ in range(5):
+                await asyncio.sleep(0)
+            assert not waiting.done()  # committed, waiting for the fsync
+            helper.proc.kill()
+            with pytest.raises(StoreUnavailable, match=r"fsync helper .* ended"):
+                await asyncio.wait_for(waiting, 10)
+            await q.send("new helper")
+            assert syncer._process is not helper and helper.proc.poll() is not None
+            assert syncer.fsyncs == 3
+
+        asyncio.run(scenario())
+        assert sorted(m.text for m in client.queue("jobs").receive(10)) == [
+            "after a Ctrl-C",
+            "first",
+            "lost helper",
+            "new helper",
+        ]
+        current = syncer._process
+        assert current is not None
+    assert current.proc.poll() == 0  # the store closed: it ended with its input
+    assert not os.path.exists(f"{tmp_path}/k.db-wal")
 
 
 def test_writes_that_meet_the_lock_taken_on_a_loop_commit_together_after_it(
@@ -609,9 +717,7 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
 
     with Client(f"sqlite:///{path}?durability=normal") as client:
         client.create_queue("jobs")
-        store = client.backend
-        assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
-        checkpointer = store.db.checkpointer
+        checkpointer = sqlite_db(client).checkpointer
         q = AsyncClient(client=client).queue("jobs")
 
         async def sends(n: int) -> None:
@@ -872,9 +978,7 @@ def test_a_full_disk_fails_calls_whole_and_the_store_serves_again_after(tmp_path
     sent before is received."""
     client = Client(f"sqlite:///{tmp_path / 'full.db'}?durability=normal")
     q = client.create_queue("full")
-    store = client.backend
-    assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
-    conn = store.db.exec().conn  # this thread's connection: the calls below use it
+    conn = sqlite_db(client).exec().conn  # this thread's connection: the calls below use it
     (pages,) = conn.execute("PRAGMA page_count").fetchone()
     conn.execute(f"PRAGMA max_page_count = {pages + 8}")
     sent: list[str] = []

@@ -13,12 +13,12 @@ wait for another writer raises `WouldBlock` instead. The short writes of one tur
 loop (sends, receives, deletes, visibility changes: `Inline.short`) share one transaction
 (`_Turn`): the first opens it, each runs in a savepoint of its own, and it is committed at
 the loop's next turn; each call leaves its caller a future to await, resolved after that
-commit. At durability=full a commit made on the loop does not wait for the disk: a thread
-of the store's fsyncs the write-ahead log and then resolves the futures of every commit
-handed over before it began. A short write the loop cannot make at once (another process
-holds the lock) is handed to the store's writer thread (`gather`), which runs every write
-handed over meanwhile in one transaction once it has the lock; until that has committed,
-later writes of the loop join it.
+commit. At durability=full a commit made on the loop does not wait for the disk: the
+store's fsync helper (sqlite_sync.py) fsyncs the write-ahead log and then resolves the
+futures of every commit handed over before it began. A short write the loop cannot make at
+once (another process holds the lock) is handed to the store's writer thread (`gather`),
+which runs every write handed over meanwhile in one transaction once it has the lock; until
+that has committed, later writes of the loop join it.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ...tuning import keep_heap
 from ..base import CommitWait, Inline, WouldBlock
 from .connections import Connections, Exec
 from .rows import Row
+from .sqlite_sync import Outcome, Syncer, Worker, fsync_file, settle_all
 from .wakes import Wakes
 
 T = TypeVar("T")
@@ -113,124 +114,7 @@ class _Tx:
             raise exc
 
 
-Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]  # a future, its result or error
-
-
-class _Worker:
-    """A daemon thread of the store's, started when first handed work (`_hand`), that
-    serves callers on event loops and settles their futures (`_settle_all`)."""
-
-    name = ""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def _hand(self) -> None:
-        """After work was added under `_lock`: start the thread, or wake it."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-            self._thread.start()
-        self._wake.notify()
-
-    def _await_work(self, pending: Callable[[], bool]) -> bool:
-        """Wait until `pending()` or closed; False once closed with nothing pending."""
-        with self._lock:
-            while not pending() and not self._closed:
-                self._wake.wait()
-            return pending()
-
-    def _run(self) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            self._wake.notify()
-        if self._thread is not None:
-            self._thread.join(10)
-
-
-class _Syncer(_Worker):
-    """Makes commits durable for callers on event loops: fsyncs the write-ahead log file
-    from a thread of its own and resolves the futures of every commit made before the
-    fsync began (commits on the event loop are made without SQLite's fsync, as at
-    synchronous=NORMAL; with the log fsynced after them they are as durable as at FULL).
-
-    The short writes of a loop's turn share a commit (`_Turn`) and so one future here: the
-    thread takes Python's GIL back from the loop (two context switches and a dozen futex
-    calls) once for them rather than once for each."""
-
-    name = "conveyor-sqlite-sync"
-
-    def __init__(self, wal: str) -> None:
-        super().__init__()
-        self.wal = wal
-        self._waiting: list[asyncio.Future[None]] = []
-        self.fsyncs = 0
-
-    def after(self, future: asyncio.Future[None]) -> None:
-        """Resolve `future` once what was committed so far is on disk."""
-        with self._lock:
-            self._waiting.append(future)
-            self._hand()
-
-    def _run(self) -> None:
-        # The log stays open between fsyncs: every system call that gives up the GIL is a
-        # hand-over with the busy loop (a dozen futex calls) when the thread takes it back.
-        # The file cannot be replaced meanwhile: SQLite removes the log only when the last
-        # connection to the database closes, and the loop's connection, whose commits this
-        # thread makes durable, closes only in `SQLiteConnections.close`, after this thread.
-        wal = _Log(self.wal)
-        try:
-            while self._await_work(lambda: bool(self._waiting)):
-                with self._lock:
-                    group, self._waiting = self._waiting, []
-                error = wal.sync()
-                self.fsyncs += 1
-                _settle_all([(future, None, error) for future in group])
-        finally:
-            wal.close()
-
-
-class _Log:
-    """A file (the write-ahead log) held open to be fsynced, by one thread at a time."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def sync(self) -> StoreUnavailable | None:
-        """fsync the file; what went wrong, if anything (then it is opened afresh for the
-        next fsync)."""
-        try:
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDONLY)
-            os.fsync(self._fd)
-        except OSError as exc:
-            self.close()
-            return StoreUnavailable(f"SQLite store: cannot fsync {self.path}: {exc}")
-        return None
-
-    def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-def _fsync(path: str) -> StoreUnavailable | None:
-    """fsync a file once (the write-ahead log); what went wrong, if anything."""
-    once = _Log(path)
-    try:
-        return once.sync()
-    finally:
-        once.close()
-
-
-class _Checkpointer(_Worker):
+class _Checkpointer(Worker):
     """Copies the write-ahead log back into the database file for the commits made on
     event loops, from a thread of its own.
 
@@ -319,7 +203,7 @@ class _Batch:
         self.durable = False  # a write must reach the disk before it is answered
 
 
-class _Gathered(_Worker):
+class _Gathered(Worker):
     """Calls an event loop handed over (`SQLiteConnections.gather`): a thread of the store's
     takes the write lock once for all of them, runs each (its writes in savepoints of that
     transaction) and resolves their futures after the commit. While another process holds
@@ -354,7 +238,7 @@ class _Gathered(_Worker):
     def _run(self) -> None:
         while self._await_work(lambda: bool(self._calls)):
             calls = self._take()
-            _settle_all(self._batch(calls))
+            settle_all(self._batch(calls))
             with self._lock:
                 self._active = bool(self._calls)
 
@@ -381,7 +265,7 @@ class _Gathered(_Worker):
         try:
             # committed without SQLite's fsync; the log is fsynced below if a write needs it
             db.write(run_all, durable=False)
-            error = _fsync(db.wal) if db.durability == "full" and batch.durable else None
+            error = fsync_file(db.wal) if db.durability == "full" and batch.durable else None
         except BaseException as exc:  # nothing was committed
             error = exc
         if error is not None:
@@ -390,26 +274,6 @@ class _Gathered(_Worker):
             with contextlib.suppress(Exception):
                 fn()
         return outcomes
-
-
-def _settle_all(outcomes: list[Outcome]) -> None:
-    """Resolve futures from another thread: one wake-up of each event loop for all its own."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
-    for outcome in outcomes:
-        by_loop.setdefault(outcome[0].get_loop(), []).append(outcome)
-    for loop, mine in by_loop.items():
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(_resolve, mine)
-
-
-def _resolve(outcomes: list[Outcome]) -> None:
-    for future, result, error in outcomes:
-        if future.done():
-            continue
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)
 
 
 class _Turn:
@@ -481,7 +345,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._waiting: list[_Write] = []
         self._leading = False
         self.commits = 0  # write transactions committed by this process (groups count once)
-        self._syncer = _Syncer(self.wal)
+        self._syncer = Syncer(self.wal)
         self._turns: set[_Turn] = set()  # open, on any event loop's thread
         self._gathered = _Gathered(self)
         self.checkpointer = _Checkpointer(self)
@@ -887,12 +751,12 @@ class SQLiteConnections(Connections[SQLiteExec]):
         for turn in list(self._turns):  # the loop that would have committed it has stopped
             error = self._close_turn(turn, commit=True)
             if error is None and turn.durable and self.durability == "full":
-                error = _fsync(self.wal)
-            _settle_all([(turn.done, None, error)])
+                error = fsync_file(self.wal)
+            settle_all([(turn.done, None, error)])
         self._gathered.close()
         self._gathered = _Gathered(self)
         self._syncer.close()
-        self._syncer = _Syncer(self.wal)
+        self._syncer = Syncer(self.wal)
         self.checkpointer.close()
         self.checkpointer = _Checkpointer(self)
         self._wakes.close()

@@ -1,0 +1,62 @@
+"""The fsync helper of a SQLite store at durability=full: a process of its own that fsyncs
+the store's write-ahead log when asked (`conveyor.backends.sql.sqlite_sync.FsyncProcess`
+starts it as ``python -I -S fsyncd.py LOG``).
+
+It reads requests, a byte each, from its standard input. For every read (all the requests
+that arrived since the last) it fsyncs the log once, then writes a byte a request to its
+standard output: ``F`` for the first, ``+`` for each other that fsync served; ``E`` and
+``e`` where it failed (the error goes to its standard error, and the log is opened afresh
+for the next fsync). It ends at the end of its input: when the store closes it, or when the
+process that started it is gone, whatever signal the rest of that process's group gets.
+
+It imports nothing but the standard library, and runs without site packages.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+ASK = b"?"
+DONE, ALSO_DONE = ord("F"), ord("+")
+FAILED, ALSO_FAILED = ord("E"), ord("e")
+
+
+def serve(path: str, requests: int = 0, replies: int = 1) -> None:
+    """Answer the requests read from `requests` on `replies` until the end of the input."""
+    fd: int | None = None
+    try:
+        while True:
+            asked = len(os.read(requests, 65536))
+            if not asked:
+                return
+            try:
+                if fd is None:
+                    fd = os.open(path, os.O_RDONLY)
+                os.fsync(fd)
+                reply = bytes([DONE]) + bytes([ALSO_DONE]) * (asked - 1)
+            except OSError as exc:
+                print(f"conveyor: cannot fsync {path}: {exc}", file=sys.stderr, flush=True)
+                if fd is not None:
+                    os.close(fd)
+                    fd = None
+                reply = bytes([FAILED]) + bytes([ALSO_FAILED]) * (asked - 1)
+            view = memoryview(reply)
+            while view:
+                view = view[os.write(replies, view) :]
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def main() -> None:
+    # The server drains its requests on SIGINT and SIGTERM, and those need fsyncs: this
+    # process ends with its input instead (a terminal's Ctrl-C reaches the whole group).
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_IGN)
+    serve(sys.argv[1])
+
+
+if __name__ == "__main__":
+    main()
