@@ -398,7 +398,9 @@ class SQLStore(Backend, Generic[E]):
         delivery order (SWEEP_ROWS at a time, so a deep queue is cleared over several
         sweeps). Stats sweep first (`force`), as many times as it takes to clear the head:
         each sweep a short write, so senders are not held up by a pass over a deep queue
-        (stats leave what is expired further back out of their counts).
+        (stats leave what is expired further back out of their counts). A sweep looks
+        first, and writes only where it found something: a write takes the store's write
+        lock, and the dashboard's sampler asks every queue's stats.
         """
         if not force and now - self._swept.get(qid, -1e18) < SWEEP_INTERVAL:
             return
@@ -407,7 +409,7 @@ class SQLStore(Backend, Generic[E]):
         t, scope = d.messages(qid), d.scope(qid)
         horizon = now - attrs.retention
 
-        def run(ex: E) -> int:
+        def expired(ex: E) -> set[int]:
             keys = {
                 int(key)
                 for (key,) in ex.rows(
@@ -423,6 +425,20 @@ class SQLStore(Backend, Generic[E]):
                     (now,),
                 )
             )
+            return keys
+
+        def stale(ex: E) -> bool:
+            """Whether anything is to be removed (a read: most sweeps find nothing)."""
+            return bool(expired(ex)) or bool(
+                ex.rows(
+                    f"SELECT 1 FROM {d.prefix}dedup WHERE queue_id = %s AND expires_at <= %s"
+                    " LIMIT 1",
+                    (qid, now),
+                )
+            )
+
+        def run(ex: E) -> int:
+            keys = expired(ex)
             if keys:
                 ordered = sorted(keys)
                 cond = f"{d.key_scope(qid)} AND {d.key} IN ({marks(ordered)})"
@@ -440,16 +456,17 @@ class SQLStore(Backend, Generic[E]):
             )
             return len(keys)
 
-        while self.write(run) >= SWEEP_ROWS and force:
+        while self.read(stale) and self.write(run) >= SWEEP_ROWS and force:
             pass
 
     def queue_stats(self, name: str) -> QueueStats:
+        if self._totals.due():  # else what is pending is added (`_totals_now`), not written
+            self._flush()
         now = self.clock.now()
         qid, attrs = self.lookup(name)
         last = self.counts.usable(qid, now)
         if last is not None:  # a deep queue counted lately (estimates.py)
-            self._flush()
-            totals = self.read(lambda ex: self._totals_of(ex, qid))
+            totals = self.read(lambda ex: self._totals_now(ex, qid))
             if totals is not None:
                 return last.estimate(totals, now)
         started = time.perf_counter()
@@ -461,7 +478,6 @@ class SQLStore(Backend, Generic[E]):
         """The queue's stats, counted."""
         d = self.dialect
         self.sweep(qid, name, attrs, now, force=True)
-        self._flush()
 
         def run(ex: E) -> QueueStats:
             qid, _ = self.queue_row(ex, name)
@@ -474,7 +490,7 @@ class SQLStore(Backend, Generic[E]):
                 " AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)",  # nor expired
                 (now, now, now, HIDDEN, now - attrs.retention, now),
             )
-            totals = self._totals_of(ex, qid)
+            totals = self._totals_now(ex, qid)
             assert counts is not None and totals is not None
             ready, delayed, in_flight, oldest = counts
             sent, received, deleted, dead, expired = totals
@@ -492,6 +508,16 @@ class SQLStore(Backend, Generic[E]):
             )
 
         return self.fresh_on_drop(name, lambda: self.read(run))
+
+    def _totals_now(self, ex: E, qid: int) -> Totals | None:
+        """The queue's running totals: its row's, and what this process has counted since
+        it last wrote them there."""
+        totals = self._totals_of(ex, qid)
+        if totals is None:
+            return None
+        sent, received, deleted, dead, expired = totals
+        more_sent, more_received, more_deleted = self._totals.pending(qid)
+        return sent + more_sent, received + more_received, deleted + more_deleted, dead, expired
 
     def _totals_of(self, ex: E, qid: int) -> Totals | None:
         """The queue's running totals as its row holds them (None: no such queue)."""

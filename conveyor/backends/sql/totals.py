@@ -1,9 +1,9 @@
 """Running totals (sent, received, deleted) kept in memory between writes.
 
 Hot operations would otherwise all update one row per queue. A store adds to the totals as
-it goes and writes them to its queue rows at most once a second (and before stats and on
-close): stats in other processes may lag by up to a second, and a crash may lose a second
-of counts, never a message.
+it goes and writes them to its queue rows at most once a second (and on close): its own
+stats add what it has not written yet, stats in other processes may lag by up to a second,
+and a crash may lose a second of counts, never a message.
 """
 
 from __future__ import annotations
@@ -48,6 +48,12 @@ class RunningTotals:
             self._pending.clear()
             self._due_at = time.monotonic() + self._interval
         return rows
+
+    def pending(self, qid: int) -> tuple[int, int, int]:
+        """A queue's counts not written yet: sent, received, deleted."""
+        with self._lock:
+            c = self._pending.get(qid)
+            return (c[0], c[1], c[2]) if c is not None else (0, 0, 0)
 
     def forget(self, qid: int) -> None:
         with self._lock:
