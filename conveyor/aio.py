@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, ParamSpec, TypeVar
 
-from .backends.base import Backend, WouldBlock
+from .backends.base import Backend, RunAgain, WouldBlock
 from .client import Client
 from .clock import Clock
 from .models import (
@@ -67,24 +67,28 @@ async def offload_to(
 async def _offload(
     executor: Executor | None, backend: Backend, gather: bool, call: Callable[[], T]
 ) -> T:
-    inline = backend.inline()
-    if inline is not None:
-        if not (gather and backend.gathering()):  # else it would meet the lock taken
-            try:
-                with inline as made:
-                    made.short = gather
-                    result = call()
-            except WouldBlock:
-                pass
-            else:
-                if made.durable is not None:
-                    await made.durable
-                return result
-        if gather:
-            gathered = backend.gather(call)
-            if gathered is not None:
-                return await gathered
-    return await asyncio.get_running_loop().run_in_executor(executor, call)
+    while True:
+        inline = backend.inline()
+        if inline is not None:
+            if not (gather and backend.gathering()):  # else it would meet the lock taken
+                try:
+                    with inline as made:
+                        made.short = gather
+                        result = call()
+                except WouldBlock:
+                    pass
+                else:
+                    if made.durable is not None:
+                        await made.durable
+                    return result
+            if gather:
+                gathered = backend.gather(call)
+                if gathered is not None:
+                    try:
+                        return await gathered
+                    except RunAgain:
+                        continue  # handed back unrun: the lock is free again
+        return await asyncio.get_running_loop().run_in_executor(executor, call)
 
 
 class AsyncClient:

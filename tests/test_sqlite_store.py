@@ -1033,3 +1033,70 @@ def test_stats_write_only_what_expired_and_totals_that_are_due(
         assert q.stats().sent == 3
         assert rows_of(tmp_path / "s.db", "SELECT sent, received FROM queues") == [(3, 2)]
         assert len(writes) == 1  # the totals, due
+
+
+def test_writes_handed_over_while_the_lock_was_free_go_back_to_the_loop(
+    tmp_path: Path,
+) -> None:
+    """A write handed to the store's writer thread while its transaction runs waits for the
+    next; once a transaction found the lock free at once, those are handed back and the
+    loop writes itself again (without this, a loop that hands over one write, say while a
+    checkpoint held the lock, hands over every write for as long as writes keep coming).
+    Where the lock was taken (another process), they stay for the writer's next one."""
+    import asyncio
+    import threading
+
+    from conveyor.aio import offload_write
+
+    path = tmp_path / "h.db"
+    with Client(f"sqlite:///{path}?durability=normal&busy_timeout=20") as client:
+        store = client.backend
+        db = sqlite_db(client)
+        db.exec().conn.execute("CREATE TABLE t (v TEXT, thread TEXT)")
+        started, proceed = threading.Event(), threading.Event()
+
+        def insert(v: str, hold: bool = False) -> None:
+            def fn(ex: SQLiteExec) -> None:
+                ex.run("INSERT INTO t VALUES (%s, %s)", (v, threading.current_thread().name))
+
+            db.write(fn)
+            if hold:
+                started.set()
+                proceed.wait(10)
+
+        async def scenario(contended: bool) -> None:
+            started.clear()
+            proceed.clear()
+            other = sqlite3.connect(path, isolation_level=None)
+            if contended:
+                other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            first = asyncio.create_task(offload_write(store, insert, "first", contended))
+            if contended:
+                await asyncio.sleep(0.05)  # it met the lock: the writer waits for it
+                other.execute("COMMIT")
+            else:
+                await asyncio.sleep(0)
+                assert not first.done()  # ran on the loop, waits for the turn's commit
+                await first
+                first = asyncio.create_task(asyncio.to_thread(lambda: None))
+                db._gathered.submit(lambda: insert("held", True))
+            await asyncio.to_thread(started.wait, 10)  # the writer's transaction runs
+            assert db.gathering()
+            later = asyncio.create_task(offload_write(store, insert, "later"))
+            await asyncio.sleep(0)  # the loop hands it over: a transaction runs
+            proceed.set()
+            await asyncio.wait_for(asyncio.gather(first, later), 10)
+            assert not db.gathering()
+            other.close()
+
+        asyncio.run(scenario(contended=False))
+        asyncio.run(scenario(contended=True))
+        rows = rows_of(path, "SELECT v, thread FROM t")
+        loop_thread = threading.current_thread().name
+        assert rows == [
+            ("first", loop_thread),
+            ("held", "conveyor-sqlite-writer"),
+            ("later", loop_thread),  # handed back: the lock had been free at once
+            ("first", "conveyor-sqlite-writer"),
+            ("later", "conveyor-sqlite-writer"),  # the writer had waited for the lock
+        ]

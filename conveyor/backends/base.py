@@ -87,6 +87,11 @@ class CommitWait(asyncio.Future[None]):
     __slots__ = ()
 
 
+class RunAgain(Exception):
+    """What the future `Backend.gather` returns may end with: the call was not run, and its
+    caller runs it again (on the event loop, where it may now run at once)."""
+
+
 class WouldBlock(BaseException):
     """Raised inside `Backend.inline()` where a call would wait (for a lock another thread
     or process holds, or for the disk), before it has changed anything: the caller runs the
@@ -155,8 +160,9 @@ class Backend(ABC):
     def gather(self, call: Callable[[], T]) -> asyncio.Future[T] | None:
         """Run `call`, a short write that raised `WouldBlock` inside `inline()`, together with
         the others waiting for the store's write lock, in one transaction taken by a thread
-        of the store's; the future is resolved once that transaction has committed. None
-        (the default): the caller runs `call` in a thread of its own."""
+        of the store's; the future is resolved once that transaction has committed, or with
+        `RunAgain` where the store hands the call back unrun. None (the default): the
+        caller runs `call` in a thread of its own."""
         return None
 
     def gathering(self) -> bool:

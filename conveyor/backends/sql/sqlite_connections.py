@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from ...exceptions import InvalidInput, StoreUnavailable
 from ...notify import HUB
 from ...tuning import keep_heap
-from ..base import CommitWait, Inline, WouldBlock
+from ..base import CommitWait, Inline, RunAgain, WouldBlock
 from .connections import Connections, Exec
 from .rows import Row
 from .sqlite_sync import Outcome, Syncer, Worker, fsync_file, settle_all
@@ -47,6 +47,7 @@ from .wakes import Wakes
 T = TypeVar("T")
 log = logging.getLogger("conveyor.sqlite")
 AUTOCHECKPOINT = 1000  # SQLite's default: pages of log after which a commit checkpoints
+LOCK_WAITED = 0.001  # seconds a BEGIN took that say it waited for the lock
 
 
 @functools.lru_cache(maxsize=4096)
@@ -196,11 +197,12 @@ class _Checkpointer(Worker):
 class _Batch:
     """What the gathered calls of one transaction leave for after its commit."""
 
-    __slots__ = ("durable", "later")
+    __slots__ = ("durable", "later", "waited")
 
     def __init__(self) -> None:
         self.later: list[Callable[[], object]] = []  # wake-ups of waiting receives
         self.durable = False  # a write must reach the disk before it is answered
+        self.waited = True  # the lock was taken when the transaction began
 
 
 class _Gathered(Worker):
@@ -208,7 +210,11 @@ class _Gathered(Worker):
     takes the write lock once for all of them, runs each (its writes in savepoints of that
     transaction) and resolves their futures after the commit. While another process holds
     the lock, the loop goes on parsing requests, and every write that meets the lock taken
-    joins the next transaction instead of a thread of its own that retries it."""
+    joins the next transaction instead of a thread of its own that retries it. Once a
+    transaction found the lock free at once, the calls that came meanwhile are handed back
+    (`RunAgain`): the loop writes itself again (a hand-over between threads costs more than
+    the write), where it would otherwise have handed over every write while more came
+    during each transaction."""
 
     name = "conveyor-sqlite-writer"
 
@@ -238,12 +244,19 @@ class _Gathered(Worker):
     def _run(self) -> None:
         while self._await_work(lambda: bool(self._calls)):
             calls = self._take()
-            settle_all(self._batch(calls))
+            outcomes, waited = self._batch(calls)
+            back: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
             with self._lock:
+                if not waited:
+                    back, self._calls = self._calls, []
                 self._active = bool(self._calls)
+            settle_all(outcomes + [(future, None, RunAgain()) for _, future in back])
 
-    def _batch(self, calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]]) -> list[Outcome]:
-        """Run `calls`, and those that come until the lock is taken, in one transaction."""
+    def _batch(
+        self, calls: list[tuple[Callable[[], Any], asyncio.Future[Any]]]
+    ) -> tuple[list[Outcome], bool]:
+        """Run `calls`, and those that come until the lock is taken, in one transaction;
+        their outcomes, and whether the lock was taken when the transaction began."""
         outcomes: list[Outcome] = []
         batch = _Batch()
         db = self.db
@@ -251,6 +264,7 @@ class _Gathered(Worker):
         def run_all(ex: SQLiteExec) -> None:
             calls.extend(self._take())  # what came while the lock was being taken
             local = db._local  # of the thread that runs the transaction (this or a leader)
+            batch.waited = local.waited
             local.gathered = batch
             try:
                 for call, future in calls:
@@ -269,11 +283,11 @@ class _Gathered(Worker):
         except BaseException as exc:  # nothing was committed
             error = exc
         if error is not None:
-            return [(future, None, error) for _, future in calls]
+            return [(future, None, error) for _, future in calls], True
         for fn in batch.later:
             with contextlib.suppress(Exception):
                 fn()
-        return outcomes
+        return outcomes, batch.waited
 
 
 class _Turn:
@@ -302,6 +316,7 @@ class _PerThread(threading.local):
         self.call: Inline | None = None  # that inline call
         self.relaxed = False  # the connection at synchronous=NORMAL (durability=full)
         self.no_wait = False  # the connection's busy timeout 0 (inline)
+        self.waited = False  # the last BEGIN waited for the lock (not inline)
         self.turn: _Turn | None = None  # the loop's open transaction (on its thread)
 
 
@@ -682,12 +697,17 @@ class SQLiteConnections(Connections[SQLiteExec]):
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT}")
             local.no_wait = False
+        started = time.monotonic()
         try:
             conn.execute("BEGIN IMMEDIATE")
+            # it takes microseconds where the lock is free (SQLite's busy handler sleeps 1 ms
+            # and more where it is not)
+            local.waited = time.monotonic() - started > LOCK_WAITED
             return
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
+        local.waited = True
         deadline = time.monotonic() + self._busy_ms / 1000
         delay = 0.00005
         conn.execute("PRAGMA busy_timeout = 0")
