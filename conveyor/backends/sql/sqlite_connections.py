@@ -415,7 +415,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
             if local.inline:
                 call = local.call
                 assert call is not None
-                call.durable = turn.done
+                if call.durable is None:
+                    call.durable = turn.done
             else:
                 self._end_turn(turn)
         try:

@@ -244,8 +244,9 @@ class FsyncProcess:
         settle_all([o for o in outcomes if o[0].get_loop() is not here])
         _resolve([o for o in outcomes if o[0].get_loop() is here])
 
-    def _gone(self, error: StoreUnavailable) -> None:
-        """Under `_lock`: the helper ended or is ended; what waits for it fails."""
+    def _gone(self, error: StoreUnavailable | None) -> None:
+        """Under `_lock`: the helper ended or is ended; what waits for it fails with
+        `error` (or succeeds: None)."""
         self.alive = False
         loop, self._loop = self._loop, None
         if loop is not None and not loop.is_closed():
@@ -258,7 +259,7 @@ class FsyncProcess:
         self._waiting.clear()
 
     def close(self) -> None:
-        """End the helper (it answers what it has read first) and reap it."""
+        """End the helper and reap it; what still waits for it is fsynced here."""
         if os.getpid() != self._owner:  # a forked copy: the helper is the owner's
             for pipe in (self._asks, self._answers):
                 with contextlib.suppress(OSError):
@@ -266,7 +267,7 @@ class FsyncProcess:
             return
         with self._lock:
             if self.alive:
-                self._gone(StoreUnavailable(f"SQLite store {self.wal}: closed"))
+                self._gone(fsync_file(self.wal) if self._waiting else None)
         with contextlib.suppress(OSError):
             self._asks.close()
         try:
