@@ -188,8 +188,10 @@ class FsyncProcess:
             stdout=subprocess.PIPE,
             bufsize=0,
         )
-        self._asks: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
-        self._answers: IO[bytes] = self.proc.stdout  # type: ignore[assignment]
+        asks, answers = self.proc.stdin, self.proc.stdout
+        assert asks is not None and answers is not None  # both asked for as pipes
+        self._asks: IO[bytes] = asks
+        self._answers: IO[bytes] = answers
         os.set_blocking(self._asks.fileno(), False)  # never a wait on the loop
         self.alive = True
 
