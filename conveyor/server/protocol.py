@@ -15,7 +15,8 @@ client still sending, which might then never read the answer).
 
 uvicorn writes a response's status line and headers, then its body, each to the socket at
 once: two system calls and two TCP segments for every response. Here what a connection
-writes during one turn of the event loop goes out in one write at the start of its next.
+writes during one turn of the event loop goes out in one write at the start of its next
+(the SQS endpoint's replies, each written whole, go out at once).
 
 A request to the SQS endpoint (a POST to `/` or a queue URL with its length declared) does
 not go through ASGI: uvicorn's request cycle (its scope, an asyncio task, the receive and
@@ -23,8 +24,9 @@ send messages) costs a request about 15 µs of CPU, more than the answer itself 
 memory store. Its body is gathered here as the parser hands it over, the endpoint's
 coroutine is stepped once when it has arrived, and where it ends in that step (nothing to
 wait for) its reply is written at once; where it waits for its commit (`CommitWait`) it is
-stepped again from that wait's callback; otherwise a task runs it on. Requests pipelined
-behind one that waits are held, and answered in order, as uvicorn's are. Requests that
+stepped again as the commit is made (`CommitWait.settled`), in the same turn of the loop;
+otherwise a task runs it on. Requests pipelined behind one that waits are held, and
+answered in order, as uvicorn's are. Requests that
 need more of uvicorn (an `Expect: 100-continue`, a chunked body, proxy headers) take the
 ASGI path; the access log has the same lines for both.
 """
@@ -82,7 +84,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # asyncio hands a BaseTransport; uvicorn's protocol declares the full Transport it
         # uses (uvloop's transports have its methods without subclassing asyncio.Transport)
-        writes = _OneWrite(cast(asyncio.Transport, transport), self.loop)
+        writes = self._writes = _OneWrite(cast(asyncio.Transport, transport), self.loop)
         super().connection_made(cast(asyncio.Transport, writes))
         self._arm()
 
@@ -264,7 +266,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         if type(step) is CommitWait:
             step._asyncio_future_blocking = False  # as a task would (see below)
-            step.add_done_callback(functools.partial(self._step, exchange, coro))
+            step.settled(functools.partial(self._step, exchange, coro))
             return
         if getattr(step, "_asyncio_future_blocking", False):
             # a future awaited: a task clears this mark at once, and another coroutine
@@ -309,7 +311,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if not keep_alive and all(name != b"connection" for name, _ in extra):
             out.append(b"connection: close\r\n")
         out += (b"\r\n", body)
-        transport.write(b"".join(out))
+        self._writes.write_now(b"".join(out))
         if self.access_log:  # as uvicorn's request cycle logs it
             request = exchange.request
             self.access_logger.info(
@@ -382,6 +384,13 @@ class _OneWrite:
             self._loop.call_soon(self._flush)
         else:
             self._held.append(bytes(data))
+
+    def write_now(self, data: bytes) -> None:
+        """Send `data` at once (a whole response), after what this turn wrote before."""
+        if self._held is None:
+            self._transport.write(data)
+        else:
+            self._held.append(data)
 
     def _flush(self) -> None:
         held, self._held = self._held, None

@@ -442,6 +442,95 @@ def test_a_wait_for_the_disk_is_resumed_without_a_task(tmp_path: Path) -> None:
     assert transports[2].data == b"" and transports[2].closed
 
 
+def test_a_write_is_answered_in_the_turn_of_the_loop_that_commits_it(tmp_path: Path) -> None:
+    """On SQLite a send, receive or delete made on the loop is committed at the loop's
+    next turn: the request is stepped on and its reply written in that turn (the commit's
+    `CommitWait.settled`, then one write), not one and two turns later."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from conveyor.server import ConveyorServer
+    from conveyor.server.protocol import guarded
+
+    with Client(f"sqlite:///{tmp_path}/normal.db?durability=normal") as client:
+        server = ConveyorServer(client)
+        queue = client.create_queue("q")
+        url = f"http://127.0.0.1/000000000000/{queue.name}"
+
+        async def scenario() -> None:
+            config = uvicorn.Config(server.app, lifespan="off", http=guarded(30))
+            config.load()
+            state = ServerState()
+
+            async def answered_after_one_turn(action: str, params: dict[str, Any]) -> Any:
+                transport = Transport()
+                p = config.http_protocol_class(config=config, server_state=state, app_state={})  # type: ignore[call-arg]
+                p.connection_made(transport)
+                p.data_received(request(action, params))
+                assert transport.data == b"" and not state.tasks  # it waits for the commit
+                await asyncio.sleep(0)  # one turn of the loop
+                assert transport.data.startswith(b"HTTP/1.1 200 "), (action, transport.data)
+                return json.loads(transport.data.split(b"\r\n\r\n", 1)[1])
+
+            entries = [{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)]
+            sent = await answered_after_one_turn(
+                "SendMessageBatch", {"QueueUrl": url, "Entries": entries}
+            )
+            assert len(sent["Successful"]) == 10
+            got = await answered_after_one_turn(
+                "ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 10}
+            )
+            receipts = [m["ReceiptHandle"] for m in got["Messages"]]
+            assert len(receipts) == 10
+            deleted = await answered_after_one_turn(
+                "DeleteMessageBatch",
+                {
+                    "QueueUrl": url,
+                    "Entries": [{"Id": str(i), "ReceiptHandle": r} for i, r in enumerate(receipts)],
+                },
+            )
+            assert len(deleted["Successful"]) == 10
+
+        asyncio.run(scenario())
+        assert queue.stats().ready == 0 and queue.stats().in_flight == 0
+
+
+def test_a_commit_wait_calls_back_as_it_is_settled() -> None:
+    """`CommitWait.settled`: called as the future is resolved (result or error), or at once
+    where it already is; one callback that fails is reported as a loop reports a failed
+    callback and the others still run."""
+    from conveyor.backends.base import CommitWait
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        reported: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _, context: reported.append(context))
+        calls: list[str] = []
+
+        def broken(fut: CommitWait) -> None:
+            raise RuntimeError("broken callback")
+
+        ok = CommitWait(loop=loop)
+        ok.settled(lambda f: calls.append(f"first {f.result()}"))
+        ok.settled(broken)
+        ok.settled(lambda f: calls.append("third"))
+        assert calls == []
+        ok.set_result(None)
+        assert calls == ["first None", "third"]  # before any other turn of the loop
+        assert [str(c["exception"]) for c in reported] == ["broken callback"]
+        ok.settled(lambda f: calls.append("late"))
+        assert calls[-1] == "late"
+
+        failed = CommitWait(loop=loop)
+        failed.settled(lambda f: calls.append(f"error {f.exception()}"))
+        failed.set_exception(OSError("disk gone"))
+        assert calls[-1] == "error disk gone"
+        with pytest.raises(OSError):
+            await failed
+
+    asyncio.run(scenario())
+
+
 async def until_answered(transport: Transport) -> None:
     for _ in range(2000):
         if transport.data or transport.closed:
