@@ -124,9 +124,15 @@ class WaitHub:
 
 
 def _resolve_all(futures: list[asyncio.Future[bool]]) -> None:
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
     for fut in futures:
         loop = fut.get_loop()
-        if not loop.is_closed():
+        if loop is running:  # the waiter's own thread: no need to wake its loop
+            loop.call_soon(_end, fut, True)
+        elif not loop.is_closed():
             loop.call_soon_threadsafe(_end, fut, True)
 
 

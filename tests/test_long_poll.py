@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 from conveyor import Client
 
@@ -60,3 +61,46 @@ def test_idle_waiter_uses_no_measurable_cpu(store_url: str) -> None:
     ).stdout
     cpu = float(out.split()[-1])
     assert cpu < 0.1, f"waiting 2 s used {cpu:.3f} s of CPU"
+
+
+def test_a_wake_up_on_the_waiters_own_loop_skips_the_loops_wake_up_pipe() -> None:
+    """A send made on the event loop a receive waits on (the server's) resolves the wait at
+    the loop's next turn; only a send from another thread wakes the loop through its pipe
+    (`call_soon_threadsafe`, a write and a read of a pipe)."""
+    import asyncio
+
+    from conveyor.notify import WaitHub
+
+    hub = WaitHub()
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        through_pipe: list[object] = []
+        real = loop.call_soon_threadsafe
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            through_pipe.append(args[0])
+            return real(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+
+        async def woken() -> bool:
+            waiter = loop.create_task(hub.wait_async("s", "q", hub.version("s", "q"), 5.0))
+            await asyncio.sleep(0)  # it waits now
+            return await waiter
+
+        waiting = loop.create_task(woken())
+        await asyncio.sleep(0.01)
+        hub.notify("s", "q")  # on the loop's thread
+        assert await waiting is True
+        assert through_pipe == []
+
+        waiting = loop.create_task(woken())
+        await asyncio.sleep(0.01)
+        other = threading.Thread(target=hub.notify, args=("s", "q"))
+        other.start()
+        assert await asyncio.wait_for(waiting, 5) is True
+        other.join()
+        assert len(through_pipe) == 1
+
+    asyncio.run(scenario())
