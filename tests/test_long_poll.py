@@ -6,7 +6,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from unittest import mock
 
 from conveyor import Client
 
@@ -75,32 +75,27 @@ def test_a_wake_up_on_the_waiters_own_loop_skips_the_loops_wake_up_pipe() -> Non
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        through_pipe: list[object] = []
-        real = loop.call_soon_threadsafe
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            through_pipe.append(args[0])
-            return real(*args, **kwargs)
-
-        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
 
         async def woken() -> bool:
             waiter = loop.create_task(hub.wait_async("s", "q", hub.version("s", "q"), 5.0))
             await asyncio.sleep(0)  # it waits now
             return await waiter
 
-        waiting = loop.create_task(woken())
-        await asyncio.sleep(0.01)
-        hub.notify("s", "q")  # on the loop's thread
-        assert await waiting is True
-        assert through_pipe == []
+        with mock.patch.object(
+            loop, "call_soon_threadsafe", wraps=loop.call_soon_threadsafe
+        ) as through_pipe:
+            waiting = loop.create_task(woken())
+            await asyncio.sleep(0.01)
+            hub.notify("s", "q")  # on the loop's thread
+            assert await waiting is True
+            assert through_pipe.call_count == 0
 
-        waiting = loop.create_task(woken())
-        await asyncio.sleep(0.01)
-        other = threading.Thread(target=hub.notify, args=("s", "q"))
-        other.start()
-        assert await asyncio.wait_for(waiting, 5) is True
-        other.join()
-        assert len(through_pipe) == 1
+            waiting = loop.create_task(woken())
+            await asyncio.sleep(0.01)
+            other = threading.Thread(target=hub.notify, args=("s", "q"))
+            other.start()
+            assert await asyncio.wait_for(waiting, 5) is True
+            other.join()
+            assert through_pipe.call_count == 1
 
     asyncio.run(scenario())
