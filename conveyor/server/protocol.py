@@ -26,9 +26,9 @@ coroutine is stepped once when it has arrived, and where it ends in that step (n
 wait for) its reply is written at once; where it waits for its commit (`CommitWait`) it is
 stepped again as the commit is made (`CommitWait.settled`), in the same turn of the loop;
 otherwise a task runs it on. Requests pipelined behind one that waits are held, and
-answered in order, as uvicorn's are. Requests that
-need more of uvicorn (an `Expect: 100-continue`, a chunked body, proxy headers) take the
-ASGI path; the access log has the same lines for both.
+answered in order, as uvicorn's are. Requests that need more of uvicorn (an `Expect:
+100-continue`, a chunked body, proxy headers) take the ASGI path; the access log has the
+same lines for both.
 """
 
 from __future__ import annotations
