@@ -30,6 +30,7 @@ class LiveServer:
         config: ServerConfig | None = None,
         request_timeout: float = 30.0,
         http: type[GuardedHttpProtocol] | None = None,
+        keep_alive: int = 5,
     ) -> None:
         self.conveyor = ConveyorServer(client, config)
         self.port = free_port()
@@ -41,6 +42,7 @@ class LiveServer:
             log_level="warning",
             lifespan="off",
             http=http or guarded(request_timeout),
+            timeout_keep_alive=keep_alive,
         )
         self.uv = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.uv.run, daemon=True)

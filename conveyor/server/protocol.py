@@ -6,6 +6,9 @@ says nothing, nor one that sends its headers or body a byte at a time: each such
 is held for ever, and a few hundred exhaust the server. Here a request must arrive whole
 (request line, headers and body) within `request_timeout` of its first byte, or of the
 connection opening; otherwise the connection is closed (408 when nothing was answered yet).
+That deadline and the keep-alive's end (uvicorn's `timeout_keep_alive`) share one timer a
+connection, which a later deadline leaves in place (it finds it not due and waits on):
+uvicorn made and cancelled a timer for each request's keep-alive, and a deadline another.
 
 uvicorn sets no bound on a request's headers either: one client sending headers without end
 would have them all held in memory. Here the request line and headers may take `MAX_HEAD`
@@ -36,9 +39,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 import urllib.parse
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, cast
 
 import httptools
@@ -63,6 +67,8 @@ REQUEST_TIMEOUT = 30.0
 # about 2 KiB; common servers allow 8 to 64 KiB
 MAX_HEAD = 64 * 1024
 LINGER = 1.0
+# a timer may fire this much (seconds) before its time (the loop's clock granularity)
+TIMER_SLACK = 0.002
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
@@ -71,7 +77,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._deadline: asyncio.TimerHandle | None = None
+        # one timer a connection, moved lazily: `_due` is when what `_on_due` does happens
+        # (the request deadline, the keep-alive's end, the linger after a 431); setting a
+        # later one leaves the timer as it is, which finds it not due and waits again
+        self._due = math.inf
+        self._on_due: Callable[[], object] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self._receiving = False  # a request has begun and not fully arrived
         self._in_head = False  # its line and headers have not all arrived
         self._head = 0  # bytes received while they were arriving
@@ -90,6 +102,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         cycle: Any = self.cycle
         if type(cycle) is Exchange and not cycle.complete and self._endpoint is not None:
             self._endpoint.gone(cycle.started_at)
@@ -139,8 +154,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         )
         if self.transport.can_write_eof():  # not over TLS
             self.transport.write_eof()
-        self._disarm()
-        self._deadline = self.loop.call_later(LINGER, self.transport.close)
+        self._set_due(LINGER, self.transport.close)
 
     # the parser's callbacks call the base class's directly: super() would cost each request
     def on_message_begin(self) -> None:
@@ -346,17 +360,48 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         else:
             super().shutdown()
 
+    def on_response_complete(self) -> None:
+        """uvicorn's, with the keep-alive's end set on the connection's one timer rather
+        than a timer of its own for every response (made, then cancelled by the next
+        request)."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:  # requests pipelined behind the one answered
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._set_due(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
     def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(self.request_timeout, self._expired)
+        self._set_due(self.request_timeout, self._expired)
 
     def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        self._due, self._on_due = math.inf, None
+
+    def _set_due(self, delay: float, then: Callable[[], object]) -> None:
+        due = self.loop.time() + delay
+        self._due, self._on_due = due, then
+        if due < self._timer_at:  # sooner than the timer: moved (else it waits on)
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self.loop.call_at(due, self._tick)
+            self._timer_at = due
+
+    def _tick(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        then = self._on_due
+        if then is None:
+            return
+        if self._due - self.loop.time() > TIMER_SLACK:  # moved on since: wait again
+            self._timer = self.loop.call_at(self._due, self._tick)
+            self._timer_at = self._due
+            return
+        self._disarm()
+        then()
 
     def _expired(self) -> None:
-        self._deadline = None
         if self.transport.is_closing():
             return
         log.debug("closing %s: no whole request within %g s", self.client, self.request_timeout)

@@ -495,6 +495,42 @@ def test_a_write_is_answered_in_the_turn_of_the_loop_that_commits_it(tmp_path: P
         assert queue.stats().ready == 0 and queue.stats().in_flight == 0
 
 
+def test_a_connection_keeps_one_timer_however_many_requests_it_serves() -> None:
+    """The request deadline and the keep-alive's end share one timer a connection, moved
+    lazily (a later deadline leaves it where it is): fifty requests on one connection make
+    two timers, not two a request (one for the deadline, one for the keep-alive)."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from conveyor.server import ConveyorServer
+    from conveyor.server.protocol import guarded
+
+    with Client("memory://") as client:
+        server = ConveyorServer(client)
+        client.create_queue("q")
+
+        async def scenario() -> None:
+            loop = asyncio.get_running_loop()
+            config = uvicorn.Config(server.app, lifespan="off", http=guarded(30))
+            config.load()
+            transport = Transport()
+            p = config.http_protocol_class(config=config, server_state=ServerState(), app_state={})  # type: ignore[call-arg]
+            with (
+                mock.patch.object(loop, "call_at", wraps=loop.call_at) as call_at,
+                mock.patch.object(loop, "call_later", wraps=loop.call_later) as call_later,
+            ):
+                p.connection_made(transport)
+                for n in range(1, 51):
+                    p.data_received(request("ListQueues", {}))
+                    await asyncio.sleep(0)
+                    assert transport.data.count(b"HTTP/1.1 200 ") == n
+                timers = call_at.call_count + call_later.call_count
+            assert timers == 2, timers
+            assert not transport.closed
+
+        asyncio.run(scenario())
+
+
 def test_a_commit_wait_calls_back_as_it_is_settled() -> None:
     """`CommitWait.settled`: called as the future is resolved (result or error), or at once
     where it already is; one callback that fails is reported as a loop reports a failed

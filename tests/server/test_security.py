@@ -198,6 +198,51 @@ def test_silent_and_trickling_connections_are_closed(secured: LiveServer) -> Non
     assert httpx.get(secured.url + "/healthz").status_code == 200
 
 
+def test_deadlines_hold_on_a_connection_that_has_served_many_requests() -> None:
+    """A connection's deadlines move with each request (one timer a connection, moved
+    lazily): requests kept coming for longer than both timeouts are all answered; idle
+    after them, the connection closes at the keep-alive's end; a request begun later and
+    left unfinished has its connection closed a request timeout after its first byte."""
+    with (
+        Client("memory://") as client,
+        LiveServer(client, request_timeout=1.5, keep_alive=1) as live,
+    ):
+        health = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+        def answered(s: socket.socket) -> bytes:
+            data = b""
+            while not data.endswith(b"}"):  # /healthz answers a JSON object
+                chunk = s.recv(4096)
+                assert chunk, data
+                data += chunk
+            return data
+
+        def busy(seconds: float) -> socket.socket:
+            s = socket.create_connection(("127.0.0.1", live.port), timeout=15)
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                s.sendall(health)
+                assert answered(s).startswith(b"HTTP/1.1 200 ")
+                time.sleep(0.1)  # within the keep-alive
+            return s
+
+        idle = busy(2.0)
+        went_idle = time.monotonic()
+        assert idle.recv(1) == b""  # closed by the server
+        assert 0.8 < time.monotonic() - went_idle < 1.4
+        idle.close()
+
+        partial = busy(2.0)
+        partial.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nAct")
+        begun = time.monotonic()
+        data = b""
+        while chunk := partial.recv(4096):
+            data += chunk
+        assert data == b"" or data.startswith(b"HTTP/1.1 408 "), data  # closed
+        assert 1.3 < time.monotonic() - begun < 2.1
+        partial.close()
+
+
 def test_headers_past_the_bound_get_431_and_the_server_goes_on(secured: LiveServer) -> None:
     """A request whose line and headers take more than MAX_HEAD bytes is answered 431 and its
     connection closed: a client still sending its headers reads the answer (it is not reset),
