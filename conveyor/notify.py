@@ -124,6 +124,8 @@ class WaitHub:
 
 
 def _resolve_all(futures: list[asyncio.Future[bool]]) -> None:
+    if not futures:  # a send with no receive waiting
+        return
     try:
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:

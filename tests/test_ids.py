@@ -50,3 +50,35 @@ def test_row_ids_in_a_run_carry_their_rows(start: int) -> None:
 def test_other_ids_carry_no_row() -> None:
     for other in (new_id(), "order-17", str(uuid.uuid4()), "x" * 36, row_id(5, 1).upper()[:35]):
         assert rowid_of(other) is None
+
+
+def test_claim_tokens_are_random_distinct_and_a_forked_child_makes_its_own() -> None:
+    """A receive's token: its stamp, then 40 bits of the system's random source, read a
+    few kilobytes at a time; a forked child (`conveyor serve --workers`) must not hand out
+    the tokens its parent will, or a stale receipt of one could match a claim of the
+    other."""
+    import os
+    from unittest import mock
+
+    from conveyor.backends.receipts import claim_token
+
+    with mock.patch.object(os, "urandom", wraps=os.urandom) as urandom:
+        tokens = [claim_token(1_000_000.0) for _ in range(5000)]
+    assert len(set(tokens)) == len(tokens)
+    assert all(len(t) == 16 and t.startswith(f"{1_000_000 % (1 << 24):06x}") for t in tokens)
+    assert urandom.call_count <= 8  # not one system call a token
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next tokens, then out without the test's teardown
+        try:
+            os.write(write, " ".join(claim_token(0.0) for _ in range(50)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = pipe.read().decode().split()
+    os.waitpid(pid, 0)
+    parent = [claim_token(0.0) for _ in range(50)]
+    assert len(child) == 50
+    assert not set(child) & set(parent)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import secrets
+import os
+import threading
 from collections.abc import Sequence
 
 from ..exceptions import MalformedReceipt, ReceiptHandleInvalid
@@ -21,9 +22,38 @@ _STAMP_MOD = 1 << (4 * _STAMP_DIGITS)
 _OLDEST_CLAIM = MAX_RETENTION + MAX_VISIBILITY  # a claim older than this has no message left
 
 
+class _RandomBytes:
+    """Bytes from the system's random source (`os.urandom`, as `secrets` draws them), read
+    a few kilobytes at a time rather than a system call a receive; a forked child starts
+    afresh (it must not hand out its parent's)."""
+
+    SIZE = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = b""
+        self._at = 0
+        os.register_at_fork(after_in_child=self._forget)
+
+    def hex(self, n: int) -> str:
+        with self._lock:
+            at = self._at
+            if at + n > len(self._pool):
+                self._pool, at = os.urandom(self.SIZE), 0
+            self._at = at + n
+            return self._pool[at : at + n].hex()
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._pool, self._at = b"", 0
+
+
+_RANDOM = _RandomBytes()
+
+
 def claim_token(now: float) -> str:
     """A new receive's token, stamped with the second it was made at."""
-    return f"{int(now) % _STAMP_MOD:06x}{secrets.token_hex(5)}"
+    return f"{int(now) % _STAMP_MOD:06x}{_RANDOM.hex(5)}"
 
 
 def seconds_since_claim(receipt: str, now: float) -> int | None:
