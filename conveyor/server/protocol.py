@@ -19,7 +19,8 @@ client still sending, which might then never read the answer).
 uvicorn writes a response's status line and headers, then its body, each to the socket at
 once: two system calls and two TCP segments for every response. Here what a connection
 writes during one turn of the event loop goes out in one write at the start of its next
-(the SQS endpoint's replies, each written whole, go out at once).
+(replies to requests that waited for a commit go out as the commit is made: they are written
+together, in the one callback that makes it).
 
 A request to the SQS endpoint (a POST to `/` or a queue URL with its length declared) does
 not go through ASGI: uvicorn's request cycle (its scope, an asyncio task, the receive and
@@ -266,13 +267,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             request.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._step(exchange, endpoint.answer(request, exchange.started_at))
 
-    def _step(self, exchange: Exchange, coro: Coroutine[Any, Any, Reply], *_: object) -> None:
+    def _step(self, exchange: Exchange, coro: Coroutine[Any, Any, Reply], *settled: object) -> None:
         """Run the request's coroutine to its answer or its next wait. A wait for a commit
-        (`CommitWait`) is resumed from the future's callback; any other gets a task."""
+        (`CommitWait`) is resumed from the future's callback (`settled`: the future); any
+        other gets a task."""
         try:
             step = coro.send(None)
         except StopIteration as done:
-            self._reply(exchange, done.value)
+            self._reply(exchange, done.value, bool(settled))
             return
         except (Exception, asyncio.CancelledError):  # the endpoint answers its own errors
             log.exception("SQS request failed")
@@ -307,7 +309,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         exchange.response_complete = True
         self.transport.close()
 
-    def _reply(self, exchange: Exchange, reply: Reply) -> None:
+    def _reply(self, exchange: Exchange, reply: Reply, now: bool = False) -> None:
         status, content_type, body, extra = reply
         transport = self.transport
         if transport.is_closing():
@@ -325,7 +327,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if not keep_alive and all(name != b"connection" for name, _ in extra):
             out.append(b"connection: close\r\n")
         out += (b"\r\n", body)
-        self._writes.write_now(b"".join(out))
+        if now:  # the replies of a commit's requests, written together as it is made
+            self._writes.write_now(b"".join(out))
+        else:  # held to the loop's next turn with the others this turn answers
+            self._writes.write(b"".join(out))
         if self.access_log:  # as uvicorn's request cycle logs it
             request = exchange.request
             self.access_logger.info(

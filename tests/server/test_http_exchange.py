@@ -495,6 +495,37 @@ def test_a_write_is_answered_in_the_turn_of_the_loop_that_commits_it(tmp_path: P
         assert queue.stats().ready == 0 and queue.stats().in_flight == 0
 
 
+def test_replies_made_as_requests_arrive_go_out_at_the_loops_next_turn() -> None:
+    """A request answered as it arrives (nothing to wait for: the memory store) has its
+    reply held to the loop's next turn, with the replies to the other requests read in
+    this one: the loop reads what has arrived before it writes (written at once, each reply
+    lets its client send again at once, and the loop turns once a request)."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from conveyor.server import ConveyorServer
+    from conveyor.server.protocol import guarded
+
+    with Client("memory://") as client:
+        server = ConveyorServer(client)
+        client.create_queue("q")
+
+        async def scenario() -> None:
+            config = uvicorn.Config(server.app, lifespan="off", http=guarded(30))
+            config.load()
+            state = ServerState()
+            transports = [Transport() for _ in range(3)]
+            for transport in transports:
+                p = config.http_protocol_class(config=config, server_state=state, app_state={})  # type: ignore[call-arg]
+                p.connection_made(transport)
+                p.data_received(request("ListQueues", {}))
+            assert [t.data for t in transports] == [b""] * 3  # answered, not yet written
+            await asyncio.sleep(0)
+            assert all(t.data.startswith(b"HTTP/1.1 200 ") for t in transports)
+
+        asyncio.run(scenario())
+
+
 def test_a_connection_keeps_one_timer_however_many_requests_it_serves() -> None:
     """The request deadline and the keep-alive's end share one timer a connection, moved
     lazily (a later deadline leaves it where it is): fifty requests on one connection make
