@@ -126,16 +126,21 @@ class WaitHub:
 def _resolve_all(futures: list[asyncio.Future[bool]]) -> None:
     if not futures:  # a send with no receive waiting
         return
-    try:
-        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
+    running = running_loop()
     for fut in futures:
         loop = fut.get_loop()
         if loop is running:  # the waiter's own thread: no need to wake its loop
             loop.call_soon(_end, fut, True)
         elif not loop.is_closed():
             loop.call_soon_threadsafe(_end, fut, True)
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running on this thread, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _end(fut: asyncio.Future[bool], woken: bool) -> None:

@@ -386,13 +386,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._due, self._on_due = math.inf, None
 
     def _set_due(self, delay: float, then: Callable[[], object]) -> None:
-        due = self.loop.time() + delay
-        self._due, self._on_due = due, then
-        if due < self._timer_at:  # sooner than the timer: moved (else it waits on)
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = self.loop.call_at(due, self._tick)
-            self._timer_at = due
+        self._due, self._on_due = self.loop.time() + delay, then
+        if self._due < self._timer_at:  # sooner than the timer: moved (else it waits on)
+            self._schedule()
+
+    def _schedule(self) -> None:
+        """The connection's timer, at `_due` (the one before it, if any, cancelled)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = self.loop.call_at(self._due, self._tick), self._due
 
     def _tick(self) -> None:
         self._timer, self._timer_at = None, math.inf
@@ -400,8 +402,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if then is None:
             return
         if self._due - self.loop.time() > TIMER_SLACK:  # moved on since: wait again
-            self._timer = self.loop.call_at(self._due, self._tick)
-            self._timer_at = self._due
+            self._schedule()
             return
         self._disarm()
         then()

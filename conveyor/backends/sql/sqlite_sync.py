@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ...exceptions import StoreUnavailable
+from ...notify import running_loop
 from . import fsyncd
 
 log = logging.getLogger("conveyor.sqlite")
@@ -253,7 +254,7 @@ class FsyncProcess:
         loop, self._loop = self._loop, None
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(Exception):
-                if loop is _running_loop():
+                if loop is running_loop():
                     loop.remove_reader(self._answers.fileno())
                 else:
                     loop.call_soon_threadsafe(loop.remove_reader, self._answers.fileno())
@@ -279,13 +280,6 @@ class FsyncProcess:
             self.proc.wait()
         with contextlib.suppress(OSError):
             self._answers.close()
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 class Syncer:
