@@ -25,7 +25,7 @@ from conveyor import (
     StoreUnavailable,
     Worker,
 )
-from conveyor.backends.sql import store as sql_store
+from conveyor.backends.sql import accounts as sql_accounts
 from conveyor.backends.sql.connections import CursorExec, ServerConnections
 from conveyor.backends.sql.postgres import TYPES as POSTGRES_TYPES
 from conveyor.backends.sql.postgres import PostgresConnections
@@ -426,7 +426,7 @@ def test_the_periodic_sweep_costs_what_it_removes(
     """A receive sweeps once a minute: messages past their deadline (by the deadline index)
     and past retention at the queue's head, a bounded number of rows at a time; stats sweep
     the whole queue."""
-    monkeypatch.setattr(sql_store, "SWEEP_ROWS", 3)
+    monkeypatch.setattr(sql_accounts, "SWEEP_ROWS", 3)
     clock = ManualClock()
     with Client(fresh(kind, urls), clock=clock) as client:
         q = client.create_queue("sweep", retention=120, visibility_timeout=300)
@@ -658,15 +658,16 @@ def _estimates(url: str) -> None:
     with Client(url, clock=clock) as client:
         backend = client.backend
         assert isinstance(backend, SQLStore)
-        backend.counts.estimate_from = 20
+        accounts = backend.accounts
+        accounts.counts.estimate_from = 20
         counted: list[str] = []
-        count = backend._count
+        count = accounts._count
 
         def spy(name: str, *args: Any) -> Any:
             counted.append(name)
             return count(name, *args)
 
-        backend._count = spy  # type: ignore[method-assign,assignment]
+        accounts._count = spy  # type: ignore[method-assign,assignment]
         deep = client.create_queue("deep", visibility_timeout=30)
         small = client.create_queue("small")
         deep.send_batch([f"m{i}" for i in range(10)])

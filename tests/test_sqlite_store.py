@@ -505,7 +505,7 @@ def test_stats_write_only_what_expired_and_totals_that_are_due(
         assert isinstance(store, SQLStore)
         q = client.create_queue("jobs", retention=120)
         q.send("first")  # the first count is due at once: written
-        store._totals._interval = 3600.0
+        store.accounts.totals._interval = 3600.0
         q.send_batch(["a", "b"])
         q.receive(2)
         writes: list[str] = []
@@ -523,7 +523,7 @@ def test_stats_write_only_what_expired_and_totals_that_are_due(
         clock.advance(121)
         assert q.stats().expired == 3 and writes != []  # the sweep wrote
         writes.clear()
-        store._totals._due_at = 0.0
+        store.accounts.totals._due_at = 0.0
         assert q.stats().sent == 3
         assert rows_of(tmp_path / "s.db", "SELECT sent, received FROM queues") == [(3, 2)]
         assert len(writes) == 1  # the totals, due

@@ -196,7 +196,7 @@ class SQLEditor(Editing):
             return self._row(ex, qid, key)
 
         message = self._message(queue, self.store.write(run))
-        self.store.counts.forget(queue)
+        self.store.accounts.counts.forget(queue)
         self.store.notify(queue)
         return message
 
@@ -213,7 +213,7 @@ class SQLEditor(Editing):
             ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", (key,))
             return qid
 
-        self.store.count(self.store.write(run), deleted=1)  # an admin's delete is a delete
+        self.store.accounts.count(self.store.write(run), deleted=1)  # an admin's delete is a delete
 
     def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
         d = self.d
@@ -233,7 +233,7 @@ class SQLEditor(Editing):
             return policy.queue, self._row(ex, dlq_id, moved)
 
         dlq, row = self.store.write(run)
-        self.store.counts.forget(queue, dlq)
+        self.store.accounts.counts.forget(queue, dlq)
         self.store.notify(dlq)
         return self._message(dlq, row)
 
@@ -290,9 +290,9 @@ class SQLEditor(Editing):
 
         # counted once the transaction has committed, not once per attempt
         moved, dests = self.store.write(run)
-        self.store.counts.forget(queue, *dests)
+        self.store.accounts.counts.forget(queue, *dests)
         for name, (dest_id, n) in dests.items():
-            self.store.count(dest_id, sent=n)
+            self.store.accounts.count(dest_id, sent=n)
             self.store.notify(name)
         return moved
 
@@ -339,7 +339,7 @@ class SQLEditor(Editing):
             return self._row(ex, qid, key)
 
         message = self._message(queue, self.store.write(run))
-        self.store.counts.forget(queue)
+        self.store.accounts.counts.forget(queue)
         if delay == 0:
             self.store.notify(queue)
         return message

@@ -156,7 +156,7 @@ class SQLPipeline(Pipeline):
         if not walks_head(attrs):
             # a plain queue: where the dialect can, one statement claims and records
             now = store.clock.now()
-            store.sweep(qid, queue, attrs, now, force=False)
+            store.accounts.sweep(qid, queue, attrs, now, force=False)
             terms = claim_terms(attrs, now, visibility_timeout)
             token = claim_token(now)
             got = store.write(
@@ -166,7 +166,7 @@ class SQLPipeline(Pipeline):
             )
             if got is not None:
                 if got:
-                    store.count(qid, received=got)
+                    store.accounts.count(qid, received=got)
                 return got
         rows, token = store.fresh_on_drop(
             queue, lambda: store.claim(queue, max_messages, visibility_timeout)
@@ -280,7 +280,7 @@ class SQLPipeline(Pipeline):
 
             deleted = store.write(run, single=not attrs.archive)
             if deleted:
-                store.count(qid, deleted=deleted)
+                store.accounts.count(qid, deleted=deleted)
             return deleted
         held = self._lease_rows(queue, stream, upto)
         deleted = 0
@@ -422,7 +422,7 @@ class SQLPipeline(Pipeline):
 
         qid, published = store.write(run)
         if published:
-            store.count(qid, sent=published)
+            store.accounts.count(qid, sent=published)
             store.notify(queue)
         return published
 

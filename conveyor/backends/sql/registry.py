@@ -157,7 +157,7 @@ class SQLRegistry(Topics, Consumers):
         out = store.write(run)
         for name, (qid, result) in out.items():
             if not result.duplicate:
-                store.count(qid, sent=1)
+                store.accounts.count(qid, sent=1)
             store.notify(name)
         return {name: result for name, (_, result) in out.items()}
 

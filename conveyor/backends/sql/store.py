@@ -2,8 +2,9 @@
 
 A `SQLStore` holds a `Dialect` (where messages live, how each database words a statement,
 its hot path) and a `Connections` object (how operations reach the database). This module
-holds the core and editing; topics and consumers are in `registry.py`, bulk access for
-Spark in `pipeline.py`, each a part the store holds.
+holds the core; editing is in `editing.py`, the queues' running totals, stats and sweeps in
+`accounts.py`, topics and consumers in `registry.py`, bulk access for Spark in
+`pipeline.py`, each a part the store holds.
 
 Receives of plain queues claim in one step (the dialect's `claim_ready`: ``SKIP LOCKED``
 on the servers, the write lock in SQLite); FIFO queues, queues with a dead-letter policy and
@@ -19,7 +20,6 @@ import contextlib
 import logging
 import operator
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -53,8 +53,6 @@ from ..receipts import (
     stale_receipt,
 )
 from ..rules import (
-    SWEEP_INTERVAL,
-    SWEEP_ROWS,
     ClaimTerms,
     GroupFill,
     bare_bodies,
@@ -63,18 +61,18 @@ from ..rules import (
     refill_tokens,
     walks_head,
 )
+from .accounts import SQLAccounts
 from .connections import Connections, E, Exec, marks
 from .dialect import Bare, Dialect, NotAllHeld
 from .editing import SQLEditor
-from .estimates import LastCounts, Totals
-from .pipeline import HIDDEN, SQLPipeline
+from .pipeline import SQLPipeline
 from .registry import SQLRegistry
 from .rows import (
     Row,
     new_fields,
     row_message,
 )
-from .totals import RunningTotals, last_counts, write_counts
+from .totals import last_counts
 
 T = TypeVar("T")
 
@@ -115,16 +113,14 @@ class SQLStore(Backend, Generic[E]):
         self._poll_interval = poll_interval
         self._queues: dict[str, tuple[float, int, QueueAttributes]] = {}
         self._parsed: dict[str, QueueAttributes] = {}
-        self._swept: dict[int, float] = {}
         self._idle: set[str] = set()  # queues whose last receive here found nothing
-        self._totals = RunningTotals()
-        self.counts = LastCounts()  # of deep queues, for stats (estimates.py)
         self._migrated = False
         self._schema_lock = threading.RLock()
+        self.accounts = SQLAccounts(self)
         self.editor = SQLEditor(self)
         self.registry = SQLRegistry(self)
         self.bulk = SQLPipeline(self)
-        weakref.finalize(self, last_counts, db, self._totals, dialect.prefix)
+        weakref.finalize(self, last_counts, db, self.accounts.totals, dialect.prefix)
 
     @property
     def key(self) -> str:
@@ -269,20 +265,9 @@ class SQLStore(Backend, Generic[E]):
         rows = self.read(lambda ex: ex.rows(f"SELECT name FROM {self.dialect.prefix}{table}"))
         return sorted(name for (name,) in rows if name.startswith(prefix))
 
-    # -- running totals (see totals.py) ---------------------------------------------------
-
-    def count(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> None:
-        if self._totals.add(qid, sent, received, deleted):
-            self._flush()
-
-    def _flush(self) -> None:
-        rows = self._totals.take()
-        if rows:
-            self.write(lambda ex: write_counts(ex, self.dialect.prefix, rows))
-
     def close(self) -> None:
         with contextlib.suppress(ConveyorError):  # counts are best effort without a database
-            self._flush()
+            self.accounts.flush()
         self.db.close()
 
     # -- waiting --------------------------------------------------------------------------
@@ -350,8 +335,7 @@ class SQLStore(Backend, Generic[E]):
             qid = self.write(run)
         finally:
             self._queues.pop(name, None)
-        self._totals.forget(qid)
-        self.counts.forget(name)
+        self.accounts.forget(qid, name)
 
     def list_queues(self, prefix: str = "") -> list[str]:
         return self.names("queues", prefix)
@@ -385,151 +369,11 @@ class SQLStore(Backend, Generic[E]):
             return ex.run(f"DELETE FROM {d.messages(qid)} WHERE {d.scope(qid)}")
 
         purged = self.write(run)
-        self.counts.forget(name)
+        self.accounts.counts.forget(name)
         return purged
 
-    def sweep(self, qid: int, name: str, attrs: QueueAttributes, now: float, force: bool) -> None:
-        """Remove messages past retention or deadline (counted as expired); forget old
-        de-duplication keys.
-
-        Receives never deliver such messages, so this only reclaims space: once a minute per
-        queue and process, its cost bounded by what it removes: messages past their deadline
-        come from the deadline index, and those past retention from the queue's head in
-        delivery order (SWEEP_ROWS at a time, so a deep queue is cleared over several
-        sweeps). Stats sweep first (`force`), as many times as it takes to clear the head:
-        each sweep a short write, so senders are not held up by a pass over a deep queue
-        (stats leave what is expired further back out of their counts). A sweep looks
-        first, and writes only where it found something: a write takes the store's write
-        lock, and the dashboard's sampler asks every queue's stats.
-        """
-        if not force and now - self._swept.get(qid, -1e18) < SWEEP_INTERVAL:
-            return
-        self._swept[qid] = now
-        d = self.dialect
-        t, scope = d.messages(qid), d.scope(qid)
-        horizon = now - attrs.retention
-
-        def expired(ex: E) -> set[int]:
-            keys = {
-                int(key)
-                for (key,) in ex.rows(
-                    f"SELECT {d.key} FROM (SELECT {d.key}, sent_at FROM {t} WHERE {scope}"
-                    f" ORDER BY {d.order} LIMIT {SWEEP_ROWS}) h WHERE sent_at < %s",
-                    (horizon,),
-                )
-            }
-            keys.update(
-                int(key)
-                for (key,) in ex.rows(
-                    f"SELECT {d.key} FROM {t} WHERE deadline <= %s AND {scope} LIMIT {SWEEP_ROWS}",
-                    (now,),
-                )
-            )
-            return keys
-
-        def stale(ex: E) -> bool:
-            """Whether anything is to be removed (a read: most sweeps find nothing)."""
-            return bool(expired(ex)) or bool(
-                ex.rows(
-                    f"SELECT 1 FROM {d.prefix}dedup WHERE queue_id = %s AND expires_at <= %s"
-                    " LIMIT 1",
-                    (qid, now),
-                )
-            )
-
-        def run(ex: E) -> int:
-            keys = expired(ex)
-            if keys:
-                ordered = sorted(keys)
-                cond = f"{d.key_scope(qid)} AND {d.key} IN ({marks(ordered)})"
-                if attrs.archive:
-                    self.editor.archive(ex, qid, name, now, "expired", cond, tuple(ordered))
-                gone = ex.run(f"DELETE FROM {t} WHERE {cond}", ordered)
-                if gone:
-                    ex.run(
-                        f"UPDATE {d.prefix}queues SET expired = expired + %s WHERE id = %s",
-                        (gone, qid),
-                    )
-            ex.run(
-                f"DELETE FROM {d.prefix}dedup WHERE queue_id = %s AND expires_at <= %s",
-                (qid, now),
-            )
-            return len(keys)
-
-        while self.read(stale) and self.write(run) >= SWEEP_ROWS and force:
-            pass
-
     def queue_stats(self, name: str) -> QueueStats:
-        if self._totals.due():  # else what is pending is added (`_totals_now`), not written
-            self._flush()
-        now = self.clock.now()
-        qid, attrs = self.lookup(name)
-        last = self.counts.usable(qid, now)
-        if last is not None:  # a deep queue counted lately (estimates.py)
-            totals = self.read(lambda ex: self._totals_now(ex, qid))
-            if totals is not None:
-                return last.estimate(totals, now)
-        started = time.perf_counter()
-        stats = self._count(name, qid, attrs, now)
-        self.counts.record(qid, stats, now, time.perf_counter() - started)
-        return stats
-
-    def _count(self, name: str, qid: int, attrs: QueueAttributes, now: float) -> QueueStats:
-        """The queue's stats, counted."""
-        d = self.dialect
-        self.sweep(qid, name, attrs, now, force=True)
-
-        def run(ex: E) -> QueueStats:
-            qid, _ = self.queue_row(ex, name)
-            counts = ex.one(
-                "SELECT coalesce(sum(CASE WHEN visible_at <= %s THEN 1 ELSE 0 END), 0),"
-                " coalesce(sum(CASE WHEN visible_at > %s AND receive_count = 0 THEN 1 ELSE 0"
-                " END), 0), coalesce(sum(CASE WHEN visible_at > %s AND receive_count > 0 THEN 1"
-                f" ELSE 0 END), 0), min(sent_at) FROM {d.messages(qid)} WHERE {d.scope(qid)}"
-                " AND visible_at < %s"  # not what a job staged, hidden until it publishes
-                " AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)",  # nor expired
-                (now, now, now, HIDDEN, now - attrs.retention, now),
-            )
-            totals = self._totals_now(ex, qid)
-            assert counts is not None and totals is not None
-            ready, delayed, in_flight, oldest = counts
-            sent, received, deleted, dead, expired = totals
-            return QueueStats(
-                queue=name,
-                ready=int(ready),
-                delayed=int(delayed),
-                in_flight=int(in_flight),
-                dead=dead,
-                expired=expired,
-                oldest_age=None if oldest is None else max(0.0, now - oldest),
-                sent=sent,
-                received=received,
-                deleted=deleted,
-            )
-
-        return self.fresh_on_drop(name, lambda: self.read(run))
-
-    def _totals_now(self, ex: E, qid: int) -> Totals | None:
-        """The queue's running totals: its row's, and what this process has counted since
-        it last wrote them there."""
-        totals = self._totals_of(ex, qid)
-        if totals is None:
-            return None
-        sent, received, deleted, dead, expired = totals
-        more_sent, more_received, more_deleted = self._totals.pending(qid)
-        return sent + more_sent, received + more_received, deleted + more_deleted, dead, expired
-
-    def _totals_of(self, ex: E, qid: int) -> Totals | None:
-        """The queue's running totals as its row holds them (None: no such queue)."""
-        row = ex.one(
-            f"SELECT sent, received, deleted, dead, expired FROM {self.dialect.prefix}queues"
-            " WHERE id = %s",
-            (qid,),
-        )
-        if row is None:
-            return None
-        sent, received, deleted, dead, expired = row
-        return int(sent), int(received), int(deleted), int(dead), int(expired)
+        return self.accounts.stats(name)
 
     # -- messages -------------------------------------------------------------------------
 
@@ -581,7 +425,7 @@ class SQLStore(Backend, Generic[E]):
             ]
             sent = sum(1 for i in stored if i is not None)
         if sent:
-            self.count(qid, sent=sent)
+            self.accounts.count(qid, sent=sent)
         return results
 
     def send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
@@ -595,7 +439,7 @@ class SQLStore(Backend, Generic[E]):
         if attrs.fifo:  # FIFO rules: the contract's default, `send`
             return super().send_bodies(queue, bodies, delay)
         ids = self._insert_bare(queue, qid, bodies, 0, now, delay)
-        self.count(qid, sent=len(ids))
+        self.accounts.count(qid, sent=len(ids))
         return ids
 
     def _insert_bare(
@@ -711,7 +555,7 @@ class SQLStore(Backend, Generic[E]):
         if d.polls_idle and queue in self._idle and not self._maybe_ready(queue, qid, now):
             return [], ""
         token = claim_token(now)
-        self.sweep(qid, queue, attrs, now, force=False)
+        self.accounts.sweep(qid, queue, attrs, now, force=False)
         terms = claim_terms(attrs, now, visibility_timeout)
         durable = attrs.delivery is Delivery.AT_MOST_ONCE
         if walks_head(attrs):
@@ -726,7 +570,7 @@ class SQLStore(Backend, Generic[E]):
                 durable=durable,
             )
         if rows:
-            self.count(qid, received=len(rows))
+            self.accounts.count(qid, received=len(rows))
             self._idle.discard(queue)
         else:
             self._idle.add(queue)
@@ -873,7 +717,7 @@ class SQLStore(Backend, Generic[E]):
         single = d.single_delete and not attrs.archive and len(by_token) == 1
         gone = self.db.write(run, single=single)
         if gone:
-            self.count(qid, deleted=len(gone))
+            self.accounts.count(qid, deleted=len(gone))
         return gone
 
     def change_visibility(

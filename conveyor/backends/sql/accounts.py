@@ -1,0 +1,187 @@
+"""A SQL store's accounts of its queues: the running totals it counts and writes in bulk
+(totals.py), stats counted or estimated between counts (estimates.py), and the sweeps that
+remove what expired. A part the store holds, as it holds its editor and registry."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Generic
+
+from ...models import QueueAttributes, QueueStats
+from ..rules import SWEEP_INTERVAL, SWEEP_ROWS
+from .connections import E, marks
+from .estimates import LastCounts, Totals
+from .pipeline import HIDDEN
+from .totals import RunningTotals, write_counts
+
+if TYPE_CHECKING:
+    from .store import SQLStore
+
+
+class SQLAccounts(Generic[E]):
+    """What a store's queues hold and have seen: counts and sweeps."""
+
+    def __init__(self, store: SQLStore[E]) -> None:
+        self.store = store
+        self.totals = RunningTotals()  # counted here, not yet written (totals.py)
+        self.counts = LastCounts()  # of deep queues, for stats (estimates.py)
+        self._swept: dict[int, float] = {}
+
+    def count(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> None:
+        if self.totals.add(qid, sent, received, deleted):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the running totals counted here."""
+        rows = self.totals.take()
+        if rows:
+            self.store.write(lambda ex: write_counts(ex, self.store.dialect.prefix, rows))
+
+    def forget(self, qid: int, name: str) -> None:
+        """A queue deleted: what was counted of it here goes with it."""
+        self.totals.forget(qid)
+        self.counts.forget(name)
+
+    def sweep(self, qid: int, name: str, attrs: QueueAttributes, now: float, force: bool) -> None:
+        """Remove messages past retention or deadline (counted as expired); forget old
+        de-duplication keys.
+
+        Receives never deliver such messages, so this only reclaims space: once a minute per
+        queue and process, its cost bounded by what it removes: messages past their deadline
+        come from the deadline index, and those past retention from the queue's head in
+        delivery order (SWEEP_ROWS at a time, so a deep queue is cleared over several
+        sweeps). Stats sweep first (`force`), as many times as it takes to clear the head:
+        each sweep a short write, so senders are not held up by a pass over a deep queue
+        (stats leave what is expired further back out of their counts). A sweep looks
+        first, and writes only where it found something: a write takes the store's write
+        lock, and the dashboard's sampler asks every queue's stats.
+        """
+        if not force and now - self._swept.get(qid, -1e18) < SWEEP_INTERVAL:
+            return
+        self._swept[qid] = now
+        d = self.store.dialect
+        t, scope = d.messages(qid), d.scope(qid)
+        horizon = now - attrs.retention
+
+        def expired(ex: E) -> set[int]:
+            keys = {
+                int(key)
+                for (key,) in ex.rows(
+                    f"SELECT {d.key} FROM (SELECT {d.key}, sent_at FROM {t} WHERE {scope}"
+                    f" ORDER BY {d.order} LIMIT {SWEEP_ROWS}) h WHERE sent_at < %s",
+                    (horizon,),
+                )
+            }
+            keys.update(
+                int(key)
+                for (key,) in ex.rows(
+                    f"SELECT {d.key} FROM {t} WHERE deadline <= %s AND {scope} LIMIT {SWEEP_ROWS}",
+                    (now,),
+                )
+            )
+            return keys
+
+        def stale(ex: E) -> bool:
+            """Whether anything is to be removed (a read: most sweeps find nothing)."""
+            return bool(expired(ex)) or bool(
+                ex.rows(
+                    f"SELECT 1 FROM {d.prefix}dedup WHERE queue_id = %s AND expires_at <= %s"
+                    " LIMIT 1",
+                    (qid, now),
+                )
+            )
+
+        def run(ex: E) -> int:
+            keys = expired(ex)
+            if keys:
+                ordered = sorted(keys)
+                cond = f"{d.key_scope(qid)} AND {d.key} IN ({marks(ordered)})"
+                if attrs.archive:
+                    self.store.editor.archive(ex, qid, name, now, "expired", cond, tuple(ordered))
+                gone = ex.run(f"DELETE FROM {t} WHERE {cond}", ordered)
+                if gone:
+                    ex.run(
+                        f"UPDATE {d.prefix}queues SET expired = expired + %s WHERE id = %s",
+                        (gone, qid),
+                    )
+            ex.run(
+                f"DELETE FROM {d.prefix}dedup WHERE queue_id = %s AND expires_at <= %s",
+                (qid, now),
+            )
+            return len(keys)
+
+        while self.store.read(stale) and self.store.write(run) >= SWEEP_ROWS and force:
+            pass
+
+    def stats(self, name: str) -> QueueStats:
+        """The queue's stats: counted, or estimated from its last count (deep queues)."""
+        if self.totals.due():  # else what is pending is added (`totals_now`), not written
+            self.flush()
+        now = self.store.clock.now()
+        qid, attrs = self.store.lookup(name)
+        last = self.counts.usable(qid, now)
+        if last is not None:  # a deep queue counted lately (estimates.py)
+            totals = self.store.read(lambda ex: self.totals_now(ex, qid))
+            if totals is not None:
+                return last.estimate(totals, now)
+        started = time.perf_counter()
+        stats = self._count(name, qid, attrs, now)
+        self.counts.record(qid, stats, now, time.perf_counter() - started)
+        return stats
+
+    def _count(self, name: str, qid: int, attrs: QueueAttributes, now: float) -> QueueStats:
+        """The queue's stats, counted."""
+        d = self.store.dialect
+        self.sweep(qid, name, attrs, now, force=True)
+
+        def run(ex: E) -> QueueStats:
+            qid, _ = self.store.queue_row(ex, name)
+            counts = ex.one(
+                "SELECT coalesce(sum(CASE WHEN visible_at <= %s THEN 1 ELSE 0 END), 0),"
+                " coalesce(sum(CASE WHEN visible_at > %s AND receive_count = 0 THEN 1 ELSE 0"
+                " END), 0), coalesce(sum(CASE WHEN visible_at > %s AND receive_count > 0 THEN 1"
+                f" ELSE 0 END), 0), min(sent_at) FROM {d.messages(qid)} WHERE {d.scope(qid)}"
+                " AND visible_at < %s"  # not what a job staged, hidden until it publishes
+                " AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)",  # nor expired
+                (now, now, now, HIDDEN, now - attrs.retention, now),
+            )
+            totals = self.totals_now(ex, qid)
+            assert counts is not None and totals is not None
+            ready, delayed, in_flight, oldest = counts
+            sent, received, deleted, dead, expired = totals
+            return QueueStats(
+                queue=name,
+                ready=int(ready),
+                delayed=int(delayed),
+                in_flight=int(in_flight),
+                dead=dead,
+                expired=expired,
+                oldest_age=None if oldest is None else max(0.0, now - oldest),
+                sent=sent,
+                received=received,
+                deleted=deleted,
+            )
+
+        return self.store.fresh_on_drop(name, lambda: self.store.read(run))
+
+    def totals_now(self, ex: E, qid: int) -> Totals | None:
+        """The queue's running totals: its row's, and what this process has counted since
+        it last wrote them there."""
+        totals = self._totals_of(ex, qid)
+        if totals is None:
+            return None
+        sent, received, deleted, dead, expired = totals
+        more_sent, more_received, more_deleted = self.totals.pending(qid)
+        return sent + more_sent, received + more_received, deleted + more_deleted, dead, expired
+
+    def _totals_of(self, ex: E, qid: int) -> Totals | None:
+        """The queue's running totals as its row holds them (None: no such queue)."""
+        prefix = self.store.dialect.prefix
+        row = ex.one(
+            f"SELECT sent, received, deleted, dead, expired FROM {prefix}queues WHERE id = %s",
+            (qid,),
+        )
+        if row is None:
+            return None
+        sent, received, deleted, dead, expired = row
+        return int(sent), int(received), int(deleted), int(dead), int(expired)
