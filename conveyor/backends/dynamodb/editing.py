@@ -105,7 +105,7 @@ class DynamoEditor(Editing):
             )
         except ConditionFailed:
             raise no_message(queue, message_id) from None
-        self.store.count(entry, "deleted")  # an admin's delete is a delete
+        self.store.accounts.count(entry, "deleted")  # an admin's delete is a delete
 
     def reset_message(self, queue: str, message_id: str) -> Message:
         def change(doc: Doc, now: float) -> None:
@@ -139,7 +139,7 @@ class DynamoEditor(Editing):
                 )
             except (ConditionFailed, Cancelled):
                 continue
-            self.store.count(entry, "dead")
+            self.store.accounts.count(entry, "dead")
             self.store.notify(dlq.name)
             return moved.message(dlq.name)
         raise _busy(message_id)
@@ -176,7 +176,7 @@ class DynamoEditor(Editing):
                 self.store.move(entry, doc, target, now, dead_from=None, error=None)
             except (ConditionFailed, Cancelled):
                 continue  # received or changed since it was read: it stays
-            self.store.count(target, "sent")
+            self.store.accounts.count(target, "sent")
             moved.append(doc.mid)
         for name in targets:
             self.store.notify(name)

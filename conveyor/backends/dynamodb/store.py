@@ -9,7 +9,7 @@ receive first releases those that are due. Sends of several messages, deletes of
 receipts, fan-out, moves between queues and FIFO de-duplication are `TransactWriteItems`:
 all or nothing. DynamoMQ's queues (`STANDARD`, `DLQ`) are read through DynamoMQ's own index,
 as DynamoMQ does, because DynamoMQ's consumers, which may run beside, do not keep the sparse
-indexes.
+indexes. Totals and stats (accounts.py), editing and topics are parts the store holds.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from ..errors import (
 )
 from ..receipts import claim_token, make_receipt, parse_receipt, stale_receipt
 from ..rules import ClaimTerms, GroupFill, claim_terms, expired
+from .accounts import DynamoAccounts
 from .editing import DynamoEditor
 from .items import (
     COMPAT,
@@ -80,8 +81,6 @@ from .table import (
     Table,
     expr,
 )
-from .totals import FIELDS as TOTAL_FIELDS
-from .totals import Totals
 
 QUEUE_CACHE_SECONDS = 1.0  # how long a queue's registry entry is trusted (store clock)
 READY_PAGES = 10  # pages of the ready index one receive reads at most
@@ -120,7 +119,7 @@ class DynamoStore(Backend):
         self._entries: dict[str, tuple[float, Entry]] = {}
         self._due: dict[str, tuple[float, float]] = {}  # qt -> (checked at, next due)
         self._prepared = False
-        self._totals = Totals()
+        self.accounts = DynamoAccounts(self)
         self._registry = DynamoRegistry(self)
         self._editor = DynamoEditor(self)
 
@@ -143,27 +142,8 @@ class DynamoStore(Backend):
 
     def close(self) -> None:
         with contextlib.suppress(ConveyorError):  # a table gone or unreachable: counts too
-            self._flush()
+            self.accounts.flush()
         self.table.close()
-
-    # -- running totals (see totals.py) ---------------------------------------------------
-
-    def count(self, entry: Entry, field: str, n: int = 1) -> None:
-        if self._totals.add(entry.qt, field, n):
-            self._flush()
-
-    def _flush(self, qt: str | None = None) -> None:
-        for name, counts in self._totals.take(qt).items():
-            parts = [f"#{f} :{f}" for f, c in zip(TOTAL_FIELDS, counts, strict=True) if c]
-            if not parts:
-                continue
-            values = {f":{f}": n(c) for f, c in zip(TOTAL_FIELDS, counts, strict=True) if c}
-            self.call(
-                "update_item",
-                Key={"id": s(f"conveyor#totals#{name}")},
-                ExpressionAttributeValues=values,
-                **expr(UpdateExpression="ADD " + ", ".join(parts)),
-            )
 
     def migrate(self) -> tuple[int, int] | None:
         self._prepare()
@@ -272,8 +252,7 @@ class DynamoStore(Backend):
         except ConditionFailed:
             raise no_queue(name) from None
         self._entries.pop(name, None)
-        self._totals.forget(entry.qt)
-        self.call("delete_item", Key={"id": s(f"conveyor#totals#{entry.qt}")})
+        self.accounts.forget(entry.qt)
         self._drop_items(entry.qt)
         self._drop_items(f"{entry.qt}#dedup")
         self._registry.drop_subscriptions(name)
@@ -347,34 +326,7 @@ class DynamoStore(Backend):
             yield doc_of(item, entry)
 
     def queue_stats(self, name: str) -> QueueStats:
-        entry = self.queue_entry(name)
-        now = self.clock.now()
-        ready = delayed = flying = 0
-        oldest: float | None = None
-        horizon = now - entry.attrs.retention
-        for doc in self.queue_docs(entry):
-            if expired(doc.sat, doc.dl, horizon, now):
-                continue  # expired: a receive that meets it removes it
-            if doc.vis <= now:
-                ready += 1
-            elif doc.rc:
-                flying += 1
-            else:
-                delayed += 1
-            oldest = doc.sat if oldest is None else min(oldest, doc.sat)
-        self._flush(entry.qt)
-        got = self.call(
-            "get_item", Key={"id": s(f"conveyor#totals#{entry.qt}")}, ConsistentRead=True
-        )
-        totals = {f: int(num(got.get("Item", {}), f) or 0) for f in TOTAL_FIELDS}
-        return QueueStats(
-            queue=name,
-            ready=ready,
-            delayed=delayed,
-            in_flight=flying,
-            oldest_age=None if oldest is None else max(0.0, now - oldest),
-            **totals,
-        )
+        return self.accounts.stats(name)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -452,7 +404,7 @@ class DynamoStore(Backend):
             places.append(len(results))
             results.append(None)
         duplicates = self._store([(entry, d) for d in docs], now) if docs else {}
-        self.count(entry, "sent", len(docs) - len(duplicates))
+        self.accounts.count(entry, "sent", len(docs) - len(duplicates))
         woken = False
         for i, (doc, place) in enumerate(zip(docs, places, strict=True)):
             if i in duplicates:
@@ -490,7 +442,7 @@ class DynamoStore(Backend):
                 out[e.name] = (
                     SendResult(id=mid, sequence=doc.order) if e.attrs.fifo else sent_result(mid)
                 )
-                self.count(e, "sent")
+                self.accounts.count(e, "sent")
                 self.notify(e.name)
         return {name: out[name] for name in names}
 
@@ -572,7 +524,7 @@ class DynamoStore(Backend):
             out = self._receive_ready(entry, max_messages, terms, token)
         if out:
             self.note_due(entry, terms.visible_at)
-            self.count(entry, "received", len(out))
+            self.accounts.count(entry, "received", len(out))
         return out
 
     def _receive_ready(
@@ -719,7 +671,7 @@ class DynamoStore(Backend):
                     ExpressionAttributeValues={":v": version},
                     **expr(ConditionExpression="#version = :v"),
                 )
-                self.count(entry, "expired")
+                self.accounts.count(entry, "expired")
             return "gone"
         policy = entry.attrs.dead_letter
         if policy is not None and count >= policy.max_receive_count:
@@ -729,7 +681,7 @@ class DynamoStore(Backend):
                 if full is not None and full.version == int(version["N"]):
                     try:
                         self.move(entry, full, dlq, now, dead_from=entry.name, error=None)
-                        self.count(entry, "dead")
+                        self.accounts.count(entry, "dead")
                         self.notify(dlq.name)
                     except (ConditionFailed, Cancelled):
                         return "held"
@@ -812,7 +764,7 @@ class DynamoStore(Backend):
                     self.call("delete_item", **actions[0]["Delete"])
                 else:
                     self._transact(actions)
-                self.count(entry, "deleted", len(pending))
+                self.accounts.count(entry, "deleted", len(pending))
                 break
             except ConditionFailed:
                 failed = [0]

@@ -1,0 +1,81 @@
+"""A DynamoDB store's accounts of its queues: the running totals counted in this process and
+added to each queue's totals item (totals.py), and stats, which count a queue's messages and
+read those totals. A part the store holds, as it holds its editor and registry."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...models import QueueStats
+from ..rules import expired
+from .items import Entry, n, num, s
+from .table import expr
+from .totals import FIELDS, Totals
+
+if TYPE_CHECKING:
+    from .store import DynamoStore
+
+
+def totals_key(qt: str) -> dict[str, Any]:
+    """The key of a queue's totals item."""
+    return {"id": s(f"conveyor#totals#{qt}")}
+
+
+class DynamoAccounts:
+    """What a store's queues hold and have seen."""
+
+    def __init__(self, store: DynamoStore) -> None:
+        self.store = store
+        self.totals = Totals()  # counted here, not yet added to the totals items
+
+    def count(self, entry: Entry, field: str, n: int = 1) -> None:
+        if self.totals.add(entry.qt, field, n):
+            self.flush()
+
+    def flush(self, qt: str | None = None) -> None:
+        """Add what was counted here (of one queue, or of all) to the totals items."""
+        for name, counts in self.totals.take(qt).items():
+            parts = [f"#{f} :{f}" for f, c in zip(FIELDS, counts, strict=True) if c]
+            if not parts:
+                continue
+            values = {f":{f}": n(c) for f, c in zip(FIELDS, counts, strict=True) if c}
+            self.store.call(
+                "update_item",
+                Key=totals_key(name),
+                ExpressionAttributeValues=values,
+                **expr(UpdateExpression="ADD " + ", ".join(parts)),
+            )
+
+    def forget(self, qt: str) -> None:
+        """A queue deleted: its totals go, those counted here and its item."""
+        self.totals.forget(qt)
+        self.store.call("delete_item", Key=totals_key(qt))
+
+    def stats(self, name: str) -> QueueStats:
+        store = self.store
+        entry = store.queue_entry(name)
+        now = store.clock.now()
+        ready = delayed = flying = 0
+        oldest: float | None = None
+        horizon = now - entry.attrs.retention
+        for doc in store.queue_docs(entry):
+            if expired(doc.sat, doc.dl, horizon, now):
+                continue  # expired: a receive that meets it removes it
+            if doc.vis <= now:
+                ready += 1
+            elif doc.rc:
+                flying += 1
+            else:
+                delayed += 1
+            oldest = doc.sat if oldest is None else min(oldest, doc.sat)
+        self.flush(entry.qt)
+        got = store.call("get_item", Key=totals_key(entry.qt), ConsistentRead=True)
+        totals = {f: int(num(got.get("Item", {}), f) or 0) for f in FIELDS}
+        return QueueStats(
+            queue=name,
+            ready=ready,
+            delayed=delayed,
+            in_flight=flying,
+            oldest_age=None if oldest is None else max(0.0, now - oldest),
+            **totals,
+        )
