@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from ..models import FAR_FUTURE, DeadLetterPolicy, Delivery, NewMessage, QueueAttributes
@@ -108,6 +108,32 @@ def expired(sent_at: float | None, deadline: float | None, horizon: float, now: 
     """Whether a message is past retention (sent before `horizon`; None: not known) or its
     deadline: never delivered again, nor counted."""
     return (sent_at is not None and sent_at < horizon) or (deadline is not None and deadline <= now)
+
+
+class Tally(NamedTuple):
+    """A queue's messages by state, and when its oldest was sent (None: no messages)."""
+
+    ready: int
+    delayed: int
+    in_flight: int
+    oldest: float | None
+
+
+def tally(messages: Iterable[tuple[float, int, float]], now: float) -> Tally:
+    """Count messages given as (visible_at, receive_count, sent_at): ready where visible,
+    else in flight where ever received, else delayed (as `Message.state` says)."""
+    ready = delayed = in_flight = 0
+    oldest: float | None = None
+    for visible_at, receive_count, sent_at in messages:
+        if visible_at <= now:
+            ready += 1
+        elif receive_count:
+            in_flight += 1
+        else:
+            delayed += 1
+        if oldest is None or sent_at < oldest:
+            oldest = sent_at
+    return Tally(ready, delayed, in_flight, oldest)
 
 
 def claim_terms(attrs: QueueAttributes, now: float, visibility_timeout: float) -> ClaimTerms:

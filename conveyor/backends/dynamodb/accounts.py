@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...models import QueueStats
-from ..rules import expired
+from ..rules import expired, tally
 from .items import Entry, n, num, s
 from .table import expr
 from .totals import FIELDS, Totals
@@ -55,27 +55,23 @@ class DynamoAccounts:
         store = self.store
         entry = store.queue_entry(name)
         now = store.clock.now()
-        ready = delayed = flying = 0
-        oldest: float | None = None
         horizon = now - entry.attrs.retention
-        for doc in store.queue_docs(entry):
-            if expired(doc.sat, doc.dl, horizon, now):
-                continue  # expired: a receive that meets it removes it
-            if doc.vis <= now:
-                ready += 1
-            elif doc.rc:
-                flying += 1
-            else:
-                delayed += 1
-            oldest = doc.sat if oldest is None else min(oldest, doc.sat)
+        counts = tally(  # not the expired: a receive that meets one removes it
+            (
+                (doc.vis, doc.rc, doc.sat)
+                for doc in store.queue_docs(entry)
+                if not expired(doc.sat, doc.dl, horizon, now)
+            ),
+            now,
+        )
         self.flush(entry.qt)
         got = store.call("get_item", Key=totals_key(entry.qt), ConsistentRead=True)
         totals = {f: int(num(got.get("Item", {}), f) or 0) for f in FIELDS}
         return QueueStats(
             queue=name,
-            ready=ready,
-            delayed=delayed,
-            in_flight=flying,
-            oldest_age=None if oldest is None else max(0.0, now - oldest),
+            ready=counts.ready,
+            delayed=counts.delayed,
+            in_flight=counts.in_flight,
+            oldest_age=None if counts.oldest is None else max(0.0, now - counts.oldest),
             **totals,
         )

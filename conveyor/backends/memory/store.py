@@ -43,7 +43,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
-from ..rules import GroupFill, claim_terms, expired, refill_tokens
+from ..rules import GroupFill, claim_terms, expired, refill_tokens, tally
 from .state import NAMED, NAMED_LOCK, QueueState, Rec, State, TopicState
 
 
@@ -135,25 +135,17 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
             now = self.clock.now()
             q = self._s.queue(name)
             q.sweep(now, force=True)
-            ready = delayed = in_flight = 0
-            oldest: float | None = None
-            for rec in q.messages.values():
-                if rec.visible_at <= now:
-                    ready += 1
-                elif rec.receive_count:
-                    in_flight += 1
-                else:
-                    delayed += 1
-                if oldest is None or rec.sent_at < oldest:
-                    oldest = rec.sent_at
+            counts = tally(
+                ((r.visible_at, r.receive_count, r.sent_at) for r in q.messages.values()), now
+            )
             return QueueStats(
                 queue=name,
-                ready=ready,
-                delayed=delayed,
-                in_flight=in_flight,
+                ready=counts.ready,
+                delayed=counts.delayed,
+                in_flight=counts.in_flight,
                 dead=q.dead,
                 expired=q.expired,
-                oldest_age=None if oldest is None else max(0.0, now - oldest),
+                oldest_age=None if counts.oldest is None else max(0.0, now - counts.oldest),
                 sent=q.sent,
                 received=q.received,
                 deleted=q.deleted,
