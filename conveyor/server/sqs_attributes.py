@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -59,11 +60,19 @@ def _bool(name: str, value: Any) -> bool:
     return text == "true"
 
 
+INTEGER_RE = re.compile(r"[+-]?[0-9]{1,19}")  # what SQS's own parser takes, in ASCII
+
+
 def int_in(value: Any, low: int, high: int) -> int | None:
-    """`value` (an int or its text, as the two protocols send it) if within low..high."""
-    try:
-        number = int(str(value))
-    except ValueError:
+    """`value` (an int or its text, as the two protocols send it) if within low..high.
+
+    Text is a sign and ASCII digits alone: Python's `int` would also take spaces around
+    them, underscores between them and other scripts' digits, which SQS refuses."""
+    if isinstance(value, str) and INTEGER_RE.fullmatch(value):
+        number = int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
         return None
     return number if low <= number <= high else None
 

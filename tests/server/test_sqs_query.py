@@ -130,6 +130,49 @@ def test_errors_in_documented_xml(server: LiveServer) -> None:
     assert text(ET.fromstring(r.content), "sqs:Error/sqs:Code") == "RequestEntityTooLarge"
 
 
+def test_numbers_are_ascii_digits_and_nothing_else(server: LiveServer, name: str) -> None:
+    """A number is a sign and ASCII digits: padding, underscores and other scripts' digits
+    (all of which Python's int() takes) are refused as SQS refuses them, and nothing is
+    sent or changed."""
+    status, root, _ = query(server, Action="CreateQueue", QueueName=name)
+    assert status == 200
+    path = f"/000000000000/{name}"
+    for bad in (" 5", "5 ", "1_0", "\u0661", "\uff15", "5.0", "0x5", ""):
+        status, root, _ = query(
+            server, path, Action="SendMessage", MessageBody="m", DelaySeconds=bad
+        )
+        if bad == "":  # an empty parameter is an absent one
+            assert status == 200
+            continue
+        assert status == 400, bad
+        assert text(root, "sqs:Error/sqs:Code") == "InvalidParameterValue"
+        assert text(root, "sqs:Error/sqs:Message") == (
+            f"Value {bad} for parameter DelaySeconds is invalid. Reason: Must be between 0 and"
+            " 900, if provided."
+        )
+        status, root, _ = query(
+            server,
+            path,
+            Action="SetQueueAttributes",
+            Attribute__1__Name="VisibilityTimeout",
+            Attribute__1__Value=bad,
+        )
+        assert status == 400 and text(root, "sqs:Error/sqs:Code") == "InvalidAttributeValue"
+    for good in ("+5", "05", "5"):
+        status, root, _ = query(
+            server, path, Action="SendMessage", MessageBody="m", DelaySeconds=good
+        )
+        assert status == 200, good
+    status, root, _ = query(server, path, Action="GetQueueAttributes", AttributeName__1="All")
+    values = {
+        text(a, "sqs:Name"): text(a, "sqs:Value")
+        for a in root.iterfind("sqs:GetQueueAttributesResult/sqs:Attribute", NS)
+    }
+    assert values["VisibilityTimeout"] == "30"
+    assert values["ApproximateNumberOfMessagesDelayed"] == "3"
+    assert values["ApproximateNumberOfMessages"] == "1"
+
+
 def test_a_carriage_return_survives_the_xml(server: LiveServer, name: str) -> None:
     status, root, _ = query(server, Action="CreateQueue", QueueName=name)
     url = text(root, "sqs:CreateQueueResult/sqs:QueueUrl")
