@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from .exceptions import (
@@ -218,6 +218,25 @@ def check_message_attributes(attributes: Mapping[str, AttributeValue]) -> None:
             )
 
 
+NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def is_sqs_number(text: str) -> bool:
+    """Whether `text` is a value SQS takes for a Number attribute: decimal notation in ASCII
+    (an exponent allowed), up to 38 significant digits (leading and trailing zeros do not
+    count), zero or between 10^-128 and 10^+126 in magnitude."""
+    if not NUMBER_RE.fullmatch(text):
+        return False
+    number = Decimal(text)
+    if number.is_zero():
+        return True
+    significant = "".join(map(str, number.as_tuple().digits)).strip("0")
+    if len(significant) > 38:
+        return False
+    magnitude = number.adjusted()  # the power of ten of its first significant digit
+    return -128 <= magnitude < 126 or (magnitude == 126 and significant == "1")
+
+
 def check_typed_value(key: str, value: TypedValue) -> None:
     base, _, _ = value.data_type.partition(".")
     if base not in ("String", "Number", "Binary") or len(value.data_type) > 256:
@@ -228,16 +247,11 @@ def check_typed_value(key: str, value: TypedValue) -> None:
     if isinstance(value.value, bytes) != (base == "Binary"):
         kind = "bytes" if base == "Binary" else "text"
         raise InvalidInput(f"attribute {key!r}: a {base} value must be {kind}")
-    if base == "Number":
-        try:
-            number = Decimal(str(value.value))
-        except InvalidOperation:
-            number = Decimal("NaN")
-        if not number.is_finite() or len(number.as_tuple().digits) > 38:
-            raise InvalidInput(
-                f"attribute {key!r}: {value.value!r} is not a number"
-                " (up to 38 digits of precision, between 10^-128 and 10^+126)"
-            )
+    if base == "Number" and not is_sqs_number(str(value.value)):
+        raise InvalidInput(
+            f"attribute {key!r}: {value.value!r} is not a number"
+            " (up to 38 digits of precision, between 10^-128 and 10^+126)"
+        )
 
 
 def check_body_size(body: bytes, attributes: Mapping[str, AttributeValue], limit: int) -> None:

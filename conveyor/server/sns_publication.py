@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ..models import AttributeValue, TypedValue
-from ..validation import GROUP_ID_RE, MESSAGE_ID_RE
+from ..validation import GROUP_ID_RE, MESSAGE_ID_RE, is_sqs_number
 from .sns_filter import matches_attributes, matches_body
 from .sns_wire import SnsError, invalid, numbered
 from .sqs_names import Caller
@@ -182,13 +182,8 @@ def message_attributes(
                 f"The message attribute '{name}' must contain non-empty message attribute"
                 f" value for message attribute type '{base}'."
             )
-        if base == "Number":
-            try:
-                float(text)
-            except ValueError:
-                raise _bad_value(
-                    f"Could not cast message attribute '{name}' value to number."
-                ) from None
+        if base == "Number" and not is_sqs_number(text):  # what subscribed queues take
+            raise _bad_value(f"Could not cast message attribute '{name}' value to number.")
         attributes[name] = TypedValue(kind, data)
         wire[name] = {"DataType": kind, f"{field}Value": text}
     if len(attributes) > 10:

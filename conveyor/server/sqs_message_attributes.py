@@ -5,12 +5,16 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ..exceptions import InvalidInput
 from ..models import AttributeValue, TypedValue
-from ..validation import ATTRIBUTE_NAME_RE, MAX_MESSAGE_ATTRIBUTES, check_message_attributes
+from ..validation import (
+    ATTRIBUTE_NAME_RE,
+    MAX_MESSAGE_ATTRIBUTES,
+    check_message_attributes,
+    is_sqs_number,
+)
 from .sqs_wire import XML_UNSAFE, md5_of_attributes
 
 TRACE_TYPE = "String.AWSTraceHeader"  # how a message's AWSTraceHeader is stored
@@ -77,7 +81,7 @@ def parse_message_attributes(raw: Any) -> tuple[dict[str, AttributeValue], str]:
                     " above, no surrogates)"
                 )
             value = text
-            if data_type.startswith("Number") and not _is_number(text):
+            if data_type.startswith("Number") and not is_sqs_number(text):
                 raise InvalidInput(
                     f"Can't cast the value of message (user) attribute '{name}' to a number."
                 )
@@ -85,13 +89,6 @@ def parse_message_attributes(raw: Any) -> tuple[dict[str, AttributeValue], str]:
         digest.append((name, data_type, value))
     check_message_attributes(out)
     return out, md5_of_attributes(digest) if digest else ""
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return Decimal(text.strip()).is_finite()
-    except InvalidOperation:
-        return False
 
 
 def parse_system_attributes(raw: Any) -> tuple[str, str]:

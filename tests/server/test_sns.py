@@ -457,6 +457,8 @@ def test_publish_batch_partial_failures(sns: Any, server: LiveServer, name: str)
         ({"a": {"DataType": "String.", "StringValue": "1"}}, "invalid message attribute type"),
         ({"a": {"DataType": "Stringy", "StringValue": "1"}}, "invalid message attribute type"),
         ({"a": {"DataType": "Number", "StringValue": "one"}}, "Could not cast"),
+        ({"a": {"DataType": "Number", "StringValue": "1_0"}}, "Could not cast"),
+        ({"a": {"DataType": "Number", "StringValue": "inf"}}, "Could not cast"),
         ({"a" * 256: {"DataType": "String", "StringValue": "1"}}, "less than 256 bytes"),
         ({"a^*": {"DataType": "String", "StringValue": "1"}}, "character '#x5E' was found"),
         ({".a": {"DataType": "String", "StringValue": "1"}}, "starting with character '.'"),

@@ -568,10 +568,25 @@ def test_queue_kind_and_message_errors_in_sqs_words(sqs: Any, name: str) -> None
     assert _error(sqs.send_message, QueueUrl=url, MessageBody="x", MessageAttributes=many)[1] == (
         "Number of message attributes [11] exceeds the allowed maximum [10]."
     )
-    nan = {"n": {"DataType": "Number", "StringValue": "abc"}}
-    assert _error(sqs.send_message, QueueUrl=url, MessageBody="x", MessageAttributes=nan)[1] == (
-        "Can't cast the value of message (user) attribute 'n' to a number."
-    )
+    # a Number: up to 38 significant digits, zero or 10^-128 to 10^+126 in magnitude, in
+    # decimal notation (Developer Guide, "Message attribute data types")
+    for bad in ("abc", "1e127", "-1.1e126", "1e-129", "1" * 39, "1_0", " 5", "NaN", "\u0665"):
+        nan = {"n": {"DataType": "Number", "StringValue": bad}}
+        assert _error(sqs.send_message, QueueUrl=url, MessageBody="x", MessageAttributes=nan)[
+            1
+        ] == ("Can't cast the value of message (user) attribute 'n' to a number."), bad
+    good = ["1e126", "-1e-128", "1" + "0" * 60, "0." + "0" * 60 + "1" * 38, "+.5", "0e999"]
+    for i, number in enumerate(good):
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody=str(i),
+            MessageAttributes={"n": {"DataType": "Number.x", "StringValue": number}},
+        )
+    got = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=0
+    )["Messages"]
+    assert sorted(m["MessageAttributes"]["n"]["StringValue"] for m in got) == sorted(good)
+    sqs.purge_queue(QueueUrl=url)
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
     other = sqs.create_queue(QueueName=f"{name}-to")["QueueUrl"]
     other_arn = sqs.get_queue_attributes(QueueUrl=other, AttributeNames=["QueueArn"])
