@@ -523,6 +523,8 @@ def test_malformed_frames_get_an_error_and_the_connection_goes_on(start: Start) 
     assert answer["status"] == "reject" and "appid" in answer["content"]
     p.send(b"type=register\r\ncontent={not json\r\n\r\n")
     assert p.resp()["content"].startswith("Invalid parameters")
+    p.send(b"type=register\r\ncontent=" + b"[" * 2000 + b"]" * 2000 + b"\r\n\r\n")
+    assert p.resp()["content"].startswith("Invalid parameters")  # nested past the parser
     # an id with a lone LF could not be written back in the reply: refused, not dropped
     p.send(b"type=queue\r\nappid=x\r\nmsgid=0\n\nping\r\ncontent=x\r\n\r\n")
     assert "CR or LF" in p.resp()["content"]

@@ -486,7 +486,7 @@ class Gateway:
             info = json.loads(text)
             if not isinstance(info, dict):
                 raise ValueError
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's depth, too
             out.append(resp("reject", f"Invalid parameters: {text[:200]} (give a JSON object)"))
             return True
         token = info.get("token")

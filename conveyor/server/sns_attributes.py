@@ -119,7 +119,7 @@ def check_topic_attribute(key: str, value: str, fifo: bool) -> None:
     elif key in ("Policy", "DeliveryPolicy", "DataProtectionPolicy", "ArchivePolicy") and value:
         try:
             json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's depth, too
             raise invalid(f"{key}: not valid JSON") from None
     elif key == "DisplayName" and len(value) > 100:
         raise invalid("DisplayName: at most 100 characters")
@@ -162,7 +162,7 @@ def check_subscription_attribute(
     if key == "DeliveryPolicy" and value:
         try:
             json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise invalid("DeliveryPolicy: not valid JSON") from None
 
 
@@ -170,7 +170,7 @@ def redrive_target(value: str, ns: Namespaces, where: str = "") -> str:
     """The stored name of the dead-letter queue a subscription's RedrivePolicy names."""
     try:
         policy = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise invalid(f"{where}RedrivePolicy: failed to parse JSON.") from None
     target = policy.get("deadLetterTargetArn") if isinstance(policy, dict) else None
     if not isinstance(target, str) or not ARN_RE.fullmatch(target):

@@ -44,7 +44,7 @@ def check_policy(text: str, scope: str) -> dict[str, Any]:
     """The parsed policy; PolicyError saying what is wrong with it."""
     try:
         policy = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth, too
         raise PolicyError("failed to parse JSON.") from None  # SNS's words
     if not isinstance(policy, dict):
         raise PolicyError("the policy must be a JSON object")
@@ -221,7 +221,7 @@ def _attribute_values(attribute: Any) -> Any:
     if kind.startswith("String.Array"):
         try:
             items = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return [value]
         return [
             float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v

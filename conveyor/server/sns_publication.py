@@ -84,7 +84,7 @@ def read_publication(
             raise invalid(f"{at}MessageStructure: only 'json' is accepted")
         try:
             parsed = json.loads(message)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's depth, too
             raise invalid("Message Structure - JSON message body failed to parse") from None
         # as on SNS, an entry that is not a string is ignored: `default` must be one
         entries = parsed.items() if isinstance(parsed, dict) else ()
@@ -231,7 +231,7 @@ def passes(attributes: Mapping[str, str], p: Publication) -> bool:
     if scope == "MessageBody":
         try:
             body = json.loads(p.body_for("sqs"))
-        except ValueError:
+        except (ValueError, RecursionError):  # a body nested past the parser's depth, too
             return False
         return matches_body(policy, body)
     return matches_attributes(policy, p.wire)

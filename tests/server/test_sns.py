@@ -223,6 +223,55 @@ def test_fan_out_envelope_raw_and_subscriptions(
     assert bodies(sqs, raw_url) == [] and len(bodies(sqs, wrapped_url)) == 1
 
 
+def test_json_nested_past_the_parsers_depth_is_bad_json_not_a_failure(
+    sns: Any, server: LiveServer, name: str
+) -> None:
+    """A filter policy, a topic policy or a JSON message structure nested deeper than the
+    parser goes is refused as JSON that does not parse; a message body nested so deep does
+    not match a body filter and is published to the others, and nothing fails."""
+    sqs = server.sqs()
+    deep = "[" * 5000 + "]" * 5000
+    topic = sns.create_topic(Name=name)["TopicArn"]
+    url, arn = queue(sqs, f"{name}-body")
+    policy = json.dumps({"kind": ["order"]})
+    sub = subscribe(
+        sns,
+        topic,
+        arn,
+        RawMessageDelivery="true",
+        FilterPolicy=policy,
+        FilterPolicyScope="MessageBody",
+    )
+    plain_url, plain_arn = queue(sqs, f"{name}-all")
+    subscribe(sns, topic, plain_arn, RawMessageDelivery="true")
+    for call, params, words in (
+        (
+            sns.set_subscription_attributes,
+            {"SubscriptionArn": sub, "AttributeName": "FilterPolicy", "AttributeValue": deep},
+            "Invalid parameter: FilterPolicy: failed to parse JSON.",
+        ),
+        (
+            sns.set_topic_attributes,
+            {"TopicArn": topic, "AttributeName": "Policy", "AttributeValue": deep},
+            "Invalid parameter: Policy: not valid JSON",
+        ),
+        (
+            sns.publish,
+            {"TopicArn": topic, "Message": deep, "MessageStructure": "json"},
+            "Invalid parameter: Message Structure - JSON message body failed to parse",
+        ),
+    ):
+        with pytest.raises(ClientError) as exc:
+            call(**params)
+        assert code(exc) == "InvalidParameter" and message(exc) == words
+    sns.publish(TopicArn=topic, Message=deep)
+    sns.publish(TopicArn=topic, Message=json.dumps({"kind": "order"}))
+    assert [m["Body"] for m in bodies(sqs, url)] == ['{"kind": "order"}']
+    assert sorted(m["Body"] for m in bodies(sqs, plain_url)) == sorted([deep, '{"kind": "order"}'])
+    attributes = sns.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]
+    assert attributes["FilterPolicy"] == policy
+
+
 def test_filter_policies_on_attributes_and_body(sns: Any, server: LiveServer, name: str) -> None:
     sqs = server.sqs()
     topic = sns.create_topic(Name=name)["TopicArn"]
