@@ -468,20 +468,22 @@ def test_claims_of_an_indexed_queue_read_only_its_indexes(tmp_path: Path) -> Non
 
 def test_a_full_disk_fails_calls_whole_and_the_store_serves_again_after(tmp_path: Path) -> None:
     """SQLITE_FULL (here the file's page limit, as a full disk answers): sends fail with
-    StoreUnavailable and store none of their messages, and once there is room every message
-    sent before is received."""
+    StoreUnavailable saying what to do, and store none of their messages, and once there is
+    room every message sent before is received."""
     client = Client(f"sqlite:///{tmp_path / 'full.db'}?durability=normal")
     q = client.create_queue("full")
     conn = sqlite_db(client).exec().conn  # this thread's connection: the calls below use it
     (pages,) = conn.execute("PRAGMA page_count").fetchone()
     conn.execute(f"PRAGMA max_page_count = {pages + 8}")
     sent: list[str] = []
-    with pytest.raises(StoreUnavailable, match="full"):
+    # SQLite's words, and what to do about them
+    advice = r"database or disk is full \(its disk is full: free space there or move the store"
+    with pytest.raises(StoreUnavailable, match=advice):
         for i in range(1000):
             results = q.send_batch([f"{i:04d}-{j}".encode() + b"x" * 1000 for j in range(10)])
             sent += [f"{i:04d}-{j}" for j, r in enumerate(results) if r.ok]
     assert sent and len(sent) % 10 == 0  # whole batches only
-    with pytest.raises(StoreUnavailable, match="full"):
+    with pytest.raises(StoreUnavailable, match=advice):
         q.send_batch([b"y" * 1000] * 10)  # still no room for a batch
     assert q.stats().ready == len(sent)
     conn.execute("PRAGMA max_page_count = 1073741823")  # room again

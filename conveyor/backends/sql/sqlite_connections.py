@@ -55,6 +55,27 @@ def qmarks(sql: str) -> str:
     return sql.replace("%s", "?")
 
 
+# what to do about the errors an operator can do something about, by SQLite's error names
+ADVICE = {
+    "SQLITE_FULL": "its disk is full: free space there or move the store; reads go on meanwhile",
+    "SQLITE_READONLY": "it cannot be written: the server's user needs write access to the file,"
+    " its directory and its -wal and -shm files",
+    "SQLITE_CANTOPEN": "check that its directory exists and that the server's user may write there",
+    "SQLITE_IOERR": "the system reported an I/O error: check the disk and its file system",
+    "SQLITE_CORRUPT": "the file is damaged: restore it from a backup (the sqlite3 shell's .recover"
+    " saves what can be read)",
+    "SQLITE_NOTADB": "not a SQLite database: give --store a Conveyor store or a new file",
+}
+
+
+def failure(what: str, exc: sqlite3.Error) -> StoreUnavailable:
+    """`what`: SQLite's message, and what to do where the error says (a full disk, a file
+    that cannot be written)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    advice = next((text for key, text in ADVICE.items() if name.startswith(key)), None)
+    return StoreUnavailable(f"{what}: {exc}" + (f" ({advice})" if advice else ""))
+
+
 class SQLiteExec(Exec):
     """An `Exec` on a sqlite3 connection (``%s`` parameters become ``?``)."""
 
@@ -110,7 +131,7 @@ class _Tx:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         if isinstance(exc, sqlite3.Error):
-            raise StoreUnavailable(f"SQLite store {self.db.path} failed: {exc}") from exc
+            raise failure(f"SQLite store {self.db.path} failed", exc) from exc
         if kind is None and exc is not None:
             raise exc
 
@@ -399,7 +420,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             conn.execute(f"PRAGMA synchronous = {sync}")
             conn.execute("PRAGMA cache_size = -32000")
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+            raise failure(f"cannot open SQLite store {self.path}", exc) from exc
         ex = self._local.ex = SQLiteExec(conn)
         with self._lock:
             self._connections.append(conn)
@@ -424,9 +445,9 @@ class SQLiteConnections(Connections[SQLiteExec]):
         except sqlite3.OperationalError as exc:
             if self._local.inline and _busy(exc):
                 raise WouldBlock from exc
-            raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+            raise failure(f"SQLite store {self.path} failed", exc) from exc
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+            raise failure(f"SQLite store {self.path} failed", exc) from exc
 
     @contextlib.contextmanager
     def _inline(self) -> Iterator[Inline]:
@@ -471,7 +492,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         except BaseException as exc:
             conn.execute("ROLLBACK TO w")
             if isinstance(exc, sqlite3.Error):
-                raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+                raise failure(f"SQLite store {self.path} failed", exc) from exc
             raise
         finally:
             conn.execute("RELEASE w")
@@ -550,7 +571,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             except BaseException as exc:
                 self._close_turn(turn, commit=False)
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreUnavailable(f"SQLite store {self.path} failed: {exc}") from exc
+                    raise failure(f"SQLite store {self.path} failed", exc) from exc
                 raise
         turn.writes += 1
         turn.durable = turn.durable or durable
@@ -612,7 +633,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             if commit:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            error = StoreUnavailable(f"SQLite store {self.path} failed: {exc}")
+            error = failure(f"SQLite store {self.path} failed", exc)
         finally:
             try:
                 if conn.in_transaction:
@@ -693,7 +714,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             except sqlite3.OperationalError as exc:
                 if _busy(exc):
                     raise WouldBlock from exc
-                raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
+                raise failure(f"SQLite store {self.path} is unavailable", exc) from exc
         if local.no_wait:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT}")
@@ -707,7 +728,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             return
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
-                raise StoreUnavailable(f"SQLite store {self.path} is unavailable: {exc}") from exc
+                raise failure(f"SQLite store {self.path} is unavailable", exc) from exc
         local.waited = True
         deadline = time.monotonic() + self._busy_ms / 1000
         delay = 0.00005
