@@ -36,7 +36,7 @@ from ..notify import HUB
 from ..validation import check_queue_name, check_topic_name
 from .auth import Auth, Key
 from .counts import SharedCounts
-from .endpoint import Endpoint, declared_too_large, sqs_path, too_large
+from .endpoint import Endpoint, declared_too_large, from_another_site, sqs_path, too_large
 from .metrics import Metrics
 from .rest import ErrorBody, build_router, error_body, json_response
 from .sns_api import SnsApi
@@ -215,6 +215,9 @@ def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
     return sorted(methods)
 
 
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
 class BodyLimit:
     """The SQS endpoint (`/` and queue URLs, which reads its body itself), or the REST API
     with bodies refused over the limit before they are read (Content-Length) or as soon as a
@@ -233,6 +236,13 @@ class BodyLimit:
         if path_params is not None:
             await self.endpoint(scope, receive, send, path_params)
             return
+        if scope["method"] not in SAFE_METHODS:  # reads are no harm: no page sees them
+            refused = from_another_site(
+                {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            )
+            if refused is not None:
+                await self._reject(refused, scope, receive, send)
+                return
         limit = self.server.config.max_body
         length = next(
             (v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"content-length"),

@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .. import __version__
 from ..exceptions import (
+    AccessDenied,
     ConveyorError,
     MissingParameter,
     RequestTooLarge,
@@ -89,6 +91,30 @@ class Incoming:
     body: bytes
     account: str | None  # a queue URL's path
     queue: str | None
+
+
+def from_another_site(headers: Mapping[str, str]) -> AccessDenied | None:
+    """The refusal of a request a browser sends for a page of another site (its Origin is
+    not the host it is sent to, or it says so in Sec-Fetch-Site), or None.
+
+    Such requests are how a page elsewhere would act on a server that takes unsigned
+    requests (a form posted to it, an image's URL naming a query action): programs send no
+    Origin, and the dashboard's requests come from its own origin."""
+    site = headers.get("sec-fetch-site")
+    origin = headers.get("origin")
+    if site in ("cross-site", "same-site"):
+        why = f"Sec-Fetch-Site: {site}"
+    elif origin is not None and (
+        origin == "null" or urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
+    ):
+        why = f"Origin: {origin}"
+    else:
+        return None
+    return AccessDenied(
+        f"a request a browser sends for another site's page is refused ({why}): pages"
+        " elsewhere may not act on this server's queues; call it from a program, or from the"
+        " dashboard it serves at /ui"
+    )
 
 
 def sqs_path(scope: Scope) -> dict[str, str] | None:
@@ -220,6 +246,9 @@ class Endpoint:
         try:
             if refusal is not None:
                 raise refusal
+            refused = from_another_site(headers)
+            if refused is not None:
+                raise refused
             body = request.body
             if request.method == "GET" and not request.query and request.path == "/":
                 reply = dump_json({"service": "conveyor", "version": __version__})

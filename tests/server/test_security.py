@@ -147,6 +147,72 @@ def test_deeply_nested_json_is_a_400(server: LiveServer) -> None:
     assert rest.status_code in (400, 422) and set(rest.json()) == {"error", "code"}
 
 
+def test_a_page_of_another_site_cannot_act_through_a_browser(
+    server: LiveServer, store: Client
+) -> None:
+    """A browser's request for a page elsewhere (a form posted here, an image naming a query
+    action) carries an Origin that is not this host, or Sec-Fetch-Site saying so: refused
+    with AccessDenied before it does anything, on the SQS, SNS and REST APIs alike. Reads of
+    the REST API and the dashboard stay open to links; programs send no Origin, and the
+    dashboard's own requests come from its origin."""
+    url = server.url
+    queue = f"{url}/000000000000/kept"
+    store.create_queue("kept").send(b"m")
+    evil = {"Origin": "http://evil.example"}
+    attempts = [
+        ("POST", "/", evil, {"Action": "CreateQueue", "QueueName": "made"}),
+        ("POST", "/", {"Origin": "null"}, {"Action": "PurgeQueue", "QueueUrl": queue}),
+        ("GET", "/", {"Sec-Fetch-Site": "cross-site"}, {"Action": "PurgeQueue", "QueueUrl": queue}),
+        ("GET", "/000000000000/kept", {"Sec-Fetch-Site": "same-site"}, {"Action": "PurgeQueue"}),
+        ("POST", "/", evil, {"Action": "CreateTopic", "Name": "made"}),
+        # a port of this host is another origin: a page served there is refused too
+        (
+            "POST",
+            "/",
+            {"Origin": "http://127.0.0.1:1"},
+            {"Action": "DeleteQueue", "QueueUrl": queue},
+        ),
+    ]
+    for method, path, headers, params in attempts:
+        if method == "GET":
+            r = httpx.get(url + path, params=params, headers=headers)
+        else:
+            r = httpx.post(url + path, data=params, headers=headers)
+        assert r.status_code == 403, (headers, params)
+        code = ET.fromstring(r.content).find(".//{*}Code")
+        assert code is not None and code.text == "AccessDenied"
+        assert "another site" in r.text
+    sent = httpx.post(
+        url + "/",
+        content=json.dumps({"QueueUrl": queue, "MessageBody": "x"}),
+        headers={
+            **evil,
+            "X-Amz-Target": "AmazonSQS.SendMessage",
+            "Content-Type": "application/x-amz-json-1.0",
+        },
+    )
+    assert sent.status_code == 403 and sent.json()["__type"].endswith("AccessDenied")
+    posted = httpx.post(
+        url + "/queues/kept/messages",
+        content=json.dumps({"messages": [{"body": "x"}]}),
+        headers={**evil, "Content-Type": "text/plain"},
+    )
+    assert posted.status_code == 403 and posted.json()["code"] == "AccessDenied"
+    assert store.queue("kept").stats().ready == 1  # nothing was sent, purged or deleted
+    assert store.list_queues() == ["kept"]
+    assert not store.list_topics()
+    # reads and the dashboard: a link from elsewhere opens them
+    cross = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+    assert httpx.get(url + "/ui", headers=cross).status_code == 200
+    assert httpx.get(url + "/queues", headers=cross).status_code == 200
+    # the dashboard's own requests, and programs
+    own = {"Origin": url, "Sec-Fetch-Site": "same-origin"}
+    for headers in (own, {}):
+        r = httpx.post(url + "/", data={"Action": "ListQueues"}, headers=headers)
+        assert r.status_code == 200 and "kept" in r.text
+    assert server.sqs().get_queue_url(QueueName="kept")["QueueUrl"] == queue
+
+
 def test_query_errors_never_carry_what_xml_cannot(server: LiveServer) -> None:
     for action in ("List\x00Queues", "Bad\uffffAction", "x\x1b"):
         r = httpx.post(server.url + "/", data={"Action": action})
