@@ -87,6 +87,25 @@ def test_malformed_frames_are_errors_and_decoding_goes_on() -> None:
     assert kept == Frame(type="queue", content=b"a\nb\rc")
 
 
+def test_an_http_request_is_an_error_of_its_own() -> None:
+    """An HTTP request's first line (a browser posting a form here for another site's page)
+    makes the frame an error marked `http`, however it is cut, whatever its target; other
+    malformed frames, and a key or content that merely holds such words, are not marked."""
+    body = b"type=queue\r\nappid=a\r\ncontent=x\r\n\r\n"
+    for target in (b"/", b"/?a=b", b"http://127.0.0.1:1734/x"):
+        request = b"POST " + target + b" HTTP/1.1\r\nHost: h\r\nCookie: a=b\r\n\r\n" + body
+        for chunk in (0, 1, 5):
+            out = decode_all(request, chunk)
+            assert isinstance(out[0], FrameError) and out[0].http, (target, chunk, out)
+            assert "HTTP request" in out[0].reason
+    [plain] = decode_all(b"garbage line\r\n\r\n")
+    assert isinstance(plain, FrameError) and not plain.http
+    [kept] = decode_all(b"type=queue\r\ncontent=POST / HTTP/1.1\r\n\r\n")
+    assert kept == Frame(type="queue", content=b"POST / HTTP/1.1")
+    [later] = decode_all(b"type=queue\r\nGET / HTTP/1.1\r\n\r\n")  # not the first line
+    assert isinstance(later, FrameError) and not later.http
+
+
 def test_frames_and_lines_over_the_limits_are_refused() -> None:
     d = Decoder(max_line=64, max_frame=1024)
     out = d.feed(b"type=queue\r\nappid=" + b"a" * 100 + b"\r\ncontent=x\r\n\r\n")

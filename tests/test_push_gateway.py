@@ -507,6 +507,25 @@ def test_token_bucket_on_a_clock() -> None:
 # -- hardening --------------------------------------------------------------------------
 
 
+def test_an_http_request_closes_the_connection_before_its_body_is_read(start: Start) -> None:
+    """A browser can be made to post a form to the gateway's port for another site's page;
+    its body can hold frames. The request's first line closes the connection: nothing in
+    the body is sent, and the gateway serves on."""
+    gw = start()
+    body = b"type=queue\r\nappid=victim\r\nmsgid=m1\r\ncontent=from a page\r\n\r\n"
+    request = (
+        b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    ) + body
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as sock:
+        sock.sendall(request)
+        assert sock.recv(65536) == b""  # closed, with no reply
+    p = Peer(gw.port)
+    p.send(Frame(type="queue", appid="other", content=b"fine"))
+    assert p.resp() == {"status": "ack", "content": "Message enqueue successful"}
+    assert "victim" not in gw.client.list_queues()
+
+
 def test_malformed_frames_get_an_error_and_the_connection_goes_on(start: Start) -> None:
     gw = start(max_frame=4096)
     p = Peer(gw.port)

@@ -17,6 +17,7 @@ goes on with the next frame.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 CRLF = b"\r\n"
@@ -24,6 +25,8 @@ MAX_LINE = 8 * 1024  # bytes in a line other than content
 MAX_FRAME = 1024 * 1024  # bytes in a whole frame, content included
 KEYS = ("type", "appid", "msgid")
 _PLAIN = (b"type", b"appid", b"msgid")
+# an HTTP request's first line: what a browser sends when a page elsewhere posts a form here
+HTTP_REQUEST = re.compile(rb"[A-Z]{3,10} \S+ HTTP/[0-9.]{1,5}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +42,12 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class FrameError:
-    """Input that is not a frame, and why: the peer gets a `resp` error and goes on."""
+    """Input that is not a frame, and why: the peer gets a `resp` error and goes on. `http`:
+    it began as an HTTP request does (a browser's, sent for another site's page, whose
+    body could hold frames): the connection is to be closed, nothing after it read."""
 
     reason: str
+    http: bool = False
 
 
 PING = Frame(type="ping")
@@ -96,6 +102,7 @@ class Decoder:
         self._size = 0
         self._bare = False  # the frame is a bare `ping` or `pong` line
         self._error: str | None = None  # the frame is bad: skip to its end
+        self._http = False  # the frame began as an HTTP request does
 
     @property
     def pending(self) -> bool:
@@ -232,6 +239,16 @@ class Decoder:
         return whole
 
     def _line(self, line: bytes) -> None:
+        if (
+            not self._fields
+            and not self._extra
+            and self._content is None
+            and self._error is None
+            and HTTP_REQUEST.fullmatch(line)
+        ):
+            self._http = True
+            self._fail(f"{line[:60].decode('latin-1')!r} is an HTTP request, not a frame")
+            return
         key, eq, value = line.partition(b"=")
         if not eq:
             word = line.strip().decode("latin-1")
@@ -281,10 +298,11 @@ class Decoder:
     def _finish(self) -> Frame | FrameError | None:
         fields, extra, content, error = self._fields, self._extra, self._content, self._error
         bare, self._bare = self._bare, False
+        http, self._http = self._http, False
         self._fields, self._extra, self._content, self._error = {}, [], None, None
         self._size = 0
         if error is not None:
-            return FrameError(error)
+            return FrameError(error, http)
         if not fields and not extra and content is None:
             return None  # an empty line between frames
         kind = fields.get("type", "")

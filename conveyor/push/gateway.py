@@ -252,6 +252,13 @@ class Gateway:
         while i < n:
             item = items[i]
             if isinstance(item, FrameError):
+                if item.http:  # nothing after it is read: its body could hold frames
+                    log.warning(
+                        "push gateway: closed a connection from %s that sent an HTTP request"
+                        " (a browser sending it for another site's page?)",
+                        conn.address,
+                    )
+                    return False
                 conn.write(resp("error", f"malformed frame: {item.reason}"))
                 i += 1
                 continue
