@@ -106,7 +106,10 @@ class Auth:
         base_url: str,
         now: float,
         action: str = "",
+        services: tuple[str, ...] = ("sqs",),
     ) -> Caller:
+        """Who calls, from the request's signature (checked where the server has keys);
+        `services`: the credential scopes the API takes (the first named in the refusal)."""
         ns = self.namespaces
         header = headers.get("authorization", "")
         match = AUTH_RE.match(header)
@@ -114,7 +117,7 @@ class Auth:
             presigned = _presigned(query)
             if presigned is not None:
                 caller = self._presigned_caller(
-                    presigned, method, raw_path, query, headers, body, base_url, now
+                    presigned, method, raw_path, query, headers, body, base_url, now, services
                 )
                 return dataclasses.replace(caller, action=action)
             if self.verifies:
@@ -129,6 +132,7 @@ class Auth:
             raise AccessDenied(f"the signature's region {region!r} is not a region name")
         account = key_id if ACCOUNT_RE.fullmatch(key_id) else ns.account
         if self.verifies:
+            _check_service(service, services)
             key = self._key(key_id)
             account = key.account or account
             amz_date = headers.get("x-amz-date", "")
@@ -175,6 +179,7 @@ class Auth:
         body: bytes,
         base_url: str,
         now: float,
+        services: tuple[str, ...],
     ) -> Caller:
         """Query-string authentication (a presigned URL): the signature, its scope, date,
         lifetime and signed headers are query parameters."""
@@ -187,6 +192,7 @@ class Auth:
         account = key_id if ACCOUNT_RE.fullmatch(key_id) else self.namespaces.account
         if not self.verifies:
             return Caller(region=region, account=account, base_url=base_url, scoped=True)
+        _check_service(service, services)
         key = self._key(key_id)
         amz_date = params.get("X-Amz-Date", "")
         expires = params.get("X-Amz-Expires", "")
@@ -224,6 +230,14 @@ class Auth:
                 )
         _compare("", signature)
         raise AssertionError  # _compare raised
+
+
+def _check_service(service: str, services: tuple[str, ...]) -> None:
+    """A signature scoped to another service is not one for this API (SQS's words)."""
+    if service not in services:
+        raise SignatureDoesNotMatch(
+            f"Credential should be scoped to correct service: '{services[0]}'."
+        )
 
 
 def signed_service(headers: Mapping[str, str], query: str) -> str:

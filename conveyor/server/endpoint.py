@@ -93,6 +93,9 @@ class Incoming:
     queue: str | None
 
 
+SNS_SCOPES = ("sns", "sts")  # STS: GetCallerIdentity, which the SNS endpoint answers
+
+
 def from_another_site(headers: Mapping[str, str]) -> AccessDenied | None:
     """The refusal of a request a browser sends for a page of another site (its Origin is
     not the host it is sent to, or it says so in Sec-Fetch-Site), or None.
@@ -307,7 +310,9 @@ class Endpoint:
         finally:
             self.metrics.observe(api, action, status, time.perf_counter() - started)
 
-    def caller(self, request: Incoming, action: str = "") -> Caller:
+    def caller(
+        self, request: Incoming, action: str = "", services: tuple[str, ...] = ("sqs",)
+    ) -> Caller:
         return self.server.auth.caller(
             method=request.method,
             raw_path=request.raw_path,
@@ -317,6 +322,7 @@ class Endpoint:
             base_url=request.base_url,
             now=time.time(),
             action=action,
+            services=services,
         )
 
     def _error(self, error: ConveyorError, protocol: str, request_id: str) -> Reply:
@@ -352,7 +358,7 @@ class Endpoint:
         action = name if name in SNS_ACTIONS else "unknown"
         extra = [(b"x-amzn-requestid", request_id.encode())]
         try:
-            result = await self.sns.call(name, params, self.caller(request))
+            result = await self.sns.call(name, params, self.caller(request, services=SNS_SCOPES))
             if "application/json" in request.headers.get("accept", ""):
                 return action, (200, b"application/json", _wrapped(name, result, request_id), extra)
             return action, (200, XML, sns_response(name, result, request_id), extra)

@@ -49,14 +49,16 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield live
 
 
-def signed(url: str, body: str, *, extra: dict[str, str] | None = None) -> AWSRequest:
+def signed(
+    url: str, body: str, *, extra: dict[str, str] | None = None, service: str = "sqs"
+) -> AWSRequest:
     request = AWSRequest(
         method="POST",
         url=url + "/",
         data=body.encode(),
         headers={"Content-Type": "application/x-www-form-urlencoded", **(extra or {})},
     )
-    SigV4Auth(GOOD, "sqs", "us-east-1").add_auth(request)
+    SigV4Auth(GOOD, service, "us-east-1").add_auth(request)
     return request
 
 
@@ -89,6 +91,31 @@ def test_a_signature_binds_the_body(secured: LiveServer) -> None:
     assert r.status_code == 403 and b"not signed" in r.content
     with Client("memory://") as check:
         assert "evil" not in check.list_queues()
+
+
+def test_a_signature_for_another_service_is_refused(secured: LiveServer) -> None:
+    """The credential scope names the service the signature is for: an SQS request signed
+    for S3 (or for DynamoDB) is refused as SQS refuses it, whether in the Authorization
+    header or presigned; SNS takes its own scope (and STS's, for GetCallerIdentity)."""
+    for service in ("s3", "dynamodb"):
+        r = send(signed(secured.url, "Action=CreateQueue&QueueName=scoped", service=service))
+        assert r.status_code == 403 and b"SignatureDoesNotMatch" in r.content, service
+        assert b"Credential should be scoped to correct service: 'sqs'." in r.content
+        request = AWSRequest(
+            method="GET",
+            url=secured.url + "/",
+            params={"Action": "CreateQueue", "QueueName": "scoped", "Version": "2012-11-05"},
+        )
+        SigV4QueryAuth(GOOD, service, "us-east-1", expires=60).add_auth(request)
+        r = httpx.get(str(request.prepare().url))
+        assert r.status_code == 403 and b"SignatureDoesNotMatch" in r.content, service
+    with Client("memory://") as check:
+        assert "scoped" not in check.list_queues()
+    topics = send(signed(secured.url, "Action=ListTopics", service="sns"))
+    assert topics.status_code == 200 and b"ListTopicsResponse" in topics.content
+    who = send(signed(secured.url, "Action=GetCallerIdentity", service="sts"))
+    assert who.status_code == 200 and b"AKIDGOOD" not in who.content
+    assert send(signed(secured.url, "Action=ListQueues")).status_code == 200
 
 
 def test_a_signature_from_another_time_is_refused(secured: LiveServer) -> None:
