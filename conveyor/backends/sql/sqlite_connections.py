@@ -69,8 +69,8 @@ ADVICE = {
 
 
 def failure(what: str, exc: sqlite3.Error) -> StoreUnavailable:
-    """`what`: SQLite's message, and what to do where the error says (a full disk, a file
-    that cannot be written)."""
+    """StoreUnavailable saying `what` happened in SQLite's words, and what to do where the
+    error's name tells (a full disk, a file that cannot be written)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
     advice = next((text for key, text in ADVICE.items() if name.startswith(key)), None)
     return StoreUnavailable(f"{what}: {exc}" + (f" ({advice})" if advice else ""))
