@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 from .exceptions import (
@@ -227,13 +226,20 @@ def is_sqs_number(text: str) -> bool:
     count), zero or between 10^-128 and 10^+126 in magnitude."""
     if not NUMBER_RE.fullmatch(text):
         return False
-    number = Decimal(text)
-    if number.is_zero():
-        return True
-    significant = "".join(map(str, number.as_tuple().digits)).strip("0")
+    mantissa, _, exponent = text.lower().partition("e")
+    whole, _, fraction = mantissa.lstrip("+-").partition(".")
+    digits = whole + fraction
+    significant = digits.strip("0")
+    if not significant:
+        return True  # zero, whatever its exponent
     if len(significant) > 38:
         return False
-    magnitude = number.adjusted()  # the power of ten of its first significant digit
+    try:
+        power = int(exponent or 0)
+    except ValueError:  # past the digits Python converts: far out of range
+        return False
+    first = len(digits) - len(digits.lstrip("0"))  # where the first significant digit is
+    magnitude = power + len(whole) - 1 - first  # the power of ten of that digit
     return -128 <= magnitude < 126 or (magnitude == 126 and significant == "1")
 
 
