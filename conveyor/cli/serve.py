@@ -43,6 +43,14 @@ def log_options(f: F) -> F:
     help="AWS credentials file: SQS requests must be SigV4-signed by one of its keys.",
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without auth.")
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name browsers may call the server by, besides localhost and IP addresses"
+    " (behind a proxy: its public name); repeatable.",
+)
 @click.option("--region", default="us-east-1", show_default=True, help="Default SQS region.")
 @click.option(
     "--account", default="000000000000", show_default=True, help="Default SQS account id."
@@ -110,6 +118,7 @@ def serve(
     metrics_token: str | None,
     aws_credentials: Path | None,
     insecure: bool,
+    allowed_hosts: tuple[str, ...],
     region: str,
     account: str,
     statsd: str | None,
@@ -155,6 +164,7 @@ def serve(
         aws_keys=load_credentials(aws_credentials) if aws_credentials else {},
         statsd=statsd,
         statsd_prefix=statsd_prefix,
+        allowed_hosts=tuple(h.strip().lower() for h in allowed_hosts),
     )
     if (tls_cert is None) != (tls_key is None):
         raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")

@@ -36,7 +36,14 @@ from ..notify import HUB
 from ..validation import check_queue_name, check_topic_name
 from .auth import Auth, Key
 from .counts import SharedCounts
-from .endpoint import Endpoint, declared_too_large, from_another_site, sqs_path, too_large
+from .endpoint import (
+    Endpoint,
+    by_another_name,
+    declared_too_large,
+    from_another_site,
+    sqs_path,
+    too_large,
+)
 from .metrics import Metrics
 from .rest import ErrorBody, build_router, error_body, json_response
 from .sns_api import SnsApi
@@ -64,6 +71,8 @@ class ServerConfig:
     statsd: str | None = None
     statsd_prefix: str = ""
     statsd_interval: float = 10.0
+    # host names browsers may call the server by, besides localhost and IP addresses
+    allowed_hosts: tuple[str, ...] = ()
 
 
 class ConveyorServer:
@@ -236,13 +245,16 @@ class BodyLimit:
         if path_params is not None:
             await self.endpoint(scope, receive, send, path_params)
             return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refused = None
         if scope["method"] not in SAFE_METHODS:  # reads are no harm: no page sees them
-            refused = from_another_site(
-                {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-            )
-            if refused is not None:
-                await self._reject(refused, scope, receive, send)
-                return
+            refused = from_another_site(headers)
+        config = self.server.config
+        if refused is None and config.auth_token is None:  # a page could read them here
+            refused = by_another_name(headers, config.allowed_hosts)
+        if refused is not None:
+            await self._reject(refused, scope, receive, send)
+            return
         limit = self.server.config.max_body
         length = next(
             (v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"content-length"),

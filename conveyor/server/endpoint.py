@@ -10,6 +10,7 @@ once and refusing it as soon as it passes the limit.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import random
 import time
@@ -118,6 +119,36 @@ def from_another_site(headers: Mapping[str, str]) -> AccessDenied | None:
         " elsewhere may not act on this server's queues; call it from a program, or from the"
         " dashboard it serves at /ui"
     )
+
+
+def by_another_name(headers: Mapping[str, str], allowed: Iterable[str]) -> AccessDenied | None:
+    """The refusal of a browser's request (it carries Origin or Sec-Fetch-Site) that names
+    this server by a host name that is not one of its own: localhost, an IP address, or
+    one of `allowed` (--allowed-host). A page at a name made to resolve to this machine
+    (DNS rebinding) is the same origin as the server to the browser, and could otherwise
+    read and change queues on a server that takes no credentials."""
+    if "sec-fetch-site" not in headers and "origin" not in headers:
+        return None  # a program's request (or a proxy's on its behalf)
+    host = headers.get("host", "").strip().lower()
+    if host.startswith("["):
+        name = host[1 : host.find("]")] if "]" in host else host
+    else:
+        left, _, port = host.rpartition(":")
+        name = left if left and port.isdigit() else host
+    if not name or name == "localhost" or name.endswith(".localhost"):
+        return None
+    if name in allowed:
+        return None
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return AccessDenied(
+            f"a browser addressed this server as {host!r}, a name it does not know as its own:"
+            " a page at a name made to resolve to this machine could otherwise use its"
+            " queues. Open it as localhost or by IP address, start it with --allowed-host"
+            f" {name}, or give it --auth-token"
+        )
+    return None
 
 
 def sqs_path(scope: Scope) -> dict[str, str] | None:
@@ -250,6 +281,8 @@ class Endpoint:
             if refusal is not None:
                 raise refusal
             refused = from_another_site(headers)
+            if refused is None and not self.server.auth.verifies:  # no credentials to steal
+                refused = by_another_name(headers, self.server.config.allowed_hosts)
             if refused is not None:
                 raise refused
             body = request.body

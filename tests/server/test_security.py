@@ -118,6 +118,17 @@ def test_a_signature_for_another_service_is_refused(secured: LiveServer) -> None
     assert send(signed(secured.url, "Action=ListQueues")).status_code == 200
 
 
+def test_with_credentials_a_browser_may_name_the_server_as_it_likes(secured: LiveServer) -> None:
+    """Where the server asks for credentials, a page that has none gets nothing by naming
+    it otherwise: requests carrying them pass by any host name (a proxy's public one)."""
+    headers = {"Sec-Fetch-Site": "same-origin", "Host": "queues.example.com"}
+    r = httpx.get(secured.url + "/queues", headers={**headers, "Authorization": "Bearer t0ken"})
+    assert r.status_code == 200
+    assert httpx.get(secured.url + "/queues", headers=headers).status_code == 401
+    listing = signed(secured.url, "Action=ListQueues", extra={"Sec-Fetch-Site": "same-origin"})
+    assert send(listing).status_code == 200
+
+
 def test_a_signature_from_another_time_is_refused(secured: LiveServer) -> None:
     then = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(minutes=20)
     with mock.patch("botocore.auth.get_current_datetime", return_value=then):
@@ -238,6 +249,39 @@ def test_a_page_of_another_site_cannot_act_through_a_browser(
         r = httpx.post(url + "/", data={"Action": "ListQueues"}, headers=headers)
         assert r.status_code == 200 and "kept" in r.text
     assert server.sqs().get_queue_url(QueueName="kept")["QueueUrl"] == queue
+
+
+def test_a_browser_naming_the_server_otherwise_is_refused_without_credentials() -> None:
+    """DNS rebinding: a page at a name made to resolve to this machine is the server's own
+    origin to the browser. Without credentials to ask for, a browser's request (it carries
+    Origin or Sec-Fetch-Site) naming the server by a host that is not localhost, an IP
+    address or an --allowed-host is refused, reads included; programs (no such headers),
+    the server's own names and allowed ones pass, and so do requests with credentials."""
+    browser = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}
+
+    def calls(url: str, host: str, **extra: str) -> list[int]:
+        headers = {**browser, "Host": host, "Origin": f"http://{host}", **extra}
+        return [
+            httpx.post(url + "/", data={"Action": "ListQueues"}, headers=headers).status_code,
+            httpx.get(url + "/queues", headers=headers).status_code,
+            httpx.get(url + "/ui", headers=headers).status_code,
+        ]
+
+    with Client("memory://") as client, LiveServer(client) as live:
+        port = live.port
+        refused = httpx.get(
+            live.url + "/queues", headers={**browser, "Host": f"rebind.example:{port}"}
+        )
+        assert refused.status_code == 403 and "--allowed-host rebind.example" in refused.text
+        assert calls(live.url, f"rebind.example:{port}") == [403, 403, 403]
+        for own in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "app.localhost"):
+            assert calls(live.url, own) == [200, 200, 200], own
+        program = {"Host": f"rebind.example:{port}"}  # a proxy's, say: no browser headers
+        assert httpx.get(live.url + "/queues", headers=program).status_code == 200
+    config = ServerConfig(allowed_hosts=("queues.example.com",))
+    with Client("memory://") as client, LiveServer(client, config) as live:
+        assert calls(live.url, "queues.example.com") == [200, 200, 200]
+        assert calls(live.url, "other.example.com") == [403, 403, 403]
 
 
 def test_query_errors_never_carry_what_xml_cannot(server: LiveServer) -> None:
