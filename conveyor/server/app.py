@@ -251,7 +251,7 @@ class BodyLimit:
             refused = from_another_site(headers)
         config = self.server.config
         if refused is None and config.auth_token is None:  # a page could read them here
-            refused = by_another_name(headers, config.allowed_hosts)
+            refused = by_another_name(headers, config.allowed_hosts, "--auth-token")
         if refused is not None:
             await self._reject(refused, scope, receive, send)
             return

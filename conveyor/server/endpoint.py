@@ -121,12 +121,15 @@ def from_another_site(headers: Mapping[str, str]) -> AccessDenied | None:
     )
 
 
-def by_another_name(headers: Mapping[str, str], allowed: Iterable[str]) -> AccessDenied | None:
+def by_another_name(
+    headers: Mapping[str, str], allowed: Iterable[str], credentials: str
+) -> AccessDenied | None:
     """The refusal of a browser's request (it carries Origin or Sec-Fetch-Site) that names
     this server by a host name that is not one of its own: localhost, an IP address, or
     one of `allowed` (--allowed-host). A page at a name made to resolve to this machine
     (DNS rebinding) is the same origin as the server to the browser, and could otherwise
-    read and change queues on a server that takes no credentials."""
+    read and change queues on a server that takes no credentials (`credentials`: the flag
+    that would make it ask for them)."""
     if "sec-fetch-site" not in headers and "origin" not in headers:
         return None  # a program's request (or a proxy's on its behalf)
     host = headers.get("host", "").strip().lower()
@@ -146,7 +149,7 @@ def by_another_name(headers: Mapping[str, str], allowed: Iterable[str]) -> Acces
             f"a browser addressed this server as {host!r}, a name it does not know as its own:"
             " a page at a name made to resolve to this machine could otherwise use its"
             " queues. Open it as localhost or by IP address, start it with --allowed-host"
-            f" {name}, or give it --auth-token"
+            f" {name}, or give it {credentials}"
         )
     return None
 
@@ -282,7 +285,9 @@ class Endpoint:
                 raise refusal
             refused = from_another_site(headers)
             if refused is None and not self.server.auth.verifies:  # no credentials to steal
-                refused = by_another_name(headers, self.server.config.allowed_hosts)
+                refused = by_another_name(
+                    headers, self.server.config.allowed_hosts, "--aws-credentials"
+                )
             if refused is not None:
                 raise refused
             body = request.body

@@ -274,6 +274,13 @@ def test_a_browser_naming_the_server_otherwise_is_refused_without_credentials() 
         )
         assert refused.status_code == 403 and "--allowed-host rebind.example" in refused.text
         assert calls(live.url, f"rebind.example:{port}") == [403, 403, 403]
+        sqs = httpx.post(
+            live.url + "/",
+            data={"Action": "ListQueues"},
+            headers={**browser, "Host": "rebind.example"},
+        )
+        assert sqs.status_code == 403 and "or give it --aws-credentials" in sqs.text
+        assert "or give it --auth-token" in refused.text
         for own in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "app.localhost"):
             assert calls(live.url, own) == [200, 200, 200], own
         program = {"Host": f"rebind.example:{port}"}  # a proxy's, say: no browser headers
