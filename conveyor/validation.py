@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -215,6 +216,16 @@ def check_message_attributes(attributes: Mapping[str, AttributeValue]) -> None:
             raise InvalidInput(
                 f"attribute {key!r} must be a string, a number or bytes, got {type(value).__name__}"
             )
+
+
+def parse_json_text(text: str | bytes) -> Any:
+    """`json.loads` for text a client gave (a policy, a message structure, a frame's
+    content): JSON nested deeper than the parser goes is a ValueError too, as any JSON that
+    does not parse, where `json.loads` raises RecursionError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

@@ -53,7 +53,7 @@ from ..exceptions import (
     Unsupported,
 )
 from ..models import Capability, DeadLetterPolicy, Message
-from ..validation import NAME_RE
+from ..validation import NAME_RE, parse_json_text
 from .codec import PING, PONG, Decoder, Frame, FrameError, encode, encode_push
 from .config import GatewayConfig, server_tls
 from .dispatch import Dispatcher, QueueOps
@@ -490,10 +490,10 @@ class Gateway:
     async def _register(self, conn: Connection, frame: Frame, out: list[bytes]) -> bool:
         text = frame.content.decode("utf-8", "replace")
         try:
-            info = json.loads(text)
+            info = parse_json_text(text)
             if not isinstance(info, dict):
                 raise ValueError
-        except (ValueError, RecursionError):  # nested past the parser's depth, too
+        except ValueError:
             out.append(resp("reject", f"Invalid parameters: {text[:200]} (give a JSON object)"))
             return True
         token = info.get("token")

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..validation import parse_json_text
 from .sns_filter import NestedPolicy, PolicyError, check_policy
 from .sns_wire import invalid
 from .sqs_names import ARN_RE, Namespaces
@@ -118,8 +119,8 @@ def check_topic_attribute(key: str, value: str, fifo: bool) -> None:
         raise invalid("FifoTopic: true or false")
     elif key in ("Policy", "DeliveryPolicy", "DataProtectionPolicy", "ArchivePolicy") and value:
         try:
-            json.loads(value)
-        except (ValueError, RecursionError):  # nested past the parser's depth, too
+            parse_json_text(value)
+        except ValueError:
             raise invalid(f"{key}: not valid JSON") from None
     elif key == "DisplayName" and len(value) > 100:
         raise invalid("DisplayName: at most 100 characters")
@@ -161,16 +162,16 @@ def check_subscription_attribute(
         redrive_target(value, ns, where)
     if key == "DeliveryPolicy" and value:
         try:
-            json.loads(value)
-        except (ValueError, RecursionError):
+            parse_json_text(value)
+        except ValueError:
             raise invalid("DeliveryPolicy: not valid JSON") from None
 
 
 def redrive_target(value: str, ns: Namespaces, where: str = "") -> str:
     """The stored name of the dead-letter queue a subscription's RedrivePolicy names."""
     try:
-        policy = json.loads(value)
-    except (ValueError, RecursionError):
+        policy = parse_json_text(value)
+    except ValueError:
         raise invalid(f"{where}RedrivePolicy: failed to parse JSON.") from None
     target = policy.get("deadLetterTargetArn") if isinstance(policy, dict) else None
     if not isinstance(target, str) or not ARN_RE.fullmatch(target):

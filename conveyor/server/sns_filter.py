@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import InvalidInput
+from ..validation import parse_json_text
 
 MAX_KEYS = 5
 MAX_COMBINATIONS = 150
@@ -43,8 +44,8 @@ class NestedPolicy(PolicyError):
 def check_policy(text: str, scope: str) -> dict[str, Any]:
     """The parsed policy; PolicyError saying what is wrong with it."""
     try:
-        policy = json.loads(text)
-    except (ValueError, RecursionError):  # nested past the parser's depth, too
+        policy = parse_json_text(text)
+    except ValueError:
         raise PolicyError("failed to parse JSON.") from None  # SNS's words
     if not isinstance(policy, dict):
         raise PolicyError("the policy must be a JSON object")
@@ -220,8 +221,8 @@ def _attribute_values(attribute: Any) -> Any:
             return [value]
     if kind.startswith("String.Array"):
         try:
-            items = json.loads(value)
-        except (ValueError, RecursionError):
+            items = parse_json_text(value)
+        except ValueError:
             return [value]
         return [
             float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v

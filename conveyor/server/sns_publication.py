@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ..models import AttributeValue, TypedValue
-from ..validation import GROUP_ID_RE, MESSAGE_ID_RE, is_sqs_number
+from ..validation import GROUP_ID_RE, MESSAGE_ID_RE, is_sqs_number, parse_json_text
 from .sns_filter import matches_attributes, matches_body
 from .sns_wire import SnsError, invalid, numbered
 from .sqs_names import Caller
@@ -83,8 +83,8 @@ def read_publication(
         if params.get("MessageStructure") != "json":
             raise invalid(f"{at}MessageStructure: only 'json' is accepted")
         try:
-            parsed = json.loads(message)
-        except (ValueError, RecursionError):  # nested past the parser's depth, too
+            parsed = parse_json_text(message)
+        except ValueError:
             raise invalid("Message Structure - JSON message body failed to parse") from None
         # as on SNS, an entry that is not a string is ignored: `default` must be one
         entries = parsed.items() if isinstance(parsed, dict) else ()
@@ -230,8 +230,8 @@ def passes(attributes: Mapping[str, str], p: Publication) -> bool:
         return True
     if scope == "MessageBody":
         try:
-            body = json.loads(p.body_for("sqs"))
-        except (ValueError, RecursionError):  # a body nested past the parser's depth, too
+            body = parse_json_text(p.body_for("sqs"))
+        except ValueError:
             return False
         return matches_body(policy, body)
     return matches_attributes(policy, p.wire)

@@ -10,6 +10,7 @@ from typing import Any
 from ..client import Client
 from ..exceptions import InvalidAttribute, InvalidAttributeName, InvalidInput, QueueDoesNotExist
 from ..models import DeadLetterPolicy, QueueAttributes, QueueInfo, QueueStats
+from ..validation import parse_json_text
 from .sqs_names import Namespaces
 
 INT_ATTRIBUTES = {
@@ -99,8 +100,8 @@ def _int(name: str, value: Any, low: int, high: int) -> int:
 
 def _json(name: str, value: Any) -> Any:
     try:
-        return json.loads(value) if isinstance(value, str) else None
-    except (ValueError, RecursionError):
+        return parse_json_text(value) if isinstance(value, str) else None
+    except ValueError:
         return None
 
 
@@ -350,8 +351,8 @@ def tags(tags: Any) -> dict[str, str]:
 def policy(text: str | None, arn: str) -> dict[str, Any]:
     if text:
         try:
-            policy = json.loads(text)
-        except (ValueError, RecursionError):
+            policy = parse_json_text(text)
+        except ValueError:
             policy = None
         if isinstance(policy, dict) and isinstance(policy.get("Statement"), list):
             return policy

@@ -25,6 +25,7 @@ from ..exceptions import (
     QueueDoesNotExist,
     Unsupported,
 )
+from ..validation import parse_json_text
 from .sqs_attributes import dead_letter_sources, int_in
 from .sqs_names import Namespaces
 
@@ -133,11 +134,11 @@ class MoveTasks:
         if not handle:
             raise MissingParameter("The request must contain the parameter TaskHandle.")
         try:  # SQS's handles (and these) are base64 JSON naming the task and its source
-            named = json.loads(base64.b64decode(str(handle), validate=True))
+            named = parse_json_text(base64.b64decode(str(handle), validate=True))
             source_arn = named["sourceArn"]
             if not isinstance(source_arn, str) or not isinstance(named["taskId"], str):
                 raise ValueError
-        except (ValueError, TypeError, KeyError, binascii.Error, RecursionError):
+        except (ValueError, TypeError, KeyError, binascii.Error):
             raise InvalidInput("Value for parameter TaskHandle is invalid.") from None
         self._exists(self.ns.from_arn(source_arn, "SourceArn"), "SourceArn")
         task = self._tasks.get(str(handle))

@@ -20,11 +20,11 @@ queue's owner only, whatever the policy says.
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from typing import Any
 
 from ..exceptions import AccessDenied
+from ..validation import parse_json_text
 
 OWNER_ONLY = frozenset(
     {
@@ -62,8 +62,8 @@ def check_access(policy_text: str | None, *, account: str, action: str, arn: str
 
 def allows(policy_text: str | None, account: str, action: str, arn: str) -> bool:
     try:
-        policy = json.loads(policy_text) if policy_text else None
-    except (ValueError, RecursionError):
+        policy = parse_json_text(policy_text) if policy_text else None
+    except ValueError:
         return False
     statements = policy.get("Statement") if isinstance(policy, dict) else None
     if isinstance(statements, dict):
