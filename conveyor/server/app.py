@@ -255,12 +255,8 @@ class BodyLimit:
         if refused is not None:
             await self._reject(refused, scope, receive, send)
             return
-        limit = self.server.config.max_body
-        length = next(
-            (v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"content-length"),
-            None,
-        )
-        if declared_too_large(length, limit):
+        limit = config.max_body
+        if declared_too_large(headers.get("content-length"), limit):
             await self._reject(too_large(limit), scope, receive, send)
             return
         seen = 0
