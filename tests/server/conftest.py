@@ -35,6 +35,11 @@ def sqs(server: LiveServer) -> Any:
 
 
 @pytest.fixture
+def sns(server: LiveServer) -> Any:
+    return server.sns()
+
+
+@pytest.fixture
 def name() -> str:
     """A queue name no other test uses."""
     return f"t{uuid.uuid4().hex[:12]}"
