@@ -9,6 +9,7 @@ before a body is read and times every request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -262,28 +263,34 @@ class BodyLimit:
         seen = 0
         started = False
         status = 500
+        over: RequestTooLarge | None = None  # the body passed the limit: the answer is ours
         began = time.perf_counter()
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise too_large(limit)
+                    over = too_large(limit)
+                    raise over
             return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started, status
+            if over is not None:
+                return  # FastAPI's answer to the error raised reading the body (a 400)
             if message["type"] == "http.response.start":
                 started, status = True, message["status"]
             await send(message)
 
         try:
-            await self.inner(scope, limited, tracking_send)
-        except RequestTooLarge as exc:
-            if not started:
-                await self._reject(exc, scope, receive, send)
+            # raised by `limited` where nothing caught it; where FastAPI did, `over` says so
+            with contextlib.suppress(RequestTooLarge):
+                await self.inner(scope, limited, tracking_send)
+            if over is not None and not started:
+                status = over.status
+                await self._reject(over, scope, receive, send)
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -272,3 +273,30 @@ def test_consumer_registry_and_archive_routes(server: LiveServer, store: Any, na
             (sent["id"], "kept", "deleted")
         ]
         assert got["next_after"] == 1
+
+
+def test_bodies_over_the_limit_are_refused_declared_or_streamed(
+    server: LiveServer, name: str
+) -> None:
+    """A body over --max-body gets 413 RequestEntityTooLarge whether its Content-Length
+    announces it or it arrives in chunks, and nothing of it is sent."""
+    big = b"x" * (5 * 1024 * 1024)
+
+    def chunks() -> Iterator[bytes]:
+        for i in range(0, len(big), 256 * 1024):
+            yield big[i : i + 256 * 1024]
+
+    with httpx.Client(base_url=server.url) as http:
+        assert http.put(f"/queues/{name}").status_code == 201
+        for path in (f"/queues/{name}/message", f"/queues/{name}/delete"):  # raw and JSON
+            for content in (big, chunks()):
+                r = http.request(
+                    "PUT" if path.endswith("message") else "POST",
+                    path,
+                    content=content,
+                    headers={"content-type": "application/json"},
+                )
+                assert r.status_code == 413, r.text
+                assert r.json()["code"] == "RequestEntityTooLarge"
+                assert "--max-body" in r.json()["error"]
+        assert http.get(f"/queues/{name}/stats").json()["ready"] == 0
