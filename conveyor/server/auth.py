@@ -132,6 +132,11 @@ class Auth:
             raise AccessDenied(f"the signature's region {region!r} is not a region name")
         account = key_id if ACCOUNT_RE.fullmatch(key_id) else ns.account
         if self.verifies:
+            if header[match.end() :].strip():  # "Signature=<64 hex digits>" and more
+                raise SignatureDoesNotMatch(
+                    "The Authorization header goes on after its signature: send the header"
+                    " as Signature Version 4 writes it, ending with Signature=<64 hex digits>."
+                )
             _check_service(service, services)
             key = self._key(key_id)
             account = key.account or account

@@ -89,6 +89,13 @@ def test_a_signature_binds_the_body(secured: LiveServer) -> None:
     headers["X-Amz-Content-SHA256"] = "UNSIGNED-PAYLOAD"
     r = httpx.post(unsigned.url, content=unsigned.body, headers=headers)
     assert r.status_code == 403 and b"not signed" in r.content
+    # a valid signature with anything after it in the header is not that signature
+    for tail in ("0", ", Signature=" + "0" * 64, " junk"):
+        request = signed(secured.url, "Action=CreateQueue&QueueName=evil")
+        headers = dict(request.headers.items())
+        headers["Authorization"] += tail
+        r = httpx.post(request.url, content=request.body, headers=headers)
+        assert r.status_code == 403 and b"SignatureDoesNotMatch" in r.content, tail
     with Client("memory://") as check:
         assert "evil" not in check.list_queues()
 
