@@ -149,8 +149,14 @@ class _Checkpointer(Worker):
     writers (`every` adapts so that a checkpoint finds about as many new pages as SQLite's
     own would: AUTOCHECKPOINT). A log that still grows past `LIMIT` pages (writes went on
     during every checkpoint, so the log never started again from its beginning) gets a
-    RESTART checkpoint, which waits for the write lock: the next write then starts the log
-    anew."""
+    RESTART checkpoint: the next write then starts the log anew. A RESTART holds the write
+    lock while it copies what came during the PASSIVE one and waits for readers; made from
+    this thread, it first waits for the lock in SQLite's busy handler (sleeps of 1, 2, 5,
+    10 ... ms) against a loop that takes the lock every turn, and then holds back every
+    write until it is done (tens of milliseconds under load). So it is asked of the loop,
+    which tries it once between two of its turns, without waiting for anything
+    (`restart_on`); this thread makes it where no turn came within WAIT_MS or the loop's
+    try met another writer or a reader."""
 
     name = "conveyor-sqlite-checkpoint"
     EVERY = 256  # commits on event loops between the first checkpoints
@@ -169,6 +175,11 @@ class _Checkpointer(Worker):
         self.checkpoints = 0
         self.restarts = 0
         self.gave_up = 0  # RESTARTs that met a reader or writer for longer than WAIT_MS
+        self.restarts_on_loop = 0  # of `restarts`, those the loop made
+        # a RESTART asked of the loop: "asked", "taken" (the loop is making it), or what
+        # came of it ("made", "busy"); None when none is asked
+        self.restart: str | None = None
+        self._restarted = threading.Condition(self._lock)
 
     def committed(self) -> None:
         """After a commit on an event loop's thread."""
@@ -206,9 +217,40 @@ class _Checkpointer(Worker):
         self.every = min(max((self.every + wanted) // 2, self.FEWEST), self.MOST)
         if pages < self._restart_at:
             return
-        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+        with self._lock:
+            self.restart = "asked"
+            self._restarted.wait_for(lambda: self.restart != "asked", self.WAIT_MS / 1000)
+            # a RESTART the loop has taken ends without waiting for anything
+            self._restarted.wait_for(lambda: self.restart != "taken")
+            outcome, self.restart = self.restart, None
+        if outcome != "made":  # no turn came, or the loop met a lock or a reader
+            (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            self._restart_made(busy=bool(busy), pages=pages)
+
+    def restart_on(self, conn: sqlite3.Connection) -> None:
+        """On the loop's thread, between two turns (no transaction open, the connection's
+        busy timeout 0): the RESTART asked for, tried once; where it meets another writer
+        or a reader, the checkpoint thread makes it, waiting as long as it may."""
+        with self._lock:
+            if self.restart != "asked":
+                return
+            self.restart = "taken"
+        made = False
+        try:
+            (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            made = not busy
+        except sqlite3.Error:
+            log.debug("SQLite store %s: checkpoint failed", self.db.path, exc_info=True)
+        with self._lock:
+            if made:
+                self._restart_made(busy=False, pages=0)
+                self.restarts_on_loop += 1
+            self.restart = "made" if made else "busy"
+            self._restarted.notify_all()
+
+    def _restart_made(self, *, busy: bool, pages: int) -> None:
         self.restarts += 1
-        self.gave_up += bool(busy)
+        self.gave_up += busy
         if busy:
             self._restart_at = pages + self.LIMIT
         else:
@@ -620,6 +662,9 @@ class SQLiteConnections(Connections[SQLiteExec]):
             self._syncer.after(done)
         else:
             done.set_result(None)
+        checkpointer = self.checkpointer
+        if checkpointer.restart == "asked" and self._local.no_wait:
+            checkpointer.restart_on(turn.conn)
 
     def _close_turn(self, turn: _Turn, *, commit: bool) -> StoreUnavailable | None:
         """Commit the turn's transaction (what failed, if it did), or roll it back (its
