@@ -20,6 +20,28 @@ from .sqlitefiles import rows_of, sqlite_db
 from .waiting import until
 
 
+def loop_sends(client: Client) -> Callable[[int], None]:
+    """Sends to queue "jobs" from an event loop: n batches of ten 300-byte bodies, each its
+    own commit (about three pages of log)."""
+    import asyncio
+
+    from conveyor.aio import AsyncClient
+
+    q = AsyncClient(client=client).queue("jobs")
+
+    async def sends(n: int) -> None:
+        for i in range(n):
+            await q.send_batch([f"m{i}-{j}-" + "x" * 300 for j in range(10)])
+
+    return lambda n: asyncio.run(sends(n))
+
+
+def drained(client: Client) -> int:
+    """How many messages queue "jobs" held, received until it is empty."""
+    jobs = client.queue("jobs")
+    return sum(len(got) for got in iter(lambda: jobs.receive(10), []))
+
+
 def test_inline_calls_raise_would_block_instead_of_waiting(tmp_path: Path) -> None:
     """On an event loop's thread (`inline`) a write that would wait for another writer, or
     for the disk at durability=full, raises WouldBlock before it changes anything; `offload`
@@ -464,9 +486,6 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
     store's checkpoint thread does, and a log that writes kept ahead of it starts again
     from its beginning once past its limit. A reader keeping an old snapshot makes that
     wait give up rather than hold writers back."""
-    import asyncio
-
-    from conveyor.aio import AsyncClient
     from conveyor.backends.sql.sqlite_connections import _Checkpointer
 
     monkeypatch.setattr(_Checkpointer, "EVERY", 10**9)  # no checkpoint asked for, at first
@@ -480,13 +499,8 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
     with Client(f"sqlite:///{path}?durability=normal") as client:
         client.create_queue("jobs")
         checkpointer = sqlite_db(client).checkpointer
-        q = AsyncClient(client=client).queue("jobs")
-
-        async def sends(n: int) -> None:
-            for i in range(n):
-                await q.send_batch([f"m{i}-{j}-" + "x" * 300 for j in range(10)])
-
-        asyncio.run(sends(1000))
+        sends = loop_sends(client)
+        sends(1000)
         # ~3 pages of log a commit, none copied back by the loop's commits
         assert (tmp_path / "c.db-wal").stat().st_size > 2000 * frame
         checkpointer.every = 1
@@ -496,18 +510,17 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
         copy = tmp_path / "copy.db"  # the database file alone, without its log
         copy.write_bytes(path.read_bytes())
         assert rows_of(copy, "SELECT count(*) FROM q1") == [(10_000,)]
-        asyncio.run(sends(1))
+        sends(1)
         assert log_frames() < 20  # the next write started the log again
 
         reader = sqlite3.connect(path, isolation_level=None)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM q1").fetchone()  # keeps this snapshot
-        asyncio.run(sends(800))  # past the limit again, the RESTART meets the reader
+        sends(800)  # past the limit again, the RESTART meets the reader
         until(lambda: checkpointer.gave_up >= 1, what="a RESTART that gave up")
         reader.execute("COMMIT")
         reader.close()
-        jobs = client.queue("jobs")
-        assert sum(len(got) for got in iter(lambda: jobs.receive(10), [])) == 18_010
+        assert drained(client) == 18_010
 
 
 def test_the_log_starts_anew_between_two_turns_of_a_loop_that_writes(
@@ -517,9 +530,6 @@ def test_the_log_starts_anew_between_two_turns_of_a_loop_that_writes(
     loop's thread between two of its turns, where it need not wait for the write lock
     (from the checkpoint thread it waited in SQLite's busy handler against the loop, then
     held every write back); the log stays bounded and nothing written is lost."""
-    import asyncio
-
-    from conveyor.aio import AsyncClient
     from conveyor.backends.sql.sqlite_connections import _Checkpointer
 
     monkeypatch.setattr(_Checkpointer, "EVERY", 16)  # a checkpoint every 16 commits
@@ -529,19 +539,12 @@ def test_the_log_starts_anew_between_two_turns_of_a_loop_that_writes(
     with Client(f"sqlite:///{path}?durability=normal") as client:
         client.create_queue("jobs")
         checkpointer = sqlite_db(client).checkpointer
-        q = AsyncClient(client=client).queue("jobs")
-
-        async def sends(n: int) -> None:
-            for i in range(n):
-                await q.send_batch([f"m{i}-{j}-" + "x" * 300 for j in range(10)])
-
-        asyncio.run(sends(1500))
+        loop_sends(client)(1500)
         # ~3 pages of log a commit: past the limit every hundred commits or so
         assert checkpointer.restarts_on_loop >= 5, (checkpointer.restarts, checkpointer.gave_up)
         assert checkpointer.gave_up == 0
         assert (tmp_path / "r.db-wal").stat().st_size < 1000 * (4096 + 24)
-        jobs = client.queue("jobs")
-        assert sum(len(got) for got in iter(lambda: jobs.receive(10), [])) == 15_000
+        assert drained(client) == 15_000
 
 
 def test_writes_handed_over_while_the_lock_was_free_go_back_to_the_loop(
