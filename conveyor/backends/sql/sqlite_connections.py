@@ -241,12 +241,13 @@ class _Checkpointer(Worker):
             made = not busy
         except sqlite3.Error:
             log.debug("SQLite store %s: checkpoint failed", self.db.path, exc_info=True)
-        with self._lock:
-            if made:
-                self._restart_made(busy=False, pages=0)
-                self.restarts_on_loop += 1
-            self.restart = "made" if made else "busy"
-            self._restarted.notify_all()
+        finally:  # the checkpoint thread waits for the outcome
+            with self._lock:
+                if made:
+                    self._restart_made(busy=False, pages=0)
+                    self.restarts_on_loop += 1
+                self.restart = "made" if made else "busy"
+                self._restarted.notify_all()
 
     def _restart_made(self, *, busy: bool, pages: int) -> None:
         self.restarts += 1
