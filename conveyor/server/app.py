@@ -42,6 +42,7 @@ from .endpoint import (
     by_another_name,
     declared_too_large,
     from_another_site,
+    header_map,
     sqs_path,
     too_large,
 )
@@ -246,7 +247,7 @@ class BodyLimit:
         if path_params is not None:
             await self.endpoint(scope, receive, send, path_params)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = header_map(scope["headers"])
         refused = None
         if scope["method"] not in SAFE_METHODS:  # reads are no harm: no page sees them
             refused = from_another_site(headers)
