@@ -21,6 +21,7 @@ from xml.etree import ElementTree as ET
 import orjson
 
 from ..exceptions import ConveyorError, MalformedRequest
+from ..validation import parse_json_text
 
 _small_md5: Callable[[bytes], hashlib._Hash] | None
 try:  # CPython's built-in MD5, absent from builds made without it
@@ -309,11 +310,9 @@ def parse_json(body: bytes) -> dict[str, Any]:
         params = orjson.loads(body)
     except orjson.JSONDecodeError:
         try:
-            params = json.loads(body)
-        except (UnicodeDecodeError, ValueError) as exc:
+            params = parse_json_text(body)
+        except ValueError as exc:  # undecodable text and JSON nested too deeply, too
             raise MalformedRequest(f"the request body is not valid JSON: {exc}") from None
-        except RecursionError:
-            raise MalformedRequest("the request body nests JSON too deeply") from None
     if not isinstance(params, dict):
         raise MalformedRequest("the request body must be a JSON object")
     return params
