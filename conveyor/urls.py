@@ -82,9 +82,12 @@ def open_backend(url: str | None = None, *, clock: Clock = SYSTEM_CLOCK) -> Back
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        hint = f": pip install 'conveyor-mq[{extra}]'" if extra else ""
+        if extra is None:
+            raise
+        from .extras import missing
+
         raise InvalidInput(
-            f"cannot use store {redact(url)}: the {scheme} store needs {exc.name}{hint}"
+            f"cannot use store {redact(url)}: " + missing(extra, f"the {scheme} store", exc.name)
         ) from exc
     factory: Factory = module.from_tls_url if scheme.lower() == "rediss" else module.from_url
     path, _, query = rest.partition("?")

@@ -107,7 +107,7 @@ def ls(
         ],
     )
     if more is not None:
-        render.console.print(f"more: conveyor ls --after {more}")
+        render.say(f"more: conveyor ls --after {more}")
 
 
 @cli.command()
@@ -130,7 +130,7 @@ def qstat_data(q: Queue) -> dict[str, Any]:
 def qstat_table(data: dict[str, Any]) -> Any:
     from rich.table import Table
 
-    t = Table(title=f"queue {data['queue']}", title_justify="left", show_header=False)
+    t = Table(title=render.shown(f"queue {data['queue']}"), title_justify="left", show_header=False)
     t.add_column("field", style="bold")
     t.add_column("value", overflow="fold")
     # what the queue holds now, apart from what happened to it since it was created
@@ -147,8 +147,8 @@ def qstat_table(data: dict[str, Any]) -> Any:
         ("expired", "expired"),
     ):
         t.add_row(f"  {label}", str(data[key]))
-    t.add_row("first ids", " ".join(data["first_ids"][:10]) or "-")
-    t.add_row("first in flight", " ".join(data["first_ids_in_flight"][:10]) or "-")
+    t.add_row("first ids", render.shown(" ".join(data["first_ids"][:10]) or "-"))
+    t.add_row("first in flight", render.shown(" ".join(data["first_ids_in_flight"][:10]) or "-"))
     return t
 
 
@@ -271,7 +271,7 @@ def archive(state: State, queue_name: str | None, limit: int, after: int) -> Non
         ],
     )
     if len(found) == limit:
-        render.console.print(f"more: conveyor archive --after {after + limit}")
+        render.say(f"more: conveyor archive --after {after + limit}")
 
 
 @cli.command("fail")
@@ -440,11 +440,4 @@ def apply_file(state: State, file: Path) -> None:
     if state.json:
         render.emit_json([{"kind": k, "name": n, "result": r} for k, n, r in report])
         return
-    from rich.table import Table
-
-    t = Table(show_header=True)
-    for column in ("kind", "name", "result"):
-        t.add_column(column)
-    for row in report:
-        t.add_row(*row)
-    render.console.print(t)
+    render.table(None, ("kind", "name", "result"), report)

@@ -108,7 +108,7 @@ def fail(message: str, code: str = "Error") -> NoReturn:
     if state is not None and state.json:
         click.echo(json.dumps({"error": message, "code": code}))
     else:
-        render.errors.print(f"[red]error:[/red] {message}", markup=True)
+        render.error(message)
     sys.exit(1)
 
 
@@ -355,7 +355,7 @@ def _done(state: State, data: dict[str, Any], text: str) -> None:
     if state.json:
         render.emit_json(data)
     else:
-        render.console.print(text)
+        render.say(text)
 
 
 # -- topics -------------------------------------------------------------------------------
@@ -620,22 +620,24 @@ def receive(
     visibility: float | None,
     ack: bool,
 ) -> None:
-    """Receive messages (they stay hidden for the visibility timeout unless --ack)."""
+    """Receive messages (they stay hidden for the visibility timeout unless --ack).
+
+    With --ack a message is deleted only once it has been written out in full: if the output
+    cannot be written (a closed pipe, a crash), nothing is deleted and the messages come
+    back after their visibility timeout."""
     q = state.queue(queue_name)
     got = q.receive(max_messages, wait=wait, visibility_timeout=visibility)
-    if ack and got:
-        q.delete_batch([m.receipt or "" for m in got])
     now = time.time()
     if state.json:
-        render.emit_json({"messages": [render.message_dict(m, now) for m in got], "acked": ack})
-        return
-    if not got:
-        render.console.print("no messages")
-        return
-    render.table(
-        None,
-        ["id", "receives", "body", "receipt" if not ack else "acked"],
-        [
+        written = render.written(
+            lambda: render.emit_json(
+                {"messages": [render.message_dict(m, now) for m in got], "acked": ack}
+            )
+        )
+    elif not got:
+        written = render.written(lambda: render.say("no messages"))
+    else:
+        rows = [
             (
                 m.id,
                 m.receive_count,
@@ -643,8 +645,24 @@ def receive(
                 m.receipt if not ack else "yes",
             )
             for m in got
-        ],
-    )
+        ]
+        columns = ["id", "receives", "body", "receipt" if not ack else "acked"]
+        written = render.written(lambda: render.table(None, columns, rows))
+    if not written:
+        if ack and got:
+            render.error(
+                f"the output could not be written: {len(got)} message(s) were not acknowledged"
+                " and come back after their visibility timeout"
+            )
+        sys.exit(1)
+    if ack and got:
+        failed = [
+            f"{m.id}: {r.error}"
+            for m, r in zip(got, q.delete_batch([m.receipt or "" for m in got]), strict=True)
+            if r.error is not None
+        ]
+        if failed:
+            fail("acknowledging failed for " + "; ".join(failed))
 
 
 @cli.command()

@@ -6,12 +6,15 @@ prints a table (or JSON with --output json). Needs the `[spark]` extra and Java 
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
+from ..extras import missing
 from ..urls import redact
 from . import render
 from .app import State, _done, cli, fail, pass_state
@@ -41,13 +44,12 @@ def job_options(f: F) -> F:
 def _run(master: str, verbose: bool, job: Callable[[Any], T]) -> T:
     """Start Spark and run `job(spark)`, saying on stderr how long each phase took (start,
     planning, execution with a line per stage, commit)."""
-    try:
-        from ..spark import session
-        from ..spark.progress import Phases
-    except ImportError as exc:  # pragma: no cover - the extra is part of the test install
-        fail(f"{exc}: install the Spark extra from the clone: pip install '.[spark]'")
-    phases = Phases(lambda line: render.errors.print(line, highlight=False))
-    render.errors.print(f"starting Spark ({master})", highlight=False)
+    from ..spark import session
+    from ..spark.progress import Phases
+
+    _check_spark()
+    phases = Phases(render.note)
+    render.note(f"starting Spark ({master})")
     phases.phase("start")
     connect = master.startswith("sc://")
     try:
@@ -59,9 +61,31 @@ def _run(master: str, verbose: bool, job: Callable[[Any], T]) -> T:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if connect:
             fail(f"cannot reach the Spark Connect server {master}: {first} (is it running?)")
-        fail(f"cannot start Spark on {master}: {first} (is Java 17+ installed?)")
+        fail(f"cannot start Spark on {master}: {first}")
     with phases.follow(spark):
         return job(spark)
+
+
+def _check_spark() -> None:
+    """What Spark needs in this process, said before it starts: PySpark and the other
+    modules of the spark extra, and a Java runtime."""
+    for module in ("pyspark", "pyarrow", "pandas"):
+        if importlib.util.find_spec(module) is None:
+            fail(missing("spark", "the pipeline", module), "MissingExtra")
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        if not os.access(os.path.join(java_home, "bin", "java"), os.X_OK):
+            fail(
+                f"JAVA_HOME is {java_home}, which has no bin/java: point it at a Java 17+"
+                " runtime, or unset it to use the java on PATH",
+                "MissingJava",
+            )
+    elif shutil.which("java") is None:
+        fail(
+            "Spark needs a Java 17+ runtime and there is no java on PATH: install one (on"
+            " Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME",
+            "MissingJava",
+        )
 
 
 def _store(state: State, job_store: str | None) -> str:
@@ -121,7 +145,7 @@ def stats(
     written = jobs.write_stats(result, out_dir, fmt) if out_dir else []
     drawn = jobs.chart(result, chart_path) if chart_path else None
     if drawn and not result.throughput:
-        render.errors.print(f"{drawn}: {jobs.NOTHING_TO_CHART}")
+        render.note(f"{drawn}: {jobs.NOTHING_TO_CHART}")
     if state.json:
         out: dict[str, Any] = dict(result.tables())
         out["files"] = [str(p) for p in written] + ([str(drawn)] if drawn else [])
@@ -131,9 +155,9 @@ def stats(
         if rows:
             render.table(name.replace("_", " "), list(rows[0]), [list(r.values()) for r in rows])
         else:
-            render.console.print(f"{name.replace('_', ' ')}: none")
+            render.say(f"{name.replace('_', ' ')}: none")
     for path in [*written, *([drawn] if drawn else [])]:
-        render.console.print(f"wrote {path}")
+        render.say(f"wrote {path}")
 
 
 @pipeline.command()

@@ -1,21 +1,73 @@
-"""Output for the CLI: tables for people, stable JSON for scripts."""
+"""Output for the CLI: tables for people, stable JSON for scripts.
+
+Whatever a user or a sender wrote (bodies, attributes, names, ids, error texts) is data,
+never markup: the consoles read no Rich markup or emoji codes, and `shown` writes control
+characters as escapes (`\\x1b`, `\\r`, `\\x00`, `\\u202e`), so a body cannot style, move or
+rewrite what the terminal shows. JSON escapes them itself.
+"""
 
 from __future__ import annotations
 
+import array
 import base64
+import contextlib
+import fcntl
 import json
+import os
+import re
+import select
+import stat
+import sys
+import termios
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..models import ArchivedMessage, Consumer, Message, QueueAttributes, QueueStats
 
-console = Console(highlight=False, soft_wrap=True)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+# C0 controls but tab and line feed, DEL, C1 controls, and the marks that reorder text
+# (Unicode's bidirectional controls)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\r": "\\r", "\x0b": "\\v", "\x0c": "\\f"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown(value: object) -> str:
+    """Text for the terminal: `value` as it is, but control characters and reordering
+    marks written as escapes (line feeds and tabs stay)."""
+    text = value if isinstance(value, str) else str(value)
+    return _CONTROL.sub(_escape, text)
+
+
+def say(text: object) -> None:
+    """A line on standard output."""
+    console.print(Text(shown(text)))
+
+
+def note(text: object) -> None:
+    """A line on standard error (progress, what a long job is doing)."""
+    errors.print(Text(shown(text)))
+
+
+def error(text: object) -> None:
+    """`error: TEXT` on standard error."""
+    errors.print(Text.assemble(("error:", "red"), " ", shown(text)))
 
 
 def when(ts: float | None) -> str | None:
@@ -115,23 +167,92 @@ def consumer_dict(c: Consumer, now: float) -> dict[str, Any]:
     }
 
 
+def written(out: Callable[[], None], *, grace: float = 0.25) -> bool:
+    """Run `out` (which writes to standard output) and flush: whether everything reached
+    whoever reads it. A failed write (a closed pipe, a full disk) is False. Into a pipe, a
+    write succeeds once the bytes are in the pipe's buffer, so the reader must also take
+    them all and not close its end within `grace` seconds after (`| head -1` takes a whole
+    buffer, shows a line and exits). After a False, standard output goes nowhere."""
+    try:
+        out()
+        sys.stdout.flush()
+    except SystemExit:  # Rich's answer to a closed pipe
+        return False
+    except OSError:  # BrokenPipeError, a full disk, ...
+        _discard_stdout()
+        return False
+    if console.quiet:
+        return False
+    if not _reader_took_all(grace):
+        _discard_stdout()
+        return False
+    return True
+
+
+def _reader_took_all(grace: float) -> bool:
+    """True unless standard output is a pipe whose reader closed it before reading
+    everything, or within `grace` seconds after (a reader that goes on reading keeps its
+    end open until this process ends)."""
+    try:
+        fd = sys.stdout.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return True
+    except (OSError, ValueError):
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLERR)
+    left = array.array("i", [0])
+    drained_at: float | None = None
+    while True:
+        if poller.poll(10):  # the reader closed its end
+            return False
+        try:
+            fcntl.ioctl(fd, termios.FIONREAD, left)
+        except OSError:
+            return True  # cannot tell: as a terminal or a file
+        now = time.monotonic()
+        if left[0]:
+            drained_at = None
+        elif drained_at is None:
+            drained_at = now
+        elif now - drained_at >= grace:
+            return True
+
+
+def _discard_stdout() -> None:
+    console.quiet = True
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def emit_json(value: Any) -> None:
     console.out(json.dumps(value, indent=2, sort_keys=False, default=str), highlight=False)
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    t = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
+    t = Table(
+        title=None if title is None else shown(title),
+        title_justify="left",
+        show_lines=False,
+        pad_edge=False,
+    )
     for c in columns:
         t.add_column(c, overflow="fold")
     for r in rows:
-        t.add_row(*["-" if v is None else str(v) for v in r])
+        t.add_row(*["-" if v is None else shown(v) for v in r])
     console.print(t)
 
 
 def pairs(title: str | None, items: Iterable[tuple[str, Any]]) -> None:
-    t = Table(title=title, title_justify="left", show_header=False, pad_edge=False)
+    t = Table(
+        title=None if title is None else shown(title),
+        title_justify="left",
+        show_header=False,
+        pad_edge=False,
+    )
     t.add_column("field", style="bold")
     t.add_column("value", overflow="fold")
     for k, v in items:
-        t.add_row(k, "-" if v is None else str(v))
+        t.add_row(shown(k), "-" if v is None else shown(v))
     console.print(t)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypedDict
 
@@ -10,8 +12,19 @@ import click
 
 from .. import logs, tuning
 from ..exceptions import InvalidInput
+from ..extras import missing
 from ..push.config import GatewayConfig
-from .app import F, State, cli
+from .app import F, State, cli, fail
+
+
+@contextlib.contextmanager
+def needs_server_extra(part: str) -> Iterator[None]:
+    """Imports of the server's parts: a module of the server extra that is missing is said
+    in one line with the command that installs it, not a traceback."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        fail(missing("server", part, exc.name), "MissingExtra")
 
 
 def log_options(f: F) -> F:
@@ -142,10 +155,11 @@ def serve(
     boto3.client("sqs", endpoint_url="http://127.0.0.1:9324"). SIGTERM finishes the
     requests in flight, ends long polls early and exits 0.
     """
-    from ..server import ServerConfig
-    from ..server import serve as run
-    from ..server.auth import load_credentials
-    from ..server.sqs_names import ACCOUNT_RE, REGION_RE
+    with needs_server_extra("conveyor serve"):
+        from ..server import ServerConfig
+        from ..server import serve as run
+        from ..server.auth import load_credentials
+        from ..server.sqs_names import ACCOUNT_RE, REGION_RE
 
     if not REGION_RE.fullmatch(region):
         raise InvalidInput(f"--region {region!r} is not a region name (like us-east-1)")
@@ -273,9 +287,11 @@ def gateway(
 
     from ..client import Client
     from ..push.config import check_gateway_exposure
-    from ..push.gateway import Gateway
-    from ..server import run
     from ..urls import described
+
+    with needs_server_extra("conveyor gateway"):
+        from ..push.gateway import Gateway
+        from ..server import run
 
     if (tls_cert is None) != (tls_key is None):
         raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")

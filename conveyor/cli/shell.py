@@ -20,6 +20,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 
 from ..exceptions import ConveyorError
+from ..urls import redact
 from . import render
 from .app import State, cli
 
@@ -113,7 +114,7 @@ class Shell:
         try:
             cli.main(args=args + words, prog_name="conveyor", standalone_mode=False)
         except click.exceptions.Abort:
-            render.console.print("aborted")
+            render.say("aborted")
             return False
         except click.ClickException as exc:
             exc.show()
@@ -127,7 +128,7 @@ class Shell:
         try:
             words = shlex.split(line)
         except ValueError as exc:
-            render.errors.print(f"error: {exc}")
+            render.error(f"{exc}")
             return True
         if not words:
             return True
@@ -136,12 +137,12 @@ class Shell:
         if command in ("quit", "q", "exit"):
             return False
         if command in ("help", "h", "?"):
-            render.console.print(HELP)
+            render.say(HELP)
         elif command == "clear":
             render.console.clear()
         elif command == "use":
             if len(rest) != 1:
-                render.errors.print("error: use QUEUE")
+                render.error("use QUEUE")
             elif self._exists(rest[0]):
                 self.state.queue_name = rest[0]
                 self.message_id = None
@@ -157,14 +158,14 @@ class Shell:
             if self.run_cli([command, *rest]) and command == "receive":
                 self.run_cli(["qstat"])
         else:
-            render.errors.print(f"error: unknown command {command!r}: type help")
+            render.error(f"unknown command {command!r}: type help")
         return True
 
     def _exists(self, queue: str) -> bool:
         try:
             self.state.client.queue_info(queue)
         except ConveyorError as exc:
-            render.errors.print(f"error: {exc.message} (queue list shows the queues)")
+            render.error(f"{exc.message} (queue list shows the queues)")
             return False
         return True
 
@@ -172,24 +173,24 @@ class Shell:
         try:
             self.state.queue().get(message_id)
         except (ConveyorError, click.UsageError) as exc:
-            render.errors.print(f"error: {getattr(exc, 'message', exc)}")
+            render.error(f"{getattr(exc, 'message', exc)}")
             return False
         return True
 
     def message_command(self, command: str, rest: list[str]) -> None:
         if not self.message_id:
-            render.errors.print(f"error: {command} acts on one message: select it first with id ID")
+            render.error(f"{command} acts on one message: select it first with id ID")
             return
         mid = self.message_id
         if command in ("system", "sys", "data", "info"):
             try:
                 m = self.state.queue().get(mid)
             except (ConveyorError, click.UsageError) as exc:
-                render.errors.print(f"error: {getattr(exc, 'message', exc)}")
+                render.error(f"{getattr(exc, 'message', exc)}")
                 return
             data = render.message_dict(m)
             if command == "data":
-                render.console.print(data.get("body", data.get("body_base64")))
+                render.say(data.get("body", data.get("body_base64")))
             elif command == "info":
                 render.emit_json(data) if self.state.json else render.pairs(None, data.items())
             else:
@@ -217,7 +218,7 @@ def run_shell(state: State) -> None:
         history=history, completer=ShellCompleter(state), complete_while_typing=False
     )
     shell = Shell(state)
-    render.console.print(f"conveyor shell on {state.store} — type help, or quit")
+    render.say(f"conveyor shell on {redact(state.store)} — type help, or quit")
     while True:
         try:
             line = session.prompt(shell.prompt)

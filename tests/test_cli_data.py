@@ -1,0 +1,292 @@
+"""What operators see: bodies, attributes, ids and error texts shown verbatim by every command
+and shell mode (never read as markup, terminal escapes shown escaped), nothing acknowledged
+before it was written out, and install hints that name a command that works."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+from click.testing import CliRunner
+
+from conveyor import Client, DeadLetterPolicy
+from conveyor.cli import cli
+from conveyor.cli.app import State
+from conveyor.cli.render import shown
+from conveyor.cli.shell import Shell
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# bodies that broke the tools: Rich markup (a closing tag alone raised), bracketed words that
+# vanished, terminal escapes that the terminal ran, a carriage return that rewrote the line,
+# NUL, the marks that reorder text, and emoji codes
+HOSTILE = {
+    "close": "step 2 [/done] ok",
+    "tags": "[bold]loud[/bold] [ERROR] [a] [postgres] [link=http://x]y[/link]",
+    "escape": "\x1b[31mred\x1b[0m \x1b]0;title\x07 \x9b2J",
+    "cr": "shown\rhidden",
+    "nul": "nul\x00byte",
+    "rtl": "rtl \u202eevil\u202c \u200fmark \u2066iso\u2069",
+    "emoji": ":smile: :thumbs_up:",
+}
+RAW = ("\x1b", "\r", "\x00", "\u202e", "\u200f", "\u2066", "\x9b", "\x07")
+
+
+def clean(output: str, *texts: str) -> None:
+    """`output` holds each text as `shown` writes it, and none of the raw characters."""
+    for text in texts:
+        assert shown(text) in output, (shown(text), output[-2000:])
+    for raw in RAW:
+        assert raw not in output, f"{raw!r} reached the terminal"
+    assert "\U0001f604" not in output, "an emoji code was replaced"
+
+
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables as wide as their bodies, so that a body is on one line to look for."""
+    from conveyor.cli import render
+
+    monkeypatch.setattr(render.console, "width", 400)
+    monkeypatch.setattr(render.errors, "width", 400)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path}/data.db"
+    with Client(url) as client:
+        client.create_queue("bad-dlq")
+        q = client.create_queue(
+            "bad", dead_letter=DeadLetterPolicy(queue="bad-dlq", max_receive_count=3), archive=True
+        )
+        for key, body in HOSTILE.items():
+            q.send(body, id=f"m-{key}", attributes={"note": body, "kind": "[x]"})
+    yield url
+
+
+def cli_run(url: str, *args: str, code: int = 0) -> str:
+    result = CliRunner().invoke(cli, ["--store", url, *args], catch_exceptions=False)
+    assert result.exit_code == code, (result.exit_code, result.output)
+    return result.output
+
+
+@pytest.mark.parametrize("key", sorted(HOSTILE))
+def test_every_command_shows_a_body_as_it_is(store: str, key: str) -> None:
+    body = HOSTILE[key]
+    mid = f"m-{key}"
+    for output in ("table", "json"):
+        got = cli_run(store, "-o", output, "-q", "bad", "get", "--id", mid)
+        if output == "json":
+            data = json.loads(got)
+            assert data["body"] == body and data["attributes"] == {"note": body, "kind": "[x]"}
+        else:
+            clean(got, body, "[x]")
+    clean(cli_run(store, "-q", "bad", "update", "--id", mid, "--priority", "1"), body)
+    clean(cli_run(store, "-q", "bad", "fail", "--id", mid), body)
+    clean(cli_run(store, "-q", "bad", "reset", "--id", mid), body)
+    clean(cli_run(store, "-q", "bad", "invalid", "--id", mid, "--error", body), body)
+    clean(cli_run(store, "-q", "bad", "dlq"), body.split(":")[0])
+    clean(cli_run(store, "-q", "bad-dlq", "get", "--id", mid), body)
+    moved = json.loads(cli_run(store, "-o", "json", "-q", "bad-dlq", "get", "--id", mid))
+    assert moved["error"] == body and moved["body"] == body
+    cli_run(store, "-q", "bad-dlq", "redrive", "--id", mid)
+    for output in ("table", "json"):
+        got = cli_run(
+            store, "-o", output, "-q", "bad", "receive", "--max", "10", "--visibility", "0"
+        )
+        if output == "json":
+            bodies = {m["id"]: m["body"] for m in json.loads(got)["messages"]}
+            assert bodies[mid] == body
+        else:
+            clean(got, body)
+    cli_run(store, "-q", "bad", "receive", "--max", "10", "--ack")
+    clean(cli_run(store, "-q", "bad", "archive", "--limit", "20"), body[:60])
+
+
+def test_names_ids_and_errors_are_shown_as_they_are(store: str) -> None:
+    clean(cli_run(store, "-q", "bad", "ls"), "m-close")
+    sent = cli_run(store, "-q", "bad", "send", "x", "--id", "[bold]id[/bold]")
+    assert "sent [bold]id[/bold]" in sent
+    clean(cli_run(store, "-q", "bad", "qstat"), "[bold]id[/bold]")
+    missing = cli_run(store, "-q", "bad", "get", "--id", "[/nope]", code=1)
+    assert "error: " in missing and "[/nope]" in missing
+    bad = cli_run(store, "queue", "create", "[red]x", code=1)
+    assert "[red]x" in bad
+    got = cli_run(store, "consumer", "register", "--id", "c1", "--info", "host=[b]\x1bx")
+    clean(got, "host")
+    assert "[b]\\x1bx" in got
+    clean(cli_run(store, "consumers"), "c1")
+    cli_run(store, "topic", "create", "t")
+    cli_run(store, "topic", "subscribe", "t", "bad")
+    published = cli_run(store, "topic", "publish", "t", HOSTILE["escape"], "--attr", "k=[/v]")
+    clean(published, "bad")
+
+
+def test_a_megabyte_body_is_shown_whole(store: str, tmp_path: Path) -> None:
+    big = tmp_path / "big.txt"
+    big.write_text("%" * (1 << 20))
+    cli_run(store, "-q", "bad", "send", "--file", str(big), "--id", "big")
+    table = cli_run(store, "-q", "bad", "get", "--id", "big")
+    assert table.count("%") == 1 << 20
+    data = json.loads(cli_run(store, "-o", "json", "-q", "bad", "get", "--id", "big"))
+    assert data["body"] == "%" * (1 << 20)
+
+
+def test_the_shell_survives_every_body(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    state = State(store, "table", None)
+    shell = Shell(state)
+    try:
+        shell.handle("use bad")
+        for key, body in HOSTILE.items():
+            assert shell.handle(f"id m-{key}")
+            assert shell.message_id == f"m-{key}"
+            for mode in ("data", "system", "info"):
+                assert shell.handle(mode)
+            out = capsys.readouterr()
+            clean(out.out, body)
+        assert shell.handle("id")
+        assert shell.handle("receive --max 10 --ack")
+        clean(capsys.readouterr().out, *HOSTILE.values())
+        assert Client(store).queue("bad").stats().total == 0
+    finally:
+        state.close()
+
+
+def test_the_shell_in_a_terminal(store: str, tmp_path: Path) -> None:
+    """The crash the reproducer showed: `id` on a body with a closing tag ended the shell."""
+    env = {
+        **os.environ,
+        "CONVEYOR_URL": store,
+        "TERM": "xterm",
+        "PROMPT_TOOLKIT_NO_CPR": "1",
+        "HOME": str(tmp_path),
+    }
+    child = pexpect.spawn(
+        sys.executable, ["-m", "conveyor", "-q", "bad"], cwd=str(ROOT), env=env,
+        encoding="utf-8", timeout=60, dimensions=(50, 200),
+    )  # fmt: skip
+    prompt = ">> Enter command:"
+    child.expect_exact(prompt)
+    child.sendline("id m-close")
+    child.expect_exact("[/done]")
+    child.expect_exact(prompt)
+    child.sendline("data")
+    child.expect_exact("step 2 [/done] ok")
+    child.expect_exact(prompt)
+    child.sendline("id m-escape")
+    child.expect_exact("\\x1b[31mred")
+    child.expect_exact(prompt)
+    child.sendline("quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def run_cli(url: str, *args: str, shell: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONVEYOR_URL": url}
+    command = [sys.executable, "-m", "conveyor", *args]
+    if shell is not None:
+        return subprocess.run(
+            " ".join(command) + shell, shell=True, capture_output=True, text=True, env=env,
+            timeout=60,
+        )  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+
+
+def queued(url: str) -> dict[str, int]:
+    with Client(url) as client:
+        s = client.queue("bad").stats()
+    return {"ready": s.ready, "in_flight": s.in_flight, "deleted": s.deleted}
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_receive_ack_deletes_only_what_was_written(store: str, output: str) -> None:
+    # a reader that takes a line and goes: nothing is acknowledged, all come back
+    cut = run_cli(
+        store, "-o", output, "-q", "bad", "receive", "--max", "10", "--ack",
+        "--visibility", "1", shell=" | head -1",
+    )  # fmt: skip
+    assert "not acknowledged" in cut.stderr
+    assert queued(store) == {"ready": 0, "in_flight": len(HOSTILE), "deleted": 0}
+    # a reader that reads to the end: all written, all acknowledged
+    with Client(store) as client:
+        client.clock.sleep(1.2)
+    whole = run_cli(
+        store, "-o", output, "-q", "bad", "receive", "--max", "10", "--ack", shell=" | cat"
+    )
+    assert whole.returncode == 0, whole.stderr
+    if output == "json":
+        assert {m["body"] for m in json.loads(whole.stdout)["messages"]} == set(HOSTILE.values())
+    assert queued(store) == {"ready": 0, "in_flight": 0, "deleted": len(HOSTILE)}
+
+
+def test_receive_ack_into_a_closed_output_deletes_nothing(store: str, tmp_path: Path) -> None:
+    env = {**os.environ, "CONVEYOR_URL": store}
+    read, write = os.pipe()
+    os.close(read)  # nobody will read
+    proc = subprocess.run(
+        [sys.executable, "-m", "conveyor", "-q", "bad", "receive", "--max", "10", "--ack"],
+        stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    os.close(write)
+    assert proc.returncode == 1
+    assert "not acknowledged" in proc.stderr
+    assert queued(store)["deleted"] == 0
+
+
+# -- install hints ------------------------------------------------------------------------
+
+
+def blocked(*modules: str) -> str:
+    """Python that makes `modules` fail to import, as if their extra were not installed."""
+    return "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules)
+
+
+def run_python(code: str, *argv: str, env: dict[str, str] | None = None) -> Any:
+    script = (
+        code + "from conveyor.cli import main\nsys.argv = ['conveyor', *sys.argv[1:]]\nmain()\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=str(ROOT),
+        env={**os.environ, **(env or {})}, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["serve", "gateway"])
+def test_a_missing_server_extra_is_one_line(command: str, tmp_path: Path) -> None:
+    proc = run_python(
+        blocked("uvicorn", "fastapi"), "--store", f"sqlite:///{tmp_path}/s.db", command
+    )
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "needs the server extra" in lines[0]
+    assert "pip install -e '.[server]'" in lines[0]  # run from the checkout it was installed from
+    assert "Traceback" not in proc.stderr and "conveyor-mq" not in proc.stderr
+
+
+def test_a_missing_driver_names_the_extra_for_this_install() -> None:
+    proc = run_python(blocked("psycopg"), "--store", "postgresql://127.0.0.1/none", "queue", "list")
+    assert proc.returncode == 1
+    assert "pip install -e '.[postgres]'" in proc.stderr, proc.stderr
+    assert "psycopg is not installed" in proc.stderr
+    assert "conveyor-mq" not in proc.stderr
+
+
+def test_a_missing_pyspark_or_java_is_said_as_such(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/p.db"
+    Client(url).create_queue("jobs")
+    proc = run_python(blocked("pyspark"), "--store", url, "pipeline", "stats", "jobs")
+    assert proc.returncode == 1
+    assert "needs the spark extra (pyspark is not installed)" in proc.stderr, proc.stderr
+    assert "pip install -e '.[spark]'" in proc.stderr and "Java" not in proc.stderr
+    no_java = {"PATH": str(Path(sys.executable).parent), "JAVA_HOME": ""}
+    proc = run_python("import sys\n", "--store", url, "pipeline", "stats", "jobs", env=no_java)
+    assert proc.returncode == 1
+    assert "Java 17+" in proc.stderr and "extra" not in proc.stderr, proc.stderr
