@@ -4,6 +4,7 @@ with messages in flight, DynamoMQ's tables opened as they are, and its errors.""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -14,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from conveyor import Client, InvalidInput, ManualClock, StoreUnavailable
 from conveyor.backends.dynamodb import DynamoStore
+from conveyor.cli import cli
 from conveyor.models import NewMessage
 
 from . import dynamoservers
@@ -210,6 +213,11 @@ def test_a_dynamomq_table_opens_as_it_is(url: str) -> None:
 
         client = Client(f"dynamodb://{table}?endpoint_url={endpoint}")
         assert client.list_queues() == ["DLQ", "STANDARD"]
+        # the message DynamoMQ delayed (its sent_at ahead) is delayed, an hour to wait
+        url = f"dynamodb://{table}?endpoint_url={endpoint}"
+        listed = CliRunner().invoke(cli, ["--store", url, "-q", "STANDARD", "ls"]).output
+        [row] = [line for line in listed.splitlines() if "A-404" in line]
+        assert re.search(r"delayed .*│ - +│ 59\.\dm", row), listed  # no age: a wait, not -59m
         q = client.queue("STANDARD")
         assert (q.stats().ready, q.stats().delayed) == (3, 1)
         got = q.receive(10)

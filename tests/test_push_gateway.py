@@ -537,9 +537,13 @@ def test_malformed_frames_get_an_error_and_the_connection_goes_on(start: Start) 
     assert "over" in p.resp()["content"]
     p.send(b"type=bogus\r\nappid=x\r\n\r\n")
     assert "unknown type" in p.resp()["content"]
-    p.send(b"type=queue\r\nappid=bad name!\r\ncontent=x\r\n\r\n")
-    answer = p.resp()
+    p.send(b"type=queue\r\nappid=bad name!\r\nmsgid=m-7\r\ncontent=x\r\n\r\n")
+    reply = p.next()  # the refusal says which message it answers
+    answer = json.loads(reply.content)
     assert answer["status"] == "reject" and "appid" in answer["content"]
+    assert reply.msgid == "m-7"
+    p.send(b"type=topic\r\nmsgid=m-8\r\ncontent=x\r\n\r\n")
+    assert p.next().msgid == "m-8"
     p.send(b"type=register\r\ncontent={not json\r\n\r\n")
     assert p.resp()["content"].startswith("Invalid parameters")
     p.send(b"type=register\r\ncontent=" + b"[" * 2000 + b"]" * 2000 + b"\r\n\r\n")

@@ -93,14 +93,16 @@ def ls(
         return
     render.table(
         None,
-        ["id", "state", "receives", "priority", "age", "sequence"],
+        ["id", "state", "receives", "priority", "age", "visible in", "sequence"],
         [
             (
                 m.id,
                 m.state(now).value,
                 m.receive_count,
                 m.priority,
-                render.age(now - m.sent_at),
+                # a message some producers date ahead (DynamoMQ's delays) has no age yet
+                render.age(now - m.sent_at) if m.sent_at <= now else "-",
+                render.age(m.visible_at - now) if m.visible_at > now else "now",
                 m.sequence,
             )
             for m in found

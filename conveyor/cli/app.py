@@ -284,7 +284,12 @@ def show_attributes(state: State, name: str) -> None:
             {"name": name, "created_at": render.when(info.created_at), "attributes": data}
         )
     else:
-        render.pairs(f"queue {name}", [("created_at", render.when(info.created_at)), *data.items()])
+        # tags and the settings other APIs keep (SQS's Policy, ...) a row each, where set
+        tags, settings = data.pop("tags"), data.pop("settings")
+        rows = [("created_at", render.when(info.created_at)), *data.items()]
+        rows += [(f"tag {k}", v) for k, v in sorted(tags.items())]
+        rows += [(f"SQS {k}", v) for k, v in sorted(settings.items())]
+        render.pairs(f"queue {name}", rows)
 
 
 @queue.command("create")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -111,6 +112,22 @@ def _check(store: str, *queues: str, archive: str | None = None) -> None:
                  " --archive) before there is one to export")  # fmt: skip
 
 
+def _check_archived(store: str, queues: tuple[str, ...]) -> None:
+    """A chart needs throughput, which comes from archives: some queue must keep one."""
+    from ..client import Client
+
+    with Client(store) as client:
+        names = list(queues) or client.list_queues()
+        if not any(client.queue_info(name).attributes.archive for name in names):
+            one = names[0] if len(names) == 1 else "NAME"
+            fail(
+                f"nothing to chart: throughput comes from a queue's archive, and"
+                f" {'queue ' + names[0] + ' keeps' if len(names) == 1 else 'no queue keeps'}"
+                f" none; turn it on (conveyor queue set {one} --archive) and chart once"
+                " messages were processed"
+            )
+
+
 @cli.group()
 def pipeline() -> None:
     """Spark jobs over queues: stats, export, import, redrive."""
@@ -137,6 +154,8 @@ def stats(
 
     store = _store(state, job_store)
     _check(store, *queues)
+    if chart_path is not None:
+        _check_archived(store, queues)
     result = _run(
         remote or master,
         verbose,
@@ -144,20 +163,22 @@ def stats(
     )
     written = jobs.write_stats(result, out_dir, fmt) if out_dir else []
     drawn = jobs.chart(result, chart_path) if chart_path else None
-    if drawn and not result.throughput:
-        render.note(f"{drawn}: {jobs.NOTHING_TO_CHART}")
     if state.json:
         out: dict[str, Any] = dict(result.tables())
         out["files"] = [str(p) for p in written] + ([str(drawn)] if drawn else [])
         render.emit_json(out)
-        return
-    for name, rows in result.tables().items():
-        if rows:
-            render.table(name.replace("_", " "), list(rows[0]), [list(r.values()) for r in rows])
-        else:
-            render.say(f"{name.replace('_', ' ')}: none")
-    for path in [*written, *([drawn] if drawn else [])]:
-        render.say(f"wrote {path}")
+    else:
+        for name, rows in result.tables().items():
+            if rows:
+                columns = list(rows[0])
+                render.table(name.replace("_", " "), columns, [list(r.values()) for r in rows])
+            else:
+                render.say(f"{name.replace('_', ' ')}: none")
+        for path in [*written, *([drawn] if drawn else [])]:
+            render.say(f"wrote {path}")
+    if chart_path is not None and drawn is None:
+        render.error(f"no chart written to {chart_path}: {jobs.NOTHING_TO_CHART}")
+        sys.exit(1)
 
 
 @pipeline.command()

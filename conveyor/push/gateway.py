@@ -65,6 +65,7 @@ T = TypeVar("T")
 
 SEND_TYPES = ("queue", "topic")
 ANSWERS = ("arrived", "ack", "reject", "error")
+INTERNAL = "internal error (the gateway log has the details)"
 RUNS = {"queue": "send", "arrived": "answer", "ack": "answer"}  # handled a run at a time
 
 
@@ -275,8 +276,7 @@ class Gateway:
                         conn.write(b"".join(await self._answer_run(conn, frames)))
                 except Exception:
                     log.exception("push frames from %s failed", conn.address)
-                    failed = resp("error", "internal error (the gateway log has the details)")
-                    conn.write(failed * len(frames))
+                    conn.write(b"".join(resp("error", INTERNAL, msgid=f.msgid) for f in frames))
                 i = j
                 continue
             out: list[bytes] = []
@@ -284,7 +284,13 @@ class Gateway:
                 keep = await self.handle(conn, item, out)
             except Exception:
                 log.exception("push frame %s from %s failed", item.type, conn.address)
-                out.append(resp("error", "internal error (the gateway log has the details)"))
+                out.append(
+                    resp(
+                        "error",
+                        INTERNAL,
+                        msgid=item.msgid,
+                    )
+                )
                 keep = True
             conn.write(b"".join(out))
             if not keep:
@@ -322,7 +328,9 @@ class Gateway:
                     )
                 )
         except ConveyorError as exc:
-            out.append(resp("reject" if kind in SEND_TYPES else "error", str(exc)))
+            out.append(
+                resp("reject" if kind in SEND_TYPES else "error", str(exc), msgid=frame.msgid)
+            )
         return True
 
     def _auth(self, conn: Connection, token: str, out: list[bytes], *, quiet: bool = False) -> bool:
@@ -389,13 +397,17 @@ class Gateway:
             out += await self._send_run([frame])
             return
         if not frame.appid:
-            out.append(resp("reject", "appid is missing: it names the app to send to"))
+            out.append(
+                resp("reject", "appid is missing: it names the app to send to", msgid=frame.msgid)
+            )
             return
         app = self.app(frame.appid)
         if not await self._take_token(app, frame, out):
             return
         if not await self.ensure_topic(app):
-            out.append(resp("reject", "this store has no topics: send type=queue"))
+            out.append(
+                resp("reject", "this store has no topics: send type=queue", msgid=frame.msgid)
+            )
             return
         msgid = frame.msgid or None
         results = await self.call(self.client.publish, app.name, frame.content, id=msgid)
@@ -438,12 +450,14 @@ class Gateway:
         wait_most = 0.0
         for k, frame in enumerate(frames):
             if not frame.appid:
-                answers[k] = resp("reject", "appid is missing: it names the app to send to")
+                answers[k] = resp(
+                    "reject", "appid is missing: it names the app to send to", msgid=frame.msgid
+                )
                 continue
             try:
                 app = self.app(frame.appid)
             except ConveyorError as exc:
-                answers[k] = resp("reject", str(exc))
+                answers[k] = resp("reject", str(exc), msgid=frame.msgid)
                 continue
             wait = app.bucket.reserve(self.config.rate_wait)
             if wait is None:
@@ -468,7 +482,7 @@ class Gateway:
                 await self.ensure_app_queue(self.apps[name])
             except ConveyorError as exc:
                 for k in run:
-                    answers[k] = resp("reject", str(exc))
+                    answers[k] = resp("reject", str(exc), msgid=frames[k].msgid)
                 continue
             items: list[bytes | tuple[bytes, str]] = [
                 (frames[k].content, frames[k].msgid) if frames[k].msgid else frames[k].content
@@ -477,10 +491,14 @@ class Gateway:
             results = await self.ops(name).send.many(items)
             for k, result in zip(run, results, strict=True):
                 if isinstance(result, ConveyorError):
-                    answers[k] = resp("reject", str(result))
+                    answers[k] = resp("reject", str(result), msgid=frames[k].msgid)
                 elif isinstance(result, Exception):
                     log.error("storing a message of app %s failed: %r", name, result)
-                    answers[k] = resp("error", "internal error (the gateway log has the details)")
+                    answers[k] = resp(
+                        "error",
+                        INTERNAL,
+                        msgid=frames[k].msgid,
+                    )
                 else:
                     self.stats["received"] += 1
                     answers[k] = self._sent(frames[k], result.duplicate)
@@ -706,7 +724,7 @@ class Gateway:
             except ReceiptHandleInvalid:
                 answers[k] = self._not_held(frame)
             except ConveyorError as exc:
-                answers[k] = resp("error", str(exc))
+                answers[k] = resp("error", str(exc), msgid=frame.msgid)
         for peer in freed:
             self._room(peer)
         for queue, run in acks.items():
@@ -718,10 +736,14 @@ class Gateway:
                 elif isinstance(result, ReceiptHandleInvalid):
                     answers[k] = self._not_held(frames[k])
                 elif isinstance(result, ConveyorError):
-                    answers[k] = resp("error", str(result))
+                    answers[k] = resp("error", str(result), msgid=frames[k].msgid)
                 else:
                     log.error("deleting an acknowledged message of %s failed: %r", queue, result)
-                    answers[k] = resp("error", "internal error (the gateway log has the details)")
+                    answers[k] = resp(
+                        "error",
+                        INTERNAL,
+                        msgid=frames[k].msgid,
+                    )
         return answers
 
     async def _refuse(self, frame: Frame, delivery: Delivery) -> None:

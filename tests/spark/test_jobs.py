@@ -48,7 +48,7 @@ def test_stats(spark: Any, store: str, client: Client, tmp_path: Path) -> None:
     assert (tmp_path / "out" / "dead_letters.csv").read_text().count("\n") == 3
     assert len(files) == 4
     png = jobs.chart(result, str(tmp_path / "chart.png"))
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_export_then_import_is_idempotent(
@@ -132,6 +132,14 @@ def test_pipeline_commands(spark: Any, store: str, client: Client, tmp_path: Pat
     out = runner.invoke(cli, [*bad, "export", "work-dlq", "y", "--archive", "--master", "no://"])
     assert out.exit_code == 1 and "keeps no archive" in out.output
     assert "starting Spark" not in out.output
-    empty = jobs.Stats()
-    png = jobs.chart(empty, str(tmp_path / "empty.png"))
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # nothing to chart: no picture of nothing, and it says how to get something to chart
+    assert jobs.chart(jobs.Stats(), str(tmp_path / "empty.png")) is None
+    assert not (tmp_path / "empty.png").exists()
+    client.create_queue("plain")
+    out = runner.invoke(cli, [*bad, "stats", "plain", "--chart", str(tmp_path / "p.png")])
+    assert out.exit_code == 1 and "conveyor queue set plain --archive" in out.output
+    assert not (tmp_path / "p.png").exists() and "starting Spark" not in out.output
+    client.set_attributes("plain", archive=True)  # on, but nothing processed yet
+    out = runner.invoke(cli, [*args, "stats", "plain", "--chart", str(tmp_path / "p.png")])
+    assert out.exit_code == 1 and "no chart written" in out.stderr, out.output
+    assert not (tmp_path / "p.png").exists()
