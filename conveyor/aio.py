@@ -212,12 +212,17 @@ class AsyncQueue:
             self.backend, self.sync._receive_options, max_messages, visibility_timeout, wait
         )
         backend, name = self.sync.backend, self.name
+        first = min(max_messages, backend.batch_limit)
         poll = long_poll(backend, name, waiting)
         step = next(poll)
         try:
             while True:
                 if step is RECEIVE:
-                    got = await offload_write(backend, backend.receive, name, max_messages, vt)
+                    got = await offload_write(backend, backend.receive, name, first, vt)
+                    if got and len(got) == first < max_messages:
+                        got = await offload_write(
+                            backend, self.sync.receive_more, got, max_messages, vt
+                        )
                     if got and waiting and len(got) == max_messages:
                         backend.notify(name)  # there may be more: wake the next waiter
                     step = poll.send(got)

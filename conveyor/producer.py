@@ -10,9 +10,9 @@ from concurrent.futures import Future
 from typing import Any
 
 from .exceptions import ConveyorError, InvalidInput, StoreUnavailable
-from .models import SendResult
+from .models import BatchResult, SendResult
 from .queues import Body, Queue, SendEntry
-from .validation import MAX_BATCH
+from .validation import MAX_BATCH, SDK_BATCH
 
 log = logging.getLogger("conveyor.producer")
 
@@ -35,8 +35,10 @@ class Producer:
         max_pending: int = 10_000,
         retries: int = 3,
     ) -> None:
-        if not 1 <= batch_size <= MAX_BATCH:
-            raise InvalidInput(f"batch_size must be from 1 to {MAX_BATCH}, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise InvalidInput(f"batch_size must be a whole number, got {batch_size!r}")
+        if not 1 <= batch_size <= SDK_BATCH:
+            raise InvalidInput(f"batch_size must be from 1 to {SDK_BATCH}, got {batch_size}")
         if linger < 0:
             raise InvalidInput(f"linger must be >= 0, got {linger}")
         self.queue = queue
@@ -49,6 +51,7 @@ class Producer:
         self._cond = threading.Condition()
         self._closed = False
         self._busy = False
+        self._flushing = 0
         self._seq = 0
         self._thread = threading.Thread(target=self._loop, name="conveyor-producer", daemon=True)
         self._thread.start()
@@ -72,13 +75,16 @@ class Producer:
         """Send everything gathered so far and wait until it is stored."""
         end = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self._first_at = -1e18
+            self._flushing += 1  # batches go out full or not, without lingering
             self._cond.notify_all()
-            while self._pending or self._busy:
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TimeoutError("producer flush timed out")
-                self._cond.wait(left)
+            try:
+                while self._pending or self._busy:
+                    left = None if end is None else end - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError("producer flush timed out")
+                    self._cond.wait(left)
+            finally:
+                self._flushing -= 1
 
     def close(self) -> None:
         with self._cond:
@@ -98,7 +104,7 @@ class Producer:
                 if self._pending:
                     full = len(self._pending) >= self.batch_size
                     due = self._first_at + self.linger - time.monotonic()
-                    if full or due <= 0 or self._closed:
+                    if full or due <= 0 or self._closed or self._flushing:
                         batch = self._pending[: self.batch_size]
                         del self._pending[: self.batch_size]
                         self._first_at = time.monotonic() if self._pending else 0.0
@@ -124,26 +130,35 @@ class Producer:
                     self._cond.notify_all()
 
     def _send(self, batch: list[tuple[SendEntry, Future[SendResult]]]) -> None:
-        entries = [dataclasses.replace(e, entry_id=str(i)) for i, (e, _) in enumerate(batch)]
+        """Send a batch (the queue splits one larger than its store takes at once); what
+        failed because the store could not be reached is sent again, with back-off."""
         delay = 0.05
         for attempt in range(self.retries + 1):
+            entries = [dataclasses.replace(e, entry_id=str(i)) for i, (e, _) in enumerate(batch)]
             try:
                 results = self.queue.send_batch(entries)
-                break
             except StoreUnavailable as exc:
-                if attempt == self.retries:
-                    for _, fut in batch:
-                        fut.set_exception(exc)
-                    return
-                log.warning("send batch failed (%s); retrying in %.2fs", exc, delay)
-                time.sleep(delay)
-                delay *= 2
+                results = [BatchResult(entry_id=e.entry_id, error=exc) for e in entries]
             except ConveyorError as exc:
                 for _, fut in batch:
                     fut.set_exception(exc)
                 return
-        for (_, fut), result in zip(batch, results, strict=True):
-            if result.error is not None:
-                fut.set_exception(result.error)
-            else:
-                fut.set_result(result.result)
+            again: list[tuple[SendEntry, Future[SendResult]]] = []
+            why: Exception | None = None
+            for (entry, fut), result in zip(batch, results, strict=True):
+                if isinstance(result.error, StoreUnavailable) and attempt < self.retries:
+                    again.append((entry, fut))
+                    why = result.error
+                elif result.error is not None:
+                    fut.set_exception(result.error)
+                else:
+                    fut.set_result(result.result)
+            if not again:
+                return
+            log.warning(
+                "sending %d message(s) failed (%s); retrying in %.2fs",
+                len(again), why, delay,
+            )  # fmt: skip
+            time.sleep(delay)
+            delay *= 2
+            batch = again

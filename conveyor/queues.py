@@ -8,7 +8,7 @@ import json
 import zlib
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .backends.base import Backend, Editing
 from .catalog import Catalog
@@ -32,8 +32,10 @@ from .models import (
 )
 from .validation import (
     INDEX_IDS,
+    MAX_BATCH,
     MAX_DELAY,
     MAX_MESSAGE_BYTES,
+    SDK_BATCH,
     attribute_size,
     check_batch,
     check_batch_size,
@@ -50,6 +52,7 @@ from .validation import (
 )
 
 Body = bytes | str
+T = TypeVar("T")
 MAX_BATCH_BYTES = 1048576
 
 
@@ -288,28 +291,33 @@ class Queue:
         return self.send(json.dumps(value, separators=(",", ":")), **options)
 
     def send_batch(self, entries: Iterable[SendEntry | Body]) -> list[BatchResult]:
-        """Send up to 10 messages in one store transaction; results per entry, in order.
+        """Send messages; results per entry, in order. Entries are `SendEntry` values or
+        bare bodies (a bare body's entry id is its index).
 
-        Entries are `SendEntry` values or bare bodies; a bare body's entry id is its index.
+        Up to 10 entries (SQS's batch, bodies within 1 MiB together) are one store
+        transaction. Up to 10,000 are taken (gq's producers batch any number): they go to
+        the store `batch_limit` messages (and at most 1 MiB of bodies) at a time, each such
+        part one transaction; a part the store refuses fails its entries alone.
         """
         if isinstance(entries, str | bytes):
             raise InvalidInput("pass a list of entries or bodies, not one body")
         entries = list(entries)
         if all(type(e) is bytes or type(e) is str for e in entries):
-            check_batch_size(len(entries))
+            check_batch_size(len(entries), SDK_BATCH)
             ids: Sequence[str] = INDEX_IDS[: len(entries)]
             total = sum(len(e) for e in entries if isinstance(e, bytes | str))
         else:
             ids = [
                 e.entry_id if isinstance(e, SendEntry) else str(i) for i, e in enumerate(entries)
             ]
-            check_batch(ids)
+            check_batch(ids, SDK_BATCH)
             total = sum(
                 len(b)
                 for b in (e.body if isinstance(e, SendEntry) else e for e in entries)
                 if isinstance(b, bytes | str)
             )
-        _check_batch_bytes(total)
+        if len(entries) <= MAX_BATCH:
+            _check_batch_bytes(total)
         attrs = self.info.attributes
         prepared: list[NewMessage] = []
         sent_ids: list[str] = []
@@ -325,14 +333,47 @@ class Queue:
                 failed[entry_id] = BatchResult(entry_id=entry_id, error=exc)
                 continue
             sent_ids.append(entry_id)
-        sent = self._backend.send(self.name, prepared) if prepared else []
+        if len(prepared) <= self._backend.batch_limit and len(entries) <= MAX_BATCH:
+            sent: list[SendResult | ConveyorError] = (
+                list(self._backend.send(self.name, prepared)) if prepared else []
+            )
+        else:
+            sent = self._send_parts(prepared)
         done = [
-            batch_result(entry_id, result) for entry_id, result in zip(sent_ids, sent, strict=True)
+            batch_result(entry_id, None, result)
+            if isinstance(result, ConveyorError)
+            else batch_result(entry_id, result)
+            for entry_id, result in zip(sent_ids, sent, strict=True)
         ]
         if not failed:  # every entry was sent: already in order
             return done
         failed.update((r.entry_id, r) for r in done)
         return [failed[entry_id] for entry_id in ids]
+
+    def _send_parts(self, messages: Sequence[NewMessage]) -> list[SendResult | ConveyorError]:
+        """Send a batch larger than the store takes at once: a store call (a transaction)
+        per `batch_limit` messages and MAX_BATCH_BYTES of bodies; a part the store refuses
+        gives each of its messages the error, and the rest go on."""
+        out: list[SendResult | ConveyorError] = []
+        limit = self._backend.batch_limit
+
+        def part(chunk: list[NewMessage]) -> None:
+            try:
+                out.extend(self._backend.send(self.name, chunk))
+            except ConveyorError as exc:
+                out.extend([exc] * len(chunk))
+
+        chunk: list[NewMessage] = []
+        size = 0
+        for m in messages:
+            if chunk and (len(chunk) >= limit or size + len(m.body) > MAX_BATCH_BYTES):
+                part(chunk)
+                chunk, size = [], 0
+            chunk.append(m)
+            size += len(m.body)
+        if chunk:
+            part(chunk)
+        return out
 
     # -- receive --------------------------------------------------------------------------
 
@@ -346,30 +387,51 @@ class Queue:
         """Receive up to `max_messages`, waiting up to `wait` seconds for the first one.
 
         Returns as soon as a message is there. `wait` defaults to the queue's receive_wait,
-        `visibility_timeout` to the queue's.
+        `visibility_timeout` to the queue's. Up to 10,000 messages (gq's consumers pop any
+        number): more than the store claims at once (`batch_limit`) are claimed a part at
+        a time, the next part once the last one came back full.
         """
         vt, wait = self._receive_options(max_messages, visibility_timeout, wait)
         backend, name = self._backend, self.name
+        first = min(max_messages, backend.batch_limit)
         if wait <= 0:
-            return [decode_message(m) for m in backend.receive(name, max_messages, vt)]
-        poll = long_poll(backend, name, wait)
-        step = next(poll)
-        try:
-            while True:
-                if step is RECEIVE:
-                    step = poll.send(backend.receive(name, max_messages, vt))
-                else:
-                    assert isinstance(step, Wait)
-                    backend.wait_for_messages(name, step.since, min(step.remaining, step.interval))
-                    step = next(poll)
-        except StopIteration as done:
-            got: list[Message] = done.value
-            return [decode_message(m) for m in got]
+            got = backend.receive(name, first, vt)
+        else:
+            poll = long_poll(backend, name, wait)
+            step = next(poll)
+            try:
+                while True:
+                    if step is RECEIVE:
+                        step = poll.send(backend.receive(name, first, vt))
+                    else:
+                        assert isinstance(step, Wait)
+                        backend.wait_for_messages(
+                            name, step.since, min(step.remaining, step.interval)
+                        )
+                        step = next(poll)
+            except StopIteration as done:
+                got = done.value
+        if len(got) == first < max_messages:
+            got = self.receive_more(got, max_messages, vt)
+        return [decode_message(m) for m in got]
+
+    def receive_more(self, got: list[Message], most: int, vt: float) -> list[Message]:
+        """`got`, a full claim of `batch_limit` messages, and what further claims add up to
+        `most` in all (each part claimed once the last one came back full)."""
+        backend, limit = self._backend, self._backend.batch_limit
+        got = list(got)
+        while len(got) < most:
+            want = min(limit, most - len(got))
+            more = backend.receive(self.name, want, vt)
+            got += more
+            if len(more) < want:
+                break
+        return got
 
     def _receive_options(
         self, max_messages: int, visibility_timeout: float | None, wait: float | None
     ) -> tuple[float, float]:
-        check_max_messages(max_messages)
+        check_max_messages(max_messages, SDK_BATCH)
         attrs = self.info.attributes
         vt = attrs.visibility_timeout if visibility_timeout is None else visibility_timeout
         check_visibility(vt)
@@ -382,10 +444,28 @@ class Queue:
             raise error
 
     def delete_batch(self, receipts: Sequence[str] | Mapping[str, str]) -> list[BatchResult]:
-        """Delete up to 10 messages: {entry id: receipt}, or receipts (entry ids 0..n-1)."""
+        """Delete messages: {entry id: receipt}, or receipts (entry ids 0..n-1). Up to
+        10,000, `batch_limit` receipts a store call."""
         ids, handles = _entries(receipts)
-        errors = self._backend.delete(self.name, handles)
+        errors = self._in_parts(handles, lambda part: self._backend.delete(self.name, part))
         return [batch_result(k, None, e) for k, e in zip(ids, errors, strict=True)]
+
+    def _in_parts(
+        self, items: Sequence[T], call: Callable[[Sequence[T]], Sequence[Exception | None]]
+    ) -> list[Exception | None]:
+        """`call` on `items`, `batch_limit` at a time; a part the store refuses gives each
+        of its items the error."""
+        limit = self._backend.batch_limit
+        if len(items) <= limit:
+            return list(call(items))
+        out: list[Exception | None] = []
+        for start in range(0, len(items), limit):
+            part = items[start : start + limit]
+            try:
+                out.extend(call(part))
+            except ConveyorError as exc:
+                out.extend([exc] * len(part))
+        return out
 
     def change_visibility(self, receipt: str, timeout: float) -> None:
         """Make a received message visible `timeout` seconds from now (0 releases it now)."""
@@ -398,7 +478,7 @@ class Queue:
         self, entries: Mapping[str, tuple[str, float]]
     ) -> list[BatchResult]:
         pairs = list(entries.items())
-        check_batch([k for k, _ in pairs])
+        check_batch([k for k, _ in pairs], SDK_BATCH)
         results: dict[str, BatchResult] = {}
         valid: list[tuple[str, tuple[str, float]]] = []
         for k, (receipt, timeout) in pairs:
@@ -407,7 +487,10 @@ class Queue:
             except ConveyorError as exc:
                 results[k] = BatchResult(entry_id=k, error=exc)
         if valid:
-            errors = self._backend.change_visibility(self.name, [v for _, v in valid])
+            errors = self._in_parts(
+                [v for _, v in valid],
+                lambda part: self._backend.change_visibility(self.name, part),
+            )
             for (k, _), e in zip(valid, errors, strict=True):
                 results[k] = BatchResult(entry_id=k, error=e)
         return [results[k] for k, _ in pairs]
@@ -601,12 +684,12 @@ def _entries(receipts: Sequence[str] | Mapping[str, str]) -> tuple[Sequence[str]
     their indexes)."""
     if isinstance(receipts, Mapping):
         ids = list(receipts)
-        check_batch(ids)
+        check_batch(ids, SDK_BATCH)
         return ids, list(receipts.values())
     if isinstance(receipts, str):
         raise InvalidInput("pass a list of receipts, not one string")
     handles = list(receipts)
-    check_batch_size(len(handles))
+    check_batch_size(len(handles), SDK_BATCH)
     return INDEX_IDS[: len(handles)], handles
 
 

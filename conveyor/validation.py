@@ -34,8 +34,12 @@ NAMESPACE_RE = re.compile(r"[a-z0-9-]{1,32}:[0-9]{12}:")
 """A queue of another region and account of the SQS API: ``eu-west-1:123456789012:orders``."""
 
 MAX_BATCH = 10
+"""The most entries of a batch request of the SQS and SNS APIs (SQS's limit)."""
+SDK_BATCH = 10_000
+"""The most messages one SDK call sends, receives, deletes or changes (gq's producers and
+consumers batch any number): split into the store's own batches (`Backend.batch_limit`)."""
 # the entry ids of a batch given as a plain list: each entry's index
-INDEX_IDS = tuple(str(i) for i in range(MAX_BATCH))
+INDEX_IDS = tuple(str(i) for i in range(SDK_BATCH))
 MAX_MESSAGE_ATTRIBUTES = 10
 MAX_MESSAGE_BYTES = 1048576
 """The most any queue accepts (SQS's maximum)."""
@@ -149,11 +153,9 @@ def check_wait(value: float) -> float:
     return float(value)
 
 
-def check_max_messages(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RECEIVE:
-        raise InvalidInput(
-            f"max_messages must be an integer from 1 to {MAX_RECEIVE}, got {value!r}"
-        )
+def check_max_messages(value: int, most: int = MAX_RECEIVE) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise InvalidInput(f"max_messages must be an integer from 1 to {most}, got {value!r}")
     return value
 
 
@@ -282,16 +284,16 @@ def check_body_size(body: bytes, attributes: Mapping[str, AttributeValue], limit
         raise InvalidInput("message body must not be empty")
 
 
-def check_batch_size(n: int) -> None:
+def check_batch_size(n: int, most: int = MAX_BATCH) -> None:
     if not n:
         raise EmptyBatch("a batch needs at least one entry")
-    if n > MAX_BATCH:
-        raise TooManyEntries(f"a batch holds at most {MAX_BATCH} entries, got {n}")
+    if n > most:
+        raise TooManyEntries(f"a batch holds at most {most} entries, got {n}")
 
 
-def check_batch(entry_ids: Sequence[str]) -> None:
+def check_batch(entry_ids: Sequence[str], most: int = MAX_BATCH) -> None:
     n = len(entry_ids)
-    check_batch_size(n)
+    check_batch_size(n, most)
     # one match over the ids a line each (a third of the cost of one match per id); an id
     # holding a line break would pass as two, so the line breaks are counted too
     try:

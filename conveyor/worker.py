@@ -1,10 +1,19 @@
 """`Worker`: runs a handler over a queue's messages, in threads or on asyncio.
 
-Lifecycle: `run()` registers the worker as a consumer, receives as many messages as it has
-free slots, runs the handler on each, deletes a message when its handler returns, and keeps
-extending the visibility of messages whose handler is still running. A handler that raises
-gets its message back after an exponential back-off; once the message has been received the
-queue's max receive count times it goes to the dead-letter queue with the error recorded.
+Lifecycle: `run()` registers the worker as a consumer, receives messages (up to
+`batch_size` at once, as many as it has room for: `concurrency` handlers at a time, and a
+batch larger than that waits its turn, held), runs the handler on each, deletes a message
+when its handler returns, and keeps extending the visibility of messages it holds. A handler
+that raises gets its message back after an exponential back-off; once the message has been
+received the queue's max receive count times it goes to the dead-letter queue with the error
+recorded.
+
+Deadlines follow gq's document. A message whose handler fails after its deadline has passed
+has failed for good: it goes to the dead-letter queue (or, without one, is deleted) rather
+than being tried again. On an at-least-once queue the worker does not extend a message's
+visibility past its deadline, so that another consumer may take it then. On an at-most-once
+queue a claim never ends by itself (nothing is extended); a failed message with a deadline
+still ahead is tried again, one without a deadline is not (it was tried once).
 
 `stop()` is thread-safe. On SIGTERM/SIGINT (handlers installed only in the main thread, and
 restored afterwards) the worker stops receiving, lets running handlers finish within `grace`
@@ -32,6 +41,7 @@ from typing import Any
 from .exceptions import ConveyorError, InvalidInput, NotFound, ReceiptHandleInvalid
 from .models import Capability, Delivery, Message
 from .queues import Queue
+from .validation import SDK_BATCH
 
 log = logging.getLogger("conveyor.worker")
 
@@ -85,8 +95,10 @@ class Worker:
     ) -> None:
         if concurrency < 1:
             raise InvalidInput(f"concurrency must be at least 1, got {concurrency}")
-        if not 1 <= batch_size <= 10:
-            raise InvalidInput(f"batch_size must be from 1 to 10, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise InvalidInput(f"batch_size must be a whole number, got {batch_size!r}")
+        if not 1 <= batch_size <= SDK_BATCH:
+            raise InvalidInput(f"batch_size must be from 1 to {SDK_BATCH}, got {batch_size}")
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -106,7 +118,11 @@ class Worker:
         self._stop = threading.Event()
         self._held: dict[str, _Held] = {}
         self._lock = threading.Lock()
-        self._slots = threading.Semaphore(concurrency)
+        # messages held at once: what runs and, for a batch larger than that, what waits
+        self._room = max(concurrency, batch_size)
+        # a receive waits for room for half a batch (a batch at most what runs at once)
+        self._refill = 1 if batch_size <= concurrency else max(1, batch_size // 2)
+        self._slots = threading.Semaphore(self._room)
         self._is_async = inspect.iscoroutinefunction(handler)
 
     # -- public ---------------------------------------------------------------------------
@@ -172,8 +188,10 @@ class Worker:
         running: set[Future[None]] = set()
         try:
             while not self._stop.is_set():
-                self._slots.acquire()
-                free = 1
+                free = 0
+                while free < self._refill and not self._stop.is_set():
+                    if self._slots.acquire(timeout=0.25):
+                        free += 1
                 while free < self.batch_size and self._slots.acquire(blocking=False):
                     free += 1
                 messages = [] if self._stop.is_set() else self._take(free, until_empty)
@@ -269,8 +287,13 @@ class Worker:
             "handler failed on message %s (receive %d): %s", message.id, message.receive_count, text
         )
         attrs = self.queue.info.attributes
-        if attrs.delivery is Delivery.AT_MOST_ONCE:
-            self.queue.delete(message.receipt)
+        now = self.queue.catalog.clock.now()
+        deadline = message.deadline
+        if deadline is not None and deadline <= now:  # failed for good (gq: "failed")
+            self._give_up(message, f"deadline passed: {text}")
+            return
+        if attrs.delivery is Delivery.AT_MOST_ONCE and deadline is None:
+            self.queue.delete(message.receipt)  # tried once, as at most once promises
             return
         policy = attrs.dead_letter
         if (
@@ -283,6 +306,22 @@ class Worker:
             return
         delay = min(self.max_backoff, self.backoff * 2 ** max(0, message.receive_count - 1))
         self.queue.change_visibility(message.receipt, min(delay, 43200.0))
+
+    def _give_up(self, message: Message, error: str) -> None:
+        """A message that is not to be tried again: to the dead-letter queue, with the
+        error, where the queue has one and the store can move it; else deleted."""
+        assert message.receipt is not None
+        if (
+            self.queue.info.attributes.dead_letter is not None
+            and Capability.EDIT_IN_PLACE in self.queue.catalog.capabilities
+        ):
+            try:
+                self.queue.move_to_dlq(message.id, error=error)
+                self.dead_lettered += 1
+                return
+            except NotFound:
+                return  # gone meanwhile (another consumer took it after its deadline)
+        self.queue.delete(message.receipt)
 
     # -- keeping visibility and the heartbeat ---------------------------------------------
 
@@ -297,10 +336,18 @@ class Worker:
                 due = [h for h in self._held.values() if not h.done and h.extend_at <= now]
                 for h in due:
                     h.extend_at = now + vt / 2
+            if due and self.queue.info.attributes.delivery is Delivery.AT_MOST_ONCE:
+                continue  # its claims never end: extending one would end it
             for h in due:
+                # at least once, a claim is not extended past the message's deadline: once
+                # that passes, another consumer may take it (gq's document)
+                deadline = h.message.deadline
+                timeout = vt if deadline is None else min(vt, deadline - now)
+                if timeout <= 0:
+                    continue
                 try:
                     if h.message.receipt:
-                        self.queue.change_visibility(h.message.receipt, vt)
+                        self.queue.change_visibility(h.message.receipt, timeout)
                 except ConveyorError as exc:
                     log.warning("could not extend visibility of %s: %s", h.message.id, exc)
             if now >= next_beat:
@@ -344,11 +391,14 @@ class Worker:
 
     async def _run_async(self, until_empty: bool) -> None:
         running: set[asyncio.Task[None]] = set()
-        sem = asyncio.Semaphore(self.concurrency)
+        sem = asyncio.Semaphore(self._room)  # held
+        turns = asyncio.Semaphore(self.concurrency)  # handlers running
         try:
             while not self._stop.is_set():
-                await sem.acquire()
-                free = 1
+                free = 0
+                while free < self._refill:
+                    await sem.acquire()
+                    free += 1
                 while free < self.batch_size and not sem.locked():
                     await sem.acquire()
                     free += 1
@@ -356,7 +406,7 @@ class Worker:
                 for _ in range(free - len(messages)):
                     sem.release()
                 for m in messages:
-                    task = asyncio.create_task(self._handle_async(m, sem))
+                    task = asyncio.create_task(self._handle_async(m, sem, turns))
                     running.add(task)
                     task.add_done_callback(running.discard)
                 if not messages and until_empty:
@@ -371,11 +421,14 @@ class Worker:
                     task.cancel()
             await asyncio.to_thread(self._release_held)
 
-    async def _handle_async(self, message: Message, sem: asyncio.Semaphore) -> None:
+    async def _handle_async(
+        self, message: Message, sem: asyncio.Semaphore, turns: asyncio.Semaphore
+    ) -> None:
         try:
-            result = self.handler(message)
-            if inspect.isawaitable(result):
-                await result
+            async with turns:
+                result = self.handler(message)
+                if inspect.isawaitable(result):
+                    await result
         except asyncio.CancelledError:
             raise
         except Exception as exc:

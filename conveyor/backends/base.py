@@ -140,6 +140,10 @@ class Backend(ABC):
     features: frozenset[Capability] = frozenset()
     """The semantic flags this store honours (priority, FIFO, at-most-once, archive, rate
     limit, compression, ...); `Client` refuses queues and messages that need others."""
+    batch_limit: int = 500
+    """The most messages one call of send, receive, delete or change_visibility takes (one
+    transaction where the store has them); `Queue` splits larger SDK calls into calls of
+    this many."""
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
@@ -301,10 +305,12 @@ class Backend(ABC):
 
         Claimed messages are invisible until now + visibility_timeout and have their
         receive_count raised. Highest priority first, then send order. On FIFO queues a
-        group with a message in flight yields nothing. Messages past their deadline are
-        expired, and ones at the dead-letter policy's max receive count are moved to the
-        dead-letter queue, instead of being delivered. On at-most-once queues claimed
-        messages are never visible again. Atomic against every other receiver.
+        group with a message in flight yields nothing. Messages past retention are expired,
+        and ones at the dead-letter policy's max receive count are moved to the dead-letter
+        queue, instead of being delivered. On at-most-once queues claimed messages are never
+        visible again, and messages past their deadline are expired; on at-least-once
+        queues a claim of a message with a deadline ends at that deadline if it comes
+        sooner (`rules.deadline_rules`). Atomic against every other receiver.
         """
 
     @abstractmethod

@@ -96,18 +96,49 @@ def bare_bodies(messages: Sequence[NewMessage]) -> bool:
 
 
 class ClaimTerms(NamedTuple):
-    """What one receive claims with: now, the claimed messages' visible_at, and the
-    retention horizon (messages sent before it are expired, never delivered)."""
+    """What one receive claims with: now, the claimed messages' visible_at, the retention
+    horizon (messages sent before it are expired, never delivered), and the two deadline
+    rules (`deadline_rules`)."""
 
     now: float
     visible_at: float
     horizon: float
+    expires: float
+    cut_from: float
 
 
-def expired(sent_at: float | None, deadline: float | None, horizon: float, now: float) -> bool:
+# Deadlines, as gq's document states them. On an at-most-once queue a message past its
+# deadline is expired: never delivered, counted as expired. On an at-least-once queue a
+# deadline does not expire the message: a claim made before the deadline ends at the
+# deadline at the latest, so that once it passes another consumer may take the message.
+# Both rules are thresholds a store compares deadlines with (finite: MySQL has no infinity).
+NEVER_EXPIRES = -FAR_FUTURE  # no deadline is at or before it
+NEVER_CUT = FAR_FUTURE  # no deadline is after it
+
+
+def deadline_rules(attrs: QueueAttributes, now: float) -> tuple[float, float]:
+    """(expires, cut_from) at `now`: a message whose deadline is at or before `expires` is
+    expired; a claim of one whose deadline is after `cut_from` ends at its deadline when
+    that is sooner than the claim's end."""
+    if attrs.delivery is Delivery.AT_MOST_ONCE:
+        return now, NEVER_CUT
+    return NEVER_EXPIRES, now
+
+
+def claimed_until(terms: ClaimTerms, deadline: float | None) -> float:
+    """When a message claimed with `terms` becomes visible again."""
+    if deadline is not None and terms.cut_from < deadline < terms.visible_at:
+        return deadline
+    return terms.visible_at
+
+
+def expired(sent_at: float | None, deadline: float | None, horizon: float, expires: float) -> bool:
     """Whether a message is past retention (sent before `horizon`; None: not known) or its
-    deadline: never delivered again, nor counted."""
-    return (sent_at is not None and sent_at < horizon) or (deadline is not None and deadline <= now)
+    deadline (at or before `expires`, `deadline_rules`): never delivered again, nor
+    counted."""
+    return (sent_at is not None and sent_at < horizon) or (
+        deadline is not None and deadline <= expires
+    )
 
 
 class Tally(NamedTuple):
@@ -139,7 +170,7 @@ def tally(messages: Iterable[tuple[float, int, float]], now: float) -> Tally:
 def claim_terms(attrs: QueueAttributes, now: float, visibility_timeout: float) -> ClaimTerms:
     at_most_once = attrs.delivery is Delivery.AT_MOST_ONCE
     visible_at = FAR_FUTURE if at_most_once else now + visibility_timeout
-    return ClaimTerms(now, visible_at, now - attrs.retention)
+    return ClaimTerms(now, visible_at, now - attrs.retention, *deadline_rules(attrs, now))
 
 
 def walks_head(attrs: QueueAttributes) -> bool:

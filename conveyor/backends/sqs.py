@@ -72,6 +72,7 @@ def translate(code: str, message: str, status: int) -> ConveyorError:
 class SQSBackend(Backend):
     scheme = "sqs"
     features = frozenset({Capability.CROSS_PROCESS, Capability.FIFO})
+    batch_limit = 10  # SQS's batch requests and receives
 
     def __init__(
         self, *, region: str, endpoint_url: str | None = None, clock: Clock = SYSTEM_CLOCK

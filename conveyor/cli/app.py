@@ -573,7 +573,8 @@ def parse_attrs(attrs: tuple[str, ...]) -> dict[str, str | int | float]:
 @click.option(
     "--deadline",
     type=float,
-    help="Seconds to deliver it in; past that it is dropped (at-most-once).",
+    help="Seconds to process it in: after that an at-most-once queue drops it, and an"
+    " at-least-once queue lets another consumer take it.",
 )
 @pass_state
 def send(

@@ -293,7 +293,8 @@ class SendRequest(StrictBody):
         default=None,
         gt=0,
         le=14 * 86400,
-        description="seconds to deliver it in; later it is dropped (at-most-once queues)",
+        description="seconds to process it in (gq's deadline): past it an at-most-once queue"
+        " drops it, and an at-least-once queue ends a consumer's claim of it there",
     )
 
 

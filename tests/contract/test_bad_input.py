@@ -90,7 +90,8 @@ def test_bad_receive_arguments(client: Client) -> None:
     q = client.create_queue("q")
     for kwargs in (
         {"max_messages": 0},
-        {"max_messages": 11},
+        {"max_messages": 10_001},  # the SDK takes 10,000 (gq's batches), the SQS API 10
+        {"max_messages": True},
         {"visibility_timeout": -1},
         {"wait": 21},
     ):
@@ -114,7 +115,9 @@ def test_batch_shape_errors(client: Client) -> None:
     with pytest.raises(EmptyBatch):
         q.send_batch([])
     with pytest.raises(TooManyEntries):
-        q.send_batch([str(i) for i in range(11)])
+        q.send_batch([str(i) for i in range(10_001)])
+    with pytest.raises(TooManyEntries):
+        q.delete_batch(["r"] * 10_001)
     with pytest.raises(BatchEntryIdsNotDistinct):
         q.send_batch([SendEntry(entry_id="a", body="1"), SendEntry(entry_id="a", body="2")])
     with pytest.raises(InvalidBatchEntryId):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conveyor import Client, Delivery, ManualClock, SendEntry
+from conveyor import Client, DeadLetterPolicy, Delivery, ManualClock, SendEntry
 from conveyor.backends.rules import SWEEP_ROWS
 from conveyor.backends.sql.store import SQLStore
 from conveyor.models import Capability as Capability
@@ -53,18 +53,58 @@ def test_rule9_at_most_once_never_redelivers(client: Client, clock: ManualClock)
 
 
 def test_rule9_deadline_passed_is_never_delivered(client: Client, clock: ManualClock) -> None:
+    """At most once (gq's document): a message past its deadline is failed, never
+    delivered; stats count it as expired."""
     needs(client, Capability.AT_MOST_ONCE)
-    for delivery in (Delivery.AT_MOST_ONCE, Delivery.AT_LEAST_ONCE):
-        q = client.create_queue(f"dl-{delivery.value}", delivery=delivery, visibility_timeout=5)
-        q.send("late", deadline=clock.now() + 10, delay=10)
-        q.send("fine", deadline=clock.now() + 100)
-        q.send("no-deadline")
-        clock.advance(10)
-        got = sorted(m.text for m in q.receive(10))
-        assert got == ["fine", "no-deadline"]
-        assert q.stats().total == 2  # the late one is gone
+    q = client.create_queue("dl-amo", delivery=Delivery.AT_MOST_ONCE, visibility_timeout=5)
+    q.send("late", deadline=clock.now() + 10, delay=10)
+    q.send("fine", deadline=clock.now() + 100)
+    q.send("no-deadline")
+    clock.advance(10)
+    got = sorted(m.text for m in q.receive(10))
+    assert got == ["fine", "no-deadline"]
+    assert q.stats().total == 2  # the late one is gone
+    if has(client, Capability.TOTALS):
+        assert q.stats().expired == 1
+
+
+def test_at_least_once_deadlines_end_claims_and_expire_nothing(
+    client: Client, clock: ManualClock
+) -> None:
+    """At least once (gq's document): a message whose deadline passes while it is consumed
+    may be claimed by another consumer; a deadline drops nothing."""
+    needs(client, Capability.AT_MOST_ONCE)
+    for walks in (False, True):  # a plain claim, and one that walks the head
+        name = "dl-alo-walk" if walks else "dl-alo"
+        if walks:
+            client.create_queue(f"{name}-dlq")
+        q = client.create_queue(
+            name,
+            visibility_timeout=60,
+            dead_letter=DeadLetterPolicy(queue=f"{name}-dlq", max_receive_count=10)
+            if walks
+            else None,
+        )
+        start = clock.now()
+        q.send("a", deadline=start + 10)
+        q.send("b", deadline=start + 1)
+        q.send("c")
+        first = {m.text: m for m in q.receive(10)}
+        assert set(first) == {"a", "b", "c"}
+        assert first["a"].visible_at == start + 10  # its claim ends at its deadline
+        assert first["b"].visible_at == start + 1
+        assert first["c"].visible_at == start + 60
+        clock.advance(2)
+        [b] = q.receive(10)  # taken by another consumer once its deadline passed
+        assert (b.text, b.receive_count, b.visible_at) == ("b", 2, clock.now() + 60)
+        clock.advance(9)
+        [a] = q.receive(10)
+        assert (a.text, a.receive_count) == ("a", 2)
+        assert q.stats().total == 3  # nothing expired
         if has(client, Capability.TOTALS):
-            assert q.stats().expired == 1
+            assert q.stats().expired == 0
+        clock.advance(100)  # past every deadline: still delivered, at least once
+        assert sorted(m.text for m in q.receive(10)) == ["a", "b", "c"]
 
 
 def test_archive_keeps_deleted_messages(client: Client, clock: ManualClock) -> None:

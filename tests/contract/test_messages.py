@@ -344,6 +344,30 @@ def test_rule7_delay(client: Client, clock: ManualClock) -> None:
     assert m.text == "queue-delay" and m.sent_at + 10 == pytest.approx(clock.now())
 
 
+def test_sdk_batches_past_ten_split_into_the_store_s_own(client: Client) -> None:
+    """gq's producers push and its consumers pop batches of any size: the SDK sends,
+    receives, deletes and changes up to 10,000 at once, in parts the store takes (ten a
+    request through the SQS API)."""
+    q = client.create_queue("big", visibility_timeout=60)
+    limit = client.backend.batch_limit
+    # past 1,000 where a store takes hundreds at once; else (DynamoDB on its emulator, a
+    # claim a request) past two of its parts
+    n = 1050 if limit >= 100 else 2 * limit + 5
+    sent = q.send_batch([f"m{i}" for i in range(n)])
+    assert [r.entry_id for r in sent] == [str(i) for i in range(n)]
+    assert all(r.error is None for r in sent)
+    got = q.receive(n - 5)
+    assert len(got) == n - 5 and len({m.id for m in got}) == n - 5
+    assert {m.text for m in got} <= {f"m{i}" for i in range(n)}
+    done = q.delete_batch([m.receipt or "" for m in got])
+    assert len(done) == n - 5 and all(r.error is None for r in done)
+    rest = q.receive(n)
+    assert len(rest) == 5
+    changed = q.change_visibility_batch({f"e{i}": (m.receipt or "", 0) for i, m in enumerate(rest)})
+    assert all(r.error is None for r in changed)
+    assert q.stats().ready == 5
+
+
 def test_rule11_concurrent_receivers_never_share(client: Client) -> None:
     q = client.create_queue("r11", visibility_timeout=600)
     q.send_batch([SendEntry(entry_id=str(i), body=str(i)) for i in range(10)])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...models import QueueStats
-from ..rules import expired, tally
+from ..rules import deadline_rules, expired, tally
 from .items import Entry, n, num, s
 from .table import expr
 from .totals import FIELDS, Totals
@@ -56,11 +56,12 @@ class DynamoAccounts:
         entry = store.queue_entry(name)
         now = store.clock.now()
         horizon = now - entry.attrs.retention
+        cut, _ = deadline_rules(entry.attrs, now)
         counts = tally(  # not the expired: a receive that meets one removes it
             (
                 (doc.vis, doc.rc, doc.sat)
                 for doc in store.queue_docs(entry)
-                if not expired(doc.sat, doc.dl, horizon, now)
+                if not expired(doc.sat, doc.dl, horizon, cut)
             ),
             now,
         )

@@ -42,7 +42,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import claim_token, make_receipt, parse_receipt, stale_receipt
-from ..rules import ClaimTerms, GroupFill, claim_terms, expired
+from ..rules import ClaimTerms, GroupFill, claim_terms, claimed_until, expired
 from .accounts import DynamoAccounts
 from .editing import DynamoEditor
 from .items import (
@@ -96,6 +96,8 @@ class DynamoStore(Backend):
     """A queue store on one DynamoDB table. Build one with `from_url`."""
 
     scheme = "dynamodb"
+    batch_limit = 50  # a send of 50 writes at most 100 items (with FIFO de-duplication
+    # records) in one transaction, TransactWriteItems' limit
     features = frozenset(
         {
             Capability.PRIORITY,
@@ -523,7 +525,7 @@ class DynamoStore(Backend):
         else:
             out = self._receive_ready(entry, max_messages, terms, token)
         if out:
-            self.note_due(entry, terms.visible_at)
+            self.note_due(entry, min(m.visible_at for m in out))
             self.accounts.count(entry, "received", len(out))
         return out
 
@@ -663,7 +665,7 @@ class DynamoStore(Backend):
         deadline = num(item, "dl") if doc is None else doc.dl
         count = int(num(item, "receive_count") or 0) if doc is None else doc.rc
         version = item["version"]
-        if expired(sent, deadline, terms.horizon, now):
+        if expired(sent, deadline, terms.horizon, terms.expires):
             with contextlib.suppress(ConditionFailed):
                 self.call(
                     "delete_item",
@@ -687,11 +689,12 @@ class DynamoStore(Backend):
                         return "held"
                     return "gone"
                 return "held"
+        until = claimed_until(terms, deadline)
         values: dict[str, Any] = {
             ":one": n(1),
             ":v": version,
-            ":vis": n(terms.visible_at),
-            ":vist": s(rfc3339(terms.visible_at)),
+            ":vis": n(until),
+            ":vist": s(rfc3339(until)),
             ":tok": s(token),
             ":now": n(now),
             ":nowt": s(rfc3339(now)),

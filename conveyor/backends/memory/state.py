@@ -33,7 +33,7 @@ from ...models import (
 )
 from ...validation import DEDUP_WINDOW
 from ..errors import no_message, no_queue
-from ..rules import SEQ_MASK, SWEEP_INTERVAL, band, dedup, expired, order_key
+from ..rules import SEQ_MASK, SWEEP_INTERVAL, band, deadline_rules, dedup, expired, order_key
 from .runheap import RunHeap
 
 _BAND_0 = band(0)
@@ -171,8 +171,9 @@ class QueueState:
             self.deleted += 1
 
     def expired_at(self, rec: Rec, now: float) -> bool:
-        """Past retention or deadline: never delivered again."""
-        return expired(rec.sent_at, rec.deadline, now - self.attrs.retention, now)
+        """Past retention or (at-most-once) deadline: never delivered again."""
+        cut, _ = deadline_rules(self.attrs, now)
+        return expired(rec.sent_at, rec.deadline, now - self.attrs.retention, cut)
 
     def sweep(self, now: float, force: bool = False) -> None:
         """Drop what is past retention or deadline and forget old de-duplication keys."""

@@ -43,7 +43,7 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
-from ..rules import GroupFill, claim_terms, expired, refill_tokens, tally
+from ..rules import GroupFill, claim_terms, claimed_until, expired, refill_tokens, tally
 from .state import NAMED, NAMED_LOCK, QueueState, Rec, State, TopicState
 
 
@@ -194,7 +194,7 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
             for rec in q.candidates(now):
                 if fill is not None:
                     fill.step(rec.visible_at, rec.receive_count)
-                if expired(rec.sent_at, rec.deadline, terms.horizon, now):
+                if expired(rec.sent_at, rec.deadline, terms.horizon, terms.expires):
                     q.drop(rec, "expired", now)
                     continue
                 if (
@@ -214,8 +214,10 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                     break
             if fill is not None:
                 claimed.extend(q.messages[mid] for mid in fill.chosen())
-            visible_at = terms.visible_at
-            out = [q.claim(rec, now, visible_at, token, prefix) for rec in claimed]
+            out = [
+                q.claim(rec, now, claimed_until(terms, rec.deadline), token, prefix)
+                for rec in claimed
+            ]
             q.received += len(out)
             if rate:
                 q.tokens -= len(out)

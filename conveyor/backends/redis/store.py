@@ -45,7 +45,14 @@ from ..errors import (
     queue_exists,
 )
 from ..receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
-from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, bare_bodies, claim_terms, dedup
+from ..rules import (
+    SWEEP_INTERVAL,
+    SWEEP_ROWS,
+    bare_bodies,
+    claim_terms,
+    deadline_rules,
+    dedup,
+)
 from .connection import RedisConnection
 from .values import (
     ARCHIVE_FIELDS,
@@ -209,6 +216,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             num(now - entry.attrs.retention),
             "1" if entry.attrs.archive else "0",
             SWEEP_ROWS,
+            num(deadline_rules(entry.attrs, now)[0]),
         ]
         while self._script("sweep", entry, args) >= SWEEP_ROWS and whole:
             pass
@@ -330,6 +338,8 @@ class RedisStore(Backend, Editing, Topics, Consumers):
                 "1" if attrs.archive else "0",
                 num(attrs.rate_limit or 0),
                 self.channel,
+                num(terms.expires),
+                num(terms.cut_from),
             ],
         )
         if outbox and dlq is not None:

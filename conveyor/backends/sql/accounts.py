@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Generic
 
 from ...models import QueueAttributes, QueueStats
-from ..rules import SWEEP_INTERVAL, SWEEP_ROWS
+from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, deadline_rules
 from .connections import E, marks
 from .estimates import LastCounts, Totals
 from .pipeline import HIDDEN
@@ -43,7 +43,8 @@ class SQLAccounts(Generic[E]):
         self.counts.forget(name)
 
     def sweep(self, qid: int, name: str, attrs: QueueAttributes, now: float, force: bool) -> None:
-        """Remove messages past retention or deadline (counted as expired); forget old
+        """Remove messages past retention or (at most once) deadline (counted as expired);
+        forget old
         de-duplication keys.
 
         Receives never deliver such messages, so this only reclaims space: once a minute per
@@ -62,6 +63,7 @@ class SQLAccounts(Generic[E]):
         d = self.store.dialect
         t, scope = d.messages(qid), d.scope(qid)
         horizon = now - attrs.retention
+        cut, _ = deadline_rules(attrs, now)
 
         def expired(ex: E) -> set[int]:
             keys = {
@@ -76,7 +78,7 @@ class SQLAccounts(Generic[E]):
                 int(key)
                 for (key,) in ex.rows(
                     f"SELECT {d.key} FROM {t} WHERE deadline <= %s AND {scope} LIMIT {SWEEP_ROWS}",
-                    (now,),
+                    (cut,),
                 )
             )
             return keys
@@ -143,7 +145,7 @@ class SQLAccounts(Generic[E]):
                 f" ELSE 0 END), 0), min(sent_at) FROM {d.messages(qid)} WHERE {d.scope(qid)}"
                 " AND visible_at < %s"  # not what a job staged, hidden until it publishes
                 " AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)",  # nor expired
-                (now, now, now, HIDDEN, now - attrs.retention, now),
+                (now, now, now, HIDDEN, now - attrs.retention, deadline_rules(attrs, now)[0]),
             )
             totals = self.totals_now(ex, qid)
             assert counts is not None and totals is not None

@@ -26,6 +26,7 @@ from ...exceptions import InvalidInput
 from ...ids import new_ids
 from ..rules import ClaimTerms, order_after, order_key
 from .connections import CursorExec, E, marks
+from .inflight import CLAIMED_UNTIL, claim_params
 from .rows import Fields, Row, claimed
 from .schema import Step
 
@@ -262,10 +263,10 @@ class Dialect(ABC, Generic[E]):
             keys,
         )
         ex.run(
-            f"UPDATE {t} SET visible_at = %s, receive_count = receive_count + 1,"
+            f"UPDATE {t} SET visible_at = {CLAIMED_UNTIL}, receive_count = receive_count + 1,"
             " first_received_at = coalesce(first_received_at, %s), version = version + 1,"
             f" token = %s WHERE {scope} AND {self.key} IN ({marks(keys)})",
-            (terms.visible_at, terms.now, token, *keys),
+            (*claim_params(terms, token), *keys),
         )
         return [claimed(row, terms) for row in found]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..rules import ClaimTerms
 from .connections import CursorExec
 from .rows import Row
 
@@ -28,9 +29,18 @@ LOOK_EVERY = 1.0  # seconds between looks at one queue's head
 # aside); any other row is "held" and ready once its visible_at has passed
 FRESH = "receive_count = 0 AND visible_at <= sent_at"
 HELD = "(receive_count > 0 OR visible_at > sent_at)"
-# what a claim takes: visible at now, not past retention (the horizon) nor its deadline;
-# parameters: now, horizon, now
+# what a claim takes: visible at now, not past retention (the horizon) nor expired by its
+# deadline; parameters: now, horizon, expires (rules.deadline_rules)
 READY = "visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
+# what a claim sets visible_at to (rules.claimed_until): the claim's end, or the deadline
+# where the queue's rules cut the claim there; parameters: cut_from, visible_at, visible_at
+CLAIMED_UNTIL = "CASE WHEN deadline > %s AND deadline < %s THEN deadline ELSE %s END"
+
+
+def claim_params(terms: ClaimTerms, token: str) -> tuple[float, float, float, float, str]:
+    """The parameters of a claim's ``SET visible_at = CLAIMED_UNTIL, ...,
+    first_received_at = coalesce(first_received_at, %s), ..., token = %s``."""
+    return terms.cut_from, terms.visible_at, terms.visible_at, terms.now, token
 
 
 class HeadWatch:

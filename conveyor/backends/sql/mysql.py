@@ -33,7 +33,7 @@ from ...urls import check_options, redact
 from ..rules import ClaimTerms
 from .connections import CursorExec, ServerConnections, marks
 from .dialect import Bare, ServerDialect
-from .inflight import READY, HeadWatch
+from .inflight import CLAIMED_UNTIL, READY, HeadWatch, claim_params
 from .rows import Fields, Row, claimed
 from .schema import ServerTypes, Step, server_migrations
 from .store import SQLStore
@@ -389,7 +389,8 @@ class MySQLDialect(ServerDialect):
     ) -> list[Row]:
         now = terms.now
         if self.heads.is_deep(qid):
-            rows = self._deep(ex, qid, self.columns, READY, (now, terms.horizon, now), now, limit)
+            ready = (now, terms.horizon, terms.expires)
+            rows = self._deep(ex, qid, self.columns, READY, ready, now, limit)
         else:
             rows = self.heads.watched(
                 ex,
@@ -397,7 +398,7 @@ class MySQLDialect(ServerDialect):
                 lambda: ex.rows(
                     f"SELECT {self.columns} FROM {self.prefix}messages WHERE queue_id = %s"
                     f" AND {READY} ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED",
-                    (qid, now, terms.horizon, now, limit),
+                    (qid, now, terms.horizon, terms.expires, limit),
                 ),
                 priority_at=6,
             )
@@ -405,10 +406,11 @@ class MySQLDialect(ServerDialect):
             return []
         keys = [key for key, *_ in rows]
         ex.run(
-            f"UPDATE {self.prefix}messages SET visible_at = %s, receive_count = receive_count + 1,"
+            f"UPDATE {self.prefix}messages SET visible_at = {CLAIMED_UNTIL},"
+            " receive_count = receive_count + 1,"
             " first_received_at = coalesce(first_received_at, %s), version = version + 1,"
             f" token = %s WHERE seq IN ({marks(keys)})",
-            (terms.visible_at, now, token, *keys),
+            (*claim_params(terms, token), *keys),
         )
         return [claimed(row, terms) for row in rows]
 

@@ -53,8 +53,8 @@ class HeldIndexes(HeadWatch):
         )
 
     def claim_sql(self, qid: int, set_claimed: str, columns: str) -> str:
-        """The claim of an indexed queue; parameters: (now, horizon, now, limit) twice,
-        limit, then visible_at, now, token."""
+        """The claim of an indexed queue; parameters: (now, horizon, expires, limit) twice,
+        limit, then `claim_params`."""
         return (
             f"{self._candidates(qid, READY, True)} UPDATE {self.prefix}messages m"
             f" SET {set_claimed} FROM c WHERE m.seq = c.seq RETURNING {columns}"

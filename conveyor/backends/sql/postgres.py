@@ -39,6 +39,7 @@ from ...urls import redact
 from ..rules import ClaimTerms, order_after
 from .connections import CursorExec, ServerConnections, first_line, marks
 from .dialect import Bare, ServerDialect
+from .inflight import CLAIMED_UNTIL, claim_params
 from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
 from .pg_inflight import HeldIndexes
 from .rows import Fields, Row
@@ -314,12 +315,13 @@ class PostgresDialect(ServerDialect):
             "seq, ", "m.seq, ", 1
         )
         self._set_claimed = (
-            "visible_at = %s, receive_count = m.receive_count + 1,"
+            f"visible_at = {CLAIMED_UNTIL.replace('deadline', 'm.deadline')},"
+            " receive_count = m.receive_count + 1,"
             " first_received_at = coalesce(m.first_received_at, %s), version = m.version + 1,"
             " token = %s"
         )
-        # the claim of a queue's first ready messages, one statement; parameters: visible_at,
-        # now, token, queue id, now, retention horizon, now, limit
+        # the claim of a queue's first ready messages, one statement; parameters:
+        # claim_params, queue id, now, retention horizon, expires, limit
         self._ready_claim = (
             f"UPDATE {p}messages m SET {self._set_claimed} FROM (SELECT seq FROM {p}messages"
             " WHERE queue_id = %s AND visible_at <= %s AND sent_at >= %s"
@@ -530,14 +532,14 @@ class PostgresDialect(ServerDialect):
         if qid in self.held.deep:  # its head is deep in messages in flight
             return ex.rows(
                 self.held.claim_sql(qid, self._set_claimed, self._claim_columns),
-                (now, horizon, now, limit) * 2 + (limit, terms.visible_at, now, token),
+                (now, horizon, terms.expires, limit) * 2 + (limit, *claim_params(terms, token)),
             )
         return self.held.watched(
             ex,
             qid,
             lambda: ex.rows(
                 f"{self._ready_claim} RETURNING {self._claim_columns}",
-                (terms.visible_at, now, token, qid, now, horizon, now, limit),
+                (*claim_params(terms, token), qid, now, horizon, terms.expires, limit),
             ),
             priority_at=6,
         )
@@ -572,7 +574,7 @@ class PostgresDialect(ServerDialect):
         return ex.rows(
             f"UPDATE {self.prefix}messages m SET {self._set_claimed} WHERE m.queue_id + 0 = %s"
             f" AND m.seq = ANY(%s::bigint[]) RETURNING {self._claim_columns}",
-            (terms.visible_at, terms.now, token, qid, int_array(keys)),
+            (*claim_params(terms, token), qid, int_array(keys)),
         )
 
     def delete_held(
@@ -611,7 +613,7 @@ class PostgresDialect(ServerDialect):
         # one statement claims the head of a plain queue and records the claims in the
         # lease (no bodies sent back, no messages built)
         now = terms.now
-        claim = (terms.visible_at, now, token, qid, now, terms.horizon, now, limit)
+        claim = (*claim_params(terms, token), qid, now, terms.horizon, terms.expires, limit)
         return ex.run(
             f"WITH claimed AS ({self._ready_claim} RETURNING m.seq, m.id)"
             f" INSERT INTO {self.prefix}leases (queue_id, stream, lease, row_key, message_id,"

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from ...models import ArchivedMessage, Consumer, Message, NewMessage, message_from
 from ..codec import decode_attributes, encode_attributes
-from ..rules import ClaimTerms
+from ..rules import ClaimTerms, claimed_until
 
 Row = tuple[Any, ...]
 """A row as the driver returns it; its columns are named by the statement that read it."""
@@ -172,7 +172,7 @@ def claimed(row: Row, terms: ClaimTerms) -> Row:
         priority,
         deadline,
         sent_at,
-        terms.visible_at,
+        claimed_until(terms, deadline),
         receive_count + 1,
         terms.now if first_received_at is None else first_received_at,
         version + 1,

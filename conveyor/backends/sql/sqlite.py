@@ -35,7 +35,7 @@ from ..base import WouldBlock
 from ..rules import BAND, ClaimTerms, band
 from .connections import marks
 from .dialect import Bare, Dialect, NotAllHeld
-from .inflight import FRESH, HELD, READY
+from .inflight import CLAIMED_UNTIL, FRESH, HELD, READY, claim_params
 from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
 from .sqlite_connections import SQLiteConnections, SQLiteExec, qmarks
@@ -379,16 +379,16 @@ class SQLiteDialect(Dialect[SQLiteExec]):
             lambda: ex.conn.execute(
                 f"{_claim(t)} ({_held_claim(t)}) RETURNING {COLUMNS}",
                 (
-                    *(terms.visible_at, now, token),
-                    *(now, terms.horizon, now, limit),
-                    *(now, terms.horizon, now, limit),
+                    *claim_params(terms, token),
+                    *(now, terms.horizon, terms.expires, limit),
+                    *(now, terms.horizon, terms.expires, limit),
                     limit,
                 ),
             ).fetchall(),
             lambda: ex.conn.execute(
                 f"{_claim(t)} (SELECT rowid FROM {t} WHERE {_READY} ORDER BY rowid LIMIT ?)"
                 f" RETURNING {COLUMNS}",
-                (terms.visible_at, now, token, now, terms.horizon, now, limit),
+                (*claim_params(terms, token), now, terms.horizon, terms.expires, limit),
             ).fetchall(),
         )
 
@@ -459,7 +459,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     ) -> list[Row]:
         return ex.conn.execute(
             f"{_claim(self.messages(qid))} ({','.join('?' * len(keys))}) RETURNING {COLUMNS}",
-            (terms.visible_at, terms.now, token, *keys),
+            (*claim_params(terms, token), *keys),
         ).fetchall()
 
     def delete_held(
@@ -496,9 +496,9 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         keys = [
             rowid
             for (rowid,) in ex.conn.execute(
-                f"{_claim(t)} (SELECT rowid FROM {t} WHERE visible_at <= ? AND sent_at >= ?"
-                " AND (deadline IS NULL OR deadline > ?) ORDER BY rowid LIMIT ?) RETURNING rowid",
-                (terms.visible_at, terms.now, token, terms.now, terms.horizon, terms.now, limit),
+                f"{_claim(t)} (SELECT rowid FROM {t} WHERE {_READY} ORDER BY rowid LIMIT ?)"
+                " RETURNING rowid",
+                (*claim_params(terms, token), terms.now, terms.horizon, terms.expires, limit),
             ).fetchall()
         ]
         if keys:
@@ -566,6 +566,7 @@ class _Steps:
 
 
 _READY = qmarks(READY)
+_UNTIL = qmarks(CLAIMED_UNTIL)
 _HELD_INDEXES = (
     f"CREATE INDEX IF NOT EXISTS {{t}}_fresh ON {{t}} (receive_count) WHERE {FRESH}",
     f"CREATE INDEX IF NOT EXISTS {{t}}_held ON {{t}} (visible_at) WHERE {HELD}",
@@ -578,7 +579,7 @@ _ANY_HELD = f"SELECT 1 FROM {{t}} INDEXED BY {{t}}_held WHERE {HELD} AND visible
 def _held_claim(t: str) -> str:
     """The rowids of the first ready rows of an indexed queue: the first fresh ones in
     rowid order and the held ones that became visible first, merged in rowid order;
-    parameters: (now, horizon, now, limit) twice, then limit."""
+    parameters: (now, horizon, expires, limit) twice, then limit."""
     return (
         f"SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_fresh WHERE {FRESH}"
         f" AND {_READY} ORDER BY rowid LIMIT ?) UNION ALL SELECT rowid FROM (SELECT rowid"
@@ -603,9 +604,9 @@ def _held_walk(t: str) -> str:
 
 def _claim(t: str) -> str:
     """The claim of a row set given after it (``... WHERE rowid IN``); parameters:
-    visible_at, now, token."""
+    `claim_params`."""
     return (
-        f"UPDATE {t} SET visible_at = ?, receive_count = receive_count + 1,"
+        f"UPDATE {t} SET visible_at = {_UNTIL}, receive_count = receive_count + 1,"
         " first_received_at = coalesce(first_received_at, ?), version = version + 1,"
         " token = ? WHERE rowid IN"
     )

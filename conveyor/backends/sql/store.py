@@ -58,6 +58,7 @@ from ..rules import (
     bare_bodies,
     claim_terms,
     dedup,
+    expired,
     refill_tokens,
     walks_head,
 )
@@ -602,7 +603,8 @@ class SQLStore(Backend, Generic[E]):
     ) -> list[Row]:
         """Receive from FIFO queues, rate-limited queues and queues with a dead-letter policy.
 
-        Walks the queue from its head: expires messages past their retention or deadline and
+        Walks the queue from its head: expires messages past their retention or (at most
+        once) deadline and
         moves those at the max receive count to the dead-letter queue on the way. FIFO queues
         skip every group whose earliest message is not visible; they and rate-limited queues
         hold the queue's row lock, other queues skip rows other receivers hold.
@@ -645,7 +647,7 @@ class SQLStore(Backend, Generic[E]):
                 if visible_at > now:
                     blocked.add(group)
                     continue
-                if (deadline is not None and deadline <= now) or sent_at < terms.horizon:
+                if expired(sent_at, deadline, terms.horizon, terms.expires):
                     self.editor.expire(ex, qid, queue, attrs, key, now)
                     continue
                 if policy is not None and dlq_id is not None and count >= policy.max_receive_count:

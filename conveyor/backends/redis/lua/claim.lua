@@ -3,7 +3,9 @@
 -- claimed messages, 6 token, 7 retention horizon, 8 fifo (1/0), 9 max receive count (0:
 -- no dead-letter queue), 10 dead-letter queue prefix ('' where it cannot be moved in this
 -- script), 11 dead-letter queue name, 12 archive (1/0), 13 rate limit (0: none),
--- 14 wake channel.
+-- 14 wake channel, 15 and 16 the deadline rules (rules.deadline_rules): a deadline at or
+-- before 15 is expired; a claim of a message whose deadline is after 16 ends at it when
+-- that is sooner than 5.
 -- Returns {claimed messages (flat: id, score, string, state each), the next time a message
 -- becomes visible (when none was claimed), ids to dead-letter outside this script}.
 local prefix, name, now_text = ARGV[1], ARGV[2], ARGV[3]
@@ -11,12 +13,14 @@ local now, limit, visible_text, token = tonumber(now_text), tonumber(ARGV[4]), A
 local horizon_text, fifo, max_count = ARGV[7], ARGV[8] == '1', tonumber(ARGV[9])
 local dlq, dlq_name, keep, rate = ARGV[10], ARGV[11], ARGV[12] == '1', tonumber(ARGV[13])
 local horizon = tonumber(horizon_text)
+local expires_text, cut_from = ARGV[15], tonumber(ARGV[16])
+local expires, visible_at = tonumber(expires_text), tonumber(visible_text)
 local meta = prefix .. 'meta'
 
 promote(prefix, now_text, '1000')
 -- what is past retention or deadline goes first, so candidates need no look at their own
 -- times, unless more was due than one claim expires (then each is checked)
-local all_expired = expire_due(prefix, name, now_text, horizon_text, keep, '100')
+local all_expired = expire_due(prefix, name, now_text, horizon_text, expires_text, keep, '100')
 
 local tokens = 0
 if rate > 0 then
@@ -39,7 +43,20 @@ local function overdue(blob)
   local sent, _, _, _, ext = unpack_message(blob)
   if tonumber(sent) < horizon then return true end
   local deadline = decode_ext(ext).dl
-  return deadline ~= nil and tonumber(deadline) <= now
+  return deadline ~= nil and tonumber(deadline) <= expires
+end
+
+-- When a claimed message becomes visible again: the claim's end, or its deadline where
+-- the queue's rules end the claim there (rules.claimed_until).
+local function claimed_until(blob)
+  local _, _, _, _, ext = unpack_message(blob)
+  if ext == '' then return visible_text end
+  local deadline = decode_ext(ext).dl
+  if deadline ~= nil then
+    local at = tonumber(deadline)
+    if at > cut_from and at < visible_at then return deadline end
+  end
+  return visible_text
 end
 
 -- A candidate is expired ('gone'), dead-lettered ('gone', or 'stays' where its dead-letter
@@ -64,10 +81,11 @@ end
 
 -- Claim a deliverable candidate (its state read as read_state gives it).
 local function claim(id, score, blob, n, r, f)
-  local state = write_state(n + 1, r + 1, f or now_text, visible_text, token)
+  local until_text = claimed_until(blob)
+  local state = write_state(n + 1, r + 1, f or now_text, until_text, token)
   states[#states + 1] = id
   states[#states + 1] = state
-  flying[#flying + 1] = visible_text
+  flying[#flying + 1] = until_text
   flying[#flying + 1] = id
   taken[#taken + 1] = id
   claimed[#claimed + 1] = id

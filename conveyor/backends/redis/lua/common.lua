@@ -190,9 +190,10 @@ local function expire(prefix, name, id, now_text, keep)
   redis.call('HINCRBY', prefix .. 'meta', 'expired', '1')
 end
 
--- Expire what is past retention or its deadline, at most `most` of each; true when that
--- was everything (false: more is due, and a caller must check each candidate itself).
-local function expire_due(prefix, name, now_text, horizon_text, keep, most)
+-- Expire what is past retention or its deadline (at or before `expires_text`: the queue's
+-- deadline rule, rules.deadline_rules), at most `most` of each; true when that was
+-- everything (false: more is due, and a caller must check each candidate itself).
+local function expire_due(prefix, name, now_text, horizon_text, expires_text, keep, most)
   -- `most` is text; the counts compare with its number
   local limit = tonumber(most)
   local all_gone = true
@@ -200,7 +201,8 @@ local function expire_due(prefix, name, now_text, horizon_text, keep, most)
                          'LIMIT', '0', most)
   for _, id in ipairs(old) do expire(prefix, name, id, now_text, keep) end
   if #old >= limit then all_gone = false end
-  local due = redis.call('ZRANGEBYSCORE', prefix .. 'dl', '-inf', now_text, 'LIMIT', '0', most)
+  local due = redis.call('ZRANGEBYSCORE', prefix .. 'dl', '-inf', expires_text, 'LIMIT', '0',
+                         most)
   for _, id in ipairs(due) do expire(prefix, name, id, now_text, keep) end
   if #due >= limit then all_gone = false end
   return all_gone, #old + #due
