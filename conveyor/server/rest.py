@@ -12,8 +12,8 @@ import base64
 import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Path, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import APIRouter, Body, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -78,15 +78,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-JSON_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {
-        "description": doc["description"],
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
-    }
-    for status, doc in ERRORS.items()
-}
-"""The errors of a route whose success answer is not JSON: still JSON."""
-
 RAW_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -99,6 +90,21 @@ RAW_BODY: dict[str, Any] = {
         },
     }
 }
+
+
+MAX_RECEIVE_BATCH = 1000  # messages one GET /queues/{q}/messages/{n} returns at most
+
+TEXT_404: dict[int | str, dict[str, Any]] = {
+    404: {
+        "description": "no such queue (Dynamiq's answer: a JSON string saying so)",
+        "content": {"application/json": {"schema": {"type": "string"}}},
+    }
+}
+
+
+def no_queue(queue: str) -> JSONResponse:
+    """Dynamiq's 404 for a queue that does not exist: a JSON string."""
+    return JSONResponse(f"There is no queue named {queue}", status_code=404)
 
 
 def rest_status(error: ConveyorError) -> int:
@@ -343,9 +349,17 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
     def list_queues(prefix: str = "") -> dict[str, list[str]]:
         return {"queues": client.list_queues(prefix)}
 
-    @r.get("/queues/{queue}", tags=["queues"], summary="Queue attributes and counts")
-    def get_queue(queue: QueueName) -> dict[str, Any]:
-        return queue_doc(queue)
+    @r.get(
+        "/queues/{queue}",
+        tags=["queues"],
+        summary="Queue attributes and counts",
+        responses=TEXT_404,
+    )
+    def get_queue(queue: QueueName) -> Any:
+        try:
+            return queue_doc(queue)
+        except QueueDoesNotExist:
+            return no_queue(queue)
 
     @r.put("/queues/{queue}", tags=["queues"], status_code=201, summary="Create a queue")
     def create_queue(
@@ -357,6 +371,7 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         return "created"
 
     @r.delete("/queues/{queue}", tags=["queues"], summary="Delete a queue")
+    @r.delete("/queue/{queue}", tags=["queues"], summary="Delete a queue (Dynamiq's path)")
     def delete_queue(queue: QueueName) -> dict[str, bool]:
         try:
             client.queue_info(queue, fresh=True)
@@ -365,10 +380,11 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         client.delete_queue(queue)
         return {"Deleted": True}
 
-    @r.patch("/queues/{queue}", tags=["queues"], summary="Change queue attributes")
-    def patch_queue(queue: QueueName, settings: QueueSettings) -> dict[str, Any]:
-        attrs = client.set_attributes(check_queue_name(queue), **checked(settings))
-        return attrs.to_dict()
+    @r.patch("/queues/{queue}", tags=["queues"], summary='Change queue attributes; "ok"')
+    @r.patch("/queues/{queue}/", tags=["queues"], summary="The same (Dynamiq's path)")
+    def patch_queue(queue: QueueName, settings: QueueSettings) -> Literal["ok"]:
+        client.set_attributes(check_queue_name(queue), **checked(settings))
+        return "ok"
 
     @r.get("/queues/{queue}/stats", tags=["queues"], summary="Message counts and totals")
     def queue_stats(queue: QueueName) -> dict[str, Any]:
@@ -383,9 +399,8 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
     @r.put(
         "/queues/{queue}/message",
         tags=["messages"],
-        summary="Send the raw request body as a message; answers its id as text",
-        response_class=PlainTextResponse,
-        responses=JSON_ERRORS,
+        summary="Send the raw request body as a message; answers its id (a JSON string), or"
+        ' "" where there is no such queue',
         openapi_extra=RAW_BODY,
     )
     async def put_message(
@@ -398,37 +413,65 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
     ) -> str:
         body = await request.body()
         q = aio.queue(check_queue_name(queue))
-        sent = await q.send(
-            body, delay=delay, group_id=group_id, dedup_id=dedup_id, priority=priority
-        )
+        try:
+            sent = await q.send(
+                body, delay=delay, group_id=group_id, dedup_id=dedup_id, priority=priority
+            )
+        except QueueDoesNotExist:
+            return ""  # Dynamiq: "If no ID is returned, no message was enqueued"
         metrics.sent(queue, 1)
         return sent.id
 
     @r.get(
         "/queues/{queue}/messages/{selector}",
         tags=["messages"],
-        summary="Receive up to `selector` messages, 1-100 (with receipts)",
+        summary=f"Receive up to `selector` messages, 1-{MAX_RECEIVE_BATCH}, with receipts (204:"
+        " none)",
+        responses={
+            204: {"description": "no message to receive"},
+            422: {
+                "description": "the batch size is not a whole number in range",
+                "content": {"application/json": {"schema": {"type": "string"}}},
+            },
+            **TEXT_404,
+        },
+        # read by hand (a bad size is Dynamiq's 422 with a string), declared as what it takes
+        openapi_extra={
+            "parameters": [
+                {
+                    "name": "selector",
+                    "in": "path",
+                    "required": True,
+                    "description": "how many messages, at most",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_RECEIVE_BATCH},
+                },
+            ]
+        },
     )
-    async def get_messages(
-        queue: QueueName,
-        selector: Annotated[int, Path(ge=1, le=100, description="how many messages, at most")],
-    ) -> list[dict[str, Any]]:
-        batch_size = selector
+    async def get_messages(queue: QueueName, request: Request) -> Any:
+        size = str(request.path_params["selector"])
+        if not size.isascii() or not size.isdigit() or not 1 <= int(size) <= MAX_RECEIVE_BATCH:
+            return JSONResponse(
+                f"the batch size must be a whole number from 1 to {MAX_RECEIVE_BATCH},"
+                f" got {size[:40]!r}",
+                status_code=422,
+            )
+        batch_size = int(size)
         q = aio.queue(check_queue_name(queue))
-        out: list[Message] = []
-        while len(out) < batch_size:
-            got = await q.receive(min(10, batch_size - len(out)), wait=0)
-            out += got
-            if not got:
-                break
+        try:
+            out = await q.receive(batch_size, wait=0)
+        except QueueDoesNotExist:
+            return no_queue(queue)
         metrics.received(queue, len(out), batch_size)
+        if not out:
+            return Response(status_code=204)
         return [{"id": m.id, **body_json(m.body), "receipt": m.receipt} for m in out]
 
     @r.delete("/queues/{queue}/message/{message_id}", tags=["messages"], summary="Delete by id")
     def delete_by_id(queue: QueueName, message_id: str) -> bool:
         try:
             client.queue(queue).remove(message_id)
-        except MessageNotFound:
+        except (MessageNotFound, QueueDoesNotExist):  # Dynamiq: no error for a wrong id
             return False
         metrics.deleted(queue, 1)
         return True
@@ -554,9 +597,15 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         error = (req or InvalidRequest()).error or "marked invalid"
         return message_json(client.queue(queue).move_to_dlq(message_id, error))
 
-    @r.post("/queues/{queue}/redrive", tags=["admin"], summary="Redrive dead letters")
+    @r.post(
+        "/queues/{queue}/redrive",
+        tags=["admin"],
+        summary="Redrive dead letters (of the queue's dead-letter queue, or of the one named)",
+    )
     def redrive(queue: QueueName, req: RedriveRequest) -> dict[str, Any]:
-        q = client.queue(queue)
+        # as the CLI does: a queue with a dead-letter queue redrives that queue's messages
+        policy = client.queue_info(queue, fresh=True).attributes.dead_letter
+        q = client.queue(policy.queue if policy is not None else queue)
         if req.all and not req.ids:
             return {"moved": q.redrive_all(to=req.to, rate=req.rate)}
         return {"moved": q.redrive(req.ids, to=req.to, limit=req.limit)}
@@ -611,14 +660,14 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         return {"topics": client.list_topics()}
 
     @r.get("/topics/{topic}", tags=["topics"], summary="Queues subscribed to a topic")
-    def get_topic(topic: TopicName) -> dict[str, list[str]]:
-        return {"Queues": client.topic_queues(topic)}
+    def get_topic(topic: TopicName) -> list[str]:
+        return client.topic_queues(topic)
 
-    @r.put("/topics/{topic}", tags=["topics"], status_code=201, summary="Create a topic")
-    def create_topic(topic: TopicName) -> dict[str, list[str]]:
+    @r.put("/topics/{topic}", tags=["topics"], status_code=201, summary='Create a topic; "created"')
+    def create_topic(topic: TopicName) -> Literal["created"]:
         if not client.create_topic(topic):
             raise TopicExists("Topic already exists.")
-        return {"Queues": []}
+        return "created"
 
     @r.delete("/topics/{topic}", tags=["topics"], summary="Delete a topic")
     def delete_topic(topic: TopicName) -> dict[str, bool]:

@@ -24,7 +24,9 @@ def test_legacy_queue_routes(server: LiveServer, name: str) -> None:
         assert r.status_code == 200
         doc = http.get(f"/queues/{name}").json()
         assert doc["VisibilityTimeout"] == 12 and doc["CompressedMessages"] is True
-        ids = [http.put(f"/queues/{name}/message", content=f"m{i}".encode()).text for i in range(3)]
+        ids = [
+            http.put(f"/queues/{name}/message", content=f"m{i}".encode()).json() for i in range(3)
+        ]
         assert all(ids)
         got = http.get(f"/queues/{name}/messages/2").json()
         assert [m["body"] for m in got] == ["m0", "m1"] and all(m["receipt"] for m in got)
@@ -140,13 +142,16 @@ def test_every_queue_attribute_on_put_and_patch(server: LiveServer, name: str) -
             assert r.status_code == 201, (attribute, r.text)
             got = http.get(f"/queues/{created}").json()["attributes"][attribute]
             assert got == stored, attribute
-            r = http.patch(f"/queues/{name}-dlq", json={attribute: given})
+            patched = f"{name}-dlq"
+            r = http.patch(f"/queues/{patched}", json={attribute: given})
             if attribute == "dead_letter":  # a queue cannot be its own dead-letter queue
                 r = http.patch(f"/queues/{created}", json={attribute: None})
-                assert r.status_code == 200 and r.json()["dead_letter"] is None
+                assert (r.status_code, r.json()) == (200, "ok")
+                assert http.get(f"/queues/{created}").json()["attributes"]["dead_letter"] is None
+                patched = created
                 r = http.patch(f"/queues/{created}", json={attribute: given})
-            assert r.status_code == 200, (attribute, r.text)
-            assert r.json()[attribute] == stored, attribute
+            assert (r.status_code, r.json()) == (200, "ok"), (attribute, r.text)
+            assert http.get(f"/queues/{patched}").json()["attributes"][attribute] == stored
         doc = http.get(f"/queues/{name}-dlq").json()["attributes"]
         assert doc["visibility_timeout"] == 12 and doc["tags"] == {"team": "billing"}
 
@@ -300,3 +305,29 @@ def test_bodies_over_the_limit_are_refused_declared_or_streamed(
                 assert r.json()["code"] == "RequestEntityTooLarge"
                 assert "--max-body" in r.json()["error"]
         assert http.get(f"/queues/{name}/stats").json()["ready"] == 0
+
+
+def test_redrive_of_a_source_queue_redrives_its_dead_letter_queue(
+    server: LiveServer, name: str
+) -> None:
+    """As the CLI does: naming the source queue redrives what its dead-letter queue holds."""
+    with httpx.Client(base_url=server.url) as http:
+        http.put(f"/queues/{name}-dlq")
+        http.put(
+            f"/queues/{name}",
+            json={"dead_letter": {"queue": f"{name}-dlq", "max_receive_count": 1}},
+        )
+        for body in ("a", "b"):
+            http.post(f"/queues/{name}/messages", json={"body": body})
+        for _ in range(2):  # received once, then moved on the second receive
+            http.post(f"/queues/{name}/receive", json={"max_messages": 10, "visibility_timeout": 0})
+        assert http.get(f"/queues/{name}-dlq/stats").json()["ready"] == 2
+        r = http.post(f"/queues/{name}/redrive", json={"all": True})
+        assert (r.status_code, r.json()) == (200, {"moved": 2})
+        assert http.get(f"/queues/{name}/stats").json()["ready"] == 2
+        assert http.get(f"/queues/{name}-dlq/stats").json()["ready"] == 0
+        # naming the dead-letter queue itself works as before
+        for _ in range(2):
+            http.post(f"/queues/{name}/receive", json={"max_messages": 10, "visibility_timeout": 0})
+        r = http.post(f"/queues/{name}-dlq/redrive", json={"limit": 10})
+        assert r.status_code == 200 and len(r.json()["moved"]) == 2

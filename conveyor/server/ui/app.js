@@ -33,7 +33,8 @@ async function api(method, path, body) {
   }
   const text = await res.text();
   const data = text ? JSON.parse(text) : null;
-  if (!res.ok) throw new Error((data && data.error) || res.statusText);
+  const said = typeof data === "string" ? data : data && data.error;  // Dynamiq's routes say a string
+  if (!res.ok) throw new Error(said || res.statusText);
   return data;
 }
 
@@ -310,7 +311,7 @@ async function topicsPage() {
   const [topics, queues] = await Promise.all([api("GET", "/topics"), api("GET", "/queues")]);
   const cards = [];
   for (const topic of topics.topics) {
-    const subs = (await api("GET", `/topics/${q(topic)}`)).Queues;
+    const subs = await api("GET", `/topics/${q(topic)}`);
     const pick = el("select", { id: `subscribe-${topic}` },
       queues.queues.filter((n) => !subs.includes(n)).map((n) => el("option", { value: n }, n)));
     const text = el("input", { id: `publish-${topic}`, value: '{"test": true}', size: 30 });
