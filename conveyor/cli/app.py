@@ -507,7 +507,8 @@ def consumer_unregister(state: State, consumer_id: str) -> None:
 @queue_option
 @pass_state
 def consumers(state: State, queue_name: str | None) -> None:
-    """Live consumers (workers) with their last heartbeat."""
+    """Live consumers with their last heartbeat: the SDK's workers, and the push gateway's
+    consumers (their app, how they get pushes, weight and messages in flight)."""
     now = time.time()
     found = state.client.list_consumers(queue_name or state.queue_name)
     if state.json:
@@ -515,14 +516,17 @@ def consumers(state: State, queue_name: str | None) -> None:
     else:
         render.table(
             None,
-            ["id", "queue", "last heartbeat", "age", "timeout"],
+            ["id", "queue", "via", "mode", "weight", "in flight", "last heartbeat", "age"],
             [
                 (
                     c.id,
                     c.queue,
+                    c.info.get("via", "worker"),
+                    c.info.get("mode"),
+                    c.info.get("weight"),
+                    c.info.get("in_flight"),
                     render.when(c.heartbeat_at),
                     render.age(now - c.heartbeat_at),
-                    c.timeout,
                 )
                 for c in found
             ],

@@ -22,6 +22,7 @@ MS_KEYS = {
     "idle_timeout": "idle_timeout",
     "read_timeout": "read_timeout",
     "retry_delay": "retry_delay",
+    "stall_timeout": "stall_timeout",
 }
 PLAIN_KEYS = {
     "retry_times": "retry_times",
@@ -69,6 +70,10 @@ class GatewayConfig:
     """Connecting to a consumer's own port (SKMQ's delivery mode) gives up after this."""
     retry_delay: float = 0.0
     """A rejected message is delivered again after this."""
+    stall_timeout: float = 0.5
+    """A consumer whose turn it is and who has had no room for this long is passed over (its
+    share goes to the others) until it answers again; until then the others wait for it, so
+    that shares follow the weights (shares.py)."""
     rate_wait: float = 5.0
     """A send waits this long at most for the rate limit; past it, it is rejected."""
     max_frame: int = MAX_FRAME
@@ -89,6 +94,7 @@ class GatewayConfig:
             ("idle_timeout", self.idle_timeout > 0),
             ("read_timeout", self.read_timeout > 0),
             ("retry_delay", 0 <= self.retry_delay <= 12 * 3600),
+            ("stall_timeout", 0 < self.stall_timeout <= 3600),
             ("max_frame", self.max_frame >= 1024),
             ("max_connections", self.max_connections >= 1),
         )

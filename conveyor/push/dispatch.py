@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast
 from ..exceptions import ConveyorError
 from ..models import Message, NewMessage, SendResult
 from ..queues import RECEIVE, SendEntry, Wait, decode_message, long_poll
+from . import shares
 from .peers import Delivery, Peer
 
 if TYPE_CHECKING:
@@ -25,10 +26,9 @@ In = TypeVar("In")
 R = TypeVar("R")
 
 RECEIVE_WAIT = 20.0  # seconds a dispatcher's long poll waits before asking again
-# messages a dispatcher claims at once, at most: one transaction for many pushes (SQS
-# itself takes at most 10 a receive)
+# messages a dispatcher claims at once, at most (and at most the store's `batch_limit`):
+# one transaction for many pushes
 CLAIM_MOST = 100
-CLAIM_MOST_SQS = 10
 
 
 class Batcher(Generic[In, R]):
@@ -126,12 +126,22 @@ class QueueOps:
 
 
 class Dispatcher:
-    """Receives from one queue and pushes to the consumers `candidates` names."""
+    """Receives from one queue and pushes to the consumers `candidates` names: by their
+    shares (shares.py) for an app's queue (`weighted`), to whoever has room for a consumer's
+    own topic queue."""
 
-    def __init__(self, gateway: Gateway, queue: str, candidates: Callable[[], list[Peer]]) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        queue: str,
+        candidates: Callable[[], list[Peer]],
+        *,
+        weighted: bool = True,
+    ) -> None:
         self.gateway = gateway
         self.queue = queue
         self.candidates = candidates
+        self.weighted = weighted
         self.room = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.stopped = False
@@ -145,17 +155,13 @@ class Dispatcher:
         if self.task is not None:
             self.task.cancel()
 
-    def pick(self, peers: list[Peer] | None = None) -> Peer | None:
-        """The consumer with room that has the highest (weight + 1) / assigned (of `peers`,
-        by default the candidates now)."""
-        best: Peer | None = None
-        top = -1.0
-        for peer in self.candidates() if peers is None else peers:
-            if peer.free > 0:
-                score = peer.score()
-                if score > top:
-                    best, top = peer, score
-        return best
+    def plan(self, most: int) -> list[Peer]:
+        """Who takes each of the next `most` messages (shares.plan); for a topic queue, its
+        consumer while it has room."""
+        peers = self.candidates()
+        if self.weighted:
+            return shares.plan(peers, most)
+        return [p for p in peers if p.alive for _ in range(min(p.free, most))][:most]
 
     async def _receive(self, ops: QueueOps, max_messages: int) -> list[Message]:
         """A long poll: woken by a send in this process, and every `poll_interval` for
@@ -179,19 +185,37 @@ class Dispatcher:
             messages: list[Message] = done.value
             return messages
 
+    async def _wait_for_room(self) -> None:
+        """Nobody can take a message now: wait for room. Where the consumer whose turn it is
+        (an app's queue) has had none for the stall time, the others go on without it."""
+        self.room.clear()
+        owed = shares.owed(self.candidates()) if self.weighted else None
+        if owed is None:
+            await self.room.wait()
+            return
+        try:
+            await asyncio.wait_for(self.room.wait(), self.gateway.config.stall_timeout)
+        except TimeoutError:
+            if owed.alive and owed.free <= 0:
+                owed.stalled = True
+                log.info(
+                    "consumer %s of app %s answers too slowly for its share (no room for"
+                    " %.1f s); the others go on without it until it answers",
+                    owed.id, owed.app, self.gateway.config.stall_timeout,
+                )  # fmt: skip
+
     async def _run(self) -> None:
         gw = self.gateway
         ops = gw.ops(self.queue)
-        most = CLAIM_MOST_SQS if ops.backend.scheme == "sqs" else CLAIM_MOST
+        most = min(CLAIM_MOST, ops.backend.batch_limit)
         failures = 0
         while not self.stopped and not gw.closing:
-            room = sum(p.free for p in self.candidates())
-            if room <= 0:
-                self.room.clear()
-                await self.room.wait()
+            planned = len(self.plan(most))
+            if planned <= 0:
+                await self._wait_for_room()
                 continue
             try:
-                messages = await self._receive(ops, min(room, most))
+                messages = await self._receive(ops, planned)
                 failures = 0
             except asyncio.CancelledError:
                 raise
@@ -201,12 +225,16 @@ class Dispatcher:
                     log.warning("receiving from %s failed: %s; retrying", self.queue, exc)
                 await asyncio.sleep(min(5.0, 0.1 * 2**failures))
                 continue
+            # who takes them is decided now: consumers may have come, gone or answered
+            # while the receive waited
+            takers = self.plan(len(messages)) if messages else []
             peers = self.candidates()
             deadline = time.monotonic() + gw.config.ack_timeout
-            for message in messages:
-                peer = self.pick(peers)
-                if peer is None or self.stopped or gw.closing:
+            for i, message in enumerate(messages):
+                if i >= len(takers) or self.stopped or gw.closing:
                     gw.spawn(gw.release_message(self.queue, message))
                     continue
-                peer.assigned += 1
+                peer = takers[i]
+                if self.weighted:
+                    shares.took(peer, peers)
                 gw.deliver(Delivery(self.queue, message, peer, deadline))

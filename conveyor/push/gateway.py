@@ -11,12 +11,13 @@ Delivery works in two ways:
   its pushes on the connection it registered on (works behind NAT; what `PushConsumer`
   does);
 - SKMQ's way: a consumer that registers a host and port listens there; the gateway dials
-  it for each message, pushes, reads its first answer, replies and closes. A later answer
-  (`ack` after `arrived`) comes on any connection to the gateway.
+  it for each message, pushes, and replies to its answers on that connection, which stays
+  open after `arrived` for the rest of the ack window (the `ack` may come on it, or later on
+  any connection to the gateway).
 
 Each app queue has one dispatcher: a long-polling receive (woken by sends, never a polling
-sleep) whose messages go to the live consumer with room that has the highest
-(weight + 1) / assigned, SKMQ's balance. A pushed message is invisible for `ack_timeout`:
+sleep) whose messages the consumers share by weight (shares.py), each holding at most its
+window of unanswered messages. A pushed message is invisible for `ack_timeout`:
 without an answer it is delivered again. `reject` releases it for another delivery, and once
 it has been delivered more than `retry_times` times, to the app's dead-letter queue
 (`<appid>-dlq`); `error` dead-letters it at once. Topic messages reach every consumer
@@ -25,7 +26,8 @@ the app's topic, and a dispatcher that pushes only to it.
 
 Consumers silent for `heartbeat_interval` are pinged; one that does not answer within
 `heartbeat_timeout`, or whose connection drops, is removed and its unanswered messages are
-released at once for the others.
+released at once for the others; its topic queue goes. Registered consumers are entered in
+the store's consumer registry while they are there.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ..exceptions import (
 )
 from ..models import Capability, DeadLetterPolicy, Message
 from ..validation import NAME_RE, parse_json_text
+from . import shares
 from .codec import PING, PONG, Decoder, Frame, FrameError, encode, encode_push
 from .config import GatewayConfig, server_tls
 from .dispatch import Dispatcher, QueueOps
@@ -165,6 +168,8 @@ class Gateway:
         self.closing = True
         if self.server is not None:
             self.server.close()
+        peers = [p for app in self.apps.values() for p in app.peers.values()]
+        await asyncio.gather(*(self._unenrol(p) for p in peers), return_exceptions=True)
         for dispatcher in self.dispatchers.values():
             dispatcher.stop()
         pending = [d for ds in self.waiting.values() for d in ds]
@@ -310,6 +315,9 @@ class Gateway:
             return self._auth(conn, frame.content.decode("utf-8", "replace"), out)
         if kind == "register":
             return await self._register(conn, frame, out)
+        if kind == "unregister" and conn.authenticated:
+            await self._unregister(conn, frame, out)
+            return True
         if not conn.authenticated:
             out.append(resp("error", "authenticate first: send type=auth with the token"))
             return False
@@ -322,8 +330,8 @@ class Gateway:
                 out.append(
                     resp(
                         "error",
-                        f"unknown type {kind[:40]!r}: send queue, topic, register, arrived, ack,"
-                        " reject, error, auth or ping",
+                        f"unknown type {kind[:40]!r}: send queue, topic, register, unregister,"
+                        " arrived, ack, reject, error, auth or ping",
                         msgid=frame.msgid,
                     )
                 )
@@ -538,16 +546,22 @@ class Gateway:
             return True
         old = app.peers.get(peer.id)
         if old is not None:
-            await self.drop(old, "it registered again")
+            peer.share_pass = old.share_pass  # its place in the shares, kept
+            await self.drop(old, "it registered again", again=True)
+        else:
+            shares.joined(peer, app.peers.values())
         app.peers[peer.id] = peer
         if peer.connection is not None:
             if conn.peer is not None and conn.peer is not peer:
                 await self.drop(conn.peer, "its connection registered another consumer")
             conn.peer = peer
         if peer.topic_queue is not None:
-            dispatcher = Dispatcher(self, peer.topic_queue, lambda: [peer] if peer.alive else [])
+            dispatcher = Dispatcher(
+                self, peer.topic_queue, lambda: [peer] if peer.alive else [], weighted=False
+            )
             self.dispatchers[peer.topic_queue] = dispatcher
             dispatcher.start()
+        self.spawn(self._enrol(peer))
         self._room(peer)
         log.info(
             "consumer %s registered on app %s (weight %d, %s)",
@@ -560,6 +574,30 @@ class Gateway:
         )
         out.append(resp("ack", "Recipient register successful."))
         return True
+
+    async def _unregister(self, conn: Connection, frame: Frame, out: list[bytes]) -> None:
+        """A consumer leaves: the one registered on this connection, or the one its content
+        names (JSON `{"id", "app_id"}`, for a consumer the gateway dials)."""
+        peer = conn.peer
+        text = frame.content.decode("utf-8", "replace").strip()
+        if text:
+            try:
+                info = parse_json_text(text)
+                pid, app = info.get("id"), info.get("app_id")
+                if not isinstance(pid, str) or not isinstance(app, str):
+                    raise ValueError
+            except (ValueError, AttributeError):
+                out.append(resp("reject", 'Invalid parameters: give {"id", "app_id"}'))
+                return
+            found = self.apps.get(app)
+            peer = found.peers.get(pid) if found is not None else None
+        if peer is None:
+            out.append(resp("error", "no such consumer is registered"))
+            return
+        if conn.peer is peer:
+            conn.peer = None
+        await self.drop(peer, "it unregistered")
+        out.append(resp("ack", "Recipient unregister successful."))
 
     def _peer(self, conn: Connection, info: dict[str, Any]) -> Peer:
         pid, app = info.get("id"), info.get("app_id")
@@ -595,14 +633,20 @@ class Gateway:
         )
 
     def _room(self, peer: Peer) -> None:
-        """A consumer has room again: wake the dispatchers that push to it."""
+        """A consumer has room again: wake the dispatchers that push to it (a consumer that
+        was passed over for answering too slowly takes its turns again)."""
+        if peer.stalled:
+            app = self.apps.get(peer.app)
+            shares.resumed(peer, app.peers.values() if app is not None else ())
         for name in (peer.app, peer.topic_queue):
             dispatcher = self.dispatchers.get(name) if name else None
             if dispatcher is not None:
                 dispatcher.room.set()
 
-    async def drop(self, peer: Peer, why: str) -> None:
-        """Remove a consumer; its unanswered messages go back to their queues now."""
+    async def drop(self, peer: Peer, why: str, *, again: bool = False) -> None:
+        """Remove a consumer; its unanswered messages go back to their queues now. Unless it
+        registered `again`, the queue of its topic copies goes (and the copies with it: they
+        were for this consumer alone), and so does its entry in the consumer registry."""
         if not peer.alive:
             return
         peer.alive = False
@@ -625,6 +669,79 @@ class Gateway:
         await asyncio.gather(
             *(self.release_message(d.queue, d.message) for d in pending), return_exceptions=True
         )
+        if again or self.closing:  # (a gateway that closes leaves the registry itself)
+            return
+        if peer.topic_queue is not None:
+            await self._remove_topic_queue(peer)
+        await self._unenrol(peer)
+
+    async def _remove_topic_queue(self, peer: Peer) -> None:
+        """The queue that held a gone consumer's topic copies is of no more use."""
+        assert peer.topic_queue is not None
+        name = peer.topic_queue
+        app = self.apps.get(peer.app)
+        if app is not None and peer.id in app.peers:
+            return  # registered again meanwhile
+        try:
+            with contextlib.suppress(NotFound):
+                await self.call(self.client.unsubscribe, peer.app, name)
+            with contextlib.suppress(QueueDoesNotExist):
+                await self.call(self.client.delete_queue, name)
+        except ConveyorError as exc:
+            log.warning("could not remove %s, the topic queue of %s: %s", name, peer.id, exc)
+            return
+        self.queues_ready.discard(name)
+        self.queue_ops.pop(name, None)
+
+    # -- the consumer registry ------------------------------------------------------------
+
+    def registry_id(self, peer: Peer) -> str:
+        """A consumer's id in the store's consumer registry (where workers of the SDK also
+        register): the app and its own id."""
+        return f"skmq:{peer.app}:{peer.id}"
+
+    def registry_info(self, peer: Peer) -> dict[str, Any]:
+        conn = peer.connection
+        return {
+            "via": "push gateway",
+            "app": peer.app,
+            "mode": peer.mode,
+            "weight": peer.weight,
+            "prefetch": peer.prefetch,
+            "in_flight": len(peer.deliveries),
+            "address": f"{peer.host}:{peer.port}" if conn is None else conn.address,
+        }
+
+    @property
+    def registry_timeout(self) -> float:
+        """How long a registry entry lasts without being written again: three rounds of
+        `_heartbeats`' writes, so that the consumers of a gateway that died go too."""
+        return 3 * self.registry_every
+
+    @property
+    def registry_every(self) -> float:
+        return max(1.0, min(self.config.heartbeat_interval, 10.0))
+
+    async def _enrol(self, peer: Peer) -> None:
+        """Enter (or refresh) a consumer in the store's consumer registry."""
+        if Capability.CONSUMERS not in self.client.capabilities or not peer.alive:
+            return
+        try:
+            await self.call(
+                self.client.register_consumer,
+                self.registry_id(peer),
+                queue=peer.app,
+                timeout=self.registry_timeout,
+                info=self.registry_info(peer),
+            )
+        except ConveyorError as exc:
+            log.warning("could not register consumer %s in the registry: %s", peer.id, exc)
+
+    async def _unenrol(self, peer: Peer) -> None:
+        if Capability.CONSUMERS not in self.client.capabilities:
+            return
+        with contextlib.suppress(ConveyorError):
+            await self.call(self.client.unregister_consumer, self.registry_id(peer))
 
     async def release_message(self, queue: str, message: Message) -> None:
         """Make a message received for a consumer visible again now."""
@@ -799,7 +916,11 @@ class Gateway:
         await self.call(queue.delete, delivery.receipt)
 
     async def _dial_push(self, delivery: Delivery, frame: bytes) -> None:
-        """SKMQ's delivery: dial the consumer, push, read its answer, reply, close."""
+        """SKMQ's delivery: dial the consumer, push, read its answers and reply to each, and
+        close once it has answered for good (`ack`, `reject`, `error`). After `arrived` the
+        connection stays open for the rest of the message's ack window, for an `ack` on it
+        (SKMQ's process 1); at the end of the window it closes, and the consumer may send its
+        `ack` later on a connection of its own (process 2)."""
         peer = delivery.peer
         try:
             reader, writer = await asyncio.wait_for(
@@ -825,6 +946,8 @@ class Gateway:
                 for item in decoder.feed(data):
                     if isinstance(item, FrameError):
                         conn.write(resp("error", f"malformed frame: {item.reason}"))
+                    elif item.type == "ping":
+                        conn.write(encode(PONG))
                     elif item.type in ANSWERS:
                         if not item.msgid:
                             item = Frame(item.type, peer.app, delivery.msgid, item.content)
@@ -832,7 +955,8 @@ class Gateway:
                         await self._answer(conn, item, out)
                         conn.write(b"".join(out))
                         await conn.flush()
-                        return
+                        if item.type != "arrived" and item.msgid == delivery.msgid:
+                            return  # answered for good
         except (OSError, TimeoutError):
             return  # no answer: the ack timeout delivers it again
         finally:
@@ -842,9 +966,15 @@ class Gateway:
 
     async def _heartbeats(self) -> None:
         cfg = self.config
+        enrolled_at = time.monotonic()
         while not self.closing:
             await asyncio.sleep(min(cfg.heartbeat_interval, cfg.heartbeat_timeout) / 2)
             now = time.monotonic()
+            if now - enrolled_at >= self.registry_every:  # the registry's entries, refreshed
+                enrolled_at = now
+                for app in list(self.apps.values()):
+                    for peer in list(app.peers.values()):
+                        self.spawn(self._enrol(peer))
             for app in list(self.apps.values()):
                 for peer in list(app.peers.values()):
                     conn = peer.connection

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,7 +109,8 @@ class Peer:
     host: str = ""
     port: int = 0
     connection: Connection | None = None  # pushes go here; None: dial host:port
-    assigned: int = 0
+    share_pass: float = 0.0  # its turn in the app's shares (shares.py)
+    stalled: bool = False  # no room for the stall time while it was its turn (shares.py)
     alive: bool = True
     deliveries: dict[str, Delivery] = field(default_factory=dict)  # by msgid
     topic_queue: str | None = None
@@ -120,8 +120,11 @@ class Peer:
     def free(self) -> int:
         return self.prefetch - len(self.deliveries) if self.alive else 0
 
-    def score(self) -> float:
-        return math.inf if self.assigned == 0 else (self.weight + 1) / self.assigned
+    @property
+    def mode(self) -> str:
+        """How it gets its pushes: "connection" (on the connection it registered on) or
+        "dial" (SKMQ's: the gateway dials its host and port)."""
+        return "dial" if self.connection is None else "connection"
 
 
 class App:

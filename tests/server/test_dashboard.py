@@ -6,20 +6,25 @@ go to docs/dashboard/ when CONVEYOR_SCREENSHOTS is set."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conveyor import Client, DeadLetterPolicy, QueueStats
+from conveyor.push import GatewayConfig
 from conveyor.server import ServerConfig
 
 from ..conftest import unavailable
 from ..live import LiveServer
+from ..test_push_gateway import Running
 
 pytestmark = pytest.mark.slow
 
@@ -280,9 +285,23 @@ def test_topics_and_consumers_pages(browser: Any, live: tuple[LiveServer, Client
     until(browser, lambda d: client.queue("shipping").stats().ready == 1, "the fan-out")
     assert client.queue("billing").stats().ready == 1
     shot(browser, "topics")
-    browser.get(f"{server.url}/ui#/consumers")
-    row = f'tr[data-consumer="{worker.id}"]'
-    until(browser, lambda d: "ago" in text_of(d, row), "the consumer and its heartbeat")
+    # a consumer of the push gateway on the same store is listed beside the worker
+    gateway = Running(client, replace(GatewayConfig(port=0), rate=0))
+    try:
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+            info = {"id": "c-7", "app_id": "billing", "host": "", "port": "", "weight": 4}
+            sock.sendall(f"type=register\r\ncontent={json.dumps(info)}\r\n\r\n".encode())
+            assert b"Recipient register successful." in sock.recv(4096)
+            browser.get(f"{server.url}/ui#/consumers")
+            row = f'tr[data-consumer="{worker.id}"]'
+            until(browser, lambda d: "ago" in text_of(d, row), "the consumer and its heartbeat")
+            pushed = 'tr[data-consumer="skmq:billing:c-7"]'
+            until(browser, lambda d: "push gateway" in text_of(d, pushed), "the gateway's")
+            cells = text_of(browser, pushed)
+            assert "connection" in cells and "4" in cells
+            shot(browser, "consumers")
+    finally:
+        gateway.close()
     client.unregister_consumer(worker.id)
 
 

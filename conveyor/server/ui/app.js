@@ -344,13 +344,19 @@ function authHeaders() {
 async function consumersPage() {
   const data = await api("GET", "/consumers");
   const now = Date.now() / 1000;
+  // workers of the SDK, and the push gateway's consumers (app, mode, weight, in flight)
+  const shown = (v) => (v === undefined || v === null ? "-" : String(v));
   main.replaceChildren(el("h1", {}, "Consumers"),
     el("table", { id: "consumers" },
-      el("thead", {}, el("tr", {}, ["id", "queue", "last heartbeat", "registered", "info"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["id", "queue", "via", "mode", "weight", "in flight",
+        "last heartbeat", "registered", "info"].map((h) => el("th", {}, h)))),
       el("tbody", {}, data.consumers.length ? data.consumers.map((c) => el("tr", { "data-consumer": c.id },
-        el("td", {}, c.id), el("td", {}, c.queue ?? "-"), el("td", {}, `${age(now - c.heartbeat_at)} ago`),
+        el("td", {}, c.id), el("td", {}, c.queue ?? "-"), el("td", {}, c.info.via ?? "worker"),
+        el("td", { class: "mode" }, shown(c.info.mode)), el("td", { class: "weight" }, shown(c.info.weight)),
+        el("td", { class: "in-flight" }, shown(c.info.in_flight)),
+        el("td", {}, `${age(now - c.heartbeat_at)} ago`),
         el("td", {}, when(c.registered_at)), el("td", {}, el("code", {}, JSON.stringify(c.info))))) :
-        el("tr", {}, el("td", { colspan: 5, class: "muted" }, "No live consumers.")))));
+        el("tr", {}, el("td", { colspan: 9, class: "muted" }, "No live consumers.")))));
 }
 
 // -- routing ----------------------------------------------------------------------------------
