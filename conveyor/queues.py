@@ -333,18 +333,19 @@ class Queue:
                 failed[entry_id] = BatchResult(entry_id=entry_id, error=exc)
                 continue
             sent_ids.append(entry_id)
-        if len(prepared) <= self._backend.batch_limit and len(entries) <= MAX_BATCH:
-            sent: list[SendResult | ConveyorError] = (
-                list(self._backend.send(self.name, prepared)) if prepared else []
-            )
+        if len(entries) <= MAX_BATCH and len(prepared) <= self._backend.batch_limit:
+            sent = self._backend.send(self.name, prepared) if prepared else []
+            done = [
+                batch_result(entry_id, result)
+                for entry_id, result in zip(sent_ids, sent, strict=True)
+            ]
         else:
-            sent = self._send_parts(prepared)
-        done = [
-            batch_result(entry_id, None, result)
-            if isinstance(result, ConveyorError)
-            else batch_result(entry_id, result)
-            for entry_id, result in zip(sent_ids, sent, strict=True)
-        ]
+            done = [
+                batch_result(entry_id, None, result)
+                if isinstance(result, ConveyorError)
+                else batch_result(entry_id, result)
+                for entry_id, result in zip(sent_ids, self._send_parts(prepared), strict=True)
+            ]
         if not failed:  # every entry was sent: already in order
             return done
         failed.update((r.entry_id, r) for r in done)
@@ -447,7 +448,10 @@ class Queue:
         """Delete messages: {entry id: receipt}, or receipts (entry ids 0..n-1). Up to
         10,000, `batch_limit` receipts a store call."""
         ids, handles = _entries(receipts)
-        errors = self._in_parts(handles, lambda part: self._backend.delete(self.name, part))
+        if len(handles) <= self._backend.batch_limit:
+            errors: Sequence[Exception | None] = self._backend.delete(self.name, handles)
+        else:
+            errors = self._in_parts(handles, lambda part: self._backend.delete(self.name, part))
         return [batch_result(k, None, e) for k, e in zip(ids, errors, strict=True)]
 
     def _in_parts(

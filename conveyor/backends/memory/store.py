@@ -214,8 +214,15 @@ class MemoryBackend(Backend, Editing, Topics, Consumers):
                     break
             if fill is not None:
                 claimed.extend(q.messages[mid] for mid in fill.chosen())
+            visible_at = terms.visible_at
             out = [
-                q.claim(rec, now, claimed_until(terms, rec.deadline), token, prefix)
+                q.claim(
+                    rec,
+                    now,
+                    visible_at if rec.deadline is None else claimed_until(terms, rec.deadline),
+                    token,
+                    prefix,
+                )
                 for rec in claimed
             ]
             q.received += len(out)
