@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -154,6 +153,8 @@ class Catalog:
         timeout: float = 30.0,
         info: Mapping[str, Any] | None = None,
     ) -> Consumer:
+        import uuid
+
         registry = self.consumers()
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise InvalidInput(f"consumer timeout must be a positive number, got {timeout!r}")

@@ -12,14 +12,19 @@ import json
 import os
 import re
 import shlex
-from importlib import metadata
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 DISTRIBUTION = "conveyor-mq"
 
 
 def install_command(extra: str) -> str:
     """The command that installs `extra` into the environment Conveyor runs in."""
+    from importlib import metadata  # what it costs to import is paid only when asked
+
     # a checkout's own egg-info (no record of the install) may come first on sys.path
     found = list(metadata.distributions(name=DISTRIBUTION))
     if not found:  # run from a source tree that is not installed

@@ -11,10 +11,14 @@ send in this process (delays and visibility timeouts ending, other processes' se
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import sys
 import threading
 from collections import defaultdict, deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where an event loop runs: a synchronous program goes without
+    import asyncio
 
 Key = tuple[str, str]
 
@@ -83,6 +87,8 @@ class WaitHub:
         wait needs no task of its own (a timer ends it, not `asyncio.timeout`): the server
         steps a request's coroutine before it gives it a task.
         """
+        import asyncio
+
         key = (store, queue)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
@@ -113,6 +119,8 @@ class WaitHub:
         _resolve_all(woken)
 
     async def _tick(self, key: Key, interval: float) -> None:
+        import asyncio
+
         while True:
             await asyncio.sleep(interval)
             with self._lock:
@@ -136,11 +144,16 @@ def _resolve_all(futures: list[asyncio.Future[bool]]) -> None:
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop running on this thread, if any."""
+    """The event loop running on this thread, if any (none, where asyncio was never
+    imported)."""
+    aio = sys.modules.get("asyncio")
+    if aio is None:
+        return None
     try:
-        return asyncio.get_running_loop()
+        loop: asyncio.AbstractEventLoop = aio.get_running_loop()
     except RuntimeError:
         return None
+    return loop
 
 
 def _end(fut: asyncio.Future[bool], woken: bool) -> None:

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import sys
 import threading
@@ -34,6 +33,8 @@ def keep_heap() -> bool:
             return True
         if not sys.platform.startswith("linux"):
             return False
+        import ctypes  # (a few milliseconds of import, for this alone)
+
         try:
             mallopt = ctypes.CDLL(None).mallopt
         except (OSError, AttributeError):

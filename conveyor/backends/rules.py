@@ -4,7 +4,6 @@ receive claims with."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Generic, NamedTuple, TypeVar
@@ -52,6 +51,8 @@ def dedup(message: NewMessage, attrs: QueueAttributes) -> tuple[str | None, str 
     standard queue."""
     if not attrs.fifo:
         return None, None
+    import hashlib  # FIFO sends alone use it
+
     if message.dedup_id is not None:
         shown = message.dedup_id
     elif attrs.content_based_dedup:

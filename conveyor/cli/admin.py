@@ -11,8 +11,6 @@ from typing import Any
 
 import click
 from click.shell_completion import get_completion_class
-from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..client import Client
 from ..exceptions import InvalidInput, MessageNotFound
@@ -129,18 +127,13 @@ def qstat_data(q: Queue) -> dict[str, Any]:
     return data
 
 
-def qstat_table(data: dict[str, Any]) -> Any:
-    from rich.table import Table
-
-    t = Table(title=render.shown(f"queue {data['queue']}"), title_justify="left", show_header=False)
-    t.add_column("field", style="bold")
-    t.add_column("value", overflow="fold")
-    # what the queue holds now, apart from what happened to it since it was created
-    t.add_row("now", "", style="dim")
+def qstat_rows(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    """What the queue holds now, apart from what happened to it since it was created."""
+    rows: list[tuple[str, Any]] = [("now", "")]
     for key, label in (("ready", "ready"), ("delayed", "delayed"), ("in_flight", "in flight")):
-        t.add_row(f"  {label}", str(data[key]))
-    t.add_row("  oldest", render.age(data["oldest_age"]))
-    t.add_row("totals since created", "", style="dim")
+        rows.append((f"  {label}", data[key]))
+    rows.append(("  oldest", render.age(data["oldest_age"])))
+    rows.append(("totals since created", ""))
     for key, label in (
         ("sent", "sent"),
         ("received", "received"),
@@ -148,10 +141,10 @@ def qstat_table(data: dict[str, Any]) -> Any:
         ("dead", "dead-lettered"),
         ("expired", "expired"),
     ):
-        t.add_row(f"  {label}", str(data[key]))
-    t.add_row("first ids", render.shown(" ".join(data["first_ids"][:10]) or "-"))
-    t.add_row("first in flight", render.shown(" ".join(data["first_ids_in_flight"][:10]) or "-"))
-    return t
+        rows.append((f"  {label}", data[key]))
+    rows.append(("first ids", " ".join(data["first_ids"][:10]) or "-"))
+    rows.append(("first in flight", " ".join(data["first_ids_in_flight"][:10]) or "-"))
+    return rows
 
 
 @cli.command()
@@ -166,15 +159,22 @@ def qstat(state: State, queue_name: str | None, watch: float | None) -> None:
         if state.json:
             render.emit_json(data)
         else:
-            render.console.print(qstat_table(data))
+            render.pairs(f"queue {data['queue']}", qstat_rows(data))
         return
     if watch <= 0:
         raise InvalidInput("--watch takes a positive number of seconds")
+    from rich.live import Live
+    from rich.text import Text
+
+    def shown() -> Text:
+        data = qstat_data(q)
+        return Text(render.pairs_text(f"queue {data['queue']}", qstat_rows(data)).rstrip("\n"))
+
     try:
-        with Live(qstat_table(qstat_data(q)), console=render.console, auto_refresh=False) as live:
+        with Live(shown(), console=render.console, auto_refresh=False) as live:
             while True:
                 time.sleep(watch)
-                live.update(qstat_table(qstat_data(q)), refresh=True)
+                live.update(shown(), refresh=True)
     except KeyboardInterrupt:
         pass
 
@@ -320,6 +320,14 @@ def redrive(
     if ids:
         moved = dead.redrive(list(ids), to=to)
     else:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
         total = dead.stats().ready
         with Progress(
             TextColumn("redriving"),

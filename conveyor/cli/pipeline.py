@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -67,6 +66,12 @@ def _run(master: str, verbose: bool, job: Callable[[Any], T]) -> T:
         return job(spark)
 
 
+def _which(program: str) -> str | None:
+    import shutil
+
+    return shutil.which(program)
+
+
 def _check_spark() -> None:
     """What Spark needs in this process, said before it starts: PySpark and the other
     modules of the spark extra, and a Java runtime."""
@@ -81,7 +86,7 @@ def _check_spark() -> None:
                 " runtime, or unset it to use the java on PATH",
                 "MissingJava",
             )
-    elif shutil.which("java") is None:
+    elif _which("java") is None:
         fail(
             "Spark needs a Java 17+ runtime and there is no java on PATH: install one (on"
             " Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME",

@@ -4,6 +4,9 @@ Whatever a user or a sender wrote (bodies, attributes, names, ids, error texts) 
 never markup: the consoles read no Rich markup or emoji codes, and `shown` writes control
 characters as escapes (`\\x1b`, `\\r`, `\\x00`, `\\u202e`), so a body cannot style, move or
 rewrite what the terminal shows. JSON escapes them itself.
+
+Lines go out through click; tables through Rich, imported (a twentieth of a second) only
+when a table is shown.
 """
 
 from __future__ import annotations
@@ -22,16 +25,36 @@ import termios
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+import click
 
-from ..models import ArchivedMessage, Consumer, Message, QueueAttributes, QueueStats
+if TYPE_CHECKING:
+    from rich.console import Console
 
-console = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
-errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+    from ..models import ArchivedMessage, Consumer, Message, QueueAttributes, QueueStats
+
+    console: Console  # Rich's consoles for standard output and error, made on first use
+    errors: Console
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ("console", "errors"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    made = Console(
+        stderr=name == "errors", highlight=False, soft_wrap=True, markup=False, emoji=False
+    )
+    globals()[name] = made
+    return made
+
+
+def _console() -> Console:
+    return globals().get("console") or __getattr__("console")  # type: ignore[no-any-return]
+
+
+_stdout_gone = False  # standard output was found closed (`written`)
 
 # C0 controls but tab and line feed, DEL, C1 controls, and the marks that reorder text
 # (Unicode's bidirectional controls)
@@ -57,17 +80,18 @@ def shown(value: object) -> str:
 
 def say(text: object) -> None:
     """A line on standard output."""
-    console.print(Text(shown(text)))
+    if not _stdout_gone:
+        click.echo(shown(text))
 
 
 def note(text: object) -> None:
     """A line on standard error (progress, what a long job is doing)."""
-    errors.print(Text(shown(text)))
+    click.echo(shown(text), err=True)
 
 
 def error(text: object) -> None:
-    """`error: TEXT` on standard error."""
-    errors.print(Text.assemble(("error:", "red"), " ", shown(text)))
+    """`error: TEXT` on standard error (the word in red on a terminal)."""
+    click.echo(f"{click.style('error:', fg='red')} {shown(text)}", err=True)
 
 
 def when(ts: float | None) -> str | None:
@@ -181,7 +205,7 @@ def written(out: Callable[[], None], *, grace: float = 0.25) -> bool:
     except OSError:  # BrokenPipeError, a full disk, ...
         _discard_stdout()
         return False
-    if console.quiet:
+    if _stdout_gone or ("console" in globals() and _console().quiet):
         return False
     if not _reader_took_all(grace):
         _discard_stdout()
@@ -220,17 +244,23 @@ def _reader_took_all(grace: float) -> bool:
 
 
 def _discard_stdout() -> None:
-    console.quiet = True
+    global _stdout_gone
+    _stdout_gone = True
+    if "console" in globals():
+        _console().quiet = True
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
 
 
 def emit_json(value: Any) -> None:
-    console.out(json.dumps(value, indent=2, sort_keys=False, default=str), highlight=False)
+    if not _stdout_gone:
+        click.echo(json.dumps(value, indent=2, sort_keys=False, default=str))
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich.table import Table
+
     t = Table(
         title=None if title is None else shown(title),
         title_justify="left",
@@ -241,18 +271,91 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
         t.add_column(c, overflow="fold")
     for r in rows:
         t.add_row(*["-" if v is None else shown(v) for v in r])
-    console.print(t)
+    _console().print(t)
 
 
 def pairs(title: str | None, items: Iterable[tuple[str, Any]]) -> None:
-    t = Table(
-        title=None if title is None else shown(title),
-        title_justify="left",
-        show_header=False,
-        pad_edge=False,
-    )
-    t.add_column("field", style="bold")
-    t.add_column("value", overflow="fold")
-    for k, v in items:
-        t.add_row(shown(k), "-" if v is None else shown(v))
-    console.print(t)
+    """A two-column table of fields and values (drawn here, without Rich: the commands that
+    show one start faster)."""
+    if not _stdout_gone:
+        click.echo(pairs_text(title, items), nl=False)
+
+
+def pairs_text(title: str | None, items: Iterable[tuple[str, Any]], width: int = 0) -> str:
+    """`pairs` as text, `width` columns wide at most (0: the terminal's): a value's lines
+    are kept and folded where they are wider than its column."""
+    rows = [(shown(k), "-" if v is None else shown(v)) for k, v in items]
+    width = width or terminal_width()
+    left = max((cells(k) for k, _ in rows), default=1)
+    room = max(1, width - left - 4)  # the borders and the space before a value
+    value_lines = [[*_fold(v, room)] for _, v in rows]
+    right = max((cells(line) for lines in value_lines for line in lines), default=1)
+    out = [] if title is None else [f"{shown(title)}\n"]
+    out.append(f"┌{'─' * left}┬{'─' * (right + 1)}┐\n")
+    for (key, _), lines in zip(rows, value_lines, strict=True):
+        for i, line in enumerate(lines or [""]):
+            name = key if i == 0 else ""
+            out.append(
+                f"│{name}{' ' * (left - cells(name))}│ {line}{' ' * (right - cells(line))}│\n"
+            )
+    out.append(f"└{'─' * left}┴{'─' * (right + 1)}┘\n")
+    return "".join(out)
+
+
+def terminal_width() -> int:
+    """The width of what standard output shows: Rich's console's where one is made, else
+    $COLUMNS or the terminal's, else 80."""
+    if "console" in globals():
+        return int(_console().width)
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        return 80
+
+
+def cells(text: str) -> int:
+    """How many terminal cells `text` takes (East Asian wide characters two)."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _fold(value: str, room: int) -> Iterable[str]:
+    """The lines of `value`, each wrapped at spaces into pieces `room` cells wide at most (a
+    word longer than that is cut)."""
+    for line in value.split("\n"):
+        if cells(line) <= room:
+            yield line
+            continue
+        current = ""
+        for word in line.split(" "):
+            joined = f"{current} {word}" if current else word
+            if cells(joined) <= room:
+                current = joined
+                continue
+            if current:
+                yield current
+            while cells(word) > room:
+                head = _cut(word, room)
+                yield head
+                word = word[len(head) :]
+            current = word
+        yield current
+
+
+def _cut(text: str, room: int) -> str:
+    """The longest start of `text` that is `room` cells wide at most (one character at
+    least)."""
+    if text.isascii():
+        return text[:room]
+    used = 0
+    for i, ch in enumerate(text):
+        used += cells(ch)
+        if used > room:
+            return text[: max(1, i)]
+    return text

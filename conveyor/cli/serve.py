@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -282,6 +281,7 @@ def gateway(
 ) -> None:
     """Serve the SKMQ push gateway alone: producers send over TCP, registered consumers
     get messages pushed (docs/push.md). SIGTERM releases unanswered messages and exits 0."""
+    import asyncio
     import logging
     import signal
 

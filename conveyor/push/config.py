@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import ssl
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import InvalidInput
 from .codec import MAX_FRAME
+
+if TYPE_CHECKING:
+    import ssl
 
 DEFAULT_PORT = 1734
 
@@ -167,6 +169,8 @@ def server_tls(config: GatewayConfig) -> ssl.SSLContext | None:
     """The gateway's TLS context, or None to serve plain TCP."""
     if config.tls_cert is None:
         return None
+    import ssl
+
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(config.tls_cert, config.tls_key)

@@ -49,7 +49,7 @@ from typing import Any, cast
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from ..backends.base import CommitWait
+from ..backends.loop import CommitWait
 from .app import BodyLimit
 from .endpoint import (
     Endpoint,

@@ -380,7 +380,7 @@ def test_a_wait_for_the_disk_is_resumed_without_a_task(tmp_path: Path) -> None:
     import uvicorn
     from uvicorn.server import ServerState
 
-    from conveyor.backends.base import CommitWait
+    from conveyor.backends.loop import CommitWait
     from conveyor.server import ConveyorServer
     from conveyor.server.endpoint import Incoming, Reply
     from conveyor.server.protocol import guarded
@@ -566,7 +566,7 @@ def test_a_commit_wait_calls_back_as_it_is_settled() -> None:
     """`CommitWait.settled`: called as the future is resolved (result or error), or at once
     where it already is; one callback that fails is reported as a loop reports a failed
     callback and the others still run."""
-    from conveyor.backends.base import CommitWait
+    from conveyor.backends.loop import CommitWait
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()

@@ -8,19 +8,21 @@ operation on a pooled connection and runs it again on a lost connection or a con
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ...exceptions import ConveyorError, StoreUnavailable
 from ...notify import HUB
 from ..base import Inline
 from .rows import Row
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger("conveyor.store")
 

@@ -23,26 +23,32 @@ that has committed, later writes of the loop join it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
 import os
 import random
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...exceptions import InvalidInput, StoreUnavailable
 from ...notify import HUB
 from ...tuning import keep_heap
-from ..base import CommitWait, Inline, RunAgain, WouldBlock
+from ..base import Inline, RunAgain, WouldBlock
 from .connections import Connections, Exec
 from .rows import Row
-from .sqlite_sync import Outcome, Syncer, Worker, fsync_file, settle_all
+from .sqlite_sync import Syncer, Worker, fsync_file, settle_all
 from .wakes import Wakes
+
+if TYPE_CHECKING:  # the event loop's parts import it themselves: the SDK runs without it
+    import asyncio
+
+    from ..loop import CommitWait
+    from .sqlite_sync import Outcome
 
 T = TypeVar("T")
 log = logging.getLogger("conveyor.sqlite")
@@ -66,6 +72,25 @@ ADVICE = {
     " saves what can be read)",
     "SQLITE_NOTADB": "not a SQLite database: give --store a Conveyor store or a new file",
 }
+
+
+def running_loop_or_block() -> asyncio.AbstractEventLoop:
+    """The event loop running on this thread; `WouldBlock` where there is none (a process
+    that never imported asyncio runs none)."""
+    aio = sys.modules.get("asyncio")
+    if aio is None:
+        raise WouldBlock
+    try:
+        loop: asyncio.AbstractEventLoop = aio.get_running_loop()
+    except RuntimeError:
+        raise WouldBlock from None
+    return loop
+
+
+def commit_wait(loop: asyncio.AbstractEventLoop) -> CommitWait:
+    from ..loop import CommitWait  # imported where an event loop runs
+
+    return CommitWait(loop=loop)
 
 
 def failure(what: str, exc: sqlite3.Error) -> StoreUnavailable:
@@ -289,6 +314,8 @@ class _Gathered(Worker):
         self._active = False  # calls wait or run
 
     def submit(self, call: Callable[[], T]) -> asyncio.Future[T]:
+        import asyncio
+
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         with self._lock:
             self._calls.append((call, future))
@@ -363,7 +390,7 @@ class _Turn:
 
     def __init__(self, conn: sqlite3.Connection, loop: asyncio.AbstractEventLoop) -> None:
         self.conn = conn
-        self.done = CommitWait(loop=loop)
+        self.done = commit_wait(loop)
         self.durable = False  # a write must reach the disk before it is answered
         self.later: list[Callable[[], object]] = []  # wake-ups of waiting receives
         self.writes = 0
@@ -555,14 +582,11 @@ class SQLiteConnections(Connections[SQLiteExec]):
         if not inline and local.turn is not None:  # the loop's thread, outside `inline`
             self._end_turn(local.turn)
         if call is not None and durable and self.durability == "full":
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                raise WouldBlock from None  # no event loop to await the disk on
+            loop = running_loop_or_block()  # the loop to await the disk on
             # commit now, without SQLite's fsync; the caller awaits the log's fsync
             committed = self.write(fn, single=single, durable=False)
             if call.durable is None:
-                call.durable = CommitWait(loop=loop)
+                call.durable = commit_wait(loop)
                 self._syncer.after(call.durable)
             return committed
         with self._group_lock:
@@ -624,10 +648,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def _open_turn(self) -> _Turn:
         """BEGIN IMMEDIATE on the loop's connection, for the writes of this turn of the loop
         (`WouldBlock` where another thread or process writes); committed at its next."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise WouldBlock from None  # no event loop to await the commit on
+        loop = running_loop_or_block()  # the loop to await the commit on
         with self._group_lock:
             if self._leading or self._gathered.busy():
                 raise WouldBlock  # it would wait for the running group

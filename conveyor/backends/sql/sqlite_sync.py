@@ -14,25 +14,27 @@ system refuses) a thread does it (`SyncThread`).
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import logging
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ...exceptions import StoreUnavailable
 from ...notify import running_loop
 from . import fsyncd
 
-log = logging.getLogger("conveyor.sqlite")
+if TYPE_CHECKING:
+    import asyncio
 
-Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]  # a future, its result or error
+    # a future, its result or error
+    Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
+
+log = logging.getLogger("conveyor.sqlite")
 
 
 class Worker:
@@ -183,6 +185,8 @@ class FsyncProcess:
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         self._owner = os.getpid()  # a process forked from the owner has none of its own
         self._loop: asyncio.AbstractEventLoop | None = None  # where the answers are read
+        import subprocess  # (its import is paid where a server starts the helper)
+
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-S", str(Path(fsyncd.__file__)), wal],
             stdin=subprocess.PIPE,
@@ -273,6 +277,8 @@ class FsyncProcess:
                 self._gone(fsync_file(self.wal) if self._waiting else None)
         with contextlib.suppress(OSError):
             self._asks.close()
+        import subprocess
+
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:

@@ -15,7 +15,6 @@ clocks (keep hosts in NTP sync).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import operator
@@ -23,7 +22,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ...clock import Clock
 from ...exceptions import (
@@ -74,6 +73,9 @@ from .rows import (
     row_message,
 )
 from .totals import last_counts
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 

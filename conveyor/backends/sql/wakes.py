@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import logging
 import os
-import secrets
-import socket
-import tempfile
 import threading
 import weakref
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the modules below are imported where they are used: a process that
+    import socket  # only looks into a store (the command line) goes without them
 
 log = logging.getLogger("conveyor.store")
 
@@ -46,6 +46,9 @@ def wake_directory(identity: str, beside: str | None = None) -> str:
     under the temporary directory named by a digest of `identity`."""
     if beside is not None and len(beside) + len("-wake") + NAME <= SOCKET_PATH:
         return beside + "-wake"
+    import hashlib
+    import tempfile
+
     digest = hashlib.sha256(identity.encode()).hexdigest()[:20]
     return os.path.join(tempfile.gettempdir(), f"conveyor-wake-{digest}")
 
@@ -65,7 +68,7 @@ class Wakes:
         self._peers: list[str] = []
         self._peers_at = -1e18
         self._mtime = -1.0
-        self._broken = not hasattr(socket, "AF_UNIX")
+        self._broken = os.name != "posix"  # Unix datagram sockets
 
     # -- listening ------------------------------------------------------------------------
 
@@ -81,6 +84,9 @@ class Wakes:
         with self._lock:
             if self._settled():  # another thread bound it meanwhile
                 return not self._broken
+            import secrets
+            import socket
+
             own = os.path.join(self.directory, f"{os.getpid():x}-{secrets.token_hex(3)}")
             try:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -135,6 +141,8 @@ class Wakes:
             return
         sender = self._sender
         if sender is None:
+            import socket
+
             sender = self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             sender.setblocking(False)
         data = queue.encode()
@@ -174,6 +182,8 @@ class Wakes:
             listener, self._listener = self._listener, None
             own, self._own = self._own, None
             if listener is not None and own is not None:
+                import socket
+
                 with (
                     contextlib.suppress(OSError),
                     socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as poke,
@@ -192,6 +202,8 @@ class Wakes:
 def sweep(directory: str, keep: str | None = None) -> None:
     """Remove the sockets of processes that were killed (they refuse what is sent), and the
     directory itself when nothing is left in it."""
+    import socket
+
     with (
         contextlib.suppress(OSError),
         socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe,
