@@ -67,4 +67,4 @@ def test_the_public_names_are_all_there_and_load_on_first_use() -> None:
     assert public == set(conveyor.__all__) - {"__version__"}
     assert conveyor.__version__
     with pytest.raises(AttributeError):
-        conveyor.NoSuchThing  # noqa: B018
+        conveyor.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
