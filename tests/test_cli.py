@@ -93,7 +93,7 @@ def test_queue_lifecycle_and_messages(cv: Conveyor) -> None:
     assert got[0]["attributes"] == {"k": "v"}
     cv.run("-q", "orders", "ack", got[0]["receipt"])
     stats = cv.json("-q", "orders", "qstat")
-    assert (stats["in_flight"], stats["deleted"]) == (2, 1)
+    assert (stats["in_flight"], stats["totals"]["deleted"]) == (2, 1)
     assert [q["queue"] for q in cv.json("queue", "list")["queues"]] == ["orders", "orders-dlq"]
     table = cv.run("queue", "list")
     assert "orders-dlq" in table and "in flight" in table
@@ -176,7 +176,7 @@ def test_remaining_commands(cv: Conveyor, tmp_path: Path) -> None:
     assert again == {"id": sent["id"], "duplicate": True}  # content-based de-duplication
     got = cv.json("-q", "q.fifo", "receive", "--ack")
     assert got["acked"] and got["messages"][0]["body"] == "from a file"
-    assert cv.json("-q", "q.fifo", "qstat")["deleted"] == 1
+    assert cv.json("-q", "q.fifo", "qstat")["totals"]["deleted"] == 1
     cv.run("-q", "q.fifo", "send", "not json", "--json", "--group", "g", code=1)
     cv.run("topic", "create", "t")
     cv.run("topic", "subscribe", "t", "q.fifo")

@@ -134,14 +134,8 @@ def qstat_rows(data: dict[str, Any]) -> list[tuple[str, Any]]:
         rows.append((f"  {label}", data[key]))
     rows.append(("  oldest", render.age(data["oldest_age"])))
     rows.append(("totals since created", ""))
-    for key, label in (
-        ("sent", "sent"),
-        ("received", "received"),
-        ("deleted", "deleted"),
-        ("dead", "dead-lettered"),
-        ("expired", "expired"),
-    ):
-        rows.append((f"  {label}", data[key]))
+    for key, value in data["totals"].items():
+        rows.append((f"  {key.replace('_', '-')}", value))
     rows.append(("first ids", " ".join(data["first_ids"][:10]) or "-"))
     rows.append(("first in flight", " ".join(data["first_ids_in_flight"][:10]) or "-"))
     return rows

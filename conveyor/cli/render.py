@@ -161,7 +161,22 @@ def attributes_dict(a: QueueAttributes) -> dict[str, Any]:
 
 
 def stats_dict(s: QueueStats) -> dict[str, Any]:
-    return s.to_dict()
+    """What the queue holds now, and under `totals` what happened to it since it was
+    created (sent, received, deleted, dead-lettered, expired)."""
+    return {
+        "queue": s.queue,
+        "ready": s.ready,
+        "delayed": s.delayed,
+        "in_flight": s.in_flight,
+        "oldest_age": s.oldest_age,
+        "totals": {
+            "sent": s.sent,
+            "received": s.received,
+            "deleted": s.deleted,
+            "dead_lettered": s.dead,
+            "expired": s.expired,
+        },
+    }
 
 
 def archived_dict(a: ArchivedMessage) -> dict[str, Any]:

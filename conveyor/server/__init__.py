@@ -242,6 +242,7 @@ def _serve(
         push = None
         if gateway is not None:
             push = Gateway(client, gateway)
+            server.push = push
             try:
                 await push.start()
             except OSError as exc:

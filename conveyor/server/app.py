@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -36,6 +36,7 @@ from ..exceptions import (
 from ..notify import HUB
 from ..validation import check_queue_name, check_topic_name
 from .auth import Auth, Key
+from .conns import open_connections
 from .counts import SharedCounts
 from .endpoint import (
     Endpoint,
@@ -52,6 +53,9 @@ from .sns_api import SnsApi
 from .sqs_api import SqsApi
 from .sqs_names import Namespaces
 from .ui import History, build_ui
+
+if TYPE_CHECKING:
+    from ..push.gateway import Gateway
 
 log = logging.getLogger("conveyor.server")
 
@@ -95,6 +99,7 @@ class ConveyorServer:
             counts=self.counts,
         )
         self.draining = False
+        self.push: Gateway | None = None  # the push gateway serving beside it, if any
         self.sqs = SqsApi(
             client,
             namespaces=self.namespaces,
@@ -108,6 +113,13 @@ class ConveyorServer:
 
     def is_draining(self) -> bool:
         return self.draining
+
+    def connections(self) -> dict[str, int]:
+        """Connections open now: HTTP in this process, and the push gateway's beside it."""
+        open_now = {"http": open_connections()}
+        if self.push is not None:
+            open_now["push"] = len(self.push.connections)
+        return open_now
 
     def drain(self) -> None:
         """Stop holding long polls: every waiting receive returns what it has now."""
@@ -135,7 +147,9 @@ class ConveyorServer:
             build_router(self.client, self.aio, self.metrics, self.is_draining),
             dependencies=[Depends(check_token)],
         )
-        app.include_router(build_ui(self.client, self.history, check_token, self.auth))
+        app.include_router(
+            build_ui(self.client, self.history, check_token, self.auth, self.connections)
+        )
 
         @app.get("/healthz", tags=["operations"], summary="Liveness and store reachability")
         def healthz() -> dict[str, Any]:

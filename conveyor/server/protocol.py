@@ -51,6 +51,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from ..backends.loop import CommitWait
 from .app import BodyLimit
+from .conns import OPEN
 from .endpoint import (
     Endpoint,
     Incoming,
@@ -99,9 +100,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         # uses (uvloop's transports have its methods without subclassing asyncio.Transport)
         writes = self._writes = _OneWrite(cast(asyncio.Transport, transport), self.loop)
         super().connection_made(cast(asyncio.Transport, writes))
+        OPEN[0] += 1
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        OPEN[0] -= 1
         self._disarm()
         if self._timer is not None:
             self._timer.cancel()

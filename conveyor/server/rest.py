@@ -129,6 +129,16 @@ def body_json(body: bytes) -> dict[str, str]:
         return {"body": base64.b64encode(body).decode("ascii"), "encoding": "base64"}
 
 
+def matches(m: Message, wanted: str) -> bool:
+    """Whether a message's id, body text or an attribute's name or value holds `wanted`
+    (casefolded)."""
+    if wanted in m.id.casefold() or wanted in m.body.decode("utf-8", "replace").casefold():
+        return True
+    return any(
+        wanted in str(k).casefold() or wanted in str(v).casefold() for k, v in m.attributes.items()
+    )
+
+
 def message_json(m: Message, *, with_body: bool = True, now: float | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"id": m.id}
     if now is not None:
@@ -551,11 +561,33 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         queue: QueueName,
         limit: Annotated[int, Query(ge=1, le=10000)] = 10,
         state: MessageState | None = None,
-        after: int = 0,
+        after: Annotated[int, Query(ge=0, lt=2**63)] = 0,
+        search: Annotated[
+            str | None,
+            Query(
+                min_length=1,
+                max_length=1000,
+                description="only messages whose id, body text or an attribute's name or"
+                " value holds this text (case aside), among the first `scan` looked at",
+            ),
+        ] = None,
+        scan: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
     ) -> list[dict[str, Any]]:
-        found = client.queue(queue).peek(limit, state=state, after=after)
+        q = client.queue(queue)
         now = client.clock.now()
-        return [message_json(m, now=now) for m in found]
+        if search is None:
+            return [message_json(m, now=now) for m in q.peek(limit, state=state, after=after)]
+        wanted = search.casefold()
+        out: list[dict[str, Any]] = []
+        looked = 0
+        while looked < scan and len(out) < limit:
+            page = q.peek(min(1000, scan - looked), state=state, after=after)
+            looked += len(page)
+            out += [message_json(m, now=now) for m in page if matches(m, wanted)]
+            if len(page) < min(1000, scan - looked + len(page)):
+                break
+            after = page[-1].sequence
+        return out[:limit]
 
     @r.get("/queues/{queue}/message/{message_id}", tags=["admin"], summary="One message by id")
     def get_message(queue: QueueName, message_id: str) -> dict[str, Any]:

@@ -61,16 +61,16 @@ document.getElementById("login-form").addEventListener("submit", (event) => {
 
 
 class History:
-    """Per queue, an hour of (time, depth, sent total, received total) samples, one every
-    STEP seconds at most, taken by the server's sampler and when the overview is read, from
-    the counts the server's readers share."""
+    """Per queue, an hour of (time, depth, sent total, received total, deleted total)
+    samples, one every STEP seconds at most, taken by the server's sampler and when the
+    overview is read, from the counts the server's readers share."""
 
     def __init__(
         self, now: Callable[[], float] = time.time, counts: SharedCounts | None = None
     ) -> None:
         self._now = now
         self._lock = threading.Lock()
-        self._points: dict[str, deque[tuple[float, int, int, int]]] = {}
+        self._points: dict[str, deque[tuple[float, int, int, int, int]]] = {}
         self.shared = counts or SharedCounts(now)
 
     def counts(self, client: Client, name: str) -> QueueStats:
@@ -85,20 +85,23 @@ class History:
         with self._lock:
             points = self._points.setdefault(stats.queue, deque(maxlen=int(HOUR / STEP) + 1))
             if force or not points or now - points[-1][0] >= STEP:
-                points.append((now, stats.total, sent, stats.received))
+                points.append((now, stats.total, sent, stats.received, stats.deleted))
             while points and now - points[0][0] > HOUR:
                 points.popleft()
 
     def series(self, queue: str) -> dict[str, Any]:
+        """[time, value] points: `depth`, and the rates (messages a second between two
+        samples) `rate` (sent), `received` and `deleted`."""
         with self._lock:
             points = list(self._points.get(queue, ()))
-        depth = [[round(t, 3), d] for t, d, _, _ in points]
-        rate, received = [], []
-        for (t0, _, s0, r0), (t1, _, s1, r1) in pairwise(points):
+        depth = [[round(t, 3), d] for t, d, *_ in points]
+        rate, received, deleted = [], [], []
+        for (t0, _, s0, r0, d0), (t1, _, s1, r1, d1) in pairwise(points):
             if t1 > t0:
                 rate.append([round(t1, 3), round(max(0, s1 - s0) / (t1 - t0), 3)])
                 received.append([round(t1, 3), round(max(0, r1 - r0) / (t1 - t0), 3)])
-        return {"depth": depth, "rate": rate, "received": received}
+                deleted.append([round(t1, 3), round(max(0, d1 - d0) / (t1 - t0), 3)])
+        return {"depth": depth, "rate": rate, "received": received, "deleted": deleted}
 
     def forget(self, names: set[str]) -> None:
         """Drop the history and the shared counts of queues not in `names` (deleted)."""
@@ -134,7 +137,17 @@ async def run_sampler(client: Client, history: History, interval: float = STEP) 
         await asyncio.sleep(interval)
 
 
-def build_ui(client: Client, history: History, check_token: Any, auth: Any) -> APIRouter:
+def last(points: list[list[float]]) -> float:
+    return points[-1][1] if points else 0.0
+
+
+def build_ui(
+    client: Client,
+    history: History,
+    check_token: Any,
+    auth: Any,
+    connections: Callable[[], dict[str, int]] = dict,
+) -> APIRouter:
     r = APIRouter(include_in_schema=False)
 
     def opened(request: Request) -> bool:
@@ -170,26 +183,60 @@ def build_ui(client: Client, history: History, check_token: Any, auth: Any) -> A
 
     @r.get("/ui/api/overview", dependencies=[Depends(check_token)])
     def overview() -> dict[str, Any]:
+        """Every queue's counts now, rates and hour, and the server at a glance. A queue's
+        `dead_now` is what its dead-letter queue holds now; its totals (sent, received,
+        deleted, dead-lettered, expired) count since it was created."""
         names = client.list_queues()
-        queues = []
+        found: dict[str, tuple[QueueStats, str | None]] = {}
         for name in names:
             try:
                 stats = history.counts(client, name)
                 dead_letter = client.queue_info(name).attributes.dead_letter
             except QueueDoesNotExist:
                 continue  # deleted while we looked
+            found[name] = (stats, dead_letter.queue if dead_letter else None)
+        dead_letter_queues = {dlq for _, dlq in found.values() if dlq in found}
+        queues = []
+        for name, (stats, dlq) in found.items():
             series = history.series(name)
+            held = found[dlq][0] if dlq in found else None
             queues.append(
                 {
                     **stats.to_dict(),
-                    "dead_letter_queue": dead_letter.queue if dead_letter else None,
-                    "rate": series["rate"][-1][1] if series["rate"] else 0.0,
-                    "received_rate": series["received"][-1][1] if series["received"] else 0.0,
+                    "dead_letter_queue": dlq,
+                    "is_dead_letter_queue": name in dead_letter_queues,
+                    "dead_now": None if held is None else held.total,
+                    "rate": last(series["rate"]),
+                    "received_rate": last(series["received"]),
+                    "deleted_rate": last(series["deleted"]),
                     "history": series,
                 }
             )
         history.forget(set(names))
-        return {"queues": queues, "topics": client.list_topics(), "now": time.time()}
+        server = {
+            "queues": len(queues),
+            "ready": sum(q["ready"] for q in queues),
+            "delayed": sum(q["delayed"] for q in queues),
+            "in_flight": sum(q["in_flight"] for q in queues),
+            "dead": sum(found[n][0].total for n in dead_letter_queues),
+            "sent_rate": round(sum(q["rate"] for q in queues), 3),
+            "received_rate": round(sum(q["received_rate"] for q in queues), 3),
+            "deleted_rate": round(sum(q["deleted_rate"] for q in queues), 3),
+            "connections": connections(),
+        }
+        return {
+            "queues": queues,
+            "topics": client.list_topics(),
+            "server": server,
+            "now": time.time(),
+        }
+
+    @r.get("/ui/api/queues/{name}/history", dependencies=[Depends(check_token)])
+    def queue_history(name: str) -> dict[str, Any]:
+        """A queue's hour: depth, and sent, received and deleted a second."""
+        client.queue_info(name)  # a missing queue is a 404
+        history.counts(client, name)
+        return history.series(name)
 
     return r
 

@@ -150,6 +150,151 @@ def test_overview_follows_a_send(browser: Any, live: tuple[LiveServer, Client]) 
     shot(browser, "overview")
 
 
+def test_overview_header_filter_sort_and_dead_letters_now(
+    browser: Any, live: tuple[LiveServer, Client]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    server, client = live
+    client.create_queue("billing-dlq")
+    billing = client.create_queue(
+        "billing", dead_letter=DeadLetterPolicy(queue="billing-dlq", max_receive_count=1)
+    )
+    shipping = client.create_queue("shipping")
+    for i in range(3):
+        billing.send(f"b{i}")
+    for i in range(5):
+        shipping.send(f"s{i}")
+    for _ in range(2):  # received once, then moved to billing-dlq at the second receive
+        billing.receive(10, visibility_timeout=0)
+    billing.send("fresh")
+    browser.get(f"{server.url}/ui")
+    dead = 'tr[data-queue="billing"] td.dead'
+    until(browser, lambda d: text_of(d, dead) == "3", "what billing-dlq holds now")
+    assert text_of(browser, 'tr[data-queue="shipping"] td.dead') == "-"
+    assert "DLQ" in text_of(browser, 'tr[data-queue="billing-dlq"]')
+    # the server at a glance: queues, messages ready and in dead-letter queues, connections
+    stat = '[data-stat="{}"] .value'
+    until(browser, lambda d: text_of(d, stat.format("queues")) == "3", "the header")
+    assert text_of(browser, stat.format("ready")) == str(1 + 5 + 3)
+    assert text_of(browser, stat.format("in dead-letter queues")) == "3"
+    assert int(text_of(browser, stat.format("connections")) or 0) >= 1
+    shot(browser, "overview-header")
+
+    def listed(d: Any) -> list[str]:
+        rows = d.find_elements(By.CSS_SELECTOR, "#queues tbody tr[data-queue]")
+        return [r.get_attribute("data-queue") for r in rows]
+
+    browser.find_element(By.ID, "queue-filter").send_keys("bill")
+    until(browser, lambda d: listed(d) == ["billing", "billing-dlq"], "the filter")
+    browser.find_element(By.ID, "queue-filter").clear()
+    browser.find_element(By.ID, "queue-filter").send_keys(" ")  # clear() fires no input event
+    browser.find_element(By.ID, "queue-filter").clear()
+    browser.execute_script(
+        "const f = document.getElementById('queue-filter'); f.dispatchEvent(new Event('input'));"
+    )
+    until(browser, lambda d: len(listed(d)) == 3, "every queue again")
+    click(browser, 'th[data-sort="ready"]')  # most ready first
+    until(browser, lambda d: listed(d)[0] == "shipping", "sorted by ready")
+    click(browser, 'th[data-sort="ready"]')  # and the other way
+    until(browser, lambda d: listed(d)[-1] == "shipping", "sorted the other way")
+    # the order and the filter stay through the page's refreshes
+    time.sleep(2.5)
+    assert listed(browser)[-1] == "shipping"
+
+
+def test_create_a_queue_send_search_and_delete_it(
+    browser: Any, live: tuple[LiveServer, Client]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    server, client = live
+    client.create_queue("jobs-dlq.fifo")
+    browser.get(f"{server.url}/ui")
+    click(browser, "#new-queue")
+    for field, value in (("nq-name", "jobs"), ("nq-visibility", "45"),
+                         ("nq-dlq", "jobs-dlq.fifo"), ("nq-max", "3")):  # fmt: skip
+        browser.find_element(By.ID, field).send_keys(value)
+    click(browser, "#nq-fifo")
+    click(browser, "#nq-cbd")
+    shot(browser, "new-queue")
+    click(browser, "#create-queue")
+    until(browser, lambda d: "jobs.fifo" in client.list_queues(), "the queue made")
+    attrs = client.queue_info("jobs.fifo").attributes
+    assert attrs.fifo and attrs.content_based_dedup and attrs.visibility_timeout == 45
+    assert attrs.dead_letter is not None and attrs.dead_letter.queue == "jobs-dlq.fifo"
+    assert attrs.dead_letter.max_receive_count == 3
+    # send from the queue's page: body, attributes, group
+    browser.get(f"{server.url}/ui#/queue/jobs.fifo")
+    until(browser, lambda d: d.find_elements(By.ID, "send-body"), "the send form")
+    browser.find_element(By.ID, "send-body").send_keys('{"job": "invoice 7"}')
+    browser.find_element(By.ID, "send-attributes").send_keys("team=billing\nurgent=yes")
+    browser.find_element(By.ID, "send-group").send_keys("customer-7")
+    click(browser, "#send-message")
+    until(browser, lambda d: client.queue("jobs.fifo").stats().ready == 1, "the send")
+    [m] = client.queue("jobs.fifo").peek(10)
+    assert m.json() == {"job": "invoice 7"} and m.group_id == "customer-7"
+    assert dict(m.attributes) == {"team": "billing", "urgent": "yes"}
+    client.queue("jobs.fifo").send("other", group_id="g", dedup_id="d")
+    shot(browser, "send")
+    # search by body text, then by an attribute's value
+
+    def rows(d: Any) -> list[str]:
+        found = d.find_elements(By.CSS_SELECTOR, "#messages tbody tr[data-id]")
+        return [r.get_attribute("data-id") for r in found]
+
+    for words in ("invoice", "billing"):
+        box = browser.find_element(By.ID, "search-id")
+        box.clear()
+        box.send_keys(words)
+        click(browser, "#search")
+        until(browser, lambda d: rows(d) == [m.id], f"the search for {words}")
+    # delete asks first; dismissed, nothing goes
+    click(browser, "#delete-queue")
+    browser.switch_to.alert.dismiss()
+    assert "jobs.fifo" in client.list_queues()
+    click(browser, "#delete-queue")
+    browser.switch_to.alert.accept()
+    until(browser, lambda d: "jobs.fifo" not in client.list_queues(), "the queue deleted")
+    until(browser, lambda d: d.find_elements(By.ID, "queues"), "back to the overview")
+
+
+def test_a_queue_page_charts_its_hour(browser: Any, live: tuple[LiveServer, Client]) -> None:
+    from selenium.webdriver.common.by import By
+
+    server, client = live
+    q = client.create_queue("charted")
+    history = server.conveyor.history
+    now = time.time()
+    sent = received = deleted = 0
+    for minute in range(60):
+        sent += 100 + 10 * (minute % 5)
+        received += 90
+        deleted += 80
+        history._now = functools.partial(float, now - 3600 + 60 * minute)
+        history.record(
+            QueueStats(
+                queue="charted", ready=sent - received, sent=sent, received=received,
+                deleted=deleted,
+            ),
+            force=True,
+        )  # fmt: skip
+    history._now = time.time
+    browser.get(f"{server.url}/ui#/queue/charted")
+    depth = "#chart-depth polyline"
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, depth)) == 1, "the depth chart")
+    lines = browser.find_elements(By.CSS_SELECTOR, "#chart-rates polyline")
+    assert [line.get_attribute("data-series") for line in lines] == [
+        "sent", "received", "deleted",
+    ]  # fmt: skip
+    for line in lines:
+        assert len(line.get_attribute("points").split()) >= 59  # a point a sample
+    assert "totals since created" in text_of(browser, "#counts-totals")
+    assert "now:" in text_of(browser, "#counts-now")
+    shot(browser, "charts")
+    q.send("x")
+
+
 def test_browse_and_edit_a_message(browser: Any, live: tuple[LiveServer, Client]) -> None:
     from selenium.webdriver.common.by import By
 
@@ -327,7 +472,7 @@ def test_history_gives_an_hour_of_depth_and_rates() -> None:
     at(3615, 0, 60, 60)  # an hour on: the first points are gone
     assert [d for _, d in history.series("q")["depth"]] == [10, 0]
     history.forget(set())
-    assert history.series("q") == {"depth": [], "rate": [], "received": []}
+    assert history.series("q") == {"depth": [], "rate": [], "received": [], "deleted": []}
 
 
 def test_beyond_loopback_nothing_without_the_token() -> None:

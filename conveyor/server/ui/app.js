@@ -94,6 +94,38 @@ function sparkline(points) {
   return svg;
 }
 
+// A line chart of one or more [time, value] series over the same hour, with its scale.
+function chart(title, series, id) {
+  const ns = "http://www.w3.org/2000/svg";
+  const W = 520, H = 120, L = 40;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("id", id);
+  const all = series.flatMap(([, points]) => points);
+  const t0 = Math.min(...all.map((p) => p[0]), Date.now() / 1000 - 3600);
+  const t1 = Math.max(...all.map((p) => p[0]), t0 + 1);
+  const top = Math.max(1, ...all.map((p) => p[1]));
+  const text = (x, y, words, anchor = "end") => {
+    const t = document.createElementNS(ns, "text");
+    t.setAttribute("x", x); t.setAttribute("y", y); t.setAttribute("text-anchor", anchor);
+    t.textContent = words;
+    return t;
+  };
+  svg.append(text(L - 4, 10, top.toFixed(top < 10 ? 1 : 0)), text(L - 4, H - 4, "0"));
+  series.forEach(([label, points], i) => {
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("class", `series s${i}`);
+    line.setAttribute("data-series", label);
+    line.setAttribute("points", points.map(([t, v]) =>
+      `${(L + (W - L) * (t - t0) / (t1 - t0)).toFixed(1)},${(H - 8 - (H - 16) * v / top).toFixed(1)}`).join(" "));
+    const legend = text(W - 4 - 90 * (series.length - 1 - i), 12, label);
+    legend.setAttribute("class", `legend s${i}`);
+    svg.append(line, legend);
+  });
+  return el("figure", { class: "chart" }, el("figcaption", {}, title), svg);
+}
+
 function guarded(fn) {
   return async (...args) => {
     try { await fn(...args); } catch (err) { show(err.message, true); }
@@ -102,30 +134,131 @@ function guarded(fn) {
 
 // -- overview ---------------------------------------------------------------------------------
 
+// what the overview shows, kept across its refreshes: the filter, the sort
+const view = { filter: "", sort: "queue", descending: false };
+const COLUMNS = [
+  ["queue", "queue"], ["ready", "ready"], ["delayed", "delayed"], ["in_flight", "in flight"],
+  ["dead_now", "in DLQ now"], ["oldest_age", "oldest"], ["rate", "sent/s"],
+  ["received_rate", "received/s"], ["deleted_rate", "deleted/s"],
+];
+const rate = (value) => Number(value || 0).toFixed(1);
+
+function sorted(queues) {
+  const key = view.sort;
+  const value = (s) => (s[key] === null || s[key] === undefined ? -1 : s[key]);
+  const out = queues.filter((s) => s.queue.toLowerCase().includes(view.filter.toLowerCase()));
+  out.sort((a, b) => {
+    const x = value(a), y = value(b);
+    const order = typeof x === "string" ? x.localeCompare(y) : x - y;
+    return view.descending ? -order : order;
+  });
+  return out;
+}
+
 async function overview() {
-  const data = await api("GET", "/ui/api/overview");
-  const rows = data.queues.map((s) => el("tr", { "data-queue": s.queue },
-    el("td", {}, el("a", { href: `#/queue/${q(s.queue)}` }, s.queue)),
-    el("td", { class: "num ready" }, s.ready),
-    el("td", { class: "num delayed" }, s.delayed),
-    el("td", { class: "num in-flight" }, s.in_flight),
-    el("td", { class: "num dead" }, s.dead),
-    el("td", { class: "num" }, age(s.oldest_age)),
-    el("td", { class: "num" }, s.rate.toFixed(1)),
-    el("td", { class: "num" }, s.received_rate.toFixed(1)),
-    el("td", {}, sparkline(s.history.depth)),
-    el("td", {}, sparkline(s.history.rate)),
-  ));
+  const summary = el("div", { id: "summary", class: "summary" });
+  const body = el("tbody");
+  const head = el("tr");
+  const table = el("table", { id: "queues" }, el("thead", {}, head), body);
+  let latest = null;
+
+  function rows() {
+    if (!latest) return;
+    const shown = sorted(latest.queues);
+    body.replaceChildren(...(shown.length ? shown.map((s) => el("tr", { "data-queue": s.queue },
+      el("td", {}, el("a", { href: `#/queue/${q(s.queue)}` }, s.queue),
+        s.is_dead_letter_queue ? el("span", { class: "tag" }, "DLQ") : ""),
+      el("td", { class: "num ready" }, s.ready),
+      el("td", { class: "num delayed" }, s.delayed),
+      el("td", { class: "num in-flight" }, s.in_flight),
+      el("td", { class: "num dead", title: s.dead_letter_queue ? `in ${s.dead_letter_queue} now` : "no dead-letter queue" },
+        s.dead_now === null ? "-" : s.dead_now),
+      el("td", { class: "num" }, age(s.oldest_age)),
+      el("td", { class: "num" }, rate(s.rate)),
+      el("td", { class: "num" }, rate(s.received_rate)),
+      el("td", { class: "num" }, rate(s.deleted_rate)),
+      el("td", {}, sparkline(s.history.depth)),
+      el("td", {}, sparkline(s.history.rate)),
+    )) : [el("tr", {}, el("td", { colspan: 11, class: "muted" }, latest.queues.length ?
+      "No queue's name holds that." :
+      "No queues yet: create one here, with `conveyor queue create NAME` or any SQS client."))]));
+    head.replaceChildren(...COLUMNS.map(([key, label]) => el("th", {
+      class: "sortable" + (view.sort === key ? (view.descending ? " down" : " up") : ""),
+      "data-sort": key,
+      onclick: () => {
+        view.descending = view.sort === key ? !view.descending : key !== "queue";
+        view.sort = key;
+        rows();
+      },
+    }, label)), el("th", {}, "depth (1 h)"), el("th", {}, "sent/s (1 h)"));
+  }
+
+  async function refresh() {
+    latest = await api("GET", "/ui/api/overview");
+    const s = latest.server;
+    const c = s.connections || {};
+    summary.replaceChildren(...[
+      ["queues", s.queues], ["ready", s.ready], ["in flight", s.in_flight],
+      ["in dead-letter queues", s.dead], ["sent/s", rate(s.sent_rate)],
+      ["received/s", rate(s.received_rate)], ["deleted/s", rate(s.deleted_rate)],
+      ["connections", c.push === undefined ? c.http ?? "-" : `${c.http} HTTP, ${c.push} push`],
+    ].map(([label, value]) => el("div", { class: "stat", "data-stat": label },
+      el("span", { class: "value" }, value), el("span", { class: "muted" }, label))));
+    rows();
+    show(`updated ${new Date().toLocaleTimeString()}`);
+  }
+
+  const filter = el("input", { id: "queue-filter", placeholder: "filter by name", value: view.filter,
+    oninput: (e) => { view.filter = e.target.value; rows(); } });
   main.replaceChildren(
     el("h1", {}, "Queues"),
-    el("table", { id: "queues" },
-      el("thead", {}, el("tr", {}, ["queue", "ready", "delayed", "in flight", "dead",
-        "oldest", "sent/s", "received/s", "depth (1 h)", "sent/s (1 h)"].map((h) => el("th", {}, h)))),
-      el("tbody", {}, rows.length ? rows : [el("tr", {}, el("td", { colspan: 10, class: "muted" },
-        "No queues yet: create one with `conveyor queue create NAME` or any SQS client."))]),
-    ),
+    summary,
+    el("div", { class: "row" }, filter,
+      el("button", { id: "new-queue", class: "primary", onclick: () => newQueueForm.toggleAttribute("hidden") },
+        "new queue")),
+    newQueue(refresh),
+    table,
   );
-  show(`updated ${new Date().toLocaleTimeString()}`);
+  const newQueueForm = document.getElementById("new-queue-form");
+  await refresh();
+  return refresh;
+}
+
+function newQueue(done) {
+  const input = (id, attrs = {}) => el("input", { id, size: 10, ...attrs });
+  const form = el("div", { class: "card", id: "new-queue-form", hidden: "" },
+    el("h2", {}, "new queue"),
+    el("div", { class: "grid" },
+      el("label", { for: "nq-name" }, "name"), input("nq-name", { size: 30, placeholder: "orders (FIFO: orders.fifo)" }),
+      el("label", { for: "nq-fifo" }, "FIFO"), el("input", { id: "nq-fifo", type: "checkbox" }),
+      el("label", { for: "nq-cbd" }, "FIFO: de-duplicate by body"), el("input", { id: "nq-cbd", type: "checkbox" }),
+      el("label", { for: "nq-visibility" }, "visibility timeout (s)"), input("nq-visibility", { placeholder: "30" }),
+      el("label", { for: "nq-delay" }, "delay (s)"), input("nq-delay", { placeholder: "0" }),
+      el("label", { for: "nq-retention" }, "retention (s)"), input("nq-retention", { placeholder: "345600" }),
+      el("label", { for: "nq-dlq" }, "dead-letter queue, max receives"),
+      el("span", {}, input("nq-dlq", { size: 20 }), " ", input("nq-max", { size: 5, placeholder: "5" })),
+    ),
+    el("div", { class: "row" }, el("button", { id: "create-queue", class: "primary", onclick: guarded(async () => {
+      const value = (id) => document.getElementById(id).value.trim();
+      let name = value("nq-name");
+      const fifo = document.getElementById("nq-fifo").checked;
+      if (fifo && !name.endsWith(".fifo")) name += ".fifo";
+      const settings = {};
+      for (const [id, key] of [["nq-visibility", "visibility_timeout"], ["nq-delay", "delay"],
+        ["nq-retention", "retention"]]) {
+        if (value(id) !== "") settings[key] = Number(value(id));
+      }
+      if (fifo && document.getElementById("nq-cbd").checked) settings.content_based_dedup = true;
+      if (value("nq-dlq")) {
+        settings.dead_letter = { queue: value("nq-dlq"), max_receive_count: Number(value("nq-max") || 5) };
+      }
+      await api("PUT", `/queues/${q(name)}`, settings);
+      show(`created queue ${name}`);
+      form.setAttribute("hidden", "");
+      await done();
+    }) }, "create")),
+  );
+  return form;
 }
 
 // -- one queue --------------------------------------------------------------------------------
@@ -168,6 +301,7 @@ async function queuePage(name) {
   });
 
   const counts = el("p", { id: "counts" });
+  const charts = el("div", { class: "charts" });
   const list = el("tbody");
   const detail = el("div", { id: "message" });
   const progress = el("progress", { id: "redrive-progress", max: 1, value: 0, hidden: "" });
@@ -175,13 +309,23 @@ async function queuePage(name) {
 
   async function refreshCounts() {
     const s = await api("GET", `/queues/${q(name)}/stats`);
-    counts.textContent = `${s.ready} ready · ${s.delayed} delayed · ${s.in_flight} in flight` +
-      ` · ${s.dead} dead-lettered · oldest ${age(s.oldest_age)}`;
+    const held = dead === name ? null : await api("GET", `/queues/${q(dead)}/stats`).catch(() => null);
+    counts.replaceChildren(
+      el("span", { id: "counts-now" }, `now: ${s.ready} ready · ${s.delayed} delayed · ${s.in_flight} in flight` +
+        (held ? ` · ${held.ready + held.delayed + held.in_flight} in ${dead}` : "") + ` · oldest ${age(s.oldest_age)}`),
+      el("br"),
+      el("span", { id: "counts-totals", class: "muted" }, `totals since created: ${s.sent} sent · ${s.received} received` +
+        ` · ${s.deleted} deleted · ${s.dead} dead-lettered · ${s.expired} expired`));
+    const h = await api("GET", `/ui/api/queues/${q(name)}/history`);
+    charts.replaceChildren(
+      chart("depth (messages, last hour)", [["depth", h.depth]], "chart-depth"),
+      chart("a second (last hour)", [["sent", h.rate], ["received", h.received], ["deleted", h.deleted]], "chart-rates"));
   }
 
   async function page() {
+    const search = state.search ? `&search=${q(state.search)}` : "";
     const messages = await api("GET",
-      `/queues/${q(name)}/peek?state=${state.state}&limit=20&after=${state.after}`);
+      `/queues/${q(name)}/peek?state=${state.state}&limit=20&after=${state.after}${search}`);
     list.replaceChildren(...messages.map((m) => el("tr", { "data-id": m.id },
       el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); open(m.id); } }, m.id)),
       el("td", { class: "num" }, m.priority), el("td", { class: "num" }, m.receive_count),
@@ -266,6 +410,41 @@ async function queuePage(name) {
     await page();
   });
 
+  const deleteQueue = guarded(async () => {
+    if (!confirm(`Delete queue ${name} and every message in it? This cannot be undone.`)) return;
+    await api("DELETE", `/queues/${q(name)}`);
+    show(`deleted queue ${name}`);
+    location.hash = "#/";
+  });
+
+  const sendForm = el("div", { class: "card", id: "send-form" },
+    el("textarea", { id: "send-body", placeholder: "body" }),
+    el("div", { class: "row" },
+      el("label", {}, "attributes (name=value, a line each) ",
+        el("textarea", { id: "send-attributes", class: "small" })),
+      el("label", {}, "delay (s) ", el("input", { id: "send-delay", size: 5 })),
+      el("label", {}, "group id ", el("input", { id: "send-group", size: 12 })),
+      el("label", {}, "de-duplication id ", el("input", { id: "send-dedup", size: 12 })),
+      el("button", { id: "send-message", class: "primary", onclick: guarded(async () => {
+        const value = (id) => document.getElementById(id).value;
+        const message = { body: value("send-body") };
+        const attributes = {};
+        for (const line of value("send-attributes").split("\n")) {
+          if (!line.trim()) continue;
+          const at = line.indexOf("=");
+          if (at < 1) throw new Error(`attribute "${line}": write name=value`);
+          attributes[line.slice(0, at).trim()] = line.slice(at + 1);
+        }
+        if (Object.keys(attributes).length) message.attributes = attributes;
+        if (value("send-delay").trim() !== "") message.delay = Number(value("send-delay"));
+        if (value("send-group").trim()) message.group_id = value("send-group").trim();
+        if (value("send-dedup").trim()) message.dedup_id = value("send-dedup").trim();
+        const sent = await api("POST", `/queues/${q(name)}/messages`, message);
+        show(sent.duplicate ? `a duplicate of ${sent.id}: not sent again` : `sent ${sent.id}`);
+        await page();
+      }) }, "send")),
+  );
+
   const purge = guarded(async () => {
     if (!confirm(`Delete every message of ${name}? This cannot be undone.`)) return;
     const r = await api("POST", `/queues/${q(name)}/purge`);
@@ -276,8 +455,11 @@ async function queuePage(name) {
   main.replaceChildren(
     el("h1", {}, `Queue ${name}`),
     counts,
+    charts,
     el("h2", {}, "attributes"), attributes,
     el("div", { class: "row" }, el("button", { id: "save-attributes", onclick: saveAttributes }, "save attributes")),
+    el("h2", {}, "send a message"),
+    sendForm,
     el("h2", {}, "messages"),
     el("div", { class: "row" },
       el("select", { id: "state", onchange: guarded(async (e) => {
@@ -286,8 +468,13 @@ async function queuePage(name) {
       el("button", { id: "first-page", onclick: guarded(async () => { state.after = 0; await page(); }) }, "first"),
       el("button", { id: "next-page", onclick: guarded(async () => {
         if (state.last != null) { state.after = state.last; await page(); } }) }, "next"),
-      el("input", { id: "search-id", placeholder: "message id" }),
-      el("button", { id: "search", onclick: guarded(() => open(document.getElementById("search-id").value.trim())) }, "open"),
+      el("input", { id: "search-id", placeholder: "id, body text or attribute" }),
+      el("button", { id: "search", onclick: guarded(async () => {
+        state.search = document.getElementById("search-id").value.trim();
+        state.after = 0;
+        await page();
+      }) }, "search"),
+      el("button", { id: "open-id", onclick: guarded(() => open(document.getElementById("search-id").value.trim())) }, "open by id"),
     ),
     el("table", { id: "messages" },
       el("thead", {}, el("tr", {}, ["id", "priority", "receives", "body"].map((h) => el("th", {}, h)))),
@@ -299,7 +486,8 @@ async function queuePage(name) {
         dead === name ? "redrive all to their source queues" : `redrive all from ${dead}`),
       progress, progressText),
     el("h2", {}, "danger zone"),
-    el("div", { class: "row" }, el("button", { id: "purge", class: "danger", onclick: purge }, "purge")),
+    el("div", { class: "row" }, el("button", { id: "purge", class: "danger", onclick: purge }, "purge"),
+      el("button", { id: "delete-queue", class: "danger", onclick: deleteQueue }, "delete queue")),
   );
   await page();
   every(() => refreshCounts().catch(() => {}), 2000);
@@ -373,8 +561,8 @@ async function route() {
     } else if (hash === "/consumers") {
       await consumersPage();
     } else {
-      await overview();
-      every(() => overview().catch((err) => show(err.message, true)), 2000);
+      const refresh = await overview();
+      every(() => refresh().catch((err) => show(err.message, true)), 2000);
     }
   } catch (err) {
     show(err.message, true);
