@@ -429,7 +429,10 @@ def test_the_periodic_sweep_costs_what_it_removes(
     monkeypatch.setattr(sql_accounts, "SWEEP_ROWS", 3)
     clock = ManualClock()
     with Client(fresh(kind, urls), clock=clock) as client:
-        q = client.create_queue("sweep", retention=120, visibility_timeout=300)
+        # at most once: there a message past its deadline expires (gq's rule)
+        q = client.create_queue(
+            "sweep", retention=120, visibility_timeout=300, delivery="at-most-once"
+        )
         backend = client.backend
         assert isinstance(backend, SQLStore)
         q.send_batch([f"old{i}" for i in range(5)])
@@ -745,7 +748,7 @@ def test_a_queue_deep_in_messages_in_flight_is_claimed_from_indexes(
             def plan(cur: Any) -> str:
                 cur.execute(
                     f"EXPLAIN {watch.claim_sql(qid, d._set_claimed, d._claim_columns)}",
-                    (0, 0, 0, 10) * 2 + (10, 0, 0, "t"),
+                    (0, 0, 0, 10) * 2 + (10, 0, 0, 0, 0, "t"),  # limit, then claim_params
                 )
                 return "\n".join(str(row) for row in cur.fetchall())
 

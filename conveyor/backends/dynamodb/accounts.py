@@ -4,6 +4,8 @@ read those totals. A part the store holds, as it holds its editor and registry."
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...models import QueueStats
@@ -21,6 +23,29 @@ def totals_key(qt: str) -> dict[str, Any]:
     return {"id": s(f"conveyor#totals#{qt}")}
 
 
+def add_totals(call: Callable[..., Any], totals: Totals, qt: str | None = None) -> None:
+    """Add what `totals` counted (of one queue, or of all) to the totals items, through the
+    store's `call`."""
+    for name, counts in totals.take(qt).items():
+        parts = [f"#{f} :{f}" for f, c in zip(FIELDS, counts, strict=True) if c]
+        if not parts:
+            continue
+        values = {f":{f}": n(c) for f, c in zip(FIELDS, counts, strict=True) if c}
+        call(
+            "update_item",
+            Key=totals_key(name),
+            ExpressionAttributeValues=values,
+            **expr(UpdateExpression="ADD " + ", ".join(parts)),
+        )
+
+
+def last_totals(table: Any, totals: Totals) -> None:
+    """What a store still counts as it goes or its process ends, added to the totals items
+    (nothing said if the table cannot be reached then)."""
+    with contextlib.suppress(Exception):
+        add_totals(lambda op, **kw: table.call(op, TableName=table.name, **kw), totals)
+
+
 class DynamoAccounts:
     """What a store's queues hold and have seen."""
 
@@ -34,17 +59,7 @@ class DynamoAccounts:
 
     def flush(self, qt: str | None = None) -> None:
         """Add what was counted here (of one queue, or of all) to the totals items."""
-        for name, counts in self.totals.take(qt).items():
-            parts = [f"#{f} :{f}" for f, c in zip(FIELDS, counts, strict=True) if c]
-            if not parts:
-                continue
-            values = {f":{f}": n(c) for f, c in zip(FIELDS, counts, strict=True) if c}
-            self.store.call(
-                "update_item",
-                Key=totals_key(name),
-                ExpressionAttributeValues=values,
-                **expr(UpdateExpression="ADD " + ", ".join(parts)),
-            )
+        add_totals(self.store.call, self.totals, qt)
 
     def forget(self, qt: str) -> None:
         """A queue deleted: its totals go, those counted here and its item."""

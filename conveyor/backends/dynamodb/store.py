@@ -41,9 +41,10 @@ from ..errors import (
     no_queue,
     queue_exists,
 )
+from ..exits import at_end
 from ..receipts import claim_token, make_receipt, parse_receipt, stale_receipt
 from ..rules import ClaimTerms, GroupFill, claim_terms, claimed_until, expired
-from .accounts import DynamoAccounts
+from .accounts import DynamoAccounts, last_totals
 from .editing import DynamoEditor
 from .items import (
     COMPAT,
@@ -122,6 +123,8 @@ class DynamoStore(Backend):
         self._due: dict[str, tuple[float, float]] = {}  # qt -> (checked at, next due)
         self._prepared = False
         self.accounts = DynamoAccounts(self)
+        totals = self.accounts.totals  # written however the process ends
+        at_end(self, last_totals, self.table, totals, forget=lambda: totals.take(None))
         self._registry = DynamoRegistry(self)
         self._editor = DynamoEditor(self)
 

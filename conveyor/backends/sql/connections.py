@@ -184,6 +184,15 @@ class ServerConnections(Connections[CursorExec]):
     def read(self, fn: Callable[[CursorExec], T]) -> T:
         return self._run(fn, False)
 
+    def last_write(self, fn: Callable[[CursorExec], object]) -> None:
+        """One attempt, no retries (the process may be ending), nothing said if it fails:
+        the counts it held are what is lost."""
+        try:
+            with self._transaction(True) as cur:
+                fn(CursorExec(cur))
+        except Exception as exc:
+            log.debug("last write to %s failed: %s", self.display, first_line(exc))
+
     def write(
         self, fn: Callable[[CursorExec], T], *, single: bool = False, durable: bool = True
     ) -> T:

@@ -213,7 +213,8 @@ class SQLEditor(Editing):
             ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", (key,))
             return qid
 
-        self.store.accounts.count(self.store.write(run), deleted=1)  # an admin's delete is a delete
+        # an admin's delete is a delete
+        self.store.counted_write(run, "deleted", lambda qid: [(qid, 1)])
 
     def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
         d = self.d
@@ -288,11 +289,10 @@ class SQLEditor(Editing):
                 d.notify_waiters(ex, name)
             return [f.id for _, f in picked], dests
 
-        # counted once the transaction has committed, not once per attempt
-        moved, dests = self.store.write(run)
+        # counted with the transaction that commits, not once per attempt
+        moved, dests = self.store.counted_write(run, "sent", lambda done: list(done[1].values()))
         self.store.accounts.counts.forget(queue, *dests)
-        for name, (dest_id, n) in dests.items():
-            self.store.accounts.count(dest_id, sent=n)
+        for name in dests:
             self.store.notify(name)
         return moved
 

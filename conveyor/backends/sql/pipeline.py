@@ -159,14 +159,14 @@ class SQLPipeline(Pipeline):
             store.accounts.sweep(qid, queue, attrs, now, force=False)
             terms = claim_terms(attrs, now, visibility_timeout)
             token = claim_token(now)
-            got = store.write(
+            got = store.counted_write(
                 lambda ex: d.lease_claim(ex, qid, stream, lease, max_messages, terms, token),
+                "received",
+                lambda n: [(qid, n or 0)],
                 single=d.single_claim,
                 durable=attrs.delivery is Delivery.AT_MOST_ONCE,
             )
             if got is not None:
-                if got:
-                    store.accounts.count(qid, received=got)
                 return got
         rows, token = store.fresh_on_drop(
             queue, lambda: store.claim(queue, max_messages, visibility_timeout)
@@ -278,10 +278,9 @@ class SQLPipeline(Pipeline):
                     store.editor.archive(ex, qid, queue, now, "deleted", cond, params)
                 return ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", params)
 
-            deleted = store.write(run, single=not attrs.archive)
-            if deleted:
-                store.accounts.count(qid, deleted=deleted)
-            return deleted
+            return store.counted_write(
+                run, "deleted", lambda n: [(qid, n)], single=not attrs.archive
+            )
         held = self._lease_rows(queue, stream, upto)
         deleted = 0
         for i in range(0, len(held), LEASE_CHUNK):
@@ -420,9 +419,8 @@ class SQLPipeline(Pipeline):
             self._drop_staged(ex, qid, stages + stale)
             return qid, published
 
-        qid, published = store.write(run)
+        _, published = store.counted_write(run, "sent", lambda done: [(done[0], done[1] or 0)])
         if published:
-            store.accounts.count(qid, sent=published)
             store.notify(queue)
         return published
 

@@ -154,10 +154,12 @@ class SQLRegistry(Topics, Consumers):
                 out[name] = (qid, result)
             return out
 
-        out = store.write(run)
-        for name, (qid, result) in out.items():
-            if not result.duplicate:
-                store.accounts.count(qid, sent=1)
+        out = store.counted_write(
+            run,
+            "sent",
+            lambda done: [(qid, 1) for qid, result in done.values() if not result.duplicate],
+        )
+        for name in out:
             store.notify(name)
         return {name: result for name, (_, result) in out.items()}
 

@@ -19,8 +19,7 @@ import contextlib
 import logging
 import operator
 import threading
-import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -43,6 +42,7 @@ from ...models import (
 from ...validation import DEDUP_WINDOW
 from ..base import QUEUE_FEATURES, Backend, Inline
 from ..errors import no_queue, queue_exists
+from ..exits import at_end
 from ..receipts import (
     claim_token,
     group_receipts,
@@ -72,7 +72,7 @@ from .rows import (
     new_fields,
     row_message,
 )
-from .totals import last_counts
+from .totals import Total, add_total, last_counts
 
 if TYPE_CHECKING:
     import asyncio
@@ -123,7 +123,9 @@ class SQLStore(Backend, Generic[E]):
         self.editor = SQLEditor(self)
         self.registry = SQLRegistry(self)
         self.bulk = SQLPipeline(self)
-        weakref.finalize(self, last_counts, db, self.accounts.totals, dialect.prefix)
+        if not dialect.totals_with_writes:  # counts held in memory: written however it ends
+            totals = self.accounts.totals
+            at_end(self, last_counts, db, totals, dialect.prefix, forget=totals.take)
 
     @property
     def key(self) -> str:
@@ -146,6 +148,36 @@ class SQLStore(Backend, Generic[E]):
         return f"SQLStore({self.db.display!r})"
 
     # -- running operations ---------------------------------------------------------------
+
+    def counted_write(
+        self,
+        fn: Callable[[E], T],
+        total: Total,
+        counts: Callable[[T], Iterable[tuple[int, int]]],
+        *,
+        single: bool = False,
+        durable: bool = True,
+    ) -> T:
+        """`db.write(fn)`, and the running total `total` (sent, received or deleted) of each
+        queue raised by what `fn` did (`counts(result)`: (queue id, how many) pairs): in
+        fn's own transaction where the dialect writes totals so (`totals_with_writes`), so
+        that no way a process ends loses a count; else by the accounts (totals.py)."""
+        if self.dialect.totals_with_writes:
+            prefix = self.dialect.prefix
+
+            def run(ex: E) -> T:
+                result = fn(ex)
+                for qid, n in counts(result):
+                    if n:
+                        add_total(ex, prefix, qid, total, n)
+                return result
+
+            return self.db.write(run, single=single, durable=durable)
+        result = self.db.write(fn, single=single, durable=durable)
+        for qid, n in counts(result):
+            if n:
+                self.accounts.count(qid, **{total: n})
+        return result
 
     def write(self, fn: Callable[[E], T], *, single: bool = False, durable: bool = True) -> T:
         """Run `fn` in a transaction (see `Connections.write`), the schema made first."""
@@ -396,17 +428,17 @@ class SQLStore(Backend, Generic[E]):
         qid, attrs = self.lookup(queue, now)
         tries = [0]  # attempts of the insert: a retry must not store what a first one did
         if attrs.fifo:
-            results = self.db.write(
-                lambda ex: self.send_each(ex, queue, qid, attrs, messages, now, None)
+            results = self.counted_write(
+                lambda ex: self.send_each(ex, queue, qid, attrs, messages, now, None),
+                "sent",
+                lambda done: [(qid, sum(1 for r in done if not r.duplicate))],
             )
-            sent = sum(1 for r in results if not r.duplicate)
         elif bare_bodies(messages):
             # one priority and delay, no options: rows built straight from the bodies
             first = messages[0]
             bodies = [m.body for m in messages]
             ids = self._insert_bare(queue, qid, bodies, first.priority, now, first.delay)
             results = [sent_result(i) for i in ids]
-            sent = len(ids)
         else:
             # ids are fixed before the first attempt, so a retried insert cannot duplicate
             mine = [m.generated_id or not m.id for m in messages]
@@ -421,14 +453,16 @@ class SQLStore(Backend, Generic[E]):
                 tries[0] += 1
                 return d.insert(ex, qid, queue, rows, made=made, retry=tries[0] > 1)
 
-            stored = self.db.write(insert, single=d.single_insert or made)
+            stored = self.counted_write(
+                insert,
+                "sent",
+                lambda done: [(qid, sum(1 for i in done if i is not None))],
+                single=d.single_insert or made,
+            )
             results = [
                 sent_result(i) if i is not None else SendResult(id=row.id, duplicate=True)
                 for i, row in zip(stored, rows, strict=True)
             ]
-            sent = sum(1 for i in stored if i is not None)
-        if sent:
-            self.accounts.count(qid, sent=sent)
         return results
 
     def send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
@@ -441,9 +475,7 @@ class SQLStore(Backend, Generic[E]):
         qid, attrs = self.lookup(queue, now)
         if attrs.fifo:  # FIFO rules: the contract's default, `send`
             return super().send_bodies(queue, bodies, delay)
-        ids = self._insert_bare(queue, qid, bodies, 0, now, delay)
-        self.accounts.count(qid, sent=len(ids))
-        return ids
+        return self._insert_bare(queue, qid, bodies, 0, now, delay)
 
     def _insert_bare(
         self,
@@ -465,7 +497,7 @@ class SQLStore(Backend, Generic[E]):
             tries[0] += 1
             return d.insert_bare(ex, qid, queue, bare, tries[0] > 1)
 
-        return self.db.write(insert_bare, single=True)
+        return self.counted_write(insert_bare, "sent", lambda ids: [(qid, len(ids))], single=True)
 
     def send_each(
         self,
@@ -561,19 +593,26 @@ class SQLStore(Backend, Generic[E]):
         self.accounts.sweep(qid, queue, attrs, now, force=False)
         terms = claim_terms(attrs, now, visibility_timeout)
         durable = attrs.delivery is Delivery.AT_MOST_ONCE
+
+        def received(claimed: list[Row]) -> list[tuple[int, int]]:
+            return [(qid, len(claimed))]
+
         if walks_head(attrs):
-            rows = self.db.write(
+            rows = self.counted_write(
                 lambda ex: self._claim_walking(ex, qid, queue, attrs, max_messages, terms, token),
+                "received",
+                received,
                 durable=durable,
             )
         else:
-            rows = self.db.write(
+            rows = self.counted_write(
                 lambda ex: d.claim_ready(ex, qid, max_messages, terms, token),
+                "received",
+                received,
                 single=d.single_claim,
                 durable=durable,
             )
         if rows:
-            self.accounts.count(qid, received=len(rows))
             self._idle.discard(queue)
         else:
             self._idle.add(queue)
@@ -719,10 +758,7 @@ class SQLStore(Backend, Generic[E]):
             return gone
 
         single = d.single_delete and not attrs.archive and len(by_token) == 1
-        gone = self.db.write(run, single=single)
-        if gone:
-            self.accounts.count(qid, deleted=len(gone))
-        return gone
+        return self.counted_write(run, "deleted", lambda done: [(qid, len(done))], single=single)
 
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]

@@ -1,9 +1,12 @@
-"""Running totals (sent, received, deleted) kept in memory between writes.
+"""Running totals (sent, received, deleted) of the server databases, kept in memory between
+writes (SQLite writes them with each operation: `SQLStore.counted_write`).
 
-Hot operations would otherwise all update one row per queue. A store adds to the totals as
-it goes and writes them to its queue rows at most once a second (and on close): its own
-stats add what it has not written yet, stats in other processes may lag by up to a second,
-and a crash may lose a second of counts, never a message.
+Hot operations would otherwise all update one row per queue, which concurrent transactions
+on PostgreSQL and MySQL would wait for one by one. A store adds to the totals as it goes and
+writes them to its queue rows at most once a second (and on close, at exit, and at the end
+of a `multiprocessing` child): its own stats add what it has not written yet, stats in other
+processes may lag by up to a second, and a process killed, or ended by `os._exit`, may lose
+a second of counts, never a message.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from .connections import Connections, Exec
 
@@ -61,6 +64,14 @@ class RunningTotals:
 
     def __bool__(self) -> bool:
         return bool(self._pending)
+
+
+Total = Literal["sent", "received", "deleted"]
+
+
+def add_total(ex: Exec, prefix: str, qid: int, total: Total, n: int) -> None:
+    """Raise one running total of a queue by `n`, in the transaction of `ex`."""
+    ex.run(f"UPDATE {prefix}queues SET {total} = {total} + %s WHERE id = %s", (n, qid))
 
 
 def write_counts(ex: Exec, prefix: str, rows: Sequence[CountRow]) -> None:

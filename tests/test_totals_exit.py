@@ -1,0 +1,98 @@
+"""Running totals survive the way processes really end: a process that sends, receives and
+deletes through the SDK and ends by `os._exit` (as `multiprocessing` children end) without
+closing its client leaves the queue's sent, received and deleted totals right."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conveyor import Client
+
+from .conftest import STORES
+from .sqlstores import drop
+
+ROOT = Path(__file__).resolve().parent.parent
+N = 900
+
+
+def work(url: str, n: int = N) -> None:
+    """Send `n` messages (ten a batch), receive and delete every one; no close."""
+    q = Client(url).queue("work")
+    for start in range(0, n, 10):
+        q.send_batch([f"m{i}" for i in range(start, start + 10)])
+    done = 0
+    while done < n:
+        got = q.receive(10)
+        q.delete_batch([m.receipt or "" for m in got])
+        done += len(got)
+
+
+def child(url: str, n: int) -> None:  # a multiprocessing child: os._exit once it returns
+    work(url, n)
+
+
+def totals(url: str) -> tuple[int, int, int]:
+    with Client(url) as client:
+        s = client.queue("work").stats()
+    return s.sent, s.received, s.deleted
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mysql", "redis", "dynamodb"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    made = STORES[request.param](tmp_path)
+    with Client(made) as client:
+        client.create_queue("work")
+    yield made
+    drop(made)
+
+
+def test_a_multiprocessing_child_leaves_its_totals(url: str) -> None:
+    n = 60 if url.startswith("dynamodb") else N  # DynamoDB's emulator: a request a message
+    proc = multiprocessing.get_context("fork").Process(target=child, args=(url, n))
+    proc.start()
+    proc.join(300)
+    assert proc.exitcode == 0
+    assert totals(url) == (n, n, n)
+
+
+def test_a_process_ended_by_os_exit_leaves_its_totals(tmp_path: Path) -> None:
+    """SQLite writes each operation's totals in its own transaction, so even a bare
+    `os._exit` right after the last delete loses none."""
+    url = STORES["sqlite"](tmp_path)
+    Client(url).create_queue("work")
+    script = textwrap.dedent(
+        f"""
+        import os
+        from tests.test_totals_exit import work
+        work({url!r})
+        os._exit(0)
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, timeout=300)
+    assert totals(url) == (N, N, N)
+
+
+def test_a_forked_child_counts_its_own_not_its_parent_s(url: str) -> None:
+    """A client made before the fork: the child writes what it did, the parent what it
+    did (and had not written yet at the fork), nothing twice."""
+    client = Client(url)
+    q = client.queue("work")
+    q.send_batch([f"p{i}" for i in range(10)])  # counted here, maybe not written yet
+
+    def more() -> None:
+        q.send_batch([f"c{i}" for i in range(10)])
+        q.send_batch([f"c{i}" for i in range(10, 20)])
+
+    proc = multiprocessing.get_context("fork").Process(target=more)
+    proc.start()
+    proc.join(120)
+    assert proc.exitcode == 0
+    client.close()
+    assert totals(url)[0] == 30
