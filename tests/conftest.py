@@ -11,6 +11,7 @@ import secrets
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -22,7 +23,7 @@ from . import dynamoservers, redisservers, sqlstores
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def unavailable(what: str) -> None:
+def unavailable(what: str) -> NoReturn:
     """Skip locally, fail in CI: a missing service must not pass silently there."""
     if IN_CI:
         pytest.fail(f"{what} is not available in CI")

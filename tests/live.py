@@ -43,6 +43,7 @@ class LiveServer:
             lifespan="off",
             http=http or guarded(request_timeout),
             timeout_keep_alive=keep_alive,
+            proxy_headers=False,  # as conveyor serve: forwarding headers are --trusted-proxy's
         )
         self.uv = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.uv.run, daemon=True)

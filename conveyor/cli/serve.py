@@ -51,6 +51,7 @@ def log_options(f: F) -> F:
 )
 @click.option(
     "--aws-credentials",
+    envvar="CONVEYOR_AWS_CREDENTIALS",
     type=click.Path(dir_okay=False, path_type=Path),
     help="AWS credentials file: SQS requests must be SigV4-signed by one of its keys.",
 )
@@ -62,6 +63,20 @@ def log_options(f: F) -> F:
     metavar="NAME",
     help="A host name browsers may call the server by, besides localhost and IP addresses"
     " (behind a proxy: its public name); repeatable.",
+)
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="ADDRESS",
+    envvar="CONVEYOR_TRUSTED_PROXIES",
+    help="A reverse proxy whose Forwarded/X-Forwarded-* headers are believed: an address,"
+    " a network (10.0.0.0/8) or unix (peers on --unix); repeatable (docs/deploy.md).",
+)
+@click.option(
+    "--unix",
+    metavar="PATH",
+    help="Listen on this Unix socket instead of --host/--port (for a proxy on this machine).",
 )
 @click.option("--region", default="us-east-1", show_default=True, help="Default SQS region.")
 @click.option(
@@ -131,6 +146,8 @@ def serve(
     aws_credentials: Path | None,
     insecure: bool,
     allowed_hosts: tuple[str, ...],
+    trusted_proxies: tuple[str, ...],
+    unix: str | None,
     region: str,
     account: str,
     statsd: str | None,
@@ -158,12 +175,16 @@ def serve(
         from ..server import ServerConfig
         from ..server import serve as run
         from ..server.auth import load_credentials
+        from ..server.proxies import TrustedProxies
         from ..server.sqs_names import ACCOUNT_RE, REGION_RE
 
     if not REGION_RE.fullmatch(region):
         raise InvalidInput(f"--region {region!r} is not a region name (like us-east-1)")
     if not ACCOUNT_RE.fullmatch(account):
         raise InvalidInput(f"--account {account!r} must be 12 digits")
+    # the environment's list may be separated by commas as well as spaces
+    proxies = tuple(p for spec in trusted_proxies for p in spec.replace(",", " ").split())
+    TrustedProxies(proxies)  # each is an address, a network or unix, or it says so
     if statsd is not None:
         h, _, p = statsd.rpartition(":")
         if not h or not p.isdigit():
@@ -178,6 +199,7 @@ def serve(
         statsd=statsd,
         statsd_prefix=statsd_prefix,
         allowed_hosts=tuple(h.strip().lower() for h in allowed_hosts),
+        trusted_proxies=proxies,
     )
     if (tls_cert is None) != (tls_key is None):
         raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")
@@ -206,6 +228,7 @@ def serve(
         tls_key=tls_key,
         request_timeout=request_timeout,
         workers=workers,
+        unix=unix,
     )
 
 

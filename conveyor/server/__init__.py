@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
 import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -36,8 +39,9 @@ log = logging.getLogger("conveyor.server")
 
 
 def check_exposure(host: str, config: ServerConfig, insecure: bool) -> None:
-    """Beyond loopback both APIs need auth, unless the operator says --insecure."""
-    if is_loopback(host) or insecure:
+    """Beyond loopback (or behind a proxy that serves beyond it: --trusted-proxy) both APIs
+    need auth, unless the operator says --insecure."""
+    if insecure or (is_loopback(host) and not config.trusted_proxies):
         return
     missing = []
     if config.auth_token is None:
@@ -45,8 +49,13 @@ def check_exposure(host: str, config: ServerConfig, insecure: bool) -> None:
     if not config.aws_keys:
         missing.append("--aws-credentials FILE (SQS API)")
     if missing:
+        exposes = (
+            f"binding to {host} exposes"
+            if not is_loopback(host)
+            else "a trusted proxy (--trusted-proxy) serves"
+        )
         raise InvalidInput(
-            f"binding to {host} exposes the server beyond this machine: give "
+            f"{exposes} the server beyond this machine: give "
             + " and ".join(missing)
             + ", or --insecure to serve without authentication"
         )
@@ -75,6 +84,39 @@ def listen(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
             f"cannot listen on {host}:{port}: {exc.strerror} (another server there? stop it,"
             " or choose another --port)"
         ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def listen_unix(path: str) -> socket.socket:
+    """A Unix socket bound at `path` (mode 0660: the server's user and group may connect),
+    replacing a socket file no server listens on; InvalidInput if one does."""
+    where = Path(path)
+    if where.is_socket():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            where.unlink()  # left by a server that is gone
+        else:
+            raise InvalidInput(
+                f"cannot listen on {path}: a server is listening there (stop it, or choose"
+                " another --unix path)"
+            )
+        finally:
+            probe.close()
+    elif where.exists():
+        raise InvalidInput(f"cannot listen on {path}: it exists and is not a socket")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old = os.umask(0o117)
+        try:
+            sock.bind(path)
+        finally:
+            os.umask(old)
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(f"cannot listen on {path}: {exc.strerror}") from None
     sock.set_inheritable(True)
     return sock
 
@@ -126,11 +168,13 @@ def serve(
     tls_key: str | None = None,
     request_timeout: float = REQUEST_TIMEOUT,
     workers: int = 1,
+    unix: str | None = None,
 ) -> None:
     """Run the server until SIGTERM/SIGINT; returns once requests in flight are done.
 
     With `gateway`, the SKMQ push gateway serves beside HTTP in the same event loop. With
-    `workers` above 1, that many processes serve the port (`workers.py`).
+    `workers` above 1, that many processes serve the port (`workers.py`). With `unix`,
+    the server listens on that Unix socket instead of host:port (behind a local proxy).
     """
     config = config or ServerConfig()
     check_exposure(host, config, insecure)
@@ -161,7 +205,27 @@ def serve(
         tls_cert=tls_cert,
         tls_key=tls_key,
         request_timeout=request_timeout,
+        unix=unix,
     )
+    if unix is not None:
+        sock = listen_unix(unix)
+        try:
+            if workers == 1:
+                _serve(sock, options, gateway=gateway, announce=True)
+                return
+            with Client(store) as client:
+                client.list_queues()
+            _announce(options, 0, f"; {workers} workers")
+            # the workers are forked: they accept on the one socket the kernel shares
+            status = supervise(workers, lambda index: _serve(sock, options))
+        finally:
+            sock.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(unix)
+        log.info("conveyor stopped")
+        if status:
+            raise SystemExit(status)
+        return
     if workers == 1:
         sock = listen(host, port)  # a port in use is said before anything else happens
         _serve(sock, options, gateway=gateway, announce=True)
@@ -192,16 +256,21 @@ class _Options:
     tls_cert: str | None
     tls_key: str | None
     request_timeout: float
+    unix: str | None = None
 
 
 def _announce(options: _Options, port: int, more: str = "") -> None:
     config = options.config
+    scheme = "https" if options.tls_cert else "http"
+    where = (
+        f"{scheme} on unix:{options.unix}" if options.unix else f"{scheme}://{options.host}:{port}"
+    )
+    if config.trusted_proxies:
+        more += "; forwarding headers believed from " + ", ".join(config.trusted_proxies)
     log.info(
-        "conveyor serving %s://%s:%d (SQS and SNS APIs, REST API, /ui, /metrics) on store %s;"
+        "conveyor serving %s (SQS and SNS APIs, REST API, /ui, /metrics) on store %s;"
         " SQS region %s, account %s%s%s",
-        "https" if options.tls_cert else "http",
-        options.host,
-        port,
+        where,
         described(options.store),
         config.region,
         config.account,
@@ -219,7 +288,7 @@ def _serve(
 ) -> None:
     """Serve on `sock` in this process until SIGTERM/SIGINT."""
     config = options.config
-    port = sock.getsockname()[1]
+    port = 0 if options.unix else sock.getsockname()[1]
     client = Client(options.store)
     client.list_queues()  # fail now, with the store's message, if it cannot be reached
     server = ConveyorServer(client, config)
@@ -235,6 +304,7 @@ def _serve(
         http=guarded(options.request_timeout),
         ssl_certfile=options.tls_cert,
         ssl_keyfile=options.tls_key,
+        proxy_headers=False,  # forwarding headers: ConveyorServer.proxies (--trusted-proxy)
     )
     uv = _Server(uv_config, server)
 

@@ -48,6 +48,7 @@ from .endpoint import (
     too_large,
 )
 from .metrics import Metrics
+from .proxies import TrustedProxies, peer_of, scope_with
 from .rest import ErrorBody, build_router, error_body, json_response
 from .sns_api import SnsApi
 from .sqs_api import SqsApi
@@ -79,6 +80,8 @@ class ServerConfig:
     statsd_interval: float = 10.0
     # host names browsers may call the server by, besides localhost and IP addresses
     allowed_hosts: tuple[str, ...] = ()
+    # proxies whose Forwarded/X-Forwarded-* headers are believed (--trusted-proxy)
+    trusted_proxies: tuple[str, ...] = ()
 
 
 class ConveyorServer:
@@ -98,6 +101,8 @@ class ConveyorServer:
             waits=self.aio.waits,
             counts=self.counts,
         )
+        self.proxies = TrustedProxies(self.config.trusted_proxies)
+        self.readiness = Readiness(client)
         self.draining = False
         self.push: Gateway | None = None  # the push gateway serving beside it, if any
         self.sqs = SqsApi(
@@ -151,10 +156,24 @@ class ConveyorServer:
             build_ui(self.client, self.history, check_token, self.auth, self.connections)
         )
 
-        @app.get("/healthz", tags=["operations"], summary="Liveness and store reachability")
-        def healthz() -> dict[str, Any]:
-            self.client.list_queues("\x7f")  # a cheap round trip to the store
-            return {"status": "ok", "draining": self.draining}
+        @app.get(
+            "/healthz",
+            tags=["operations"],
+            summary="Readiness: the store is reachable and the server is not stopping",
+            responses={503: {"model": ErrorBody, "description": "not ready: the reason"}},
+        )
+        async def healthz() -> Response:
+            if self.draining:  # a balancer sends no more; requests in flight still finish
+                return JSONResponse({"status": "draining", "draining": True}, status_code=503)
+            trouble = await self.readiness.check()
+            if trouble is not None:
+                body = {"status": "unavailable", "draining": False, "error": trouble}
+                return JSONResponse(body, status_code=503)
+            return JSONResponse({"status": "ok", "draining": False})
+
+        @app.get("/livez", tags=["operations"], summary="Liveness: the server answers")
+        async def livez() -> dict[str, str]:
+            return {"status": "ok"}  # asks no store: a store outage is no reason to restart
 
         @app.get(
             "/metrics",
@@ -241,6 +260,38 @@ def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
 
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+READY_WITHIN = 2.0  # seconds /healthz waits for the store before it says it is not ready
+
+
+class Readiness:
+    """/healthz's question to the store, answered within READY_WITHIN seconds however long
+    the store takes (a lost Redis is waited out for a minute): one question at a time, which
+    every probe that comes while it is out waits on."""
+
+    def __init__(self, client: Client, within: float = READY_WITHIN) -> None:
+        self.client = client
+        self.within = within
+        self.pending: asyncio.Future[None] | None = None
+
+    def ask(self) -> None:
+        self.client.list_queues("\x7f")  # a cheap round trip to the store
+
+    async def check(self) -> str | None:
+        """None when the store answered; else what is wrong."""
+        if self.pending is None or self.pending.done():
+            self.pending = asyncio.ensure_future(asyncio.to_thread(self.ask))
+            # its outcome is read here, or, when it comes after every probe gave up, dropped
+            self.pending.add_done_callback(lambda f: f.cancelled() or f.exception())
+        try:
+            await asyncio.wait_for(asyncio.shield(self.pending), self.within)
+        except TimeoutError:
+            return f"the store did not answer within {self.within:g} s"
+        except ConveyorError as exc:
+            return str(exc)
+        except Exception as exc:  # whatever the store's driver raised: not ready either
+            log.warning("/healthz: the store failed: %r", exc)
+            return f"the store failed: {exc!r}"
+        return None
 
 
 class BodyLimit:
@@ -257,6 +308,13 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
             return
+        proxies = self.server.proxies
+        if proxies:
+            view = proxies.resolve(
+                scope.get("scheme", "http"), header_map(scope["headers"]), peer_of(scope)
+            )
+            if view is not None:
+                scope = scope_with(scope, view)
         path_params = sqs_path(scope)
         if path_params is not None:
             await self.endpoint(scope, receive, send, path_params)

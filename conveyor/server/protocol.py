@@ -61,6 +61,7 @@ from .endpoint import (
     header_map,
     sqs_path_of,
 )
+from .proxies import has_forwarding
 
 log = logging.getLogger("conveyor.server")
 
@@ -224,8 +225,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         length = headers.get("content-length")
         if length is None or declared_too_large(length, endpoint.server.config.max_body):
             return False  # chunked, or over the limit: the ASGI path says so
-        if "x-forwarded-for" in headers or "x-forwarded-proto" in headers or "forwarded" in headers:
-            return False  # uvicorn's proxy-headers middleware decides what they change
+        scheme: str = self.scheme or "http"
+        proxies = endpoint.server.proxies
+        if proxies and has_forwarding(headers):
+            view = proxies.resolve(scheme, headers, self.client[0] if self.client else None)
+            if view is not None:
+                scheme = view.scheme
+                if view.host is not None:
+                    headers["host"] = view.host
         query: bytes | None = url.query
         exchange = Exchange(
             Incoming(
@@ -234,7 +241,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 raw_path=raw_path.decode("latin-1") or "/",
                 query=query.decode("latin-1") if query else "",
                 headers=headers,
-                base_url=base_url(self.scheme or "http", headers, self.server),
+                base_url=base_url(scheme, headers, self.server),
                 body=b"",
                 account=where.get("account"),
                 queue=where.get("queue"),

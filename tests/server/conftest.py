@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 
 from conveyor import Client
 
+from ..conftest import unavailable
 from ..live import LiveServer
 
 
@@ -59,3 +62,27 @@ def queue_with_dlq(sqs: Any, name: str, max_receive_count: int = 1) -> tuple[str
     policy = {"deadLetterTargetArn": arn_of(sqs, dlq), "maxReceiveCount": max_receive_count}
     url = sqs.create_queue(QueueName=name, Attributes={"RedrivePolicy": json.dumps(policy)})
     return url["QueueUrl"], dlq
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Debian's headless Chromium, driven through Selenium."""
+    driver_path = shutil.which("chromedriver")
+    chromium = shutil.which("chromium")
+    if driver_path is None or chromium is None:
+        unavailable("Chromium and its chromedriver (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"):
+        options.add_argument(arg)
+    options.accept_insecure_certs = True  # the TLS proxy's certificate is the test's own
+    # Chromium's scratch directories go with the test session's, not into /tmp
+    scratch = {**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("chromium"))}
+    driver = webdriver.Chrome(service=Service(str(driver_path), env=scratch), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

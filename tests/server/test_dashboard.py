@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +21,6 @@ from conveyor import Client, DeadLetterPolicy, QueueStats
 from conveyor.push import GatewayConfig
 from conveyor.server import ServerConfig
 
-from ..conftest import unavailable
 from ..live import LiveServer
 from ..test_push_gateway import Running
 
@@ -30,28 +28,6 @@ pytestmark = pytest.mark.slow
 
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "dashboard"
 WAIT = 20.0
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    driver_path = shutil.which("chromedriver")
-    chromium = shutil.which("chromium")
-    if driver_path is None or chromium is None:
-        unavailable("Chromium and its chromedriver (apt-get install chromium chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(chromium)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"):
-        options.add_argument(arg)
-    # Chromium's scratch directories go with the test session's, not into /tmp
-    scratch = {**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("chromium"))}
-    driver = webdriver.Chrome(service=Service(str(driver_path), env=scratch), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from unittest import mock
 import pytest
 
 from conveyor import Client
-from conveyor.server.app import BodyLimit
+from conveyor.server.app import BodyLimit, ServerConfig
 
 from ..live import LiveServer
 
@@ -52,6 +52,14 @@ def request(
         f"POST {path} HTTP/{version}\r\nHost: 127.0.0.1\r\nContent-Type: {JSON}\r\n"
         f"X-Amz-Target: AmazonSQS.{action}\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
     ).encode() + body
+
+
+def chunked(raw: bytes) -> bytes:
+    """A request of `request`'s with its body sent in one chunk instead of with a length."""
+    head, body = raw.split(b"\r\n\r\n", 1)
+    lines = [line for line in head.split(b"\r\n") if not line.startswith(b"Content-Length:")]
+    lines.append(b"Transfer-Encoding: chunked")
+    return b"\r\n".join(lines) + b"\r\n\r\n" + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
 
 
 class Reader:
@@ -132,8 +140,8 @@ def test_the_protocol_answers_sqs_requests_as_asgi_does(
             request("GetQueueUrl", {"QueueName": "nope"}),  # an error
             request("SendMessage", {"MessageBody": "hi"}, path="/000000000000/jobs"),
         ]
-        # X-Forwarded-For from loopback: uvicorn's proxy-headers middleware, so ASGI
-        through_asgi = [r.replace(b"Host:", b"X-Forwarded-For: 10.0.0.1\r\nHost:", 1) for r in fast]
+        # the same requests with chunked bodies (no length declared): through ASGI
+        through_asgi = [chunked(r) for r in fast]
         answers = []
         for raw in fast + through_asgi:
             sock.sendall(raw)
@@ -178,13 +186,30 @@ def test_requests_that_need_uvicorn_take_the_asgi_path(
         sock.sendall(body)
         status, _, answer = reader.response()
         assert status == 200 and json.loads(answer)["QueueUrl"].endswith("/viaasgi")
-        sock.sendall(
-            head + b"X-Forwarded-Proto: https\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
-        status, _, answer = reader.response()
-        assert status == 200  # from loopback, trusted: the queue URL says https
-        assert json.loads(answer)["QueueUrl"].startswith("https://127.0.0.1/")
-    assert asgi_calls == ["/", "/", "/"]
+    assert asgi_calls == ["/", "/"]
+
+
+@pytest.mark.parametrize(("trusted", "scheme"), [((), "http"), (("127.0.0.1",), "https")])
+def test_forwarding_headers_on_the_protocols_path(
+    trusted: tuple[str, ...], scheme: str, asgi_calls: list[str]
+) -> None:
+    """X-Forwarded-Proto changes the queue URL only from a --trusted-proxy, on the path
+    without ASGI as on the ASGI one."""
+    extra = "X-Forwarded-Proto: https\r\nX-Forwarded-Host: queues.example.com\r\n"
+    host = "queues.example.com" if trusted else "127.0.0.1"
+    with (
+        Client("memory://") as client,
+        LiveServer(client, ServerConfig(trusted_proxies=trusted)) as live,
+    ):
+        sock, reader = connect(live)
+        with sock:
+            create = request("CreateQueue", {"QueueName": "q"}, extra=extra)
+            for raw in (create, chunked(request("GetQueueUrl", {"QueueName": "q"}, extra=extra))):
+                sock.sendall(raw)
+                status, _, answer = reader.response()
+                assert status == 200
+                assert json.loads(answer)["QueueUrl"] == f"{scheme}://{host}/000000000000/q"
+    assert asgi_calls == ["/"]  # the chunked one
 
 
 def test_requests_pipelined_behind_a_long_poll_are_answered_in_order(

@@ -129,7 +129,11 @@ def test_startup_log_and_sigterm_ends_long_polls(serve: ServeProcess) -> None:
 
     async def scenario() -> tuple[list[httpx.Response], float]:
         polls = asyncio.create_task(long_polls(queue_url, 5, 20))
-        await asyncio.sleep(1.0)
+        async with httpx.AsyncClient() as http:  # until all five wait in the server
+            deadline = time.monotonic() + 15
+            while waiting(await http.get(serve.url + "/metrics")) < 5:
+                assert time.monotonic() < deadline, "the long polls never began"
+                await asyncio.sleep(0.05)
         started = time.monotonic()
         serve.proc.send_signal(signal.SIGTERM)
         return await polls, time.monotonic() - started
