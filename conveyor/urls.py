@@ -9,11 +9,12 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from .backends.base import Backend
 from .clock import SYSTEM_CLOCK, Clock
-from .exceptions import InvalidInput
+from .exceptions import InvalidInput, Unsupported
 
 DEFAULT_URL = "sqlite:///./conveyor.db"
 
@@ -63,9 +64,9 @@ def described(url: str) -> str:
     return redact(url)
 
 
-def open_backend(url: str | None = None, *, clock: Clock = SYSTEM_CLOCK) -> Backend:
-    """Build the store a URL names (``memory://``, ``sqlite:///file.db``, ...)."""
-    url = url or DEFAULT_URL
+def _store_module(url: str) -> tuple[str, str, dict[str, str], Any]:
+    """The scheme of a store URL, the rest of it, its options, and its store's module (or
+    InvalidInput saying what is wrong, or which extra to install)."""
     if "://" not in url:
         raise InvalidInput(
             f"store URL {redact(url)!r} has no scheme: use one of"
@@ -89,7 +90,37 @@ def open_backend(url: str | None = None, *, clock: Clock = SYSTEM_CLOCK) -> Back
         raise InvalidInput(
             f"cannot use store {redact(url)}: " + missing(extra, f"the {scheme} store", exc.name)
         ) from exc
-    factory: Factory = module.from_tls_url if scheme.lower() == "rediss" else module.from_url
     path, _, query = rest.partition("?")
-    params = dict(parse_qsl(query))
+    return scheme, path, dict(parse_qsl(query)), module
+
+
+def backup_store(url: str, dest: str) -> int:
+    """Back the store up to `dest` while it is in use, where the store has its own way
+    (SQLite's online backup); bytes written. Unsupported for the others."""
+    scheme, path, params, module = _store_module(url)
+    fn = getattr(module, "backup", None)
+    if fn is None:
+        raise Unsupported(
+            f"the {scheme} store is backed up with its database's own tools, not by Conveyor:"
+            " see docs/deploy.md (Backups)"
+        )
+    return int(fn(path, params, dest))
+
+
+def restore_store(url: str, source: str, *, replace: bool = False) -> int:
+    """Put a backup made by `backup_store` back as the store's data; bytes written."""
+    scheme, path, params, module = _store_module(url)
+    fn = getattr(module, "restore", None)
+    if fn is None:
+        raise Unsupported(
+            f"the {scheme} store is restored with its database's own tools: see docs/deploy.md"
+        )
+    return int(fn(path, params, source, replace=replace))
+
+
+def open_backend(url: str | None = None, *, clock: Clock = SYSTEM_CLOCK) -> Backend:
+    """Build the store a URL names (``memory://``, ``sqlite:///file.db``, ...)."""
+    url = url or DEFAULT_URL
+    scheme, path, params, module = _store_module(url)
+    factory: Factory = module.from_tls_url if scheme.lower() == "rediss" else module.from_url
     return factory(path, params, clock=clock)

@@ -692,4 +692,4 @@ def ack(state: State, receipts: tuple[str, ...], queue_name: str | None) -> None
     _done(state, {"acked": len(receipts)}, f"acked {len(receipts)}")
 
 
-from . import admin, pipeline, serve  # noqa: E402,F401  (registers their commands)
+from . import admin, ops, pipeline, serve  # noqa: E402,F401  (registers their commands)

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -50,6 +51,16 @@ class ServeProcess:
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.proc.pid)
+
+    def sqs(self) -> Any:
+        """A boto3 SQS client of this server that does not retry: every error is seen."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "sqs", endpoint_url=self.url, region_name="us-east-1", aws_access_key_id="k",
+            aws_secret_access_key="s", config=Config(retries={"max_attempts": 1}),
+        )  # fmt: skip
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -58,10 +58,29 @@ SEND_COLUMNS = (
 ALL_COLUMNS = f"{SEND_COLUMNS}, receive_count, first_received_at, version, source_queue, error"
 
 
-def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[SQLiteExec]:
+def file_of(rest: str) -> str:
     path = rest[1:] if rest.startswith("/") else rest
     if not path:
         raise InvalidInput("sqlite URL needs a file: sqlite:///path/to/conveyor.db")
+    return path
+
+
+def backup(rest: str, params: dict[str, str], dest: str) -> int:
+    """An online backup of the store's file to `dest` (sqlite_backup.py); bytes written."""
+    from . import sqlite_backup
+
+    return sqlite_backup.backup(file_of(rest), dest)
+
+
+def restore(rest: str, params: dict[str, str], source: str, *, replace: bool) -> int:
+    """The backup at `source` copied into the store's file (sqlite_backup.py)."""
+    from . import sqlite_backup
+
+    return sqlite_backup.restore(source, file_of(rest), replace=replace)
+
+
+def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[SQLiteExec]:
+    path = file_of(rest)
     check_options("sqlite", params, ("durability", "busy_timeout", "keep_heap"))
     try:
         busy_timeout = float(params.get("busy_timeout", 60))
