@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from ...clock import Clock
-from ...exceptions import ConveyorError, InvalidInput
+from ...exceptions import ConveyorError, InvalidInput, StoreUnavailable
 from ...ids import new_ids
 from ...models import (
     Capability,
@@ -122,6 +122,7 @@ class DynamoStore(Backend):
         self._entries: dict[str, tuple[float, Entry]] = {}
         self._due: dict[str, tuple[float, float]] = {}  # qt -> (checked at, next due)
         self._prepared = False
+        self._schema_found = SCHEMA_VERSION  # the table's, once read (a new table: this one)
         self.accounts = DynamoAccounts(self)
         totals = self.accounts.totals  # written however the process ends
         at_end(self, last_totals, self.table, totals, forget=lambda: totals.take(None))
@@ -152,7 +153,7 @@ class DynamoStore(Backend):
 
     def migrate(self) -> tuple[int, int] | None:
         self._prepare()
-        return (0 if self.table.created else SCHEMA_VERSION, SCHEMA_VERSION)
+        return (0 if self.table.created else self._schema_found, SCHEMA_VERSION)
 
     # -- requests -------------------------------------------------------------------------
 
@@ -178,7 +179,14 @@ class DynamoStore(Backend):
         got = self.table.call(
             "get_item", TableName=self.table.name, Key={"id": s(META_ID)}, ConsistentRead=True
         )
-        if "Item" not in got:
+        if "Item" in got:
+            self._schema_found = int(got["Item"].get("schema", {}).get("N", "1"))
+            if self._schema_found > SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"the table {self.table.name} has schema version {self._schema_found},"
+                    f" newer than this Conveyor ({SCHEMA_VERSION}): upgrade Conveyor"
+                )
+        else:
             if not self.table.created:
                 now = self.clock.now()
                 for name in reversed(COMPAT):  # the DLQ first: the standard queue names it

@@ -59,6 +59,7 @@ class RedisConnection:
         self._listener: threading.Thread | None = None
         self._listening = threading.Event()
         self._closed = threading.Event()
+        self.layout_found = 0  # the store's layout when first connected (layout.py)
 
     def client(self) -> Any:
         """The client, made on first use."""
@@ -76,7 +77,9 @@ class RedisConnection:
                     if not cluster:
                         self._load_library(client, scripts)
                     upgrade = scripts.by_name["upgrade"]
-                    ensure_layout(client, self.registry_key, self.prefix, upgrade)
+                    self.layout_found = ensure_layout(
+                        client, self.registry_key, self.prefix, upgrade
+                    )
                 except redis.exceptions.RedisError as exc:
                     raise StoreUnavailable(
                         f"cannot connect to redis store {self.display}: {exc} (check the URL,"

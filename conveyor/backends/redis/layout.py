@@ -26,17 +26,21 @@ LOCK_MS = 30_000  # how long the upgrade's lock outlives its last step
 WAIT = 600.0  # seconds another process waits for an upgrade to finish
 
 
-def ensure_layout(client: Any, registry: str, prefix: str, upgrade: Any) -> None:
+def ensure_layout(client: Any, registry: str, prefix: str, upgrade: Any) -> int:
     """Make sure the store's keys are in this layout: record it on an empty store, upgrade
-    one written in the first (`upgrade`: the registered upgrade script)."""
+    one written in the first (`upgrade`: the registered upgrade script). The layout found:
+    0 for an empty store; a store in a later layout than this version's is refused."""
     key, lock = f"{registry}layout", f"{registry}upgrading"
-    if client.get(key) == LAYOUT:
-        return
+    found = client.get(key)
+    if found == LAYOUT:
+        return int(LAYOUT)
+    if found is not None:
+        refuse_newer(found, prefix)
     token = secrets.token_hex(8)
     waited_since = time.monotonic()
     while not client.set(lock, token, nx=True, px=LOCK_MS):
         if client.get(key) == LAYOUT:
-            return
+            return int(LAYOUT)
         if time.monotonic() - waited_since > WAIT:
             raise StoreUnavailable(
                 f"another process has been upgrading the redis store's keys ({lock}) for"
@@ -45,7 +49,7 @@ def ensure_layout(client: Any, registry: str, prefix: str, upgrade: Any) -> None
         time.sleep(0.1)
     try:
         if client.get(key) == LAYOUT:
-            return
+            return int(LAYOUT)
         queues = client.hgetall(f"{registry}queues")
         if queues:
             log.warning(
@@ -58,6 +62,21 @@ def ensure_layout(client: Any, registry: str, prefix: str, upgrade: Any) -> None
                 start = int(upgrade([entry.meta], [entry.prefix, start, STEP], client))
                 client.pexpire(lock, LOCK_MS)
         client.set(key, LAYOUT)
+        return 1 if queues else 0
     finally:
         if client.get(lock) == token.encode():
             client.delete(lock)
+
+
+def refuse_newer(found: bytes, prefix: str) -> None:
+    """A layout key that is not this version's: a later version wrote the store."""
+    try:
+        later = int(found) > int(LAYOUT)
+    except ValueError:
+        later = True
+    if later:
+        layout = found.decode(errors="replace")
+        raise StoreUnavailable(
+            f"the redis store's keys (prefix {prefix}) are in layout {layout}, newer than"
+            f" this Conveyor's ({LAYOUT.decode()}): upgrade Conveyor"
+        )

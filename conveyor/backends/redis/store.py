@@ -54,6 +54,7 @@ from ..rules import (
     dedup,
 )
 from .connection import RedisConnection
+from .layout import LAYOUT
 from .values import (
     ARCHIVE_FIELDS,
     BAND,
@@ -110,6 +111,11 @@ class RedisStore(Backend, Editing, Topics, Consumers):
 
     def close(self) -> None:
         self.redis.close()
+
+    def migrate(self) -> tuple[int, int] | None:
+        """Connect, upgrading keys of an earlier layout (layout.py); (old, new) layout."""
+        self.redis.client()
+        return self.redis.layout_found, int(LAYOUT)
 
     def _script(self, name: str, entry: QueueEntry, args: Sequence[Any]) -> Any:
         """Run a script of one queue (routed by its meta key)."""
