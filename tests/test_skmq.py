@@ -75,9 +75,12 @@ class Consumer(threading.Thread):
         self.answer = bool(options.pop("answer", True))
         register(self.sock, rid, app, weight, **options)
         frames = Frames(self.sock)
-        answer = frames.read()
-        assert answer and json.loads(answer[0]["content"])["status"] == "ack", answer
+        answer: list[dict[str, str]] = []
+        while not answer:
+            answer = frames.read()
+        assert json.loads(answer[0]["content"])["status"] == "ack", answer
         self.frames = frames
+        self.early = answer[1:]  # pushes that came in the same read as the answer
         self.got: list[str] = []
         self.holding = 0
         self.most_held = 0
@@ -87,7 +90,8 @@ class Consumer(threading.Thread):
         try:
             while not self.stopped.is_set():
                 out = []
-                pushes = [f for f in self.frames.read() if f.get("type") == "push"]
+                got, self.early = self.early or self.frames.read(), []
+                pushes = [f for f in got if f.get("type") == "push"]
                 for push in pushes:
                     self.got.append(push["msgid"])
                     self.holding += 1
@@ -292,6 +296,24 @@ def test_consumers_are_in_the_registry_while_they_are_there(
         with LiveServer(client) as live, httpx.Client(base_url=live.url) as http:
             on_conn = Consumer(running.port, "billing", "c-1", 3)
             listener = socket.create_server(("127.0.0.1", 0))
+            listener.settimeout(0.2)
+            answering = threading.Event()
+            answering.set()
+
+            def pong() -> None:  # d-1 answers its pings until the end of the test
+                while answering.is_set():
+                    try:
+                        conn, _ = listener.accept()
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        return
+                    with conn:
+                        conn.settimeout(5)
+                        if conn.recv(64).startswith(b"ping"):
+                            conn.sendall(b"pong\r\n\r\n")
+
+            threading.Thread(target=pong, daemon=True).start()
             with socket.create_connection(("127.0.0.1", running.port), timeout=10) as admin:
                 info = {"id": "d-1", "app_id": "billing", "host": "127.0.0.1",
                         "port": str(listener.getsockname()[1]), "weight": 1}  # fmt: skip
@@ -321,13 +343,16 @@ def test_consumers_are_in_the_registry_while_they_are_there(
             shown = CliRunner().invoke(cli, ["--store", url, "-o", "json", "consumers"]).output
             listed_by_cli = {c["id"]: c for c in json.loads(shown)["consumers"]}
             assert listed_by_cli["skmq:billing:c-1"]["info"]["mode"] == "connection"
-            table = CliRunner().invoke(cli, ["--store", url, "consumers"]).output
-            assert "push gateway" in table and "connection" in table and "dial" in table
+            table = (
+                CliRunner(env={"COLUMNS": "240"}).invoke(cli, ["--store", url, "consumers"]).output
+            )
+            assert "push gateway" in table and "connection" in table and "dial" in table, table
             topic_queue = "billing-to-c-1"
             assert topic_queue in client.list_queues()
             # c-1 leaves: out of the registry, its topic queue gone; d-1 stops answering
             # its pings and is dropped
             on_conn.stop()
+            answering.clear()
             listener.close()
             until(lambda: not listed(), timeout=30, what="both gone from the registry")
             until(lambda: topic_queue not in client.list_queues(), what="the topic queue")
