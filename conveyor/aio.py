@@ -12,12 +12,14 @@ event loop, so a waiting receive holds no thread.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, ParamSpec, TypeVar
 
+from . import tracing
 from .backends.base import Backend, RunAgain, WouldBlock
 from .client import Client
 from .clock import Clock
@@ -67,6 +69,8 @@ async def offload_to(
 async def _offload(
     executor: Executor | None, backend: Backend, gather: bool, call: Callable[[], T]
 ) -> T:
+    if tracing.active() is not None:  # a span made by the call has the caller's for parent
+        call = functools.partial(contextvars.copy_context().run, call)
     while True:
         inline = backend.inline()
         if inline is not None:
@@ -208,6 +212,21 @@ class AsyncQueue:
         `stop` is asked after every wake-up: when it answers True (a server shutting down,
         which wakes every waiter through `HUB.wake_all`) the receive returns what it has.
         """
+        if tracing.active() is None:
+            return await self._receive(max_messages, visibility_timeout, wait, stop)
+        attributes = tracing.messaging("receive", self.name, self.backend.scheme)
+        with tracing.span(f"receive {self.name}", "client", attributes=attributes) as current:
+            got = await self._receive(max_messages, visibility_timeout, wait, stop)
+            tracing.received(current, got)
+            return got
+
+    async def _receive(
+        self,
+        max_messages: int,
+        visibility_timeout: float | None,
+        wait: float | None,
+        stop: Callable[[], bool] | None,
+    ) -> list[Message]:
         vt, waiting = await offload(
             self.backend, self.sync._receive_options, max_messages, visibility_timeout, wait
         )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import tracing
 from .backends.base import Backend
 from .catalog import Catalog
 from .clock import Clock
@@ -22,9 +23,17 @@ from .models import (
     SendResult,
 )
 from .pipeline import QueuePipeline
-from .queues import Body, Queue, SendEntry, plain_message
+from .queues import Body, Queue, SendEntry, encode_body, plain_message
 from .urls import open_backend
-from .validation import NAMESPACE_RE, check_message_id, check_queue_name, check_topic_name
+from .validation import (
+    MAX_MESSAGE_ATTRIBUTES,
+    MAX_MESSAGE_BYTES,
+    NAMESPACE_RE,
+    attribute_size,
+    check_message_id,
+    check_queue_name,
+    check_topic_name,
+)
 
 
 class Client:
@@ -174,6 +183,7 @@ class Client:
     def topic_queues(self, topic: str) -> list[str]:
         return self.catalog.topics().topic_queues(check_topic_name(topic))
 
+    @tracing.store_call("publish", topic=True)
     def publish(
         self,
         topic: str,
@@ -203,11 +213,28 @@ class Client:
             priority=priority,
             attributes=dict(attributes or {}),
         )
+        names = topics.topic_queues(check_topic_name(topic))
+        if tracing.active() is not None:
+            entry = self._traced(entry, names)
         message = plain_message(entry)
-        for name in topics.topic_queues(check_topic_name(topic)):
+        for name in names:
             self.queue(name).prepare(entry)  # refused here as a send to that queue would be
         return topics.publish(topic, message)
 
+    def _traced(self, entry: SendEntry, queues: Iterable[str]) -> SendEntry:
+        """`entry` with the current span's trace context among its attributes, where it
+        fits in every one of `queues` (tracing.py)."""
+        limit = min(
+            (self.queue(q).info.attributes.max_message_bytes for q in queues),
+            default=MAX_MESSAGE_BYTES,
+        )
+        attributes = dict(entry.attributes or {})
+        body = entry.body if isinstance(entry.body, bytes) else encode_body(entry.body)
+        budget = limit - len(body) - attribute_size(attributes)
+        traced = tracing.with_context(attributes, MAX_MESSAGE_ATTRIBUTES - len(attributes), budget)
+        return entry if traced is attributes else dataclasses.replace(entry, attributes=traced)
+
+    @tracing.store_call("publish", topic=True)
     def publish_copies(
         self, topic: str, copies: Mapping[str, SendEntry], *, id: str | None = None
     ) -> dict[str, SendResult]:
@@ -220,6 +247,12 @@ class Client:
         mid = new_id() if id is None else check_message_id(id)
         built: dict[int, NewMessage] = {}
         messages: dict[str, NewMessage] = {}
+        if tracing.active() is not None:
+            users: dict[int, list[str]] = {}
+            for name, entry in copies.items():
+                users.setdefault(builtins.id(entry), []).append(name)
+            traced = {k: self._traced(copies[names[0]], names) for k, names in users.items()}
+            copies = {name: traced[builtins.id(entry)] for name, entry in copies.items()}
         for name, entry in copies.items():
             self.queue(name).prepare(entry)
             key = builtins.id(entry)

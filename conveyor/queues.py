@@ -10,6 +10,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from . import tracing
 from .backends.base import Backend, Editing
 from .catalog import Catalog
 from .exceptions import BatchRequestTooLong, ConveyorError, InvalidInput
@@ -34,6 +35,7 @@ from .validation import (
     INDEX_IDS,
     MAX_BATCH,
     MAX_DELAY,
+    MAX_MESSAGE_ATTRIBUTES,
     MAX_MESSAGE_BYTES,
     SDK_BATCH,
     attribute_size,
@@ -126,6 +128,7 @@ class Queue:
     def stats(self) -> QueueStats:
         return self._backend.queue_stats(self.name)
 
+    @tracing.store_call("purge")
     def purge(self) -> int:
         return self._backend.purge_queue(self.name)
 
@@ -187,6 +190,10 @@ class Queue:
         if entry.dedup_id is not None:
             check_group_id(entry.dedup_id, "dedup_id")
         delay = attrs.delay if entry.delay is None else check_delay(entry.delay)
+        if tracing.ON:  # the current span's context, where it fits
+            attributes = tracing.with_context(
+                attributes, MAX_MESSAGE_ATTRIBUTES - len(attributes), attrs.max_message_bytes - size
+            )
         body, compressed = _packed(attrs, body)
         return new_message(
             {
@@ -216,7 +223,11 @@ class Queue:
             body = encode_body(body)
         if len(body) > attrs.max_message_bytes or not body:
             check_body_size(body, {}, attrs.max_message_bytes)
-        if attrs.fifo or (message_id is not None and not self._sender_ids):
+        if (
+            attrs.fifo
+            or (message_id is not None and not self._sender_ids)
+            or tracing.ON  # a trace context to add
+        ):
             # says what a FIFO queue needs, or that the store makes its own ids
             return self._prepare(attrs, SendEntry(entry_id="0", body=body, id=message_id))
         if message_id is not None:
@@ -226,6 +237,7 @@ class Queue:
             body, compressed = _packed(attrs, body)
         return bare_message(body, attrs.delay, message_id, compressed)
 
+    @tracing.store_call("send")
     def send_bodies(self, bodies: Sequence[bytes]) -> list[str]:
         """Send up to 10 bare bodies (bytes, ids made by the store) in one store
         transaction, all or none; their ids in order. The cheapest send: on a standard
@@ -237,12 +249,14 @@ class Queue:
             or attrs.compress_over is not None
             or not all(bodies)
             or max(map(len, bodies)) > attrs.max_message_bytes
+            or tracing.ON
         ):
             prepared = self.prepare_plain([None] * len(bodies), bodies)
             return [r.id for r in self.send_prepared(prepared)]
         _check_batch_bytes(sum(map(len, bodies)))
         return self._backend.send_bodies(self.name, bodies, attrs.delay)
 
+    @tracing.store_call("send")
     def send_prepared(self, messages: Sequence[NewMessage]) -> list[SendResult]:
         """Send up to 10 messages that `prepare`, `prepare_many` or `prepare_plain` made, in
         one store transaction: all of them or, on an error, none. Results in order."""
@@ -250,6 +264,7 @@ class Queue:
         _check_batch_bytes(sum(len(m.body) for m in messages))
         return self._backend.send(self.name, messages)
 
+    @tracing.store_call("send")
     def send(
         self,
         body: Body,
@@ -290,6 +305,7 @@ class Queue:
     def send_json(self, value: Any, **options: Any) -> SendResult:
         return self.send(json.dumps(value, separators=(",", ":")), **options)
 
+    @tracing.store_call("send")
     def send_batch(self, entries: Iterable[SendEntry | Body]) -> list[BatchResult]:
         """Send messages; results per entry, in order. Entries are `SendEntry` values or
         bare bodies (a bare body's entry id is its index).
@@ -378,6 +394,7 @@ class Queue:
 
     # -- receive --------------------------------------------------------------------------
 
+    @tracing.store_call("receive")
     def receive(
         self,
         max_messages: int = 1,
@@ -438,12 +455,14 @@ class Queue:
         check_visibility(vt)
         return vt, attrs.receive_wait if wait is None else check_wait(wait)
 
+    @tracing.store_call("delete")
     def delete(self, receipt: str) -> None:
         """Delete a received message. ReceiptHandleInvalid if the receipt is stale or forged."""
         error = self._backend.delete(self.name, [receipt])[0]
         if error is not None:
             raise error
 
+    @tracing.store_call("delete")
     def delete_batch(self, receipts: Sequence[str] | Mapping[str, str]) -> list[BatchResult]:
         """Delete messages: {entry id: receipt}, or receipts (entry ids 0..n-1). Up to
         10,000, `batch_limit` receipts a store call."""
@@ -471,6 +490,7 @@ class Queue:
                 out.extend([exc] * len(part))
         return out
 
+    @tracing.store_call("change_visibility")
     def change_visibility(self, receipt: str, timeout: float) -> None:
         """Make a received message visible `timeout` seconds from now (0 releases it now)."""
         check_visibility(timeout)
@@ -478,6 +498,7 @@ class Queue:
         if error is not None:
             raise error
 
+    @tracing.store_call("change_visibility")
     def change_visibility_batch(
         self, entries: Mapping[str, tuple[str, float]]
     ) -> list[BatchResult]:

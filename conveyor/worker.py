@@ -33,11 +33,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from . import tracing
 from .exceptions import ConveyorError, InvalidInput, NotFound, ReceiptHandleInvalid
 from .models import Capability, Delivery, Message
 from .queues import Queue
@@ -243,15 +244,35 @@ class Worker:
 
     def _handle(self, message: Message) -> None:
         try:
-            result = self.handler(message)
-            if inspect.isawaitable(result):
-                raise InvalidInput("an async handler must run with an async Worker")
-        except Exception as exc:
-            self._settle(message, exc)
-        else:
-            self._settle(message, None)
+            with self._processing(message):  # the handler, and its outcome's store call
+                try:
+                    result = self.handler(message)
+                    if inspect.isawaitable(result):
+                        raise InvalidInput("an async handler must run with an async Worker")
+                except Exception as exc:
+                    tracing.failed(exc)
+                    self._settle(message, exc)
+                else:
+                    self._settle(message, None)
         finally:
             self._slots.release()
+
+    def _processing(self, message: Message) -> AbstractContextManager[Any]:
+        """The span a message is handled in: the child of the trace its sender was in, so
+        that the handler's own spans join that trace (tracing.py)."""
+        if tracing.active() is None:
+            return nullcontext()
+        queue = self.queue
+        return tracing.span(
+            f"process {queue.name}",
+            "consumer",
+            parent=tracing.context_of(message),
+            attributes={
+                **tracing.messaging("process", queue.name, queue.backend.scheme),
+                "messaging.message.id": message.id,
+                "messaging.message.delivery_count": message.receive_count,
+            },
+        )
 
     def _settle(self, message: Message, error: BaseException | None) -> None:
         key = message.receipt or message.id
@@ -425,16 +446,19 @@ class Worker:
         self, message: Message, sem: asyncio.Semaphore, turns: asyncio.Semaphore
     ) -> None:
         try:
-            async with turns:
-                result = self.handler(message)
-                if inspect.isawaitable(result):
-                    await result
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            await asyncio.to_thread(self._settle, message, exc)
-        else:
-            await asyncio.to_thread(self._settle, message, None)
+            with self._processing(message):  # the handler, and its outcome's store call
+                try:
+                    async with turns:
+                        result = self.handler(message)
+                        if inspect.isawaitable(result):
+                            await result
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    tracing.failed(exc)
+                    await asyncio.to_thread(self._settle, message, exc)
+                else:
+                    await asyncio.to_thread(self._settle, message, None)
         finally:
             sem.release()
 

@@ -44,6 +44,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
+from .. import tracing
 from ..aio import offload_to
 from ..client import Client
 from ..exceptions import (
@@ -759,6 +760,18 @@ class Gateway:
         peer.deliveries[delivery.msgid] = delivery
         self.waiting.setdefault(delivery.msgid, []).append(delivery)
         self.stats["pushed"] += 1
+        if tracing.active() is not None:  # from the push to the consumer's answer
+            delivery.span = tracing.begin(
+                f"deliver {delivery.queue}",
+                "consumer",
+                parent=tracing.context_of(delivery.message),
+                attributes={
+                    **tracing.messaging("deliver", delivery.queue, self.client.backend.scheme),
+                    "messaging.message.id": delivery.msgid,
+                    "messaging.consumer.group.name": peer.app,
+                    "messaging.client.id": peer.id,
+                },
+            )
         frame = encode_push(peer.app, delivery.msgid, delivery.message.body)
         if peer.connection is not None:
             peer.connection.write(frame)
@@ -781,6 +794,8 @@ class Gateway:
                 if delivery.deadline > now:
                     self.expiring.append(delivery)
                     continue
+                tracing.end(delivery.span, "the consumer did not answer in time")
+                delivery.span = None
                 self._forget(delivery)
                 if delivery.peer.deliveries.get(delivery.msgid) is delivery:
                     del delivery.peer.deliveries[delivery.msgid]
@@ -793,6 +808,9 @@ class Gateway:
         found.remove(delivery)
         if not found:
             del self.waiting[delivery.msgid]
+        if delivery.span is not None:
+            tracing.end(delivery.span)
+            delivery.span = None
         return True
 
     def _find(self, conn: Connection, frame: Frame) -> Delivery | None:

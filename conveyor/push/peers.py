@@ -9,6 +9,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..models import Message
 
@@ -87,6 +88,7 @@ class Delivery:
     message: Message
     peer: Peer
     deadline: float  # time.monotonic() when the consumer's time to answer ends
+    span: Any = None  # its OpenTelemetry span, from the push to the answer (tracing.py)
 
     @property
     def msgid(self) -> str:

@@ -25,7 +25,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Match
 
-from .. import __version__
+from .. import __version__, tracing
 from ..aio import AsyncClient
 from ..client import Client
 from ..exceptions import (
@@ -319,6 +319,19 @@ class BodyLimit:
         if path_params is not None:
             await self.endpoint(scope, receive, send, path_params)
             return
+        if tracing.active() is None:
+            await self._rest(scope, receive, send)
+            return
+        with tracing.span(
+            f"{scope['method']} {scope['path']}",
+            "server",
+            parent=tracing.http_context(header_map(scope["headers"])),
+            attributes={"http.request.method": scope["method"], "url.path": scope["path"]},
+        ):
+            await self._rest(scope, receive, send)
+
+    async def _rest(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The REST API and the dashboard, with their refusals, limits and metrics."""
         headers = header_map(scope["headers"])
         refused = None
         if scope["method"] not in SAFE_METHODS:  # reads are no harm: no page sees them
@@ -371,6 +384,7 @@ class BodyLimit:
                 self.server.metrics.observe(
                     "rest", f"{scope['method']} {path}", status, time.perf_counter() - began
                 )
+                tracing.answered(f"{scope['method']} {path}", status)
 
     async def _reject(
         self, error: ConveyorError, scope: Scope, receive: Receive, send: Send

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .. import __version__
+from .. import __version__, tracing
 from ..exceptions import (
     AccessDenied,
     ConveyorError,
@@ -274,7 +274,21 @@ class Endpoint:
         """The reply to a request that has arrived whole (or to one refused while it
         arrived: `refusal`), timed from `started` (`time.perf_counter()`) in the metrics.
         Where nothing waits (the memory store, SQLite with the lock free), the coroutine
-        ends at its first step."""
+        ends at its first step. Where traces are made, in a span of its own that continues
+        the trace its `traceparent` header names."""
+        if tracing.active() is None:
+            return await self._answer(request, started, refusal)
+        with tracing.span(
+            f"{request.method} {request.path}",
+            "server",
+            parent=tracing.http_context(request.headers),
+            attributes={"http.request.method": request.method, "url.path": request.path},
+        ):
+            return await self._answer(request, started, refusal)
+
+    async def _answer(
+        self, request: Incoming, started: float, refusal: ConveyorError | None
+    ) -> Reply:
         request_id = request_uuid()
         headers = request.headers
         target = headers.get("x-amz-target")
@@ -347,6 +361,7 @@ class Endpoint:
             return self._error(error, protocol, request_id)
         finally:
             self.metrics.observe(api, action, status, time.perf_counter() - started)
+            tracing.answered(f"{api.upper()} {action}", status)
 
     def caller(
         self, request: Incoming, action: str = "", services: tuple[str, ...] = ("sqs",)

@@ -49,6 +49,7 @@ from typing import Any, cast
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from .. import tracing
 from ..backends.loop import CommitWait
 from .app import BodyLimit
 from .conns import OPEN
@@ -213,6 +214,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return False
         if endpoint is None or self.limit_concurrency is not None:
             return False
+        if tracing.active() is not None:
+            return False  # ASGI's task per request keeps each span's context its own
         url = httptools.parse_url(self.url)
         raw_path: bytes = url.path
         path = raw_path.decode("ascii")

@@ -42,9 +42,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
+from .. import tracing
 from ..client import Client
 from ..exceptions import InvalidInput, Unsupported
-from ..models import NewMessage
+from ..models import Message, NewMessage
 from ..pipeline import QueuePipeline
 from .options import Options, parse_options
 from .rows import (
@@ -250,10 +251,13 @@ class SnapshotReader(DataSourceReader):
                 yield from _batches((archived_row(a, text) for a in archived), columns)
             else:
                 now = self.conn.client.clock.now()
-                messages = queue.scan(partition.low, partition.high)
+                messages = self._traced(queue.scan(partition.low, partition.high))
                 yield from _batches((message_row(m, now, text) for m in messages), columns)
         finally:
             self.conn.close()
+
+    def _traced(self, messages: Iterator[Message]) -> Iterator[Message]:
+        return tracing.reading(self.options.queue, self.conn.client.backend.scheme, messages)
 
 
 class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -304,7 +308,11 @@ class LeaseStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         o, p = self.options, partition
         try:
             now = self.conn.client.clock.now()
-            messages = self.conn.queue.read_leased(o.stream, p.first, p.last, p.low, p.high)
+            messages = tracing.reading(
+                o.queue,
+                self.conn.client.backend.scheme,
+                self.conn.queue.read_leased(o.stream, p.first, p.last, p.low, p.high),
+            )
             text = self.columns is None or "body_text" in self.columns
             yield from _batches((message_row(m, now, text) for m in messages), self.columns)
         finally:
