@@ -98,3 +98,73 @@ def test_without_a_tracer_provider_messages_carry_nothing(tmp_path: Path) -> Non
         q.send("x")
         q.send("y", attributes={"k": "v"})
         assert [m.attributes for m in q.receive(10)] == [{}, {"k": "v"}]
+
+
+def test_conveyor_serve_under_opentelemetry_instrument(tmp_path: Path) -> None:
+    """docs/deploy.md's way to trace a server: `opentelemetry-instrument` sets the SDK up
+    from its flags (here the console exporter); a request carrying `traceparent` gets a
+    server span in that trace, and the message it sends carries the trace on."""
+    import os
+    import signal
+    import time
+
+    import httpx
+
+    from .live import free_port
+
+    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
+    if not instrument.exists():
+        pytest.skip("opentelemetry-distro is not installed (the dev extra has it)")
+    port = free_port()
+    spans = tmp_path / "spans.txt"
+    env = {**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_SERVICE_NAME": "queues"}
+    server = subprocess.Popen(
+        [str(instrument), "--traces_exporter", "console", "--metrics_exporter", "none",
+         "--logs_exporter", "none", str(Path(sys.executable).parent / "conveyor"),
+         "--store", f"sqlite:///{tmp_path}/c.db", "serve", "--port", str(port)],
+        stdout=spans.open("w"), stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url + "/livez").raise_for_status()
+                break
+            except httpx.HTTPError:
+                assert server.poll() is None and time.monotonic() < deadline, "no server"
+                time.sleep(0.1)
+        sqs = {"Content-Type": "application/x-amz-json-1.0"}
+        httpx.post(url, headers={**sqs, "X-Amz-Target": "AmazonSQS.CreateQueue"},
+                   json={"QueueName": "traced"}).raise_for_status()  # fmt: skip
+        queue_url = f"{url}/000000000000/traced"
+        httpx.post(
+            url,
+            headers={**sqs, "X-Amz-Target": "AmazonSQS.SendMessage",
+                     "traceparent": f"00-{trace_id}-{parent}-01"},
+            json={"QueueUrl": queue_url, "MessageBody": "hello"},
+        ).raise_for_status()  # fmt: skip
+        got = httpx.post(
+            url,
+            headers={**sqs, "X-Amz-Target": "AmazonSQS.ReceiveMessage"},
+            json={"QueueUrl": queue_url, "MessageAttributeNames": ["All"]},
+        ).json()["Messages"][0]
+        carried = got["MessageAttributes"]["traceparent"]["StringValue"]
+        assert carried.split("-")[1] == trace_id and carried.split("-")[2] != parent
+        deadline = time.monotonic() + 20
+        while '"SQS SendMessage"' not in spans.read_text():
+            assert time.monotonic() < deadline, spans.read_text()[-2000:]
+            time.sleep(0.1)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+    printed = json.loads("[" + spans.read_text().replace("}\n{", "},\n{") + "]")
+    send = next(s for s in printed if s["name"] == "SQS SendMessage")
+    assert send["context"]["trace_id"] == f"0x{trace_id}" and send["parent_id"] == f"0x{parent}"
+    assert send["kind"] == "SpanKind.SERVER" and send["resource"]["attributes"][
+        "service.name"] == "queues"  # fmt: skip
+    store = next(s for s in printed if s["name"] == "send traced")
+    assert store["context"]["trace_id"] == f"0x{trace_id}"
+    assert store["attributes"]["db.system.name"] == "sqlite"
+    assert carried.split("-")[2] == store["context"]["span_id"][2:]

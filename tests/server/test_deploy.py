@@ -216,3 +216,28 @@ def test_sigterm_under_load_finishes_in_flight_and_loses_nothing(tmp_path: Path)
     assert set(sent) <= set(left) | set(deleted), len(set(sent) - set(left) - set(deleted))
     assert not set(left) & set(deleted)  # and an answered delete is gone
     assert "shutting down" in server.log.read_text()
+
+
+def test_the_deploy_page_names_what_exists() -> None:
+    """docs/deploy.md names files, commands and flags that exist (docs that cannot drift):
+    every path under deploy/, tests/ and docs/, every `conveyor` command, every flag of
+    `conveyor serve`, and the extras it tells pip to install."""
+    import tomllib
+
+    from conveyor.cli import cli
+
+    page = (ROOT / "docs" / "deploy.md").read_text()
+    paths = set(re.findall(r"`((?:deploy|tests|docs)/[\w./-]+)`", page))
+    assert "deploy/nginx.conf" in paths and "deploy/conveyor.service" in paths
+    for path in paths:
+        assert (ROOT / path).exists(), f"docs/deploy.md names {path}, which is not there"
+    commands = set(re.findall(r"(?<![\w/.-])conveyor[ \t]+(?:--store\s+\S+\s+)?([a-z]+)\b", page))
+    assert {"serve", "backup", "restore", "migrate"} <= commands
+    for name in commands:
+        assert name in cli.commands, f"docs/deploy.md names `conveyor {name}`"
+    serve_flags = {opt for p in cli.commands["serve"].params for opt in p.opts}
+    for flag in set(re.findall(r"`(--[a-z-]+)", page)) - {"--store", "--version", "--no-deps"}:
+        assert flag in serve_flags, f"docs/deploy.md names serve's {flag}, which it lacks"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for extra in set(re.findall(r"`\[(\w+)\]`", page)) - {"default"}:  # a credentials section
+        assert extra in extras["optional-dependencies"], f"no extra [{extra}]"
