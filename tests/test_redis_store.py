@@ -102,6 +102,25 @@ def test_a_server_that_forgot_the_scripts_or_dropped_the_link_is_carried_on(
     raw.close()
 
 
+def test_the_store_outlives_any_number_of_lost_connections(url: str) -> None:
+    """The server closes the store's connections again and again (restarts, its idle
+    `timeout`): each is replaced, and replaced ones are not counted against redis-py's pool
+    limit (100), which wedged the store for good with "Too many connections"."""
+    raw = redis.Redis.from_url(url.split("?", 1)[0])
+    with Client(url) as client:
+        q = client.create_queue("jobs")
+        store = client.backend
+        assert isinstance(store, RedisStore)
+        for i in range(150):
+            q.send(f"m{i}")
+            for conn in list(store.redis._idle):
+                host, port = conn._sock.getsockname()[:2]
+                raw.client_kill(f"{host}:{port}")
+        assert q.stats().ready == 150
+        assert len(store.redis._idle) == 1
+    raw.close()
+
+
 def test_scripts_run_by_sha_where_the_server_has_no_functions(url: str) -> None:
     """On Redis 6, or where an ACL withholds FUNCTION, every operation runs as a script."""
     with Client(url) as client:

@@ -148,7 +148,7 @@ class RedisConnection:
         try:
             conn, reused = idle.pop(), True
         except IndexError:
-            conn, reused = self._client.connection_pool.make_connection(), False
+            conn, reused = self._connect(), False
         try:
             try:
                 reply = self._call(conn, script, keys, args)
@@ -158,7 +158,7 @@ class RedisConnection:
                 # the server closed it while it sat idle (its `timeout`, a restart): a
                 # fresh connection, once (scripts are safe to run again)
                 conn.disconnect()
-                conn = self._client.connection_pool.make_connection()
+                conn = self._connect()
                 reply = self._call(conn, script, keys, args)
         except redis.exceptions.ResponseError:
             idle.append(conn)  # the error was the whole reply: the connection is in step
@@ -168,6 +168,14 @@ class RedisConnection:
             raise
         idle.append(conn)
         return reply
+
+    def _connect(self) -> Any:
+        """A connection of `_evalsha`'s own, made with the pool's settings but not by the
+        pool: the pool counts each connection it makes against its limit (100) until it is
+        given back, and these never are, so ones replaced after failures would use the
+        limit up and every later call would fail with "Too many connections"."""
+        pool = self._client.connection_pool
+        return pool.connection_class(**pool.connection_kwargs)
 
     def _loaded(self) -> Scripts:
         self.client()
