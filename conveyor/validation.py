@@ -48,6 +48,8 @@ MAX_VISIBILITY = 12 * 3600.0
 MAX_RETENTION = 14 * 86400.0
 MAX_DELAY = 15 * 60.0
 MAX_WAIT = 20.0
+# priorities every store orders by: a 16-bit band of the delivery order's key (docs/stores.md)
+MIN_PRIORITY, MAX_PRIORITY = -32768, 32767
 DEDUP_WINDOW = 5 * 60.0
 
 
@@ -160,8 +162,14 @@ def check_max_messages(value: int, most: int = MAX_RECEIVE) -> int:
 
 
 def check_priority(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
-        raise InvalidInput(f"priority must be a 32-bit integer, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not MIN_PRIORITY <= value <= MAX_PRIORITY
+    ):
+        raise InvalidInput(
+            f"priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value!r}"
+        )
     return value
 
 

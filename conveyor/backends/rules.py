@@ -9,13 +9,13 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from ..models import FAR_FUTURE, DeadLetterPolicy, Delivery, NewMessage, QueueAttributes
+from ..validation import MAX_PRIORITY, MIN_PRIORITY
 
 # A message's place in delivery order as one number: its priority's band, then its send
 # sequence within the band. Higher priorities get lower bands.
 SEQ_BITS = 47
 SEQ_MASK = (1 << SEQ_BITS) - 1
 BAND = 1 << SEQ_BITS
-MAX_PRIORITY = 32767
 
 SWEEP_INTERVAL = 60.0  # how often a store reclaims expired messages of a queue it receives from
 SWEEP_ROWS = 1000  # how many rows of a queue's head one sweep looks at
@@ -31,7 +31,7 @@ def band(priority: int) -> int:
 
 def order_key(priority: int, seq: int) -> int:
     """A message's place in delivery order: its priority's band, then `seq`."""
-    return ((MAX_PRIORITY - max(-32768, min(MAX_PRIORITY, priority))) << SEQ_BITS) | (
+    return ((MAX_PRIORITY - max(MIN_PRIORITY, min(MAX_PRIORITY, priority))) << SEQ_BITS) | (
         seq & SEQ_MASK
     )
 

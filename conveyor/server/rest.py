@@ -42,8 +42,10 @@ from ..validation import (
     GROUP_ID_RE,
     MAX_DELAY,
     MAX_MESSAGE_BYTES,
+    MAX_PRIORITY,
     MAX_VISIBILITY,
     MAX_WAIT,
+    MIN_PRIORITY,
     check_queue_name,
 )
 from .metrics import Metrics
@@ -277,7 +279,7 @@ class UpdateRequest(StrictBody):
 
     body: str | None = Field(default=None, min_length=1)
     attributes: MessageAttributes | None = None
-    priority: int | None = Field(default=None, ge=-(2**31), lt=2**31)
+    priority: int | None = Field(default=None, ge=MIN_PRIORITY, le=MAX_PRIORITY)
     visible_in: float | None = Field(
         default=None, ge=0, le=43200, description="seconds until visible (0: now)"
     )
@@ -303,7 +305,7 @@ class SendRequest(StrictBody):
     delay: float | None = Field(default=None, ge=0, le=900)
     group_id: str | None = Field(default=None, pattern=GROUP_PATTERN)
     dedup_id: str | None = Field(default=None, pattern=GROUP_PATTERN)
-    priority: int = Field(default=0, ge=-(2**31), lt=2**31)
+    priority: int = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
     attributes: MessageAttributes = Field(default_factory=dict)
     deadline: float | None = Field(
         default=None,
@@ -419,7 +421,7 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         delay: Annotated[float | None, Query(ge=0, le=900)] = None,
         group_id: Annotated[str | None, Query(pattern=GROUP_PATTERN)] = None,
         dedup_id: Annotated[str | None, Query(pattern=GROUP_PATTERN)] = None,
-        priority: Annotated[int, Query(ge=-(2**31), lt=2**31)] = 0,
+        priority: Annotated[int, Query(ge=MIN_PRIORITY, le=MAX_PRIORITY)] = 0,
     ) -> str:
         body = await request.body()
         q = aio.queue(check_queue_name(queue))
@@ -646,7 +648,7 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
     def archive(
         queue: QueueName,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        after: Annotated[int, Query(ge=0, description="skip this many")] = 0,
+        after: Annotated[int, Query(ge=0, lt=2**63, description="skip this many")] = 0,
     ) -> dict[str, Any]:
         found = client.queue(queue).archive(limit, after)
         return {

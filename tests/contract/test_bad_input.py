@@ -81,9 +81,22 @@ def test_bad_messages(client: Client) -> None:
         q.send("x", attributes={"AWS.trace": "v"})
     with pytest.raises(InvalidInput, match="message id"):
         q.send("x", id="has space")
-    with pytest.raises(InvalidInput, match="priority"):
-        q.send("x", priority=2**40)
+    for priority in (2**40, 32768, -32769, -(2**31)):
+        with pytest.raises(InvalidInput, match="priority must be a whole number from -32768 to"):
+            q.send("x", priority=priority)
     assert q.stats().total == 0
+
+
+def test_priorities_at_the_ends_of_their_range(client: Client) -> None:
+    """-32768 and 32767, the range every store orders by, are kept and listed in order."""
+    if not has(client, Capability.PRIORITY):
+        pytest.skip("the store lacks priority")
+    q = client.create_queue("ends")
+    q.send("lowest", priority=-32768)
+    q.send("plain")
+    q.send("highest", priority=32767)
+    assert [m.text for m in q.peek(10)] == ["highest", "plain", "lowest"]
+    assert [m.priority for m in q.receive(10)] == [32767, 0, -32768]
 
 
 def test_bad_receive_arguments(client: Client) -> None:

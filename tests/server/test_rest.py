@@ -331,3 +331,22 @@ def test_redrive_of_a_source_queue_redrives_its_dead_letter_queue(
             http.post(f"/queues/{name}/receive", json={"max_messages": 10, "visibility_timeout": 0})
         r = http.post(f"/queues/{name}-dlq/redrive", json={"limit": 10})
         assert r.status_code == 200 and len(r.json()["moved"]) == 2
+
+
+def test_priorities_beyond_the_stores_range_are_refused_on_every_route(
+    server: LiveServer, name: str
+) -> None:
+    """A priority outside -32768..32767 (the range every store orders by) is a 400 that
+    names the range, on each route that takes one, and nothing is written."""
+    with httpx.Client(base_url=server.url) as http:
+        http.put(f"/queues/{name}", json={})
+        for priority in (32768, -32769, -(2**31), 10**20):
+            r = http.post(f"/queues/{name}/messages", json={"body": "x", "priority": priority})
+            assert r.status_code == 400 and "priority" in r.text and "3276" in r.text, r.text
+            r = http.put(f"/queues/{name}/message", params={"priority": priority}, content=b"x")
+            assert r.status_code == 400 and "priority" in r.text and "3276" in r.text, r.text
+        assert http.get(f"/queues/{name}/stats").json()["ready"] == 0
+        sent = http.post(f"/queues/{name}/messages", json={"body": "x", "priority": 32767}).json()
+        r = http.patch(f"/queues/{name}/message/{sent['id']}", json={"priority": 32768})
+        assert r.status_code == 400 and "priority" in r.text and "3276" in r.text, r.text
+        assert http.get(f"/queues/{name}/message/{sent['id']}").json()["priority"] == 32767
