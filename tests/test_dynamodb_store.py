@@ -48,7 +48,7 @@ def _store(client: Client) -> DynamoStore:
 def test_four_processes_claim_exactly_once(tmp_path: Path, url: str) -> None:
     client = Client(url)
     client.create_queue("bulk")
-    ids = [f"m{i:04d}" for i in range(400)]
+    ids = [f"m{i:04d}" for i in range(200)]
     for start in range(0, len(ids), 10):
         client.backend.send(
             "bulk", [NewMessage(id=i, body=b"x" * 100) for i in ids[start : start + 10]]

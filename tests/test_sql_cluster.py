@@ -204,7 +204,7 @@ def run_cluster(cluster: Cluster, servers: int, workers: int, total: int) -> Non
 def test_postgres_three_servers_eight_workers(cluster_for: Any) -> None:
     # the servers' and workers' own polling is slowed down: wake-ups must come by NOTIFY
     cluster = cluster_for("postgres", poll_interval="30")
-    run_cluster(cluster, servers=3, workers=8, total=50_000)
+    run_cluster(cluster, servers=3, workers=8, total=20_000)
 
 
 def test_mariadb_two_servers_three_workers(cluster_for: Any) -> None:

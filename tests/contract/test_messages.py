@@ -16,7 +16,7 @@ from conveyor import (
 )
 from conveyor.models import Capability as Capability
 
-from .conftest import fifo_with_dlq, has, needs
+from .conftest import fifo_with_dlq, has, needs, scaled
 
 
 def test_rule1_at_least_once_until_deleted(client: Client, clock: ManualClock) -> None:
@@ -370,8 +370,8 @@ def test_sdk_batches_past_ten_split_into_the_store_s_own(client: Client) -> None
 
 def test_rule11_concurrent_receivers_never_share(client: Client) -> None:
     q = client.create_queue("r11", visibility_timeout=600)
-    q.send_batch([SendEntry(entry_id=str(i), body=str(i)) for i in range(10)])
-    for start in range(10, 400, 10):
+    total = scaled(client, 420)
+    for start in range(0, total, 10):
         q.send_batch([SendEntry(entry_id=str(i), body=str(start + i)) for i in range(10)])
     got: list[str] = []
     lock = threading.Lock()
@@ -386,7 +386,7 @@ def test_rule11_concurrent_receivers_never_share(client: Client) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert len(got) == 400 and len(set(got)) == 400
+    assert len(got) == total and len(set(got)) == total
 
 
 def test_long_poll_returns_when_a_message_arrives(client: Client) -> None:
@@ -428,7 +428,7 @@ def test_rule11_concurrent_sends_and_receives_strand_nothing(
     message is received exactly once, and the queue ends empty (a receive that read the time
     before a concurrent send scheduled its message must not drop that message)."""
     q = client.create_queue("stress", visibility_timeout=3600)
-    total = 600
+    total = scaled(client, 600)
     sent: list[str] = []
     done = threading.Event()
     got: list[str] = []
