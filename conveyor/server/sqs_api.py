@@ -213,10 +213,9 @@ class SqsApi:
             name = self.ns.from_name(caller, require(params, "QueueName"))
         except InvalidName:
             raise InvalidInput(sqs_attributes.STANDARD_NAME) from None
-        _, _, plain = self.ns.split(name)
         changes = sqs_attributes.attribute_changes(
             params.get("Attributes") or {},
-            name=plain,
+            name=name,
             current=None,
             ns=self.ns,
             lookup=self.client.queue_info,
@@ -236,7 +235,7 @@ class SqsApi:
                     f" attribute {differs}"
                 )
         else:
-            self.client.create_queue(name, QueueAttributes(fifo=plain.endswith(".fifo")), **changes)
+            self.client.create_queue(name, QueueAttributes(fifo=name.endswith(".fifo")), **changes)
         return {"QueueUrl": self.ns.url(caller, name)}
 
     def delete_queue(self, params: Params, caller: Caller) -> Result:
@@ -295,10 +294,9 @@ class SqsApi:
     def set_queue_attributes(self, params: Params, caller: Caller) -> Result:
         name = self._queue(params, caller)
         info = self.client.queue_info(name, fresh=True)
-        _, _, plain = self.ns.split(name)
         changes = sqs_attributes.attribute_changes(
             require(params, "Attributes"),
-            name=plain,
+            name=name,
             current=info.attributes,
             ns=self.ns,
             lookup=self.client.queue_info,
@@ -824,6 +822,7 @@ class SqsApi:
         return await self.moves.start(params)
 
     async def _cancel_move(self, params: Params, caller: Caller) -> Result:
+        self._own_arns({"SourceArn": self.moves.source_arn(params)}, caller)
         return self.moves.cancel(params)
 
     async def _list_moves(self, params: Params, caller: Caller) -> Result:

@@ -12,6 +12,7 @@ from ..exceptions import InvalidAttribute, InvalidAttributeName, InvalidInput, Q
 from ..models import DeadLetterPolicy, QueueAttributes, QueueInfo, QueueStats
 from ..validation import parse_json_text
 from .sqs_names import Namespaces
+from .sqs_policy import allows
 
 INT_ATTRIBUTES = {
     "VisibilityTimeout": ("visibility_timeout", 0, 43200),
@@ -237,13 +238,26 @@ def _redrive_policy(
             f" maxReceiveCount: {policy['maxReceiveCount']}, valid values are from 1 to 1000"
             " both inclusive."
         )
+    missing = InvalidAttribute(
+        f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead letter target"
+        " does not exist."
+    )
     try:
         dlq = lookup(target)
     except QueueDoesNotExist:
-        raise InvalidAttribute(
-            f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead letter target"
-            " does not exist."
-        ) from None
+        raise missing from None
+    # another region's queue never; another account's where its Policy lets the source's
+    # account send to it; and the answer to a queue it may not use is the one to a queue
+    # that is not there, so that nothing says which names exist in another account
+    source_region, source_account, _ = ns.split(name)
+    target_region, target_account, _ = ns.split(target)
+    if target_region != source_region:
+        raise missing
+    policy_text = dlq.attributes.settings.get("Policy")
+    if target_account != source_account and not allows(
+        policy_text, source_account, "SendMessage", ns.arn(target)
+    ):
+        raise missing
     allow = _json("RedriveAllowPolicy", dlq.attributes.settings.get("RedriveAllowPolicy"))
     if isinstance(allow, dict):
         permission = allow.get("redrivePermission")

@@ -129,7 +129,9 @@ class MoveTasks:
                 f"The resource that you specified for the {parameter} parameter doesn't exist."
             ) from None
 
-    def cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+    @staticmethod
+    def source_arn(params: dict[str, Any]) -> str:
+        """The source queue's ARN a TaskHandle names."""
         handle = params.get("TaskHandle")
         if not handle:
             raise MissingParameter("The request must contain the parameter TaskHandle.")
@@ -140,8 +142,12 @@ class MoveTasks:
                 raise ValueError
         except (ValueError, TypeError, KeyError, binascii.Error):
             raise InvalidInput("Value for parameter TaskHandle is invalid.") from None
+        return source_arn
+
+    def cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        source_arn = self.source_arn(params)
         self._exists(self.ns.from_arn(source_arn, "SourceArn"), "SourceArn")
-        task = self._tasks.get(str(handle))
+        task = self._tasks.get(str(params["TaskHandle"]))
         if task is None:
             raise NotFound("Task does not exist.")
         if task.status != "RUNNING":

@@ -669,6 +669,61 @@ def test_accounts_keep_others_out_unless_the_policy_lets_them_in(accounts: LiveS
     assert code_of(lambda: owner.send_message(QueueUrl=mine, MessageBody="x")) == "AccessDenied"
 
 
+def test_another_accounts_queue_is_a_dead_letter_queue_only_where_its_policy_allows(
+    accounts: LiveServer,
+) -> None:
+    """Account B may not make A's queue its dead-letter queue (so write into it) unless A's
+    Policy lets B send to it; the refusal is the one for a queue that is not there, so it
+    tells B nothing of A's names. B cannot cancel A's move task either."""
+    from botocore.exceptions import ClientError
+
+    owner = accounts.sqs(key="AKIDGOOD", secret="s3cret")
+    partner = accounts.sqs(key="AKIDPARTNER", secret="other")
+    dlq_url = owner.create_queue(QueueName="owner-dlq")["QueueUrl"]
+    dlq_arn = "arn:aws:sqs:us-east-1:000000000000:owner-dlq"
+
+    def refusal(target: str) -> tuple[str, str]:
+        policy = json.dumps({"deadLetterTargetArn": target, "maxReceiveCount": 1})
+        try:
+            partner.create_queue(QueueName="src", Attributes={"RedrivePolicy": policy})
+        except ClientError as exc:
+            error = exc.response["Error"]
+            return error["Code"], error["Message"].replace(target, "ARN")
+        return "ok", ""
+
+    there, absent = refusal(dlq_arn), refusal(dlq_arn + "-absent")
+    assert there[0] == "InvalidAttributeValue" and "does not exist" in there[1]
+    assert there == absent  # the same words whether A has such a queue or not
+    assert refusal("arn:aws:sqs:eu-west-1:000000000000:owner-dlq")[0] == "InvalidAttributeValue"
+    owner.add_permission(
+        QueueUrl=dlq_url, Label="dlq", AWSAccountIds=["111122223333"], Actions=["SendMessage"]
+    )
+    assert refusal(dlq_arn) == ("ok", "")
+    src = partner.get_queue_url(QueueName="src")["QueueUrl"]
+    partner.send_message(QueueUrl=src, MessageBody="to the owner's dlq")
+    partner.receive_message(QueueUrl=src, VisibilityTimeout=0)
+    partner.receive_message(QueueUrl=src)  # past maxReceiveCount: moved
+    got = owner.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=1).get("Messages", [])
+    assert [m["Body"] for m in got] == ["to the owner's dlq"]
+    # a move task of A's: B holding its handle cannot cancel it
+    owner.create_queue(QueueName="slow-dlq")
+    slow = owner.get_queue_url(QueueName="slow-dlq")["QueueUrl"]
+    owner.create_queue(QueueName="slow-src", Attributes={"RedrivePolicy": json.dumps(
+        {"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:slow-dlq",
+         "maxReceiveCount": 1})})  # fmt: skip
+    owner.send_message_batch(
+        QueueUrl=slow, Entries=[{"Id": str(i), "MessageBody": "m"} for i in range(10)]
+    )
+    handle = owner.start_message_move_task(
+        SourceArn="arn:aws:sqs:us-east-1:000000000000:slow-dlq",
+        DestinationArn="arn:aws:sqs:us-east-1:000000000000:slow-src",
+        MaxNumberOfMessagesPerSecond=1,
+    )["TaskHandle"]
+    cancel = lambda: partner.cancel_message_move_task(TaskHandle=handle)  # noqa: E731
+    assert code_of(cancel) == "AccessDenied"
+    assert code_of(lambda: owner.cancel_message_move_task(TaskHandle=handle)) == "ok"
+
+
 def test_policy_evaluation() -> None:
     from conveyor.server.sqs_policy import allows
 
