@@ -669,6 +669,32 @@ def test_authentication(start: Start) -> None:
         until(lambda: got == [b"y"], what="delivery with a token")
 
 
+def test_connections_that_never_authenticate_do_not_keep_a_producer_out(start: Start) -> None:
+    """With a token, a connection has `auth_timeout` to authenticate and then is closed, and
+    at most a tenth of `max_connections` wait at once (a new one closes the one waiting
+    longest): silent connections cannot keep out a producer with the token."""
+    gw = start(auth_token="s3cret", max_connections=20, auth_timeout=1.0)
+    silent = []
+    for _ in range(4):  # the share of 20 is two; each is in until others come
+        p = Peer(gw.port)
+        p.send(b"ping\r\n\r\n")  # answered before authenticating
+        assert p.next().type == "pong"
+        silent.append(p)
+    for p in silent[:2]:
+        assert p.resp()["content"] == "closed to make room: authenticate sooner"
+        assert p.closed()
+    for _ in range(3):  # each producer's connection makes room, then authenticates
+        sent = PushProducer(gw.url, token="s3cret").send("a", b"x")
+        assert sent == "Message enqueue successful"
+    for p in silent[2:]:  # made room for the producers, or timed out
+        assert p.resp()["content"].startswith(("closed to make room", "authenticate within"))
+        assert p.closed()
+    late = Peer(gw.port)  # waits its whole second, then is told and closed
+    assert late.resp()["content"].startswith("authenticate within 1 s") and late.closed()
+    with pytest.raises(InvalidInput, match="auth_timeout"):
+        GatewayConfig(auth_timeout=0)
+
+
 def test_config_reads_skmqs_conf_json(tmp_path: Path) -> None:
     conf = tmp_path / "conf.json"
     conf.write_text(

@@ -25,6 +25,7 @@ MS_KEYS = {
     "read_timeout": "read_timeout",
     "retry_delay": "retry_delay",
     "stall_timeout": "stall_timeout",
+    "auth_timeout": "auth_timeout",
 }
 PLAIN_KEYS = {
     "retry_times": "retry_times",
@@ -80,6 +81,11 @@ class GatewayConfig:
     """A send waits this long at most for the rate limit; past it, it is rejected."""
     max_frame: int = MAX_FRAME
     max_connections: int = 10_000
+    auth_timeout: float = 5.0
+    """With `auth_token`, a connection that has not authenticated within this is closed;
+    and at most a tenth of `max_connections` (at least one) wait to authenticate at once
+    (a new one closes the one waiting longest), so connections that never authenticate
+    cannot keep a producer with the token out."""
     tls_cert: str | None = None
     """Serve TLS with this PEM certificate (chain) and `tls_key`."""
     tls_key: str | None = None
@@ -99,6 +105,7 @@ class GatewayConfig:
             ("stall_timeout", 0 < self.stall_timeout <= 3600),
             ("max_frame", self.max_frame >= 1024),
             ("max_connections", self.max_connections >= 1),
+            ("auth_timeout", 0 < self.auth_timeout <= 3600),
         )
         bad = [name for name, ok in checks if not ok]
         if bad:

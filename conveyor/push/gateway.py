@@ -121,6 +121,8 @@ class Gateway:
         self.waiting: dict[str, list[Delivery]] = {}  # msgid -> deliveries awaiting answers
         self.expiring: deque[Delivery] = deque()  # the same, in deadline order
         self.connections: set[Connection] = set()
+        # of those, the ones not yet authenticated, longest waiting first
+        self.unauthenticated: dict[Connection, None] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self.queue_ops: dict[str, QueueOps] = {}
         # SQLite takes one writer at a time: more threads would only wait on its lock
@@ -215,6 +217,17 @@ class Gateway:
             conn.close()
             return
         conn.authenticated = self.config.auth_token is None
+        if not conn.authenticated:
+            # their share is full: the one waiting longest makes room (a client with the
+            # token authenticates in its first frame; one holding a slot silently does not)
+            if len(self.unauthenticated) >= max(1, self.config.max_connections // 10):
+                oldest = next(iter(self.unauthenticated))
+                del self.unauthenticated[oldest]
+                oldest.write(resp("error", "closed to make room: authenticate sooner"))
+                await oldest.flush()
+                oldest.close()
+            conn.auth_deadline = time.monotonic() + self.config.auth_timeout
+            self.unauthenticated[conn] = None
         self.connections.add(conn)
         try:
             await self._read(conn)
@@ -226,6 +239,7 @@ class Gateway:
             log.exception("push connection from %s failed", conn.address)
         finally:
             self.connections.discard(conn)
+            self.unauthenticated.pop(conn, None)
             conn.close()
             if conn.peer is not None:
                 await self.drop(conn.peer, "its connection closed")
@@ -235,9 +249,20 @@ class Gateway:
         cfg = self.config
         while not self.closing:
             timeout = cfg.read_timeout if decoder.pending else cfg.idle_timeout
+            if not conn.authenticated:
+                timeout = min(timeout, conn.auth_deadline - time.monotonic())
             try:
+                if timeout <= 0:
+                    raise TimeoutError
                 data = await asyncio.wait_for(conn.reader.read(65536), timeout)
             except TimeoutError:
+                if not conn.authenticated:
+                    log.info("closing %s: not authenticated within %.0f s", conn.address,
+                             cfg.auth_timeout)  # fmt: skip
+                    conn.write(resp("error", f"authenticate within {cfg.auth_timeout:g} s:"
+                                    " send type=auth with the token"))  # fmt: skip
+                    await conn.flush()
+                    return
                 why = "a frame stayed unfinished" if decoder.pending else "it was idle"
                 log.debug("closing %s: %s for %.0f s", conn.address, why, timeout)
                 return
@@ -348,6 +373,7 @@ class Gateway:
         expected = self.config.auth_token
         if expected is None or hmac.compare_digest(token.encode(), expected.encode()):
             conn.authenticated = True
+            self.unauthenticated.pop(conn, None)
             if not quiet:
                 out.append(resp("ack", "authenticated"))
             return True

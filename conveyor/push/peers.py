@@ -52,6 +52,7 @@ class Connection:
         self.authenticated = False
         self.peer: Peer | None = None  # the consumer registered on this connection
         self.last_seen = time.monotonic()
+        self.auth_deadline = self.last_seen  # when one not yet authenticated is closed
         self.pinged_at: float | None = None
         peer = writer.get_extra_info("peername")
         self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
