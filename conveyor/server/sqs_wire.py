@@ -150,9 +150,18 @@ def query_tree(body: bytes, query_string: str) -> dict[str, Any]:
     """Form body and query string of a Query request as a tree: ``A.b.1=x`` becomes
     ``{"A": {"b": {"1": "x"}}}``."""
     try:
-        pairs = parse_qsl(query_string, keep_blank_values=True, strict_parsing=False)
-        pairs += parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
-    except (UnicodeDecodeError, ValueError) as exc:
+        pairs = parse_qsl(
+            query_string, keep_blank_values=True, strict_parsing=False, errors="strict"
+        )
+        pairs += parse_qsl(
+            body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, errors="strict"
+        )
+    except UnicodeDecodeError as exc:
+        raise MalformedRequest(
+            f"the request's parameters are not UTF-8 once percent-decoded ({exc.reason}):"
+            " percent-encode text as UTF-8"
+        ) from None
+    except ValueError as exc:
         raise MalformedRequest(f"the form body cannot be parsed: {exc}") from None
     tree: dict[str, Any] = {}
     for key, value in pairs:

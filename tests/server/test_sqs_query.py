@@ -185,6 +185,26 @@ def test_a_carriage_return_survives_the_xml(server: LiveServer, name: str) -> No
     assert text(root, "sqs:ReceiveMessageResult/sqs:Message/sqs:Body") == body
 
 
+def test_percent_encoded_bytes_that_are_not_utf8_are_refused(server: LiveServer, name: str) -> None:
+    """`%FF` or a cut-off `%C3` in a parameter is refused saying what to fix, in the body
+    or the query string; nothing is stored (it was, with U+FFFD in place of the bytes)."""
+    status, root, _ = query(server, Action="CreateQueue", QueueName=name)
+    url = text(root, "sqs:CreateQueueResult/sqs:QueueUrl")
+    assert status == 200 and url
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for body in (b"MessageBody=bad%FF%FE", b"MessageBody=cut%C3"):
+        r = httpx.post(url, content=b"Action=SendMessage&" + body, headers=form)
+        assert r.status_code == 400, r.text
+        assert text(ET.fromstring(r.content), "sqs:Error/sqs:Code") == "MalformedQueryString"
+        assert "percent-encode text as UTF-8" in r.text
+    r = httpx.post(url + "?Action=SendMessage&MessageBody=x%FF")
+    assert r.status_code == 400 and "not UTF-8" in r.text
+    status, _, _ = query(server, Action="SendMessage", QueueUrl=url, MessageBody="café")
+    assert status == 200
+    status, root, _ = query(server, Action="ReceiveMessage", QueueUrl=url, MaxNumberOfMessages=10)
+    assert text(root, "sqs:ReceiveMessageResult/sqs:Message/sqs:Body") == "café"
+
+
 def test_a_query_get_asking_for_json_gets_json(server: LiveServer, name: str) -> None:
     query(server, Action="CreateQueue", QueueName=name)
     r = httpx.get(
