@@ -127,9 +127,11 @@ class ConveyorServer:
         return open_now
 
     def drain(self) -> None:
-        """Stop holding long polls: every waiting receive returns what it has now."""
+        """Stop holding long polls: every waiting receive returns what it has now; stop the
+        message move tasks."""
         self.draining = True
         HUB.wake_all()
+        self.sqs.moves.close()  # redrives at a rate stop after the batch they are moving
 
     # -- the application ------------------------------------------------------------------
 
@@ -149,7 +151,7 @@ class ConveyorServer:
             self.auth.check_bearer(request.headers.get("authorization"))
 
         app.include_router(
-            build_router(self.client, self.aio, self.metrics, self.is_draining),
+            build_router(self.client, self.aio, self.metrics, self.is_draining, self.sqs.moves),
             dependencies=[Depends(check_token)],
         )
         app.include_router(

@@ -8,6 +8,7 @@ messages in place. Errors are ``{"error": "...", "code": "..."}`` with the statu
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Annotated, Any, Literal
@@ -49,6 +50,7 @@ from ..validation import (
     check_queue_name,
 )
 from .metrics import Metrics
+from .sqs_move import MoveTasks
 
 NAME_PATTERN = r"^(?:[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"
 QueueName = Annotated[
@@ -253,6 +255,19 @@ class ReceiveRequest(StrictBody):
     wait: float | None = Field(default=None, ge=0, le=20)
 
 
+class RedriveTask(BaseModel):
+    """A redrive at a rate, moving in the background."""
+
+    task: str = Field(description="its id, to cancel it with")
+    status: Literal["RUNNING", "CANCELLING", "CANCELLED", "COMPLETED", "FAILED"]
+    moved: int
+    to_move: int = Field(description="ready in the dead-letter queue when it started")
+    rate: float | None = Field(description="messages a second, at most")
+    to: str | None = Field(description="where they go; null: each to the queue it came from")
+    started: float = Field(description="Unix time")
+    failure: str | None
+
+
 class ReceiptsRequest(StrictBody):
     receipts: list[str] = Field(min_length=1, max_length=10)
 
@@ -264,8 +279,8 @@ class VisibilityRequest(StrictBody):
 
 class RedriveRequest(StrictBody):
     """`ids` moves those; otherwise up to `limit` ready messages move, or with `all` every
-    one, at most `rate` a second (the answer comes when they have moved; `rate` paces only
-    `all`)."""
+    one (the answer comes when they have moved). `all` with a `rate` (a second) starts a
+    task that moves them in the background and answers 202 with it."""
 
     ids: list[str] | None = None
     to: str | None = Field(default=None, pattern=NAME_PATTERN)
@@ -334,7 +349,9 @@ def _changes(settings: QueueSettings) -> dict[str, Any]:
     return data
 
 
-def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: Any) -> APIRouter:
+def build_router(
+    client: Client, aio: AsyncClient, metrics: Metrics, draining: Any, moves: MoveTasks
+) -> APIRouter:
     r = APIRouter(responses=ERRORS)
 
     def queue_doc(name: str) -> dict[str, Any]:
@@ -635,14 +652,46 @@ def build_router(client: Client, aio: AsyncClient, metrics: Metrics, draining: A
         "/queues/{queue}/redrive",
         tags=["admin"],
         summary="Redrive dead letters (of the queue's dead-letter queue, or of the one named)",
+        responses={
+            202: {
+                "model": RedriveTask,
+                "description": "with `all` and a `rate`: the"
+                " task that moves them (GET /queues/{queue}/redrive/tasks)",
+            }
+        },
     )
-    def redrive(queue: QueueName, req: RedriveRequest) -> dict[str, Any]:
-        # as the CLI does: a queue with a dead-letter queue redrives that queue's messages
-        policy = client.queue_info(queue, fresh=True).attributes.dead_letter
-        q = client.queue(policy.queue if policy is not None else queue)
+    async def redrive(queue: QueueName, req: RedriveRequest) -> Any:
+        dead = await asyncio.to_thread(dead_letters_of, queue)
+        if req.all and not req.ids and req.rate is not None:
+            task = await moves.start_redrive(dead, req.to, req.rate)
+            return JSONResponse(task.to_json(), status_code=202)
+        q = client.queue(dead)
         if req.all and not req.ids:
-            return {"moved": q.redrive_all(to=req.to, rate=req.rate)}
-        return {"moved": q.redrive(req.ids, to=req.to, limit=req.limit)}
+            return {"moved": await asyncio.to_thread(q.redrive_all, to=req.to)}
+        return {"moved": await asyncio.to_thread(q.redrive, req.ids, to=req.to, limit=req.limit)}
+
+    def dead_letters_of(queue: str) -> str:
+        """As the CLI does: a queue with a dead-letter queue redrives that queue's messages;
+        one without is a dead-letter queue named directly."""
+        policy = client.queue_info(queue, fresh=True).attributes.dead_letter
+        return policy.queue if policy is not None else queue
+
+    @r.get(
+        "/queues/{queue}/redrive/tasks",
+        tags=["admin"],
+        summary="Redrives at a rate: running and recent, the newest first",
+    )
+    def redrive_tasks(queue: QueueName) -> dict[str, list[RedriveTask]]:
+        tasks = moves.tasks_of(dead_letters_of(queue))
+        return {"tasks": [RedriveTask(**t.to_json()) for t in tasks]}
+
+    @r.delete(
+        "/queues/{queue}/redrive/tasks/{task}",
+        tags=["admin"],
+        summary="Stop a redrive at a rate (after the batch it is moving)",
+    )
+    def cancel_redrive(queue: QueueName, task: str) -> RedriveTask:
+        return RedriveTask(**moves.cancel_task(task, dead_letters_of(queue)).to_json())
 
     @r.get("/queues/{queue}/archive", tags=["admin"], summary="Archived messages, oldest first")
     def archive(

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from conveyor import Client
 
 from ..conftest import unavailable
 from ..live import LiveServer, free_port
+from ..waiting import until
 from .test_serve_process import ServeProcess
 
 pytestmark = pytest.mark.slow
@@ -216,6 +218,36 @@ def test_sigterm_under_load_finishes_in_flight_and_loses_nothing(tmp_path: Path)
     assert set(sent) <= set(left) | set(deleted), len(set(sent) - set(left) - set(deleted))
     assert not set(left) & set(deleted)  # and an answered delete is gone
     assert "shutting down" in server.log.read_text()
+
+
+def test_sigterm_stops_redrives_at_a_rate(tmp_path: Path) -> None:
+    """Redrives at a rate are tasks the server stops when it shuts down: with ten of them
+    pausing for hours, SIGTERM still ends the process at once, exit 0."""
+    server = ServeProcess(tmp_path)
+    try:
+        with httpx.Client(base_url=server.url) as http:
+            http.put("/queues/back", json={}).raise_for_status()
+            for i in range(10):
+                http.put(f"/queues/dlq{i}", json={}).raise_for_status()
+                http.post(f"/queues/dlq{i}/messages", json={"body": "a"}).raise_for_status()
+                http.post(f"/queues/dlq{i}/messages", json={"body": "b"}).raise_for_status()
+                redrive = {"all": True, "rate": 0.001, "to": "back"}
+                r = http.post(f"/queues/dlq{i}/redrive", json=redrive)
+                assert r.status_code == 202, r.text
+
+            def task(i: int) -> dict[str, Any]:
+                found: dict[str, Any] = http.get(f"/queues/dlq{i}/redrive/tasks").json()
+                return found["tasks"][0]  # type: ignore[no-any-return]
+
+            for i in range(10):  # each moved one and pauses for 1,000 s before the next
+                until(lambda i=i: task(i)["moved"] == 1)  # type: ignore[misc]
+                assert task(i)["status"] == "RUNNING"
+        began = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(20) == 0
+        assert time.monotonic() - began < 10
+    finally:
+        server.stop()
 
 
 def test_the_deploy_page_names_what_exists() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from .. import waiting
 from ..live import LiveServer
 
 
@@ -227,7 +228,10 @@ def test_every_admin_operation_is_a_route(server: LiveServer, name: str) -> None
         dead = http.get(f"/queues/{name}-dlq/stats").json()
         assert dead["ready"] == 2
         r = http.post(f"/queues/{name}-dlq/redrive", json={"all": True, "rate": 1000})
-        assert r.json() == {"moved": 2}
+        assert r.status_code == 202 and r.json()["to_move"] == 2  # a task, in the background
+        tasks = f"/queues/{name}-dlq/redrive/tasks"
+        waiting.until(lambda: http.get(tasks).json()["tasks"][0]["status"] == "COMPLETED")
+        assert http.get(tasks).json()["tasks"][0]["moved"] == 2
         assert http.get(f"/queues/{name}-dlq/stats").json()["ready"] == 0
         r = http.post(f"/queues/{name}-dlq/redrive", json={"ids": ["x"], "all": True})
         assert r.status_code == 404  # the ids named are what moves
@@ -350,3 +354,52 @@ def test_priorities_beyond_the_stores_range_are_refused_on_every_route(
         r = http.patch(f"/queues/{name}/message/{sent['id']}", json={"priority": 32768})
         assert r.status_code == 400 and "priority" in r.text and "3276" in r.text, r.text
         assert http.get(f"/queues/{name}/message/{sent['id']}").json()["priority"] == 32767
+
+
+def test_a_slow_redrive_is_a_task_that_holds_nothing_and_can_be_cancelled(
+    server: LiveServer, name: str
+) -> None:
+    """A redrive at 0.001 a second answers at once with its task; requests go on meanwhile;
+    the task is listed, and a cancel ends its pause, leaving the rest where they were."""
+    with httpx.Client(base_url=server.url) as http:
+        http.put(f"/queues/{name}-dlq", json={})
+        policy = {"queue": f"{name}-dlq", "max_receive_count": 1}
+        http.put(f"/queues/{name}", json={"dead_letter": policy})
+        for i in range(3):
+            http.post(f"/queues/{name}-dlq/messages", json={"body": f"m{i}"})
+        r = http.post(f"/queues/{name}/redrive", json={"all": True, "rate": 0.001, "to": name})
+        assert r.status_code == 202, r.text
+        started = r.json()
+        assert started["status"] == "RUNNING" and started["to_move"] == 3
+        tasks = f"/queues/{name}/redrive/tasks"
+        waiting.until(lambda: http.get(tasks).json()["tasks"][0]["moved"] == 1)
+        assert http.get("/healthz").status_code == 200
+        again = http.post(f"/queues/{name}/redrive", json={"all": True, "rate": 1})
+        assert again.status_code == 400 and "already a task running" in again.text
+        r = http.delete(f"{tasks}/{started['task']}")
+        assert r.status_code == 200 and r.json()["status"] == "CANCELLING"
+        waiting.until(lambda: http.get(tasks).json()["tasks"][0]["status"] == "CANCELLED")
+        assert http.get(f"/queues/{name}-dlq/stats").json()["ready"] == 2
+        assert http.delete(f"{tasks}/{started['task']}").status_code == 400  # ended
+        assert http.delete(f"{tasks}/no-such-task").status_code == 404
+
+
+def test_redrives_at_a_rate_are_bounded_in_number(
+    server: LiveServer, name: str, monkeypatch: Any
+) -> None:
+    from conveyor.server import sqs_move
+
+    monkeypatch.setattr(sqs_move, "MAX_RUNNING", 2)
+    with httpx.Client(base_url=server.url) as http:
+        started = []
+        http.put(f"/queues/{name}", json={})
+        for i in range(3):
+            http.put(f"/queues/{name}{i}", json={})
+            for body in ("a", "b"):
+                http.post(f"/queues/{name}{i}/messages", json={"body": body})
+            redrive = {"all": True, "rate": 0.001, "to": name}
+            started.append(http.post(f"/queues/{name}{i}/redrive", json=redrive))
+        assert [r.status_code for r in started] == [202, 202, 400]
+        assert "2 message move tasks are running" in started[2].text
+        for i, r in enumerate(started[:2]):
+            http.delete(f"/queues/{name}{i}/redrive/tasks/{r.json()['task']}")
