@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import math
 import time
@@ -71,6 +72,20 @@ REQUEST_TIMEOUT = 30.0
 # about 2 KiB; common servers allow 8 to 64 KiB
 MAX_HEAD = 64 * 1024
 LINGER = 1.0
+
+
+def refusal(status: int, code: str, message: str) -> bytes:
+    """A whole response, closing the connection, for a request refused before it reached a
+    route: the REST API's error shape, `{"error": ..., "code": ...}`."""
+    body = json.dumps({"error": message, "code": code}).encode()
+    return b"%s%s: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s" % (
+        STATUS_LINE[status],
+        b"content-type",
+        len(body),
+        body,
+    )
+
+
 # a timer may fire this much (seconds) before its time (the loop's clock granularity)
 TIMER_SLACK = 0.002
 
@@ -151,13 +166,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         log.debug("closing %s: request headers over %d bytes", self.client, self.max_head)
         why = (
-            b"The request line and headers take more than %d bytes: send fewer or shorter"
-            b" headers.\n" % self.max_head
+            f"the request line and headers take more than {self.max_head} bytes: send fewer"
+            " or shorter headers"
         )
-        self.transport.write(
-            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain;"
-            b" charset=utf-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(why), why)
-        )
+        self.transport.write(refusal(431, "RequestHeaderFieldsTooLarge", why))
         if self.transport.can_write_eof():  # not over TLS
             self.transport.write_eof()
         self._set_due(LINGER, self.transport.close)
@@ -424,10 +436,19 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         log.debug("closing %s: no whole request within %g s", self.client, self.request_timeout)
-        if self.cycle is None or self.cycle.response_complete:
-            self.transport.write(
-                b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        cycle = self.cycle  # uvicorn's, or an Exchange (which answers once it has the body)
+        if cycle is None or cycle.response_complete or not getattr(cycle, "response_started", 0):
+            why = (
+                f"the request did not arrive whole within {self.request_timeout:g} s: send"
+                " the request line, headers and body together"
             )
+            self.transport.write(refusal(408, "RequestTimeout", why))
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """A request that is not HTTP (uvicorn's parser refused it)."""
+        why = f"{msg.rstrip('.')}: send a well-formed HTTP/1.1 request"
+        self.transport.write(refusal(400, "MalformedRequest", why))
         self.transport.close()
 
 

@@ -389,7 +389,7 @@ def test_deadlines_hold_on_a_connection_that_has_served_many_requests() -> None:
         data = b""
         while chunk := partial.recv(4096):
             data += chunk
-        assert data == b"" or data.startswith(b"HTTP/1.1 408 "), data  # closed
+        assert data.startswith(b"HTTP/1.1 408 ") and b'"RequestTimeout"' in data, data
         assert 1.3 < time.monotonic() - begun < 2.1
         partial.close()
 
@@ -423,6 +423,30 @@ def test_headers_past_the_bound_get_431_and_the_server_goes_on(secured: LiveServ
     assert exchange(long_line).startswith(b"HTTP/1.1 431 ")
     within = {f"x-h{i}": "v" * 60 for i in range(MAX_HEAD // 128)}  # about half the bound
     assert httpx.get(secured.url + "/healthz", headers=within).status_code == 200
+
+
+def test_refusals_before_routing_answer_in_the_error_shape(secured: LiveServer) -> None:
+    """What is refused before it reaches a route (not HTTP: 400; headers past the bound: 431;
+    a request not whole in time: 408) answers JSON `{"error", "code"}` saying what to fix."""
+
+    def exchange(data: bytes) -> tuple[bytes, dict[str, str]]:
+        with socket.create_connection(("127.0.0.1", secured.port), timeout=15) as s:
+            s.sendall(data)
+            got = b""
+            while chunk := s.recv(65536):
+                got += chunk
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert b"content-type: application/json" in head.lower(), head
+        return head, json.loads(body)
+
+    head, error = exchange(b"NOT HTTP AT ALL\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and error["code"] == "MalformedRequest"
+    assert "well-formed HTTP/1.1" in error["error"]
+    head, error = exchange(b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 ") and error["code"] == "RequestHeaderFieldsTooLarge"
+    head, error = exchange(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nAc")
+    assert head.startswith(b"HTTP/1.1 408 ") and error["code"] == "RequestTimeout"
+    assert "did not arrive whole" in error["error"]
 
 
 def test_a_response_goes_out_in_one_write() -> None:
