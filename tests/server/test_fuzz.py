@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from conveyor import Client
 
+from .. import sqlstores
+from ..conftest import unavailable
 from ..live import LiveServer
 
 ACTIONS = [
@@ -52,11 +54,27 @@ json_values = st.recursive(
 )
 
 
-@pytest.fixture(scope="module")
-def fuzzed() -> Iterator[LiveServer]:
-    with Client("memory://") as client, LiveServer(client, request_timeout=10) as live:
-        client.create_queue("fuzz")
-        yield live
+@pytest.fixture(scope="module", params=["memory", "sqlite", "postgres"])
+def fuzzed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """A server on each kind of store: what the memory store takes in its stride (a priority
+    past a column's range, an offset past 64 bits) a database may refuse with a 500."""
+    if request.param == "memory":
+        url = "memory://"
+    elif request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('fuzz')}/fuzz.db"
+    else:
+        why = sqlstores.reachable("postgres")
+        if why is not None:
+            unavailable(why)
+        url = sqlstores.fresh_url("postgres")
+    try:
+        with Client(url) as client, LiveServer(client, request_timeout=10) as live:
+            client.create_queue("fuzz")
+            yield live
+    finally:
+        sqlstores.drop(url)
 
 
 @pytest.fixture(autouse=True)
