@@ -20,7 +20,7 @@ import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 if TYPE_CHECKING:
     from .models import Message
@@ -30,7 +30,8 @@ __all__ = ["KEYS", "active", "begin", "context_of", "end", "span", "store_call",
 KEYS = ("traceparent", "tracestate")  # the message attributes the context travels in
 MAX_LINKS = 128  # links a receive span keeps (OpenTelemetry's default limit)
 LOOK_EVERY = 256  # calls between looks for a tracer provider while there is none
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 _api: Any = None  # the trace API, once a provider is seen (one is set once, for good)
@@ -259,24 +260,26 @@ def answered(name: str, status: int) -> None:
         current.set_status(trace.Status(trace.StatusCode.ERROR))
 
 
-def store_call(operation: str, *, topic: bool = False) -> Callable[[F], F]:
+def store_call(
+    operation: str, *, topic: bool = False
+) -> Callable[[Callable[Concatenate[Any, P], T]], Callable[Concatenate[Any, P], T]]:
     """A Queue method (or with `topic`, a Client method whose first argument is a topic)
     as a span of its own: `operation queue` (kind client), with the store's scheme; a
     receive links to the context of each message it returns."""
 
-    def wrap(fn: F) -> F:
+    def wrap(fn: Callable[Concatenate[Any, P], T]) -> Callable[Concatenate[Any, P], T]:
         @functools.wraps(fn)
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
             if active() is None:
                 return fn(self, *args, **kwargs)
             target = str(args[0] if args else kwargs.get("topic")) if topic else self.name
             attributes = messaging(operation, target, self.backend.scheme)
             with span(f"{operation} {target}", "client", attributes=attributes) as current:
                 result = fn(self, *args, **kwargs)
-                if operation == "receive":
-                    received(current, result)
+                if operation == "receive":  # a receive returns its messages
+                    received(current, cast("list[Message]", result))
                 return result
 
-        return call  # type: ignore[return-value]
+        return call
 
     return wrap
