@@ -78,12 +78,8 @@ def refusal(status: int, code: str, message: str) -> bytes:
     """A whole response, closing the connection, for a request refused before it reached a
     route: the REST API's error shape, `{"error": ..., "code": ...}`."""
     body = json.dumps({"error": message, "code": code}).encode()
-    return b"%s%s: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s" % (
-        STATUS_LINE[status],
-        b"content-type",
-        len(body),
-        body,
-    )
+    head = b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n"
+    return STATUS_LINE[status] + head % len(body) + b"\r\n" + body
 
 
 # a timer may fire this much (seconds) before its time (the loop's clock granularity)

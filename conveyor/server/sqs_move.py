@@ -55,6 +55,11 @@ class MoveTask:
     task_id: str = ""  # the handle's taskId: the REST API's name for the task
     wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)  # ends a pause
 
+    @property
+    def active(self) -> bool:
+        """Running, or asked to stop and not stopped yet."""
+        return self.status in ("RUNNING", "CANCELLING")
+
     def to_json(self) -> dict[str, Any]:
         """The task as the REST API shows it."""
         return {
@@ -109,7 +114,7 @@ class MoveTasks:
     def _launch(
         self, source: str, destination: str | None, rate: float | None, to_move: int
     ) -> MoveTask:
-        running = [t for t in self._tasks.values() if t.status in ("RUNNING", "CANCELLING")]
+        running = [t for t in self._tasks.values() if t.active]
         if any(t.source == source for t in running):
             raise InvalidInput(
                 "There is already a task running. Only one active task is allowed for a"
@@ -120,7 +125,7 @@ class MoveTasks:
                 f"{MAX_RUNNING} message move tasks are running, the most a server runs at"
                 " once: wait for one to end, or cancel one"
             )
-        ended = [t for t in self._tasks.values() if t.source == source and t not in running]
+        ended = [t for t in self._tasks.values() if t.source == source and not t.active]
         for old in sorted(ended, key=lambda t: t.started)[: max(0, len(ended) - KEEP_ENDED + 1)]:
             del self._tasks[old.handle]
         task_id = str(uuid.uuid4())
@@ -150,7 +155,7 @@ class MoveTasks:
         """Stop every running task (the server is shutting down): each ends CANCELLED after
         the batch it is moving. Safe to call from a signal handler."""
         for task in self._tasks.values():
-            if task.status in ("RUNNING", "CANCELLING"):
+            if task.active:
                 task.cancel = True
                 self._wake(task)
 
