@@ -14,7 +14,7 @@ import pytest
 from conveyor import Client, ManualClock
 
 from . import redisservers, sqlstores
-from .conftest import unavailable
+from .conftest import STORES, unavailable
 from .live import free_port
 from .schema_fixtures import WRITTEN_AT, check, populate
 
@@ -38,17 +38,14 @@ def still_there(url: str, receipts: dict[str, str]) -> None:
         check(client, receipts)
 
 
-def store_of(kind: str) -> tuple[str, str]:
+def store_of(kind: str, tmp_path: Path) -> tuple[str, str]:
     """A fresh store URL on this machine's server of `kind`, and its table prefix."""
-    why = sqlstores.reachable(kind)
-    if why is not None:
-        unavailable(why)
-    url = sqlstores.fresh_url(kind)
+    url = STORES[kind](tmp_path)
     return url, url.split("prefix=", 1)[1]
 
 
 def test_pg_dump_and_pg_restore(tmp_path: Path) -> None:
-    url, prefix = store_of("postgres")
+    url, prefix = store_of("postgres", tmp_path)
     dump = tmp_path / "conveyor.dump"
     try:
         receipts = populated(url)
@@ -65,7 +62,7 @@ def test_pg_dump_and_pg_restore(tmp_path: Path) -> None:
 
 
 def test_mysqldump_single_transaction(tmp_path: Path) -> None:
-    url, prefix = store_of("mysql")
+    url, prefix = store_of("mysql", tmp_path)
     parts = urlsplit(sqlstores.MYSQL_URL)
     login = ["-h", parts.hostname or "127.0.0.1", "-P", str(parts.port or 3306),
              "-u", parts.username or "root"]  # fmt: skip

@@ -18,7 +18,7 @@ from conveyor.backends.dynamodb.table import META_ID
 from conveyor.exceptions import StoreUnavailable
 
 from . import dynamoservers, sqlstores
-from .conftest import unavailable
+from .conftest import STORES
 from .schema_fixtures import HERE, KINDS, WRITTEN_AT, check, load
 
 pytestmark = pytest.mark.slow
@@ -40,15 +40,7 @@ def fresh(kind: str, tmp_path: Path) -> str:
     """An empty store of `kind`, or skip (fail in CI) when its service is missing."""
     if kind == "sqlite":
         return f"sqlite:///{tmp_path}/upgraded.db"
-    if kind == "dynamodb":
-        url = dynamoservers.fresh_url()
-        if url is None:
-            unavailable(dynamoservers.unavailable_reason())
-        return url
-    why = sqlstores.reachable(kind)
-    if why is not None:
-        unavailable(why)
-    return sqlstores.fresh_url(kind)
+    return STORES[kind](tmp_path)
 
 
 def migrate(url: str, code: int = 0) -> str:

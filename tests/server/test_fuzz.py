@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from conveyor import Client
 
 from .. import sqlstores
-from ..conftest import unavailable
+from ..conftest import STORES
 from ..live import LiveServer
 
 ACTIONS = [
@@ -60,15 +60,7 @@ def fuzzed(
 ) -> Iterator[LiveServer]:
     """A server on each kind of store: what the memory store takes in its stride (a priority
     past a column's range, an offset past 64 bits) a database may refuse with a 500."""
-    if request.param == "memory":
-        url = "memory://"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('fuzz')}/fuzz.db"
-    else:
-        why = sqlstores.reachable("postgres")
-        if why is not None:
-            unavailable(why)
-        url = sqlstores.fresh_url("postgres")
+    url = STORES[request.param](tmp_path_factory.mktemp("fuzz"))
     try:
         with Client(url) as client, LiveServer(client, request_timeout=10) as live:
             client.create_queue("fuzz")

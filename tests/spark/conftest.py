@@ -13,7 +13,7 @@ import pytest
 from conveyor import Client
 
 from .. import sqlstores
-from ..conftest import unavailable
+from ..conftest import STORES, unavailable
 
 pytest.importorskip("pyspark")
 
@@ -46,13 +46,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/conveyor.db?durability=normal"
-    else:
-        why = sqlstores.reachable("postgres")
-        if why is not None:
-            unavailable(why)
-        url = sqlstores.fresh_url("postgres")
+    url = STORES[request.param](tmp_path)
     yield url
     sqlstores.drop(url)
 
