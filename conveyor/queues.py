@@ -34,21 +34,28 @@ from .models import (
 from .validation import (
     INDEX_IDS,
     MAX_BATCH,
-    MAX_DELAY,
+    MAX_FAIL_DELAY,
     MAX_MESSAGE_ATTRIBUTES,
     MAX_MESSAGE_BYTES,
+    MAX_OFFSET,
+    MAX_PEEK,
+    MAX_VISIBILITY,
     SDK_BATCH,
     attribute_size,
     check_batch,
     check_batch_size,
     check_body_size,
+    check_count,
+    check_deadline,
     check_delay,
     check_group_id,
     check_max_messages,
     check_message_attributes,
     check_message_id,
+    check_number,
     check_priority,
     check_queue_name,
+    check_rate,
     check_visibility,
     check_wait,
 )
@@ -168,8 +175,10 @@ class Queue:
             check_message_id(entry.id)
             if not self._sender_ids:
                 raise self.catalog.unsupported("message ids chosen by senders (it makes its own)")
-        if entry.deadline is not None and not self._deadlines:
-            raise self.catalog.unsupported("message deadlines")
+        if entry.deadline is not None:
+            check_deadline(entry.deadline, self.catalog.clock.now())
+            if not self._deadlines:
+                raise self.catalog.unsupported("message deadlines")
         if entry.group_id is not None:  # standard queues take groups too (fair queues)
             check_group_id(entry.group_id)
         if attrs.fifo:
@@ -529,8 +538,8 @@ class Queue:
         self, limit: int = 10, *, state: MessageState | str | None = None, after: int = 0
     ) -> list[Message]:
         """Messages in send order (sequence > `after`) without receiving them."""
-        if not isinstance(limit, int) or not 1 <= limit <= 10000:
-            raise InvalidInput(f"limit must be an integer from 1 to 10000, got {limit!r}")
+        check_count("limit", limit, 1, MAX_PEEK)
+        check_count("after", after, 0, MAX_OFFSET)
         st = MessageState(state) if state is not None else None
         found = self._editable("peek").list_messages(self.name, state=st, limit=limit, after=after)
         return [decode_message(m) for m in found]
@@ -561,6 +570,8 @@ class Queue:
             check_message_attributes(attributes)
         if priority is not None:
             check_priority(priority)
+        if visible_at is not None:  # up to the longest visibility timeout from now
+            check_number("visible_at", visible_at, 0, self.catalog.clock.now() + MAX_VISIBILITY)
         update = MessageUpdate(
             body=data,
             attributes=attributes,
@@ -589,6 +600,9 @@ class Queue:
             ids = [ids]
         if to is not None:
             check_queue_name(to)
+        if ids is not None:
+            check_batch_size(len(ids), SDK_BATCH)
+        check_count("limit", limit, 1, SDK_BATCH)
         return backend.redrive(self.name, ids=ids, limit=limit, to=to)
 
     def redrive_all(
@@ -600,8 +614,10 @@ class Queue:
     ) -> int:
         """Redrive every ready message, at most `rate` per second; returns how many moved."""
         backend = self._editable("redrive")
-        if rate is not None and rate <= 0:
-            raise InvalidInput(f"rate must be positive, got {rate!r}")
+        if rate is not None:
+            check_rate(rate)
+        if to is not None:
+            check_queue_name(to)
         clock = self.catalog.clock
         # unthrottled, a thousand a move: each is a few statements (or one script) on the
         # stores, and each looks for the dead-letter queue's head once
@@ -625,12 +641,13 @@ class Queue:
 
     def fail(self, message_id: str, delay: float = 0.0) -> Message:
         """Release a message for redelivery after `delay` seconds."""
-        if not 0 <= delay <= MAX_DELAY * 48:
-            raise InvalidInput(f"delay must be between 0 and 12 h, got {delay!r}")
+        check_number("delay", delay, 0, MAX_FAIL_DELAY)
         return decode_message(self._editable("fail").fail_message(self.name, message_id, delay))
 
     def archive(self, limit: int = 1000, after: int = 0) -> list[ArchivedMessage]:
         self.catalog.require(Capability.ARCHIVE, "archive")
+        check_count("limit", limit, 1, MAX_PEEK)
+        check_count("after", after, 0, MAX_OFFSET)
         out = self._editable("archive").list_archive(self.name, limit=limit, after=after)
         return [decode_archived(a) for a in out]
 

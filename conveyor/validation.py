@@ -51,6 +51,13 @@ MAX_WAIT = 20.0
 # priorities every store orders by: a 16-bit band of the delivery order's key (docs/stores.md)
 MIN_PRIORITY, MAX_PRIORITY = -32768, 32767
 DEDUP_WINDOW = 5 * 60.0
+MIN_RATE, MAX_RATE = 0.001, 1_000_000.0
+"""Messages a second of a queue's rate limit or a throttled move."""
+MAX_OFFSET = 2**63 - 1
+"""The largest sequence number or offset (a signed 64-bit column on every store)."""
+MAX_PEEK = 10_000
+"""The most messages one peek or archive page returns."""
+MAX_FAIL_DELAY = 12 * 3600.0
 
 
 def check_queue_name(name: str) -> str:
@@ -80,7 +87,9 @@ def check_topic_name(name: str) -> str:
 
 def _range(name: str, value: Any, low: float, high: float, unit: str = "s") -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidAttribute(f"{name} must be a number, got {value!r}")
+        raise InvalidAttribute(
+            f"{name} must be a number from {low:g} to {high:g} {unit}, got {value!r}"
+        )
     if not low <= value <= high:
         raise InvalidAttribute(f"{name} must be between {low:g} and {high:g} {unit}, got {value!r}")
 
@@ -120,7 +129,7 @@ def validate_attributes(name: str, attrs: QueueAttributes) -> QueueAttributes:
                 " standard"
             )
     if attrs.rate_limit is not None:
-        _range("rate_limit", attrs.rate_limit, 0.001, 1_000_000, "messages/s")
+        _range("rate_limit", attrs.rate_limit, MIN_RATE, MAX_RATE, "messages/s")
     if attrs.compress_over is not None:
         _range("compress_over", attrs.compress_over, 0, 1048576, "bytes")
     for key, value in attrs.tags.items():
@@ -131,28 +140,50 @@ def validate_attributes(name: str, attrs: QueueAttributes) -> QueueAttributes:
     return attrs
 
 
-def check_visibility(value: float) -> float:
+def check_number(name: str, value: float, low: float, high: float, unit: str = "s") -> float:
+    """`value` as a float when it is a number from `low` to `high` (not NaN, not infinite,
+    not a bool); else InvalidInput naming the range."""
     try:
-        _range("visibility_timeout", value, 0, MAX_VISIBILITY)
+        _range(name, value, low, high, unit)
     except InvalidAttribute as exc:
         raise InvalidInput(exc.message) from None
     return float(value)
+
+
+def check_count(name: str, value: int, low: int, high: int) -> int:
+    """`value` when it is a whole number from `low` to `high` (not a bool); else
+    InvalidInput naming the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, got {value!r}")
+    return value
+
+
+def check_visibility(value: float) -> float:
+    return check_number("visibility_timeout", value, 0, MAX_VISIBILITY)
 
 
 def check_delay(value: float) -> float:
-    try:
-        _range("delay", value, 0, MAX_DELAY)
-    except InvalidAttribute as exc:
-        raise InvalidInput(exc.message) from None
-    return float(value)
+    return check_number("delay", value, 0, MAX_DELAY)
 
 
 def check_wait(value: float) -> float:
+    return check_number("wait", value, 0, MAX_WAIT)
+
+
+def check_deadline(value: float, now: float) -> float:
+    """When a message must be processed by (gq's deadline): a Unix time up to 14 days (the
+    longest retention) from `now`."""
     try:
-        _range("wait", value, 0, MAX_WAIT)
-    except InvalidAttribute as exc:
-        raise InvalidInput(exc.message) from None
-    return float(value)
+        return check_number("deadline", value, 0, now + MAX_RETENTION)
+    except InvalidInput:
+        raise InvalidInput(
+            f"deadline must be a Unix time in seconds, up to 14 days from now, got {value!r}"
+        ) from None
+
+
+def check_rate(value: float) -> float:
+    """Messages a second of a throttled move: from 0.001 to 1,000,000."""
+    return check_number("rate", value, MIN_RATE, MAX_RATE, "messages/s")
 
 
 def check_max_messages(value: int, most: int = MAX_RECEIVE) -> int:

@@ -638,7 +638,11 @@ class Gateway:
         if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= 10_000:
             raise InvalidInput('"weight" must be a whole number from 0 to 10000')
         prefetch = info.get("prefetch", self.config.prefetch)
-        if not isinstance(prefetch, int) or not 1 <= prefetch <= 10_000:
+        if (
+            isinstance(prefetch, bool)
+            or not isinstance(prefetch, int)
+            or not 1 <= prefetch <= 10_000
+        ):
             raise InvalidInput('"prefetch" must be a whole number from 1 to 10000')
         host = info.get("host") or ""
         port = info.get("port") or 0

@@ -42,11 +42,18 @@ from ..validation import (
     ATTRIBUTE_NAME_RE,
     GROUP_ID_RE,
     MAX_DELAY,
+    MAX_FAIL_DELAY,
     MAX_MESSAGE_BYTES,
+    MAX_OFFSET,
+    MAX_PEEK,
     MAX_PRIORITY,
+    MAX_RATE,
+    MAX_RETENTION,
     MAX_VISIBILITY,
     MAX_WAIT,
     MIN_PRIORITY,
+    MIN_RATE,
+    SDK_BATCH,
     check_queue_name,
 )
 from .metrics import Metrics
@@ -224,7 +231,7 @@ class QueueSettings(StrictBody):
     model_config = ConfigDict(extra="forbid")  # and StrictBody's
     visibility_timeout: float | None = Field(default=None, ge=0, le=MAX_VISIBILITY)
     delay: float | None = Field(default=None, ge=0, le=MAX_DELAY)
-    retention: float | None = Field(default=None, ge=60, le=14 * 86400)
+    retention: float | None = Field(default=None, ge=60, le=MAX_RETENTION)
     max_message_bytes: int | None = Field(default=None, ge=1024, le=MAX_MESSAGE_BYTES)
     receive_wait: float | None = Field(default=None, ge=0, le=MAX_WAIT)
     dead_letter: DeadLetterSettings | None = None
@@ -236,7 +243,7 @@ class QueueSettings(StrictBody):
     )
     delivery: Literal["at-least-once", "at-most-once"] | None = None
     archive: bool | None = None
-    rate_limit: float | None = Field(default=None, ge=0.001, le=1_000_000)
+    rate_limit: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE)
     compress_over: int | None = Field(default=None, ge=0, le=MAX_MESSAGE_BYTES)
     tags: dict[Annotated[str, StringConstraints(min_length=1, max_length=128)], str] | None = Field(
         default=None, max_length=50
@@ -251,8 +258,8 @@ class QueueSettings(StrictBody):
 
 class ReceiveRequest(StrictBody):
     max_messages: int = Field(default=1, ge=1, le=10)
-    visibility_timeout: float | None = Field(default=None, ge=0, le=43200)
-    wait: float | None = Field(default=None, ge=0, le=20)
+    visibility_timeout: float | None = Field(default=None, ge=0, le=MAX_VISIBILITY)
+    wait: float | None = Field(default=None, ge=0, le=MAX_WAIT)
 
 
 class RedriveTask(BaseModel):
@@ -274,7 +281,7 @@ class ReceiptsRequest(StrictBody):
 
 class VisibilityRequest(StrictBody):
     receipt: str
-    timeout: float = Field(ge=0, le=43200)
+    timeout: float = Field(ge=0, le=MAX_VISIBILITY)
 
 
 class RedriveRequest(StrictBody):
@@ -282,11 +289,11 @@ class RedriveRequest(StrictBody):
     one (the answer comes when they have moved). `all` with a `rate` (a second) starts a
     task that moves them in the background and answers 202 with it."""
 
-    ids: list[str] | None = None
+    ids: list[str] | None = Field(default=None, min_length=1, max_length=SDK_BATCH)
     to: str | None = Field(default=None, pattern=NAME_PATTERN)
-    limit: int = Field(default=100, ge=1, le=10000)
+    limit: int = Field(default=100, ge=1, le=SDK_BATCH)
     all: bool = False
-    rate: float | None = Field(default=None, ge=0.001, le=1_000_000)
+    rate: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE)
 
 
 class UpdateRequest(StrictBody):
@@ -296,7 +303,7 @@ class UpdateRequest(StrictBody):
     attributes: MessageAttributes | None = None
     priority: int | None = Field(default=None, ge=MIN_PRIORITY, le=MAX_PRIORITY)
     visible_in: float | None = Field(
-        default=None, ge=0, le=43200, description="seconds until visible (0: now)"
+        default=None, ge=0, le=MAX_VISIBILITY, description="seconds until visible (0: now)"
     )
 
 
@@ -308,7 +315,7 @@ class ConsumerRequest(StrictBody):
 
 
 class FailRequest(StrictBody):
-    delay: float = Field(default=0, ge=0, le=43200, description="seconds until redelivery")
+    delay: float = Field(default=0, ge=0, le=MAX_FAIL_DELAY, description="seconds until redelivery")
 
 
 class InvalidRequest(StrictBody):
@@ -317,7 +324,7 @@ class InvalidRequest(StrictBody):
 
 class SendRequest(StrictBody):
     body: str = Field(min_length=1)
-    delay: float | None = Field(default=None, ge=0, le=900)
+    delay: float | None = Field(default=None, ge=0, le=MAX_DELAY)
     group_id: str | None = Field(default=None, pattern=GROUP_PATTERN)
     dedup_id: str | None = Field(default=None, pattern=GROUP_PATTERN)
     priority: int = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
@@ -325,7 +332,7 @@ class SendRequest(StrictBody):
     deadline: float | None = Field(
         default=None,
         gt=0,
-        le=14 * 86400,
+        le=MAX_RETENTION,
         description="seconds to process it in (gq's deadline): past it an at-most-once queue"
         " drops it, and an at-least-once queue ends a consumer's claim of it there",
     )
@@ -435,7 +442,7 @@ def build_router(
     async def put_message(
         queue: QueueName,
         request: Request,
-        delay: Annotated[float | None, Query(ge=0, le=900)] = None,
+        delay: Annotated[float | None, Query(ge=0, le=MAX_DELAY)] = None,
         group_id: Annotated[str | None, Query(pattern=GROUP_PATTERN)] = None,
         dedup_id: Annotated[str | None, Query(pattern=GROUP_PATTERN)] = None,
         priority: Annotated[int, Query(ge=MIN_PRIORITY, le=MAX_PRIORITY)] = 0,
@@ -578,9 +585,9 @@ def build_router(
     @r.get("/queues/{queue}/peek", tags=["admin"], summary="Messages without receiving them")
     def peek(
         queue: QueueName,
-        limit: Annotated[int, Query(ge=1, le=10000)] = 10,
+        limit: Annotated[int, Query(ge=1, le=MAX_PEEK)] = 10,
         state: MessageState | None = None,
-        after: Annotated[int, Query(ge=0, lt=2**63)] = 0,
+        after: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         search: Annotated[
             str | None,
             Query(
@@ -697,7 +704,7 @@ def build_router(
     def archive(
         queue: QueueName,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        after: Annotated[int, Query(ge=0, lt=2**63, description="skip this many")] = 0,
+        after: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="skip this many")] = 0,
     ) -> dict[str, Any]:
         found = client.queue(queue).archive(limit, after)
         return {

@@ -215,3 +215,46 @@ def test_every_error_is_a_conveyor_error_with_code_and_status(client: Client) ->
     with pytest.raises(ConveyorError) as info:
         q.delete("forged")
     assert info.value.code == "ReceiptHandleIsInvalid" and info.value.status == 400
+
+
+BAD_NUMBERS = (-1, -(2**31), 2**63, 10**30, 1e20, float("nan"), float("inf"), "5", True)
+
+
+def test_every_number_is_range_checked_before_the_store(client: Client) -> None:
+    """Each number the SDK hands a store (delays, timeouts, deadlines, counts, offsets,
+    rates) is checked once at the edge: out of range, not finite, of the wrong type, it is an
+    InvalidInput that names the parameter, and nothing is written or changed."""
+    q = client.create_queue("q")
+    kept = q.send("kept")
+    calls: dict[str, Any] = {
+        "delay": lambda v: q.send("x", delay=v),
+        "deadline": lambda v: q.send("x", deadline=v),
+        "max_messages": lambda v: q.receive(max_messages=v),
+        "visibility_timeout": lambda v: q.receive(visibility_timeout=v),
+        "wait": lambda v: q.receive(wait=v),
+    }
+    if has(client, Capability.EDIT_IN_PLACE):
+        calls |= {
+            "limit": lambda v: q.peek(v),
+            "after": lambda v: q.peek(10, after=v),
+            "visible_at": lambda v: q.update(kept.id, visible_at=v),
+            "rate": lambda v: q.redrive_all(rate=v),
+        }
+        fail = {"delay": lambda v: q.fail(kept.id, delay=v)}
+    else:
+        fail = {}
+    if has(client, Capability.ARCHIVE):
+        calls |= {"limit ": lambda v: q.archive(v), "after ": lambda v: q.archive(10, v)}
+    for table in (calls, fail):
+        for name, call in table.items():
+            for value in BAD_NUMBERS:
+                with pytest.raises(InvalidInput, match=name.strip()) as caught:
+                    call(value)
+                assert any(w in str(caught.value) for w in ("from", "between", "up to")), (
+                    name,
+                    value,
+                    caught.value,
+                )
+    stats = q.stats()
+    assert (stats.ready, stats.in_flight, stats.delayed) == (1, 0, 0)
+    assert [m.text for m in q.receive(10)] == ["kept"]

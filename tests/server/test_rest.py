@@ -403,3 +403,53 @@ def test_redrives_at_a_rate_are_bounded_in_number(
         assert "2 message move tasks are running" in started[2].text
         for i, r in enumerate(started[:2]):
             http.delete(f"/queues/{name}{i}/redrive/tasks/{r.json()['task']}")
+
+
+def test_every_number_on_every_route_is_range_checked(server: LiveServer, name: str) -> None:
+    """Out of range, not finite or not a number, each number a route takes (delays,
+    timeouts, deadlines, counts, offsets, rates) is a 400 naming the field, never a 5xx, and
+    nothing is written."""
+    bad = (-1, -(2**31), 2**63, 10**30, 1e20, "NaN", "Infinity", "x")
+    with httpx.Client(base_url=server.url) as http:
+        http.put(f"/queues/{name}", json={})
+        http.put(f"/queues/{name}-dlq", json={})
+        kept = http.post(f"/queues/{name}/messages", json={"body": "kept"}).json()["id"]
+        message = f"/queues/{name}/message/{kept}"
+        bodies: dict[tuple[str, str], list[dict[str, Any]]] = {
+            ("POST", f"/queues/{name}/messages"): [
+                {"body": "x", "delay": "?"},
+                {"body": "x", "deadline": "?"},
+            ],
+            ("POST", f"/queues/{name}/receive"): [
+                {"max_messages": "?"},
+                {"visibility_timeout": "?"},
+                {"wait": "?"},
+            ],
+            ("POST", f"/queues/{name}/visibility"): [{"receipt": "r", "timeout": "?"}],
+            ("POST", f"{message}/fail"): [{"delay": "?"}],
+            ("PATCH", message): [{"visible_in": "?"}],
+            ("POST", f"/queues/{name}/redrive"): [{"limit": "?"}, {"all": True, "rate": "?"}],
+            ("PATCH", f"/queues/{name}"): [{"visibility_timeout": "?"}, {"rate_limit": "?"}],
+            ("POST", "/consumers"): [{"timeout": "?"}],
+        }
+        params = {
+            ("GET", f"/queues/{name}/peek"): ["limit", "after", "scan"],
+            ("GET", f"/queues/{name}/archive"): ["limit", "after"],
+            ("PUT", f"/queues/{name}/message"): ["delay"],
+        }
+        tried = 0
+        for value in bad:
+            for (method, path), shapes in bodies.items():
+                for shape in shapes:
+                    field = next(k for k, v in shape.items() if v == "?")
+                    r = http.request(method, path, json={**shape, field: value})
+                    assert r.status_code == 400 and field in r.text, (path, shape, value, r.text)
+                    tried += 1
+            for (method, path), names in params.items():
+                for field in names:
+                    r = http.request(method, path, params={field: str(value)}, content=b"x")
+                    assert r.status_code == 400 and field in r.text, (path, field, value, r.text)
+                    tried += 1
+        assert tried == len(bad) * 19
+        stats = http.get(f"/queues/{name}/stats").json()
+        assert (stats["ready"], stats["in_flight"], stats["delayed"]) == (1, 0, 0)
