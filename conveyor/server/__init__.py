@@ -137,9 +137,30 @@ def run(main: Coroutine[Any, Any, None]) -> None:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app: ConveyorServer) -> None:
+    def __init__(
+        self, config: uvicorn.Config, app: ConveyorServer, handshake_timeout: float
+    ) -> None:
         super().__init__(config)
         self.conveyor = app
+        self.handshake_timeout = handshake_timeout
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup, its listeners given a TLS handshake deadline: a connection
+        that has not finished its handshake within `handshake_timeout` (the request
+        timeout) is closed, where the event loop's default waits 60 s."""
+        loop = asyncio.get_running_loop()
+        create_server = loop.create_server
+
+        async def with_deadline(*args: Any, **kwargs: Any) -> asyncio.Server:
+            if kwargs.get("ssl") is not None:
+                kwargs["ssl_handshake_timeout"] = self.handshake_timeout
+            return await create_server(*args, **kwargs)
+
+        loop.create_server = with_deadline  # type: ignore[method-assign]
+        try:
+            await super().startup(sockets)
+        finally:
+            del loop.create_server  # the loop's own method again
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self.conveyor.draining:
@@ -306,7 +327,7 @@ def _serve(
         ssl_keyfile=options.tls_key,
         proxy_headers=False,  # forwarding headers: ConveyorServer.proxies (--trusted-proxy)
     )
-    uv = _Server(uv_config, server)
+    uv = _Server(uv_config, server, options.request_timeout)
 
     async def main() -> None:
         push = None

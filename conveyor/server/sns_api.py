@@ -59,6 +59,7 @@ from .sns_wire import Entries, SnsError, invalid, not_found, numbered, query_map
 from .sqs_api import TRACE_PARAM
 from .sqs_message_attributes import TRACE_TYPE
 from .sqs_names import ARN_RE, Caller, Namespaces
+from .sqs_policy import allows_topic
 
 TOPIC_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:sns:([a-z0-9-]{1,32}):([0-9]{12}):([A-Za-z0-9_-]{1,256}(?:\.fifo)?)"
@@ -319,7 +320,9 @@ class SnsApi:
         if not isinstance(endpoint, str) or ARN_RE.fullmatch(endpoint) is None:
             raise invalid("SQS endpoint ARN")
         queue = self.ns.from_arn(endpoint, "Endpoint")
-        _own(caller, self.ns.split(queue)[1], endpoint)
+        self._may_deliver(caller, topic, queue, endpoint)
+        if attributes.get("RedrivePolicy"):
+            self._may_dead_letter(caller, topic, attributes["RedrivePolicy"])
         if queue.endswith(".fifo") and not topic.endswith(".fifo"):
             raise invalid(
                 "Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to"
@@ -345,6 +348,31 @@ class SnsApi:
                 # messages from the first publish after it is created
                 self.client.update_topic_settings(topic, {PENDING + queue: json.dumps(attributes)})
         return {"SubscriptionArn": self.subscription_arn(topic, queue)}
+
+    def _may_deliver(self, caller: Caller, topic: str, queue: str, endpoint: str) -> None:
+        """A signed caller subscribes its own account's queues, and another account's where
+        that queue's policy lets the topic send to it (SNS's queue policy); the refusal is
+        the same whether or not the queue exists, so that it tells nothing of the other
+        account's queue names."""
+        if not caller.verified or self.ns.split(queue)[1] == caller.account:
+            return
+        try:
+            policy = self.client.queue_info(queue, fresh=True).attributes.settings.get("Policy")
+        except QueueDoesNotExist:
+            policy = None
+        if not allows_topic(policy, self.topic_arn(topic), endpoint):
+            raise SnsError(
+                "AuthorizationError",
+                f"User: arn:aws:iam::{caller.account}:root is not authorized to perform:"
+                f" SNS:Subscribe on resource: {endpoint} (the queue's Policy must allow"
+                " sns.amazonaws.com to sqs:SendMessage from this topic)",
+                403,
+            )
+
+    def _may_dead_letter(self, caller: Caller, topic: str, redrive_policy: str) -> None:
+        """A subscription's dead-letter queue in another account: as its queue."""
+        target = redrive_target(redrive_policy, self.ns)
+        self._may_deliver(caller, topic, target, self.ns.arn(target))
 
     def _subscriptions(
         self, topic: str, settings: Mapping[str, str] | None = None
@@ -435,8 +463,10 @@ class SnsApi:
         if not isinstance(value, str):
             raise invalid("AttributeValue must be a string")
         check_subscription_attribute(key, value, {**attributes, str(key): value}, self.ns)
-        if key == "RedrivePolicy" and value and topic.endswith(".fifo") and queue.endswith(".fifo"):
-            check_fifo_redrive(value, self.ns)
+        if key == "RedrivePolicy" and value:
+            self._may_dead_letter(caller, topic, value)
+            if topic.endswith(".fifo") and queue.endswith(".fifo"):
+                check_fifo_redrive(value, self.ns)
         change = {str(key): stored(str(key), value) if value != "" else None}
         settings = self.client.topic_settings(topic)
         if PENDING + queue in settings:

@@ -576,7 +576,8 @@ def test_tls_for_http_and_the_push_gateway(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'tls.db'}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "conveyor", "--store", store, "serve", "--port", str(http),
-         "--tls-cert", str(cert), "--tls-key", str(key), "--tcp", f"127.0.0.1:{tcp}"],
+         "--tls-cert", str(cert), "--tls-key", str(key), "--tcp", f"127.0.0.1:{tcp}",
+         "--request-timeout", "2"],
         stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -605,6 +606,12 @@ def test_tls_for_http_and_the_push_gateway(tmp_path: Path) -> None:
         assert m["Body"] == "secret"
         with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port gets nowhere
             httpx.get(f"http://127.0.0.1:{http}/healthz", timeout=5)
+        # a connection that never starts its handshake is closed at the request timeout
+        # (2 s here), not at the event loop's 60 s
+        with socket.create_connection(("127.0.0.1", http), timeout=30) as idle:
+            opened = time.monotonic()
+            assert idle.recv(1) == b""
+            assert time.monotonic() - opened < 15
     finally:
         proc.terminate()
         proc.wait(30)
@@ -796,3 +803,60 @@ def test_sns_keeps_accounts_apart(accounts: LiveServer) -> None:
     assert code_of(lambda: forged.list_topics()) == "SignatureDoesNotMatch"
     stranger = accounts.sns(key="AKIDNOBODY", secret="x")
     assert code_of(lambda: stranger.list_topics()) == "InvalidClientTokenId"
+
+
+def test_another_accounts_queue_takes_a_topics_copies_only_where_its_policy_allows(
+    accounts: LiveServer,
+) -> None:
+    """As SNS: a topic delivers to another account's queue (or dead-letter queue) when that
+    queue's Policy lets sns.amazonaws.com SendMessage from the topic; otherwise Subscribe is
+    refused in the same words whether or not the queue exists."""
+    owner_sqs = accounts.sqs(key="AKIDGOOD", secret="s3cret")
+    partner = accounts.sns(key="AKIDPARTNER", secret="other")
+    topic = partner.create_topic(Name="alerts")["TopicArn"]
+    url = owner_sqs.create_queue(QueueName="alerts-in")["QueueUrl"]
+    queue_arn = "arn:aws:sqs:us-east-1:000000000000:alerts-in"
+
+    def subscribe(arn: str) -> Any:
+        return partner.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+
+    refused = []
+    for arn in (queue_arn, "arn:aws:sqs:us-east-1:000000000000:no-such-queue"):
+        try:
+            subscribe(arn)
+        except Exception as exc:  # botocore's ClientError
+            refused.append(str(exc).replace(arn, "ARN"))
+    assert len(refused) == 2 and refused[0] == refused[1] and "AuthorizationError" in refused[0]
+
+    def policy(source: str, effect: str = "Allow") -> str:
+        return json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": effect,
+                        "Principal": {"Service": "sns.amazonaws.com"},
+                        "Action": "sqs:SendMessage",
+                        "Resource": queue_arn,
+                        "Condition": {"ArnEquals": {"aws:SourceArn": source}},
+                    }
+                ],
+            }
+        )
+
+    other_topic = "arn:aws:sns:us-east-1:111122223333:other"
+    owner_sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy(other_topic)})
+    assert code_of(lambda: subscribe(queue_arn)) == "AuthorizationError"  # another topic's
+    owner_sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy(topic)})
+    assert code_of(lambda: subscribe(queue_arn)) == "ok"
+    partner.publish(TopicArn=topic, Message="across")
+    [m] = owner_sqs.receive_message(QueueUrl=url)["Messages"]
+    assert json.loads(m["Body"])["Message"] == "across"
+    # a dead-letter queue of the subscription in another account: by its policy too
+    dlq = json.dumps({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:alerts-dlq"})
+    owner_sqs.create_queue(QueueName="alerts-dlq")
+    [sub] = partner.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
+    set_dlq = lambda: partner.set_subscription_attributes(  # noqa: E731
+        SubscriptionArn=sub["SubscriptionArn"], AttributeName="RedrivePolicy", AttributeValue=dlq
+    )
+    assert code_of(set_dlq) == "AuthorizationError"
