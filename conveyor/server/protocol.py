@@ -378,11 +378,16 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.on_response_complete()
 
     def shutdown(self) -> None:
-        """Server shutdown: an idle connection is dropped at once. (Closing a TLS connection
+        """Server shutdown: an idle connection is dropped at once (closing a TLS connection
         waits for the client's close_notify, which an idle keep-alive client never sends
-        while it is not reading: the process would hang for the graceful-shutdown timeout.)"""
+        while it is not reading: the process would hang for the graceful-shutdown timeout),
+        unless an answer is still on its way out (a long poll the shutdown just ended: the
+        event loop may not have written it yet), which is sent before it closes."""
         if self.cycle is None or self.cycle.response_complete:
-            self.transport.abort()
+            if self.transport.get_write_buffer_size():
+                self.transport.close()
+            else:
+                self.transport.abort()
         else:
             super().shutdown()
 

@@ -161,12 +161,20 @@ def test_500_idle_long_polls_cost_no_cpu_and_a_send_wakes_one(
 ) -> None:
     serve, other = served
     queue_url = create(serve.url, "idle")
+    body = {"QueueUrl": queue_url, "WaitTimeSeconds": 20}
 
-    async def scenario() -> tuple[float, float, list[httpx.Response]]:
-        polls = asyncio.create_task(long_polls(queue_url, 500, 20))
-        # all connected and waiting, as the server's own gauge says (accepting 500
-        # connections takes a while on a busy machine), and the accepting done
-        async with httpx.AsyncClient() as http:
+    async def scenario() -> tuple[float, float, list[httpx.Response], int, list[httpx.Response]]:
+        limits = httpx.Limits(max_connections=510)
+        async with (
+            httpx.AsyncClient(limits=limits, timeout=50) as poller,
+            httpx.AsyncClient() as http,
+        ):
+            polls = [
+                asyncio.create_task(poller.post(serve.url + "/", json=body, headers=HEADERS))
+                for _ in range(500)
+            ]
+            # all connected and waiting, as the server's own gauge says (accepting 500
+            # connections takes a while on a busy machine), and the accepting done
             deadline = time.monotonic() + 15
             while waiting(await http.get(serve.url + "/metrics")) < 500:
                 assert time.monotonic() < deadline, "500 long polls never all waited"
@@ -182,15 +190,22 @@ def test_500_idle_long_polls_cost_no_cpu_and_a_send_wakes_one(
                 json={"QueueUrl": queue_url, "MessageBody": "one"},
                 headers={**HEADERS, "X-Amz-Target": "AmazonSQS.SendMessage"},
             )
-        return idle_cpu, other_cpu, await polls
+            done, _ = await asyncio.wait(polls, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+            woken = [t.result() for t in done]
+            still = waiting(await http.get(serve.url + "/metrics"))
+            # SIGTERM ends the other long polls now, each answered (empty) before the end
+            serve.proc.send_signal(signal.SIGTERM)
+            return idle_cpu, other_cpu, woken, still, list(await asyncio.gather(*polls))
 
-    idle_cpu, other_cpu, responses = asyncio.run(scenario())
+    idle_cpu, other_cpu, woken, still, responses = asyncio.run(scenario())
     assert idle_cpu < 0.05, f"500 idle long polls used {idle_cpu:.1%} of a core"
     assert other_cpu < 0.05, f"500 idle long polls used {other_cpu:.1%} of the store's core"
+    assert [r.json()["Messages"][0]["Body"] for r in woken] == ["one"]
+    assert still == 499  # the send woke one poll, the others still wait
     got = [r.json()["Messages"][0]["Body"] for r in responses if r.json().get("Messages")]
     assert got == ["one"]
     assert all(r.status_code == 200 for r in responses)
-    assert waiting(httpx.get(serve.url + "/metrics")) == 0
+    assert serve.proc.wait(15) == 0
 
 
 def test_a_port_in_use_is_said_first_and_the_store_path_is_absolute(tmp_path: Path) -> None:
