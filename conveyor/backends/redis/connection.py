@@ -1,6 +1,7 @@
 """The Redis store's connection: the client (made on first use; a `RedisCluster` where the
-server is a cluster), its scripts, retries while the server is away, and the channel that
-wakes this process's long polls when another client sends."""
+server is a cluster; the master that Redis Sentinel names with ``sentinel=SERVICE``), its
+scripts, retries while the server is away, and the channel that wakes this process's long
+polls when another client sends."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import hiredis  # redis-py's C reply parser and command packer (the [redis] extra)
 import redis
 from redis.cluster import RedisCluster
+from redis.sentinel import Sentinel
 
 from ...exceptions import StoreUnavailable
 from ...notify import HUB
@@ -32,6 +35,40 @@ RETRIED = (
     redis.exceptions.ClusterDownError,
     redis.exceptions.TryAgainError,
 )
+
+
+SENTINEL_PORT = 26379
+
+
+def open_client(url: str) -> Any:
+    """A client of the Redis the URL names; with ``sentinel=SERVICE`` in its query, the
+    URL's hosts (``host:port,host:port``) are Redis Sentinels, and the client is of the
+    master they say serves SERVICE: each new connection asks them, so that after a failover
+    the store's connections (replaced as they fail) reach the promoted replica."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    service = next((v for k, v in query if k == "sentinel"), None)
+    if service is None:
+        return redis.Redis.from_url(url)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    sentinels = []
+    for spec in hosts.split(","):
+        host, colon, port = spec.rpartition(":")
+        if not colon or host.endswith(":"):  # no port, or a bare IPv6 address
+            host, port = spec, str(SENTINEL_PORT)
+        sentinels.append((host.strip("[]"), int(port)))
+    rest = urlencode([(k, v) for k, v in query if k != "sentinel"])
+    # the master's settings (password, database, timeouts), read by redis-py's own parser
+    netloc = f"{userinfo}@sentinel" if userinfo else "sentinel"
+    parse: Any = redis.connection.parse_url  # redis-py's functions here are untyped
+    settings = parse(urlunsplit((parts.scheme, netloc, parts.path, rest, "")))
+    for key in ("host", "port", "connection_class"):
+        settings.pop(key, None)
+    if parts.scheme == "rediss":
+        settings["ssl"] = True
+    timeouts = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+    sentinel: Any = Sentinel
+    return sentinel(sentinels, sentinel_kwargs=timeouts).master_for(service, **settings)
 
 
 class RedisConnection:
@@ -68,7 +105,7 @@ class RedisConnection:
         with self._lock:
             if self._client is None:
                 try:
-                    client: Any = redis.Redis.from_url(self.url)
+                    client: Any = open_client(self.url)
                     cluster = client.info("cluster").get("cluster_enabled") == 1
                     if cluster:
                         client.close()
@@ -175,7 +212,11 @@ class RedisConnection:
         given back, and these never are, so ones replaced after failures would use the
         limit up and every later call would fail with "Too many connections"."""
         pool = self._client.connection_pool
-        return pool.connection_class(**pool.connection_kwargs)
+        conn = pool.connection_class(**pool.connection_kwargs)
+        # connected here: a Sentinel's connection finds its master in `connect`, which a
+        # first send would pass by (and reach the default localhost:6379)
+        conn.connect()
+        return conn
 
     def _loaded(self) -> Scripts:
         self.client()

@@ -1,5 +1,7 @@
 """MySQL and MariaDB store: ``mysql://user[:password]@host[:port]/database``
-(``mariadb://`` too).
+(``mariadb://`` too). Several hosts (``host1:3306,host2:3306``), a primary and its replicas:
+new connections go to the first that takes writes (``@@read_only`` off), so the store
+follows a promotion.
 
 Options: ``prefix`` (table name prefix, default ``conveyor_``), ``pool_size`` (connections kept
 per process, default 10), ``reconnect_timeout`` (default 60 s), ``connect_timeout`` (default
@@ -53,17 +55,32 @@ TYPES = ServerTypes(
 _DISCONNECTS = {0, 1053, 1927, 2003, 2006, 2013, 2055}
 # deadlock, lock wait timeout
 _CONFLICTS = {1205, 1213}
+# the server runs read-only (--read-only), or is in read-only mode
+_READ_ONLY = {1290, 1836}
 
 if TYPE_CHECKING:
     Conn = pymysql.connections.Connection[Any]
 
 
 def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[CursorExec]:
-    parts = urlsplit(f"mysql://{rest}")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, hostlist = netloc.rpartition("@")
+    # one host, or several (a primary and its replicas: the one that takes writes is used)
+    hosts: list[tuple[str, int]] = []
+    for spec in hostlist.split(","):
+        where = urlsplit(f"mysql://{spec}")
+        try:
+            port = where.port or 3306
+        except ValueError:
+            raise InvalidInput(f"mysql URL: {spec!r} is not HOST or HOST:PORT") from None
+        if where.hostname:
+            hosts.append((where.hostname, port))
+    parts = urlsplit(f"mysql://{userinfo}{at}x/{path}")
     database = parts.path.lstrip("/")
-    if not database or not parts.hostname:
+    if not database or not hosts or not slash:
         raise InvalidInput(
             "mysql URL needs a host and a database: mysql://user:password@host:3306/database"
+            " (several hosts, a primary and its replicas: host1:3306,host2:3306)"
         )
     check_options("mysql", params, ("prefix", "pool_size", "reconnect_timeout", "connect_timeout"))
     try:
@@ -73,8 +90,7 @@ def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[Cur
     except ValueError as exc:
         raise InvalidInput(f"bad mysql store option: {exc}") from None
     db = MySQLConnections(
-        host=parts.hostname,
-        port=parts.port or 3306,
+        hosts=hosts,
         user=unquote(parts.username or "root"),
         password=unquote(parts.password or ""),
         database=database,
@@ -95,8 +111,7 @@ class MySQLConnections(ServerConnections):
     def __init__(
         self,
         *,
-        host: str,
-        port: int,
+        hosts: list[tuple[str, int]],
         user: str,
         password: str,
         database: str,
@@ -106,9 +121,9 @@ class MySQLConnections(ServerConnections):
     ) -> None:
         if pool_size < 1:
             raise InvalidInput(f"pool_size must be at least 1, got {pool_size}")
+        self._hosts = hosts
+        self._writable = 0  # the host that last took writes
         self._connect_args: dict[str, Any] = {
-            "host": host,
-            "port": port,
             "user": user,
             "password": password,
             "database": database,
@@ -118,8 +133,9 @@ class MySQLConnections(ServerConnections):
             "connect_timeout": connect_timeout,
             "init_command": "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
         }
+        where = ",".join(f"{host}:{port}" for host, port in hosts)
         self.display = redact(
-            f"mysql://{user}{':' + password if password else ''}@{host}:{port}/{database}"
+            f"mysql://{user}{':' + password if password else ''}@{where}/{database}"
         )
         self.reconnect_timeout = reconnect_timeout
         self.mariadb = False  # known once the server has answered (`check`)
@@ -130,7 +146,40 @@ class MySQLConnections(ServerConnections):
         try:
             return self._idle.get_nowait()
         except queue_mod.Empty:
-            return pymysql.connect(**self._connect_args)
+            return self._open()
+
+    def _open(self) -> Conn:
+        """A new connection: to the one host, or to the first of several that takes writes
+        (`@@read_only` off), starting with the one that did last, so that a promoted
+        replica is found once the old primary is gone or read-only."""
+        if len(self._hosts) == 1:
+            host, port = self._hosts[0]
+            return pymysql.connect(host=host, port=port, **self._connect_args)
+        why: list[str] = []
+        n = len(self._hosts)
+        for step in range(n):
+            i = (self._writable + step) % n
+            host, port = self._hosts[i]
+            try:
+                conn = pymysql.connect(host=host, port=port, **self._connect_args)
+            except pymysql.err.OperationalError as exc:
+                why.append(f"{host}:{port}: {exc.args[-1]}")
+                continue
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT @@read_only")
+                    (read_only,) = cur.fetchone()
+            except pymysql.Error as exc:
+                _discard(conn)
+                why.append(f"{host}:{port}: {exc}")
+                continue
+            if read_only:
+                conn.close()
+                why.append(f"{host}:{port}: read-only")
+                continue
+            self._writable = i
+            return conn
+        raise pymysql.err.OperationalError(2003, "no host takes writes (" + "; ".join(why) + ")")
 
     def _put(self, conn: Conn) -> None:
         try:
@@ -179,6 +228,9 @@ class MySQLConnections(ServerConnections):
                 return "conflict"
             if code in _DISCONNECTS or code >= 2000:
                 return "disconnect"
+        code = exc.args[0] if isinstance(exc, pymysql.Error) and exc.args else 0
+        if code in _READ_ONLY and len(self._hosts) > 1:  # a demoted primary: find another
+            return "disconnect"
         return None
 
     def _on_disconnect(self) -> None:
