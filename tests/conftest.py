@@ -79,6 +79,16 @@ _wake_directories_before: set[str] = set()
 _redis_libraries_before: set[str] = set()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="run the network fault tests' cycle of faults for this long per store",
+    )
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     _wake_directories_before.update(glob.glob(WAKE_DIRECTORIES))
     _redis_libraries_before.update(sqlstores.redis_libraries())

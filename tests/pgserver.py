@@ -39,7 +39,9 @@ def unavailable_reason() -> str | None:
 
 
 class ThrowawayPostgres:
-    def __init__(self) -> None:
+    def __init__(self, settings: str = "") -> None:
+        """`settings`: more of the server's options (`-c name=value ...`)."""
+        self.settings = settings
         self.dir = Path(tempfile.mkdtemp(prefix="conveyor-pg-"))
         self.data = self.dir / "data"
         self.port = _free_port()
@@ -51,6 +53,26 @@ class ThrowawayPostgres:
 
     def _run(self, *args: str, timeout: float = 120) -> None:
         subprocess.run([*self._as, *args], check=True, capture_output=True, timeout=timeout)
+
+    @classmethod
+    def replica_of(cls, primary: ThrowawayPostgres) -> ThrowawayPostgres:
+        """A streaming replica of `primary` (pg_basebackup -R), to start, and to promote
+        (without the primary's settings: promoted, it waits for no standby of its own)."""
+        replica = cls()
+        basebackup = _bin("pg_basebackup")
+        assert basebackup is not None
+        replica._run(basebackup, "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
+                     "-D", str(replica.data), "-R", "-X", "stream",
+                     "-d", "application_name=replica")  # fmt: skip
+        return replica
+
+    def promote(self) -> None:
+        """This replica becomes a primary that takes writes."""
+        self._pg_ctl("promote")
+
+    def kill(self) -> None:
+        """Stop at once, as a crash would (no checkpoint); the data stays until `stop`."""
+        self._pg_ctl("stop", "-m", "immediate")
 
     def start(self) -> ThrowawayPostgres:
         if not self.data.exists():
@@ -65,7 +87,7 @@ class ThrowawayPostgres:
         assert pg_ctl is not None
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir}"
-            " -c fsync=off -c max_connections=200"
+            f" -c fsync=off -c max_connections=200 {self.settings}"
         )
         self._run(pg_ctl, "-D", str(self.data), "-l", str(self.dir / "log"), "-w",
                   "-o", options, action, *extra)  # fmt: skip
@@ -87,6 +109,6 @@ class ThrowawayPostgres:
         self._pg_ctl("restart", "-m", "fast")
 
     def stop(self) -> None:
-        if self.data.exists():
+        if (self.data / "postmaster.pid").exists():
             self._pg_ctl("stop", "-m", "immediate")
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -135,6 +136,73 @@ class Cluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Sentinels:
+    """A master, its replica and three Sentinels watching them (quorum 2, a master
+    unanswering for a second is down)."""
+
+    SERVICE = "conveyor"
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="conveyor-redis-sentinel-"))
+        self.master = RedisServer(self.root / "master", cluster_ports(), "--appendonly", "no")
+        self.replica = RedisServer(
+            self.root / "replica", cluster_ports(), "--appendonly", "no",
+            "--replicaof", "127.0.0.1", str(self.master.port),
+        )  # fmt: skip
+        self.sentinel_ports = [cluster_ports() for _ in range(3)]
+        self.sentinels: list[subprocess.Popen[bytes]] = []
+
+    def url(self, query: str) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis://{hosts}/0?sentinel={self.SERVICE}&{query}"
+
+    def start(self) -> None:
+        self.master.start()
+        self.replica.start()
+        for i, port in enumerate(self.sentinel_ports):
+            conf = self.root / f"sentinel{i}.conf"
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.root}\n"
+                f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.master.port} 2\n"
+                f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
+                f"sentinel failover-timeout {self.SERVICE} 5000\n"
+            )
+            self.sentinels.append(
+                subprocess.Popen(
+                    ["redis-server", str(conf), "--sentinel"],
+                    stdout=(self.root / f"sentinel{i}.log").open("ab"),
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        # ready once each Sentinel knows the replica and the two other Sentinels
+        deadline = time.monotonic() + 30
+        for port in self.sentinel_ports:
+            while True:
+                try:
+                    sentinel: Any = redis.Redis(port=port, socket_timeout=1)
+                    state = sentinel.sentinel_master(self.SERVICE)
+                    if state["num-slaves"] >= 1 and state["num-other-sentinels"] >= 2:
+                        break
+                except redis.exceptions.RedisError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the Sentinels did not come up (port {port})")
+                time.sleep(0.2)
+
+    def master_port(self) -> int:
+        sentinel: Any = redis.Redis(port=self.sentinel_ports[0])
+        _, port = sentinel.sentinel_get_master_addr_by_name(self.SERVICE)
+        return int(port)
+
+    def stop(self) -> None:
+        for proc in self.sentinels:
+            proc.kill()
+            proc.wait()
+        self.master.kill()
+        self.replica.kill()
         shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -1,0 +1,126 @@
+"""A throwaway MariaDB server for tests that break one, or replicate one: `mariadb-install-db`
+into a temporary directory, `mariadbd` on a free loopback port with its binary log on (so a
+replica can follow it), root without a password over TCP. The machine's own MariaDB is never
+touched."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+SERVER_IDS = iter(range(100, 10_000))
+
+
+def unavailable_reason() -> str | None:
+    missing = [t for t in ("mariadb-install-db", "mariadbd") if _bin(t) is None]
+    return f"{' and '.join(missing)} (to run a throwaway MariaDB)" if missing else None
+
+
+def _bin(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class ThrowawayMariaDB:
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="conveyor-mariadb-"))
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.server_id = next(SERVER_IDS)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = f"mysql://root@127.0.0.1:{self.port}/test"
+
+    def start(self) -> ThrowawayMariaDB:
+        if not self.data.exists():
+            install = _bin("mariadb-install-db")
+            assert install is not None
+            subprocess.run(
+                [install, "--no-defaults", f"--datadir={self.data}", "--user=root",
+                 "--auth-root-authentication-method=normal", "--skip-test-db"],
+                check=True, capture_output=True, timeout=120,
+            )  # fmt: skip
+        mariadbd = _bin("mariadbd")
+        assert mariadbd is not None
+        self.proc = subprocess.Popen(
+            [mariadbd, "--no-defaults", f"--datadir={self.data}", "--user=root",
+             f"--port={self.port}", "--bind-address=127.0.0.1",
+             f"--socket={self.dir / 'sock'}", f"--pid-file={self.dir / 'pid'}",
+             f"--server-id={self.server_id}", "--log-bin=binlog", "--binlog-format=ROW",
+             "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=2",
+             "--max-connections=300", "--log-error=" + str(self.dir / "error.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.sql("SELECT 1", db=None)
+                break
+            except pymysql.err.OperationalError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    log = self.dir / "error.log"
+                    raise RuntimeError(
+                        f"mariadbd did not start:\n{log.read_text() if log.exists() else ''}"
+                    ) from None
+                time.sleep(0.1)
+        self.sql("CREATE DATABASE IF NOT EXISTS test", db=None)
+        return self
+
+    def connect(self, db: str | None = "test") -> Any:
+        # root over TCP: --skip-name-resolve leaves root@localhost to the socket, so the
+        # socket it is (what a TCP client sees is the same server)
+        return pymysql.connect(
+            unix_socket=str(self.dir / "sock"), user="root", database=db, autocommit=True,
+            connect_timeout=2,
+        )  # fmt: skip
+
+    def sql(self, statement: str, db: str | None = "test") -> Any:
+        with self.connect(db) as conn, conn.cursor() as cur:
+            cur.execute(statement)
+            return cur.fetchall()
+
+    def allow_tcp_root(self) -> None:
+        self.sql("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'", db=None)
+        self.sql("GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION", db=None)
+
+    def follow(self, primary: ThrowawayMariaDB) -> None:
+        """Replicate `primary` from its first transaction on (GTID), read-only meanwhile."""
+        self.sql("SET GLOBAL read_only = 1", db=None)
+        self.sql(
+            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={primary.port},"
+            " MASTER_USER='root', MASTER_USE_GTID=slave_pos",
+            db=None,
+        )
+        self.sql("START SLAVE", db=None)
+
+    def caught_up(self, primary: ThrowawayMariaDB) -> bool:
+        [(want,)] = primary.sql("SELECT @@gtid_binlog_pos", db=None)
+        [(have,)] = self.sql("SELECT @@gtid_slave_pos", db=None)
+        return bool(want == have)
+
+    def promote(self) -> None:
+        """Stop following and take writes."""
+        self.sql("STOP SLAVE", db=None)
+        self.sql("RESET SLAVE ALL", db=None)
+        self.sql("SET GLOBAL read_only = 0", db=None)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,86 @@
+"""Network faults between servers and their store, proved by a history checker.
+
+Three `conveyor serve` processes reach PostgreSQL, MariaDB or Redis through a fault proxy
+(tests/faultproxy.py) while producers send through each server (to a standard queue and, in
+order, to three groups of a FIFO queue) and consumers receive and delete through the others,
+each operation recorded with its invocation and outcome (tests/history.py). The faults, in
+turn: a partition that heals, a reset of every connection (mid-transaction where one runs),
+and latency. After the last fault heals, the consumers drain the queues and the checker
+reads the history: no acknowledged send is lost, nothing is delivered after an acknowledged
+delete or twice within a visibility timeout, no body gets two message ids, and each FIFO
+group is delivered in send order.
+
+`pytest tests/test_network_faults.py --soak 600` repeats the faults for ten minutes per store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from . import sqlstores
+from .conftest import unavailable
+from .faultload import run
+from .faultproxy import FaultProxy
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def faulty_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    kind = request.param
+    why = sqlstores.reachable(kind)
+    if why is not None:
+        unavailable(why)
+    url = sqlstores.fresh_url(kind)
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    proxy = FaultProxy(parts.hostname, parts.port)
+    request.node.proxy = proxy
+    try:
+        yield url, proxy.url(url)
+    finally:
+        proxy.close()
+        sqlstores.drop(url)
+
+
+@pytest.mark.parametrize("faulty_store", ["postgres", "mysql", "redis"], indirect=True)
+def test_network_faults_lose_nothing_and_deliver_once(
+    faulty_store: tuple[str, str],
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    direct, through = faulty_store
+    proxy: FaultProxy = request.node.proxy
+    soak = float(request.config.getoption("--soak"))
+    done = {"partition": 0, "reset": 0, "latency": 0}
+
+    def faults() -> None:
+        ends = time.monotonic() + soak
+        while True:
+            time.sleep(1)
+            proxy.partition()  # a partition that heals
+            done["partition"] += 1
+            time.sleep(2)
+            proxy.heal()
+            time.sleep(1)
+            proxy.reset()  # every connection ends, transactions in flight with them
+            done["reset"] += 1
+            time.sleep(1)
+            proxy.latency(0.05)
+            done["latency"] += 1
+            time.sleep(1)
+            proxy.latency(0)
+            if time.monotonic() >= ends:
+                return
+
+    result = run(direct, tmp_path, faults, through)
+    result.show(f"{request.node.callspec.id}, faults {done}")
+    assert result.report.sent_ok > 100, (result.history.counts(), result.logs)
+    assert proxy.resets > 0 and proxy.connected > 3
+    assert result.report.problems() == {}, (result.report.row(), result.report.problems())
+    assert result.remaining == [], "the consumers did not drain the queues"
