@@ -1,6 +1,12 @@
 """Receipts: opaque handles naming the queue, the receive that issued them (its token), the
 message's row and its id. Every store makes and checks them with these helpers, so a receipt
-of one queue is refused by another with the same words everywhere."""
+of one queue is refused by another with the same words everywhere.
+
+A receipt is SQS-shaped: characters of the base64 alphabet alone (no `-`, which AWS's SQS
+Extended Client splits handles on), `QUEUE/TOKEN/ROW/ID` with the queue's name and the row
+in hex and the message id in base64 (it is last, so a `/` of base64 in it is no separator).
+Receipts of the earlier form, `QUEUE.TOKEN.ROW.ID` with the name in URL-safe base64, are
+still taken (a receive's receipts outlive an upgrade by up to its visibility timeout)."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import binascii
 import functools
 import os
 import threading
+from base64 import b64decode, b64encode
 from collections.abc import Sequence
 
 from ..exceptions import MalformedReceipt, ReceiptHandleInvalid
@@ -73,17 +80,27 @@ def seconds_since_claim(receipt: str, now: float) -> int | None:
 
 @functools.lru_cache(maxsize=4096)
 def _queue_tag(queue: str) -> str:
+    return queue.encode().hex()
+
+
+@functools.lru_cache(maxsize=4096)
+def _old_queue_tag(queue: str) -> str:
     return base64.urlsafe_b64encode(queue.encode()).decode().rstrip("=")
 
 
 def make_receipt(queue: str, row: int, message_id: str, token: str) -> str:
     """An opaque receipt: the queue, the receive's token, the message's row and id."""
-    return f"{_queue_tag(queue)}.{token}.{row:x}.{message_id}"
+    return receipt_prefix(queue, token) + receipt_tail(row, message_id)
 
 
 def receipt_prefix(queue: str, token: str) -> str:
-    """What the receipts of one receive share: a receipt is this, then f"{row:x}.{id}"."""
-    return f"{_queue_tag(queue)}.{token}."
+    """What the receipts of one receive share: a receipt is this, then `receipt_tail`."""
+    return f"{_queue_tag(queue)}/{token}/"
+
+
+def receipt_tail(row: int, message_id: str) -> str:
+    """What follows `receipt_prefix` in one message's receipt: its row and id."""
+    return f"{row:x}/{b64encode(message_id.encode()).decode()}"
 
 
 def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
@@ -92,14 +109,33 @@ def parse_receipt(queue: str, receipt: str) -> tuple[int, str, str]:
 
 
 def _fields(receipt: object) -> list[str] | None:
-    """A receipt's four fields (queue tag, token, row, message id) where it has their shape;
-    None where it cannot be a receipt of these stores."""
+    """A receipt's four fields (queue tag, token, row, message id, the id decoded) where it
+    has their shape; None where it cannot be a receipt of these stores."""
     if not isinstance(receipt, str) or len(receipt) > 2048:
         return None
-    parts = receipt.split(".", 3)
+    parts = receipt.split("/", 3)
+    if len(parts) == 4 and len(parts[1]) == 16:
+        try:
+            parts[3] = b64decode(parts[3], validate=True).decode()
+            return parts if parts[3] else None
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            pass
+    parts = receipt.split(".", 3)  # the earlier form
     if len(parts) != 4 or len(parts[1]) != 16 or not parts[3]:
         return None
     return parts
+
+
+def _queue_named(tag: str) -> str:
+    """The queue name a receipt's tag holds, of either form ("?" for neither)."""
+    try:
+        return bytes.fromhex(tag).decode()
+    except (ValueError, UnicodeDecodeError):
+        pass
+    try:
+        return base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4)).decode()
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return "?"
 
 
 def _parse_receipt(tag: str, queue: str, receipt: str) -> tuple[int, str, str]:
@@ -114,19 +150,10 @@ def _parse_receipt(tag: str, queue: str, receipt: str) -> tuple[int, str, str]:
         raise MalformedReceipt(
             f"receipt handle {receipt!r:.60} is malformed: pass the receipt a receive returned"
         ) from None
-    if owner != tag:
-        try:
-            name = base64.urlsafe_b64decode(owner + "=" * (-len(owner) % 4)).decode()
-        except (ValueError, binascii.Error, UnicodeDecodeError):
-            name = "?"
+    if owner != tag and owner != _old_queue_tag(queue):
+        name = _queue_named(owner)
         raise ReceiptHandleInvalid(f"this receipt handle belongs to queue {name!r}, not {queue!r}")
     return row, message_id, token
-
-
-def receipt_claim(receipt: str) -> tuple[int, str, str]:
-    """(row, message id, token) of a receipt this store has just made (not validated)."""
-    _, token, row, message_id = receipt.split(".", 3)
-    return int(row, 16), message_id, token
 
 
 Parsed = tuple[int, str, str] | ReceiptHandleInvalid

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import threading
 
@@ -153,6 +154,36 @@ def test_receipt_of_another_queue_is_rejected(client: Client) -> None:
     with pytest.raises(ReceiptHandleInvalid, match="belongs to queue 'qa'"):
         b.delete(m.receipt or "")
     a.delete(m.receipt or "")
+
+
+def test_receipts_are_sqs_shaped_and_still_take_the_earlier_form(client: Client) -> None:
+    """Handles hold the base64 alphabet alone, as SQS's do: AWS's SQS Extended Client finds
+    a handle it wrapped with `split('-')[-1]`. Message ids of any printable characters come
+    through. A receipt of the earlier form (before an upgrade) is still taken."""
+    needs(client, Capability.STRICT_RECEIPTS)
+    q = client.create_queue("shape")
+    own_ids = has(client, Capability.SENDER_IDS)
+    sent = q.send("x", id="a-b/c.d+e=f") if own_ids else q.send("x")
+    q.send("y")
+    got = {m.text: m for m in q.receive(10)}
+    alphabet = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+    for m in got.values():
+        assert m.receipt and set(m.receipt) <= alphabet, m.receipt
+        assert m.receipt.split("-")[-1] == m.receipt
+    assert got["x"].id == sent.id
+    q.delete(got["x"].receipt or "")
+    y = got["y"]
+    tag, token, row, encoded = (y.receipt or "").split("/", 3)
+    earlier = ".".join(
+        [
+            base64.urlsafe_b64encode(b"shape").decode().rstrip("="),
+            token,
+            row,
+            base64.b64decode(encoded).decode(),
+        ]
+    )
+    q.delete(earlier)
+    assert q.stats().total == 0
 
 
 def test_rule4_priority_then_send_order(client: Client) -> None:

@@ -33,6 +33,7 @@ from ...models import (
 )
 from ...validation import DEDUP_WINDOW
 from ..errors import no_message, no_queue
+from ..receipts import receipt_tail
 from ..rules import SEQ_MASK, SWEEP_INTERVAL, band, deadline_rules, dedup, expired, order_key
 from .runheap import RunHeap
 
@@ -237,7 +238,7 @@ class QueueState:
         rec.version += 1
         rec.token = token
         self.schedule(rec, now)
-        return self.view(rec, f"{prefix}{rec.seq:x}.{rec.id}")
+        return self.view(rec, prefix + receipt_tail(rec.seq, rec.id))
 
     def touch(self, rec: Rec, now: float) -> None:
         """A new version of the record: its receipts and heap entries are stale."""

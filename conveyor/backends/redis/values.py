@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from ...exceptions import InvalidInput
 from ...models import ArchivedMessage, Message, QueueAttributes, QueueInfo, message_from
 from ..codec import decode_attributes
+from ..receipts import receipt_tail
 
 BAND = 1 << 37  # the delivery-order score of the Lua scripts: (32767 - priority) * BAND + seq
 ARCHIVE_FIELDS = ("i", "b", "a", "g", "p", "s", "f", "x", "n", "y", "z")
@@ -164,7 +165,7 @@ def message(
             "source_queue": fields.get("o"),
             "error": fields.get("e"),
             "compressed": "z" in fields,
-            "receipt": None if prefix is None else f"{prefix}{seq:x}.{mid}",
+            "receipt": None if prefix is None else prefix + receipt_tail(seq, mid),
         }
     )
 

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from ...models import ArchivedMessage, Consumer, Message, NewMessage, message_from
 from ..codec import decode_attributes, encode_attributes
+from ..receipts import receipt_tail
 from ..rules import ClaimTerms, claimed_until
 
 Row = tuple[Any, ...]
@@ -136,7 +137,9 @@ def row_message(
             "source_queue": source_queue,
             "error": error,
             "compressed": bool(compressed),
-            "receipt": None if receipt_prefix is None else f"{receipt_prefix}{key:x}.{message_id}",
+            "receipt": None
+            if receipt_prefix is None
+            else receipt_prefix + receipt_tail(key, message_id),
         }
     )
 
