@@ -165,6 +165,8 @@ def sqs_path_of(path: str) -> dict[str, str] | None:
     """Path parameters if `path` is the SQS endpoint's (`/` or a queue URL)."""
     if path == "/":
         return {}
+    if path[-1] == "/":  # a queue URL ending in a slash, as AWS's samples write some
+        path = path[:-1]
     parts = path.split("/")
     if len(parts) == 5 and parts[1] == "queue" and parts[2]:  # /queue/REGION/ACCOUNT/NAME
         parts = parts[2:]
@@ -407,21 +409,31 @@ class Endpoint:
         params = {k: v for k, v in tree.items() if not k.startswith("X-Amz-")}
         name = str(params.pop("Action", ""))
         params.pop("Version", None)
+        # SNS's own switch to JSON answers (`ContentType=JSON`), or an Accept header asking
+        as_json = str(params.pop("ContentType", "")).upper() == "JSON" or (
+            "application/json" in request.headers.get("accept", "")
+        )
         _carry_trace(params, request.headers, name, ("Publish", "PublishBatch"))
         action = name if name in SNS_ACTIONS else "unknown"
         extra = [(b"x-amzn-requestid", request_id.encode())]
         try:
             result = await self.sns.call(name, params, self.caller(request, services=SNS_SCOPES))
-            if "application/json" in request.headers.get("accept", ""):
+            if as_json:
                 return action, (200, b"application/json", _wrapped(name, result, request_id), extra)
             return action, (200, XML, sns_response(name, result, request_id), extra)
         except ConveyorError as exc:
             error = sns_error(exc)
-            return action, (error.status, XML, sns_error_body(error, request_id), extra)
         except Exception:
             log.exception("SNS %s failed", action)
             error = sns_error(ConveyorError("internal error (the server log has the details)"))
-            return action, (500, XML, sns_error_body(error, request_id), extra)
+        if as_json:
+            return action, (
+                error.status,
+                b"application/json",
+                _json_error(error, request_id),
+                extra,
+            )
+        return action, (error.status, XML, sns_error_body(error, request_id), extra)
 
 
 def _carry_trace(
@@ -434,6 +446,17 @@ def _carry_trace(
     trace = headers.get("x-amzn-trace-id")
     if trace and action in actions:
         params[TRACE_PARAM] = trace
+
+
+def _json_error(error: ConveyorError, request_id: str) -> bytes:
+    """A Query error as JSON (for a request that asks for JSON), shaped as its XML is."""
+    kind = "Sender" if error.sender_fault else "Receiver"
+    return dump_json(
+        {
+            "Error": {"Type": kind, "Code": error.code, "Message": error.message},
+            "RequestId": request_id,
+        }
+    )
 
 
 def _wrapped(action: str, result: Any, request_id: str) -> bytes:

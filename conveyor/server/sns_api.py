@@ -402,6 +402,7 @@ class SnsApi:
         return waiting
 
     def confirm_subscription(self, params: Params, caller: Caller) -> Result:
+        self._existing(params.get("TopicArn"), caller)  # its ARN first, as SNS checks it
         # SQS subscriptions are confirmed when made: no token is ever pending (SNS's word)
         raise invalid("Token")
 

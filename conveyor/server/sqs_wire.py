@@ -205,6 +205,10 @@ def _convert(node: dict[str, Any], path: str) -> dict[str, Any]:
         elif key in QUERY_MAPS:
             name, k_name, v_name = QUERY_MAPS[key]
             entries: dict[str, Any] = {}
+            if isinstance(value, dict) and k_name in value and set(value) <= {k_name, v_name}:
+                # one entry without its number: ``Attribute.Name=...&Attribute.Value=...``,
+                # as AWS's API reference samples and older SDKs send it
+                value = {"1": value}
             for item in _numbered(key, value):
                 if not isinstance(item, dict) or k_name not in item:
                     raise MalformedRequest(f"{path}{key}.N needs a .{k_name} and a .{v_name}")

@@ -474,6 +474,10 @@ def test_topics_and_subscriptions_answer_in_sns_words(
     assert error(sns.confirm_subscription, TopicArn=topic, Token="abc") == (
         "Invalid parameter: Token"
     )
+    # a malformed TopicArn is said first, in the words of every other TopicArn action
+    assert error(sns.confirm_subscription, TopicArn="not-an-arn", Token="abc") == error(
+        sns.get_topic_attributes, TopicArn="not-an-arn"
+    )
     for bad, words in (
         ("randomstring", "SubscriptionArn Reason: An ARN must have at least 6 elements, not 1"),
         (topic.rsplit(":", 1)[0], "SubscriptionArn Reason: An ARN must have at least 6 el"),
@@ -653,3 +657,30 @@ def test_a_copy_s_id_is_its_own_and_leads_back_to_the_publish() -> None:
     assert uuid.UUID(one).version == 4 and uuid.UUID(two).variant == uuid.RFC_4122
     assert copy_id(one, "a") == publish and copy_id(two, "b") == publish
     assert copy_id("order-1", "a") == "order-1"  # a sender's own id is kept as it is
+
+
+def test_content_type_json_and_regions_that_are_not_region_names(
+    server: LiveServer, name: str
+) -> None:
+    """SNS answers JSON to `ContentType=JSON` (errors too); a signature's region must be a
+    region name (a client pointed at 127.0.0.1 may sign for region `0`)."""
+    import httpx
+
+    r = httpx.post(
+        server.url + "/", data={"Action": "CreateTopic", "Name": name, "ContentType": "JSON"}
+    )
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    arn = r.json()["CreateTopicResponse"]["CreateTopicResult"]["TopicArn"]
+    assert arn.endswith(f":{name}")
+    r = httpx.post(
+        server.url + "/",
+        data={"Action": "GetTopicAttributes", "TopicArn": arn + "x", "ContentType": "JSON"},
+    )
+    assert r.status_code == 404 and r.json()["Error"]["Code"] == "NotFound"
+    assert "RequestId" in r.json()
+    auth = (
+        "AWS4-HMAC-SHA256 Credential=AKIDTEST/20260101/0/sns/aws4_request,"
+        " SignedHeaders=host, Signature=" + "0" * 64
+    )
+    r = httpx.post(server.url + "/", data={"Action": "ListTopics"}, headers={"Authorization": auth})
+    assert r.status_code == 403 and "is not a region name" in r.text

@@ -282,3 +282,29 @@ def test_sns_list_places_spelled_twice_are_refused(server: LiveServer) -> None:
     )
     assert r.status_code == 400, r.text
     assert "without leading zeros" in r.text
+
+
+def test_forms_from_aws_samples_unindexed_attributes_and_a_trailing_slash(
+    server: LiveServer, name: str
+) -> None:
+    """AWS's API reference writes SetQueueAttributes as `Attribute.Name=...&Attribute.Value=...`
+    (no number), and some of its queue URLs end in a slash: both are taken."""
+    status, root, _ = query(server, Action="CreateQueue", QueueName=name)
+    url = text(root, "sqs:CreateQueueResult/sqs:QueueUrl")
+    assert status == 200 and url
+    status, _, r = query(
+        server,
+        f"/000000000000/{name}/",
+        Action="SetQueueAttributes",
+        Attribute__Name="VisibilityTimeout",
+        Attribute__Value="35",
+    )
+    assert status == 200, r.text
+    status, root, _ = query(
+        server, Action="GetQueueAttributes", QueueUrl=url + "/", AttributeName__1="All"
+    )
+    attrs = {
+        text(a, "sqs:Name"): text(a, "sqs:Value")
+        for a in root.findall("sqs:GetQueueAttributesResult/sqs:Attribute", NS)
+    }
+    assert status == 200 and attrs["VisibilityTimeout"] == "35"
