@@ -26,6 +26,7 @@ from .pipeline import QueuePipeline
 from .queues import Body, Queue, SendEntry, encode_body, plain_message
 from .urls import open_backend
 from .validation import (
+    INTERNAL_TOPICS,
     MAX_MESSAGE_ATTRIBUTES,
     MAX_MESSAGE_BYTES,
     NAMESPACE_RE,
@@ -143,7 +144,9 @@ class Client:
         self.catalog.topics().delete_topic(check_topic_name(name))
 
     def list_topics(self, prefix: str = "") -> list[str]:
-        return self.catalog.topics().list_topics(prefix)
+        """Topic names starting with `prefix`; not the servers' own (`conveyor-internal-`)."""
+        names = self.catalog.topics().list_topics(prefix)
+        return [t for t in names if not t.startswith(INTERNAL_TOPICS)]
 
     def subscribe(
         self, topic: str, queue: str, attributes: Mapping[str, str] | None = None

@@ -22,6 +22,9 @@ from .models import AttributeValue, QueueAttributes, TypedValue
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 FIFO_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
 MAX_TOPIC_NAME = 256
+INTERNAL_TOPICS = "conveyor-internal-"
+"""The prefix of the topics the servers keep for themselves (their settings hold state, such
+as SNS's signing key): never listed."""
 TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
 FIFO_TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,251}\.fifo")
 ENTRY_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")

@@ -65,6 +65,26 @@ def log_options(f: F) -> F:
     " (behind a proxy: its public name); repeatable.",
 )
 @click.option(
+    "--sns-http-allow",
+    "sns_http_allow",
+    multiple=True,
+    metavar="HOST|NETWORK",
+    envvar="CONVEYOR_SNS_HTTP_ALLOW",
+    help="A host name, address or network (10.0.0.0/8) SNS http/https subscriptions may"
+    " deliver to; repeatable. None by default: Subscribe refuses every other endpoint.",
+)
+@click.option(
+    "--sns-signing-key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The RSA private key (PEM) SNS messages are signed with, with --sns-signing-cert;"
+    " by default one is made once and kept in the store.",
+)
+@click.option(
+    "--sns-signing-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The certificate (PEM) of --sns-signing-key, served at each message's SigningCertURL.",
+)
+@click.option(
     "--trusted-proxy",
     "trusted_proxies",
     multiple=True,
@@ -160,6 +180,9 @@ def serve(
     tls_cert: str | None,
     tls_key: str | None,
     request_timeout: float,
+    sns_http_allow: tuple[str, ...],
+    sns_signing_key: str | None,
+    sns_signing_cert: str | None,
     config_file: Path | None,
     tcp: str | None,
     conf: Path | None,
@@ -200,7 +223,12 @@ def serve(
         statsd_prefix=statsd_prefix,
         allowed_hosts=tuple(h.strip().lower() for h in allowed_hosts),
         trusted_proxies=proxies,
+        sns_http_allow=tuple(a for spec in sns_http_allow for a in spec.replace(",", " ").split()),
+        sns_signing_key=Path(sns_signing_key).read_bytes() if sns_signing_key else None,
+        sns_signing_cert=Path(sns_signing_cert).read_bytes() if sns_signing_cert else None,
     )
+    if (sns_signing_key is None) != (sns_signing_cert is None):
+        raise InvalidInput("give both --sns-signing-key and --sns-signing-cert (PEM), or neither")
     if (tls_cert is None) != (tls_key is None):
         raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")
     if config_file is not None:

@@ -347,9 +347,12 @@ def _serve(
         if config.statsd:
             flusher = asyncio.create_task(server.metrics.run_flusher(config.statsd_interval))
         sampler = asyncio.create_task(run_sampler(client, server.history))
+        webhooks = asyncio.create_task(server.webhooks.run())
         try:
             await uv.serve(sockets=[sock])
         finally:
+            server.webhooks.close()
+            await webhooks
             if push is not None:
                 await push.close()
             if flusher is not None:

@@ -51,6 +51,8 @@ from .metrics import Metrics
 from .proxies import TrustedProxies, peer_of, scope_with
 from .rest import ErrorBody, build_router, error_body, json_response
 from .sns_api import SnsApi
+from .sns_http import EndpointRules, Webhooks
+from .sns_signing import CERT_PATH, Signer
 from .sqs_api import SqsApi
 from .sqs_names import Namespaces
 from .ui import History, build_ui
@@ -82,6 +84,11 @@ class ServerConfig:
     allowed_hosts: tuple[str, ...] = ()
     # proxies whose Forwarded/X-Forwarded-* headers are believed (--trusted-proxy)
     trusted_proxies: tuple[str, ...] = ()
+    # hosts and networks SNS's http/https subscriptions may reach (--sns-http-allow)
+    sns_http_allow: tuple[str, ...] = ()
+    # SNS's signing key and certificate (PEM); else made once and kept in the store
+    sns_signing_key: bytes | None = None
+    sns_signing_cert: bytes | None = None
 
 
 class ConveyorServer:
@@ -113,7 +120,10 @@ class ConveyorServer:
             aio=self.aio,
         )
         self.history = History(counts=self.counts)
-        self.sns = SnsApi(client, self.namespaces)
+        self.signer = Signer(client, self.config.sns_signing_key, self.config.sns_signing_cert)
+        endpoints = EndpointRules(self.config.sns_http_allow)
+        self.sns = SnsApi(client, self.namespaces, signer=self.signer, endpoints=endpoints)
+        self.webhooks = Webhooks(self.aio, endpoints)
         self.app = BodyLimit(self._build(), self)
 
     def is_draining(self) -> bool:
@@ -131,6 +141,7 @@ class ConveyorServer:
         message move tasks."""
         self.draining = True
         HUB.wake_all()
+        self.webhooks.close()
         self.sqs.moves.close()  # redrives at a rate stop after the batch they are moving
 
     # -- the application ------------------------------------------------------------------
@@ -172,6 +183,16 @@ class ConveyorServer:
                 body = {"status": "unavailable", "draining": False, "error": trouble}
                 return JSONResponse(body, status_code=503)
             return JSONResponse({"status": "ok", "draining": False})
+
+        @app.get(
+            CERT_PATH,
+            tags=["operations"],
+            summary="The certificate SNS messages are signed with (their SigningCertURL)",
+            response_class=PlainTextResponse,
+        )
+        async def signing_certificate() -> Response:
+            pem = await asyncio.to_thread(self.signer.certificate)
+            return Response(pem, media_type="application/x-pem-file")
 
         @app.get("/livez", tags=["operations"], summary="Liveness: the server answers")
         async def livez() -> dict[str, str]:

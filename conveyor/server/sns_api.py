@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import json
 import re
+import secrets
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -46,6 +47,14 @@ from .sns_attributes import (
     stored,
     topic_policy,
 )
+from .sns_http import (
+    CONFIRM,
+    DELIVERY_PREFIX,
+    HTTP_PROTOCOLS,
+    TOPIC_TAG,
+    DeliveryPolicy,
+    EndpointRules,
+)
 from .sns_pending import PENDING
 from .sns_publication import (
     MAX_MESSAGE,
@@ -54,7 +63,9 @@ from .sns_publication import (
     envelope,
     passes,
     read_publication,
+    timestamp,
 )
+from .sns_signing import Signer
 from .sns_wire import Entries, SnsError, invalid, not_found, numbered, query_map
 from .sqs_api import TRACE_PARAM
 from .sqs_message_attributes import TRACE_TYPE
@@ -74,7 +85,7 @@ TAG_QUOTA = "Could not complete request: tag quota of per resource exceeded"
 # name the attributes of a subscription whose queue does not exist (sns_pending)
 TAG = "tag:"
 
-# every protocol SNS knows (this server delivers to `sqs` alone)
+# every protocol SNS knows (this server delivers to `sqs`, `http` and `https`)
 SNS_PROTOCOLS = frozenset(
     {"http", "https", "email", "email-json", "sms", "sqs", "application", "lambda", "firehose"}
 )
@@ -83,9 +94,18 @@ Result = dict[str, Any]
 
 
 class SnsApi:
-    def __init__(self, client: Client, namespaces: Namespaces | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        namespaces: Namespaces | None = None,
+        *,
+        signer: Signer | None = None,
+        endpoints: EndpointRules | None = None,
+    ) -> None:
         self.client = client
         self.ns = namespaces or Namespaces()
+        self.signer = signer or Signer(client)
+        self.endpoints = endpoints or EndpointRules()
         self.actions: dict[str, Callable[[Params, Caller], Result]] = {
             "CreateTopic": self.create_topic,
             "DeleteTopic": self.delete_topic,
@@ -312,10 +332,14 @@ class SnsApi:
             )
         if not isinstance(protocol, str) or protocol.lower() not in SNS_PROTOCOLS:
             raise invalid(f"Amazon SNS does not support this protocol string: {protocol}")
+        if protocol.lower() in HTTP_PROTOCOLS:
+            return self._subscribe_http(
+                topic, protocol.lower(), endpoint, attributes, params, caller
+            )
         if protocol.lower() != "sqs":
             raise invalid(
                 f"Protocol: {protocol!r} is not served here; this server delivers to SQS queues"
-                " (Protocol sqs, Endpoint a queue ARN)"
+                " and HTTP/S endpoints (Protocol sqs, http or https)"
             )
         if not isinstance(endpoint, str) or ARN_RE.fullmatch(endpoint) is None:
             raise invalid("SQS endpoint ARN")
@@ -369,6 +393,126 @@ class SnsApi:
                 403,
             )
 
+    def _subscribe_http(
+        self,
+        topic: str,
+        protocol: str,
+        endpoint: Any,
+        attributes: dict[str, str],
+        params: Params,
+        caller: Caller,
+    ) -> Result:
+        """A webhook subscription: its delivery queue made, a SubscriptionConfirmation sent
+        there for the deliverer to POST; it takes publications once confirmed."""
+        if topic.endswith(".fifo"):
+            raise invalid(f"Invalid protocol type: {protocol}")
+        if not isinstance(endpoint, str) or not endpoint.lower().startswith(f"{protocol}://"):
+            raise invalid("Endpoint must match the specified protocol")
+        why = self.endpoints.refusal(endpoint)
+        if why is not None:
+            raise invalid(f"Invalid parameter: Endpoint Reason: {why}")
+        if attributes.get("RedrivePolicy"):
+            self._may_dead_letter(caller, topic, attributes["RedrivePolicy"])
+        region, account, _ = self.ns.split(topic)
+        key = uuid.uuid5(SUBSCRIPTIONS, f"{topic}\n{protocol}\n{endpoint}").hex[:24]
+        queue = self.ns.store_name(region, account, DELIVERY_PREFIX + key)
+        kept = {k: stored(k, v) for k, v in attributes.items() if v != ""}
+        arn = self.subscription_arn(topic, queue)
+        wants_arn = str(params.get("ReturnSubscriptionArn", "false")).lower() == "true"
+        if queue in self.client.subscriptions(topic):
+            return {"SubscriptionArn": arn}
+        token = secrets.token_hex(64)
+        waiting = {
+            **kept,
+            "Protocol": protocol,
+            "Endpoint": endpoint,
+            "Owner": account,
+            "PendingConfirmation": "true",
+            "Token": token,
+        }
+        # waiting first: a deliverer removes a delivery queue that no subscription names
+        self.client.update_topic_settings(topic, {CONFIRM + queue: json.dumps(waiting)})
+        self.client.create_queue(queue, visibility_timeout=45, tags={TOPIC_TAG: topic})
+        text = (
+            f"You have chosen to subscribe to the topic {self.topic_arn(topic)}.\nTo confirm"
+            " the subscription, visit the SubscribeURL included in this message."
+        )
+        message = self._confirmation("SubscriptionConfirmation", topic, token, text, caller)
+        self._post_later(queue, topic, waiting, message, caller)
+        return {"SubscriptionArn": arn if wants_arn else "pending confirmation"}
+
+    def _farewell(
+        self, topic: str, queue: str, attributes: Mapping[str, str], caller: Caller
+    ) -> None:
+        """The UnsubscribeConfirmation SNS sends an endpoint, through its delivery queue
+        (the deliverer removes the queue once it is empty and unsubscribed)."""
+        text = (
+            f"You have chosen to deactivate subscription {self.subscription_arn(topic, queue)}."
+            "\nTo cancel this operation and restore the subscription, visit the SubscribeURL"
+            " included in this message."
+        )
+        token = secrets.token_hex(64)
+        message = self._confirmation("UnsubscribeConfirmation", topic, token, text, caller)
+        self._post_later(queue, topic, attributes, message, caller)
+
+    def _confirmation(
+        self, kind: str, topic: str, token: str, text: str, caller: Caller
+    ) -> dict[str, Any]:
+        """A (un)subscription confirmation, its SubscribeURL confirming by `token`."""
+        topic_arn = self.topic_arn(topic)
+        return {
+            "Type": kind,
+            "MessageId": str(uuid.uuid4()),
+            "Token": token,
+            "TopicArn": topic_arn,
+            "Message": text,
+            "SubscribeURL": f"{caller.base_url}/?Action=ConfirmSubscription"
+            f"&TopicArn={topic_arn}&Token={token}",
+            "Timestamp": timestamp(datetime.now(UTC)),
+        }
+
+    def _post_later(
+        self,
+        queue: str,
+        topic: str,
+        attributes: Mapping[str, str],
+        message: dict[str, Any],
+        caller: Caller,
+    ) -> None:
+        settings = self.client.topic_settings(topic)
+        version = settings.get("SignatureVersion", "1")
+        self.signer.sign(message, version, caller.base_url)
+        info = self._delivery(topic, queue, attributes, settings, message["Type"])
+        info["SnsMessageId"] = message["MessageId"]
+        self.client.queue(queue).send(
+            json.dumps(message, indent=2), attributes={"Sns": json.dumps(info)}
+        )
+
+    def _delivery(
+        self,
+        topic: str,
+        queue: str,
+        attributes: Mapping[str, str],
+        settings: Mapping[str, str],
+        kind: str = "Notification",
+    ) -> dict[str, str]:
+        """What the deliverer needs of a webhook subscription to POST a message of it."""
+        info = {
+            "SnsType": kind,
+            "SnsEndpoint": attributes.get("Endpoint", ""),
+            "SnsTopicArn": self.topic_arn(topic),
+            "SnsDeliveryPolicy": DeliveryPolicy.of(attributes, settings).to_json(),
+        }
+        if kind == "Notification":
+            info["SnsSubscriptionArn"] = self.subscription_arn(topic, queue)
+            if attributes.get("RawMessageDelivery", "false").lower() == "true":
+                info["SnsRaw"] = "true"
+        policy = attributes.get("RedrivePolicy")
+        if policy:
+            with contextlib.suppress(SnsError):
+                info["SnsDeadLetter"] = redrive_target(policy, self.ns)
+        return info
+
     def _may_dead_letter(self, caller: Caller, topic: str, redrive_policy: str) -> None:
         """A subscription's dead-letter queue in another account: as its queue."""
         target = redrive_target(redrive_policy, self.ns)
@@ -384,6 +528,8 @@ class SnsApi:
         for key, value in settings.items():
             if key.startswith(PENDING):
                 out.setdefault(key[len(PENDING) :], json.loads(value))
+            elif key.startswith(CONFIRM):
+                out.setdefault(key[len(CONFIRM) :], json.loads(value))
         return dict(sorted(out.items()))
 
     def _promote(self, topic: str, settings: Mapping[str, str]) -> dict[str, dict[str, str]]:
@@ -402,27 +548,45 @@ class SnsApi:
         return waiting
 
     def confirm_subscription(self, params: Params, caller: Caller) -> Result:
-        self._existing(params.get("TopicArn"), caller)  # its ARN first, as SNS checks it
-        # SQS subscriptions are confirmed when made: no token is ever pending (SNS's word)
+        topic, settings = self._existing(params.get("TopicArn"), caller)  # its ARN first
+        token = params.get("Token")
+        for key, value in settings.items():
+            if key.startswith(CONFIRM):
+                waiting = json.loads(value)
+                if isinstance(token, str) and waiting.pop("Token", None) == token:
+                    queue = key[len(CONFIRM) :]
+                    waiting.pop("PendingConfirmation", None)
+                    self.client.subscribe(topic, queue, waiting)
+                    self.client.update_topic_settings(topic, {key: None})
+                    return {"SubscriptionArn": self.subscription_arn(topic, queue)}
+        # SQS subscriptions are confirmed when made: no token is pending for them
         raise invalid("Token")
 
     def unsubscribe(self, params: Params, caller: Caller) -> Result:
         try:
-            topic, queue, _ = self._subscription(params.get("SubscriptionArn"), caller)
+            topic, queue, attributes = self._subscription(params.get("SubscriptionArn"), caller)
         except SnsError as exc:
             if exc.code == "NotFound":
                 return {}  # SNS: unsubscribing twice is no error
             raise
         self.client.unsubscribe(topic, queue)
-        self.client.update_topic_settings(topic, {PENDING + queue: None})
+        self.client.update_topic_settings(topic, {PENDING + queue: None, CONFIRM + queue: None})
+        if attributes.get("Protocol") in HTTP_PROTOCOLS:
+            self._farewell(topic, queue, attributes, caller)
         return {}
 
-    def _member(self, topic: str, queue: str) -> dict[str, str]:
+    def _member(
+        self, topic: str, queue: str, attributes: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        attributes = attributes or {}
+        pending = attributes.get("PendingConfirmation") == "true"
         return {
-            "SubscriptionArn": self.subscription_arn(topic, queue),
+            "SubscriptionArn": (
+                "PendingConfirmation" if pending else self.subscription_arn(topic, queue)
+            ),
             "Owner": self.ns.split(topic)[1],
-            "Protocol": "sqs",
-            "Endpoint": self.ns.arn(queue),
+            "Protocol": attributes.get("Protocol", "sqs"),
+            "Endpoint": attributes.get("Endpoint", self.ns.arn(queue)),
             "TopicArn": self.topic_arn(topic),
         }
 
@@ -434,24 +598,29 @@ class SnsApi:
                     subscribed = self._subscriptions(topic)
                 except TopicDoesNotExist:
                     continue
-                members += [self._member(topic, queue) for queue in subscribed]
+                members += [self._member(topic, q, a) for q, a in subscribed.items()]
         return _paged("Subscriptions", members, params.get("NextToken"))
 
     def list_subscriptions_by_topic(self, params: Params, caller: Caller) -> Result:
         topic, _ = self._existing(params.get("TopicArn"), caller)
-        members = [self._member(topic, queue) for queue in self._subscriptions(topic)]
+        members = [self._member(topic, q, a) for q, a in self._subscriptions(topic).items()]
         return _paged("Subscriptions", members, params.get("NextToken"))
 
     def get_subscription_attributes(self, params: Params, caller: Caller) -> Result:
         topic, queue, attributes = self._subscription(params.get("SubscriptionArn"), caller)
         out = {
-            **self._member(topic, queue),
+            **self._member(topic, queue, attributes),
+            "SubscriptionArn": self.subscription_arn(topic, queue),
             "ConfirmationWasAuthenticated": "true",
             "PendingConfirmation": "false",
             "RawMessageDelivery": "false",
             "SubscriptionPrincipal": f"arn:aws:iam::{self.ns.split(topic)[1]}:root",
         }
-        out.update(attributes)
+        if attributes.get("Protocol") in HTTP_PROTOCOLS:
+            out["ConfirmationWasAuthenticated"] = "false"
+            settings = self.client.topic_settings(topic)
+            out["EffectiveDeliveryPolicy"] = DeliveryPolicy.of(attributes, settings).to_json()
+        out.update({k: v for k, v in attributes.items() if k != "Token"})
         if "FilterPolicy" in attributes:
             out.setdefault("FilterPolicyScope", "MessageAttributes")
         else:  # SNS shows the scope with a policy only (it keeps it for one set later)
@@ -470,7 +639,11 @@ class SnsApi:
                 check_fifo_redrive(value, self.ns)
         change = {str(key): stored(str(key), value) if value != "" else None}
         settings = self.client.topic_settings(topic)
-        if PENDING + queue in settings:
+        if CONFIRM + queue in settings:  # a webhook's, waiting for its confirmation
+            waiting = {**json.loads(settings[CONFIRM + queue]), **change}
+            kept = {k: v for k, v in waiting.items() if v is not None}
+            self.client.update_topic_settings(topic, {CONFIRM + queue: json.dumps(kept)})
+        elif PENDING + queue in settings:
             pending = {**json.loads(settings[PENDING + queue]), **change}
             kept = {k: v for k, v in pending.items() if v is not None}
             self.client.update_topic_settings(topic, {PENDING + queue: json.dumps(kept)})
@@ -609,17 +782,33 @@ class SnsApi:
         now = datetime.now(UTC)
         arn, text = self.topic_arn(topic), p.body_for("sqs")
         raw_attributes = {**p.attributes, **traced}
+        signature: dict[str, Any] = {}  # one for every copy: what is signed is the same
+
+        def sign(message: dict[str, Any]) -> dict[str, Any]:
+            if not signature:
+                version = settings.get("SignatureVersion", "1")
+                self.signer.sign(message, version, caller.base_url)
+                keys = ("SignatureVersion", "Signature", "SigningCertURL")
+                signature.update((k, message[k]) for k in keys)
+            else:
+                message.update(signature)
+            return message
 
         def copy(queue: str, attributes: Mapping[str, str], to: str) -> SendEntry:
             """The copy subscription (`queue`, `attributes`) gets, sent to queue `to`."""
             raw = attributes.get("RawMessageDelivery", "false").lower() == "true"
             fifo = queue.endswith(".fifo")  # a FIFO topic delivers to standard queues too
+            webhook = attributes.get("Protocol") in HTTP_PROTOCOLS
             if raw:
                 body, sent_attributes = text, raw_attributes
             else:  # an envelope names its subscription: one each
                 sub = self.subscription_arn(topic, queue)
-                body = envelope(mid, arn, p, text, caller, topic, sub, now)
+                body = envelope(mid, arn, p, text, caller, topic, sub, now, sign)
                 sent_attributes = traced
+            if webhook:  # what its POST needs, in its delivery queue
+                info = self._delivery(topic, queue, attributes, settings)
+                info["SnsMessageId"] = mid
+                sent_attributes = {"Sns": json.dumps(info)}
             return SendEntry(  # each copy has an SQS message id of its own
                 entry_id="0",
                 body=body,

@@ -9,7 +9,7 @@ import binascii
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -237,6 +237,15 @@ def passes(attributes: Mapping[str, str], p: Publication) -> bool:
     return matches_attributes(policy, p.wire)
 
 
+def timestamp(now: datetime) -> str:
+    """SNS's time of a message: ISO 8601 in UTC, to the millisecond."""
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+Sign = Callable[[dict[str, Any]], dict[str, Any]]
+"""Adds SignatureVersion, Signature and SigningCertURL to a message (sns_signing)."""
+
+
 def envelope(
     mid: str,
     arn: str,
@@ -246,9 +255,12 @@ def envelope(
     topic: str,
     subscription: str,
     now: datetime,
+    sign: Sign | None = None,
 ) -> str:
-    """The JSON a subscribed queue gets for a publication (unless raw delivery is on):
-    `subscription` (its ARN) in the UnsubscribeURL, `now` the publication's time."""
+    """The JSON a subscribed queue or endpoint gets for a publication (unless raw delivery
+    is on): `subscription` (its ARN) in the UnsubscribeURL, `now` the publication's time,
+    signed by `sign` (the same signature for every subscription: the UnsubscribeURL is not
+    in what is signed)."""
     unsubscribe = f"{caller.base_url}/?Action=Unsubscribe&SubscriptionArn={subscription}"
     envelope: dict[str, Any] = {"Type": "Notification", "MessageId": mid}
     if topic.endswith(".fifo"):
@@ -257,22 +269,12 @@ def envelope(
     if p.subject is not None:
         envelope["Subject"] = p.subject
     envelope["Message"] = body
-    envelope["Timestamp"] = now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    envelope["Timestamp"] = timestamp(now)
     if topic.endswith(".fifo"):
         envelope["UnsubscribeURL"] = unsubscribe
     else:
-        # not a signature anyone can verify: the digest of the canonical text, so that
-        # clients that read the fields find them; documented in docs/sns-compatibility.md
-        envelope["SignatureVersion"] = "1"
-        canonical = "".join(
-            f"{k}\n{envelope[k]}\n"
-            for k in ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type")
-            if k in envelope
-        )
-        envelope["Signature"] = base64.b64encode(
-            hashlib.sha256(canonical.encode()).digest()
-        ).decode()
-        envelope["SigningCertURL"] = f"{caller.base_url}/SimpleNotificationService-conveyor.pem"
+        if sign is not None:
+            sign(envelope)
         envelope["UnsubscribeURL"] = unsubscribe
     if p.wire:
         envelope["MessageAttributes"] = {
