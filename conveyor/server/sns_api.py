@@ -54,6 +54,7 @@ from .sns_http import (
     TOPIC_TAG,
     DeliveryPolicy,
     EndpointRules,
+    request_content_type,
 )
 from .sns_pending import PENDING
 from .sns_publication import (
@@ -291,14 +292,15 @@ class SnsApi:
         topic, settings = self._existing(params.get("TopicArn"), caller)
         _, account, name = self.ns.split(topic)
         arn = self.topic_arn(topic)
-        confirmed = len(self._subscriptions(topic, settings))
+        every = self._subscriptions(topic, settings)
+        pending = sum(1 for a in every.values() if a.get("PendingConfirmation") == "true")
         out = {
             "TopicArn": arn,
             "Owner": account,
             "Policy": default_policy(arn, account),
             "DisplayName": "",
-            "SubscriptionsConfirmed": str(confirmed),
-            "SubscriptionsPending": "0",
+            "SubscriptionsConfirmed": str(len(every) - pending),
+            "SubscriptionsPending": str(pending),
             "SubscriptionsDeleted": "0",
             "EffectiveDeliveryPolicy": json.dumps(DELIVERY_POLICY, separators=(",", ":")),
         }
@@ -410,7 +412,7 @@ class SnsApi:
             raise invalid("Endpoint must match the specified protocol")
         why = self.endpoints.refusal(endpoint)
         if why is not None:
-            raise invalid(f"Invalid parameter: Endpoint Reason: {why}")
+            raise invalid(f"Endpoint Reason: {why}")
         if attributes.get("RedrivePolicy"):
             self._may_dead_letter(caller, topic, attributes["RedrivePolicy"])
         region, account, _ = self.ns.split(topic)
@@ -503,6 +505,9 @@ class SnsApi:
             "SnsTopicArn": self.topic_arn(topic),
             "SnsDeliveryPolicy": DeliveryPolicy.of(attributes, settings).to_json(),
         }
+        content_type = request_content_type(attributes, settings)
+        if content_type is not None:
+            info["SnsContentType"] = content_type
         if kind == "Notification":
             info["SnsSubscriptionArn"] = self.subscription_arn(topic, queue)
             if attributes.get("RawMessageDelivery", "false").lower() == "true":
@@ -548,15 +553,36 @@ class SnsApi:
         return waiting
 
     def confirm_subscription(self, params: Params, caller: Caller) -> Result:
-        topic, settings = self._existing(params.get("TopicArn"), caller)  # its ARN first
+        """Confirm the webhook subscription a token was sent for. As SNS: the token decides
+        (a TopicArn of the right region but another topic still confirms it), and
+        confirming again answers the subscription's ARN."""
+        try:  # its ARN first: malformed, or another region's, is SNS's "Topic"
+            named = self._topic(params.get("TopicArn"), caller)
+        except SnsError as exc:
+            if exc.code != "InvalidParameter":
+                raise
+            raise invalid("Topic") from None
         token = params.get("Token")
-        for key, value in settings.items():
-            if key.startswith(CONFIRM):
-                waiting = json.loads(value)
-                if isinstance(token, str) and waiting.pop("Token", None) == token:
+        if not isinstance(token, str) or not token:
+            raise invalid("Token")
+        topics = [named, *(t for t in self.client.list_topics() if t != named)]
+        for topic in topics:
+            if not self.ns.in_namespace(topic, caller):
+                continue
+            try:
+                settings = self.client.topic_settings(topic)
+                subscribed = self.client.subscriptions(topic)
+            except TopicDoesNotExist:
+                continue
+            for queue, attributes in subscribed.items():
+                if attributes.get("Token") == token:
+                    return {"SubscriptionArn": self.subscription_arn(topic, queue)}
+            for key, value in settings.items():
+                if key.startswith(CONFIRM) and json.loads(value).get("Token") == token:
                     queue = key[len(CONFIRM) :]
+                    waiting = json.loads(value)
                     waiting.pop("PendingConfirmation", None)
-                    self.client.subscribe(topic, queue, waiting)
+                    self.client.subscribe(topic, queue, waiting)  # the token kept: idempotent
                     self.client.update_topic_settings(topic, {key: None})
                     return {"SubscriptionArn": self.subscription_arn(topic, queue)}
         # SQS subscriptions are confirmed when made: no token is pending for them

@@ -183,11 +183,32 @@ class EndpointRules:
         )
 
 
+def request_content_type(subscription: Mapping[str, str], topic: Mapping[str, str]) -> str | None:
+    """The Content-Type a webhook's POSTs carry, where a policy sets one: the subscription's
+    DeliveryPolicy `requestPolicy.headerContentType`, else the topic's (`http`'s
+    `defaultRequestPolicy`)."""
+    for text, path in (
+        (subscription.get("DeliveryPolicy"), ("requestPolicy",)),
+        (topic.get("DeliveryPolicy"), ("http", "defaultRequestPolicy")),
+    ):
+        try:
+            node: Any = json.loads(text) if text else None
+        except ValueError:
+            continue
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        value = node.get("headerContentType") if isinstance(node, dict) else None
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def delivery_headers(attributes: Mapping[str, Any]) -> dict[str, str]:
     """SNS's headers of a POST, from the delivery message's attributes."""
     headers = {
-        "Content-Type": "text/plain; charset=UTF-8",
+        "Content-Type": str(attributes.get("SnsContentType") or "text/plain; charset=UTF-8"),
         "User-Agent": "Amazon Simple Notification Service Agent",
+        "Accept-Encoding": "gzip,deflate",
         "x-amz-sns-message-type": str(attributes.get("SnsType", "Notification")),
         "x-amz-sns-message-id": str(attributes.get("SnsMessageId", "")),
         "x-amz-sns-topic-arn": str(attributes.get("SnsTopicArn", "")),

@@ -67,12 +67,26 @@ def query_map(node: Any, key: str, value: str) -> dict[str, str]:
     return out
 
 
+# actions SNS answers without a result element (botocore's model gives them no output)
+NO_RESULT = frozenset(
+    {
+        "AddPermission",
+        "DeleteTopic",
+        "RemovePermission",
+        "SetSubscriptionAttributes",
+        "SetTopicAttributes",
+        "Unsubscribe",
+    }
+)
+
+
 def sns_response(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
     xmlns = STS_XMLNS if action == "GetCallerIdentity" else XMLNS
     root = ET.Element(f"{action}Response", xmlns=xmlns)
-    body = ET.SubElement(root, f"{action}Result")
-    for key, value in result.items():
-        _xml(ET.SubElement(body, key), value)
+    if action not in NO_RESULT or result:
+        body = ET.SubElement(root, f"{action}Result")
+        for key, value in result.items():
+            _xml(ET.SubElement(body, key), value)
     meta = ET.SubElement(root, "ResponseMetadata")
     ET.SubElement(meta, "RequestId").text = request_id
     return XML_DECLARATION + ET.tostring(root).replace(b"\r", b"&#xD;")

@@ -474,9 +474,9 @@ def test_topics_and_subscriptions_answer_in_sns_words(
     assert error(sns.confirm_subscription, TopicArn=topic, Token="abc") == (
         "Invalid parameter: Token"
     )
-    # a malformed TopicArn is said first, in the words of every other TopicArn action
-    assert error(sns.confirm_subscription, TopicArn="not-an-arn", Token="abc") == error(
-        sns.get_topic_attributes, TopicArn="not-an-arn"
+    # a malformed TopicArn is said before the token, in SNS's word for ConfirmSubscription
+    assert error(sns.confirm_subscription, TopicArn="not-an-arn", Token="abc") == (
+        "Invalid parameter: Topic"
     )
     for bad, words in (
         ("randomstring", "SubscriptionArn Reason: An ARN must have at least 6 elements, not 1"),
