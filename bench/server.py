@@ -129,7 +129,7 @@ def python313() -> str:
     return found
 
 
-def localstack(cache: Path) -> Target:
+def localstack(cache: Path, services: str = "sqs") -> Target:
     venv = cache / "localstack-venv"
 
     def start() -> wrk.Server:
@@ -145,7 +145,7 @@ def localstack(cache: Path) -> Target:
         data = Path(tempfile.mkdtemp(prefix="localstack-"))
         env = {
             "GATEWAY_LISTEN": "127.0.0.1:PORT",
-            "SERVICES": "sqs",
+            "SERVICES": services,
             "LOCALSTACK_VOLUME_DIR": str(data / "volume"),
             "TMPDIR": str(data),
             "SKIP_SSL_CERT_DOWNLOAD": "1",
@@ -154,6 +154,7 @@ def localstack(cache: Path) -> Target:
         }
         port = wrk.free_port()
         env["GATEWAY_LISTEN"] = f"127.0.0.1:{port}"
+        env["LOCALSTACK_HOST"] = f"127.0.0.1:{port}"  # the URLs it writes (SNS's SubscribeURL)
         proc = subprocess.Popen(
             [str(python), "-m", "localstack.runtime.main"],
             stdout=subprocess.DEVNULL,

@@ -44,6 +44,7 @@ TOPIC_TAG = "sns-topic"
 """The tag of a delivery queue that names its topic."""
 CONFIRM = "sns-confirm:"
 """Topic settings: a webhook subscription waiting for its confirmation (CONFIRM + queue)."""
+UNRESOLVED = "a host name to resolve"
 POST_TIMEOUT = 15.0  # SNS waits 15 s for an endpoint's answer
 IN_FLIGHT = 10  # POSTs at once per subscription
 
@@ -159,8 +160,9 @@ class EndpointRules:
             except ValueError:
                 self.hosts.add(spec)
 
-    def refusal(self, url: str) -> str | None:
-        """Why `url` may not be called (None: it may)."""
+    def refusal(self, url: str, *, resolve: bool = True) -> str | None:
+        """Why `url` may not be called (None: it may); without `resolve`, a host name that
+        would need resolving is UNRESOLVED."""
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
         if parts.scheme not in HTTP_PROTOCOLS or not host:
@@ -170,6 +172,8 @@ class EndpointRules:
         try:
             addresses = [ipaddress.ip_address(host)]
         except ValueError:
+            if not resolve:
+                return UNRESOLVED
             try:
                 infos = socket.getaddrinfo(host, parts.port or 443, type=socket.SOCK_STREAM)
             except OSError:
@@ -268,14 +272,14 @@ class Webhooks:
             self.workers.pop(queue).cancel()
 
     async def _work(self, queue: str) -> None:
+        """Deliver a delivery queue's messages: up to 10 received at once, POSTed at once,
+        those the endpoint took deleted in one batch."""
         q = self.aio.queue(queue)
-        room = asyncio.Semaphore(IN_FLIGHT)
-        pending: set[asyncio.Task[None]] = set()
         next_at = 0.0
         while not self._closed.is_set():
             try:
                 got = await q.receive(IN_FLIGHT, wait=5, visibility_timeout=POST_TIMEOUT + 15)
-                if not got and not pending and await asyncio.to_thread(self._unused, queue):
+                if not got and await asyncio.to_thread(self._unused, queue):
                     await self.aio.delete_queue(queue)  # unsubscribed, and all delivered
                     return
             except QueueDoesNotExist:
@@ -284,20 +288,26 @@ class Webhooks:
                 log.warning("webhook deliveries of %s: %s", queue, exc)
                 await asyncio.sleep(1)
                 continue
+            posts = []
             for m in got:
-                rate = DeliveryPolicy.of(
-                    {"DeliveryPolicy": _info(m).get("SnsDeliveryPolicy", "")}, {}
-                ).per_second
-                if rate:  # the policy's throttle: one POST every 1/rate seconds
+                info = _info(m)
+                rate = DeliveryPolicy.of({"DeliveryPolicy": info.get("SnsDeliveryPolicy", "")}, {})
+                if rate.per_second:  # the policy's throttle: one POST every 1/rate seconds
                     now = time.monotonic()
                     next_at = max(next_at, now)
                     await asyncio.sleep(next_at - now)
-                    next_at += 1 / rate
-                await room.acquire()
-                task = asyncio.create_task(self._deliver(queue, m))
-                task.add_done_callback(lambda _: room.release())
-                pending.add(task)
-                task.add_done_callback(pending.discard)
+                    next_at += 1 / rate.per_second
+                posts.append(asyncio.create_task(self._post(info, m)))
+            failures = await asyncio.gather(*posts)
+            taken = [m.receipt or "" for m, why in zip(got, failures, strict=True) if why is None]
+            try:
+                if taken:
+                    await q.delete_batch(taken)
+                for m, why in zip(got, failures, strict=True):
+                    if why is not None:
+                        await self._failed(q, m, why)
+            except ConveyorError as exc:  # receipts gone stale, the queue went away
+                log.info("webhook deliveries of %s: %s", queue, exc)
 
     def _unused(self, queue: str) -> bool:
         """Whether a delivery queue has nothing left to deliver and no subscription (it was
@@ -316,34 +326,38 @@ class Webhooks:
         except TopicDoesNotExist:
             return True
 
-    async def _deliver(self, queue: str, m: Message) -> None:
-        attrs = _info(m)
-        url = str(attrs.get("SnsEndpoint", ""))
-        q = self.aio.queue(queue)
-        why = await asyncio.to_thread(self.rules.refusal, url)  # its addresses may change
-        ok = False
+    async def _post(self, info: dict[str, str], m: Message) -> str | None:
+        """POST one message: None if the endpoint took it (2xx within the timeout), else
+        why not."""
+        url = info.get("SnsEndpoint", "")
+        why = self.rules.refusal(url, resolve=False)
+        if why == UNRESOLVED:  # a host name: resolved off the loop (its addresses may change)
+            why = await asyncio.to_thread(self.rules.refusal, url)
         if why is None:
             try:
-                r = await self._http.post(url, content=m.body, headers=delivery_headers(attrs))
-                ok = 200 <= r.status_code < 300
-                why = None if ok else f"HTTP {r.status_code}"
+                r = await self._http.post(url, content=m.body, headers=delivery_headers(info))
+                if 200 <= r.status_code < 300:
+                    return None
+                why = f"HTTP {r.status_code}"
             except Exception as exc:  # refused, reset, timed out: the endpoint's trouble
                 why = f"{type(exc).__name__}: {exc}"
-        try:
-            if ok:
-                await q.delete(m.receipt or "")
-                return
-            policy = DeliveryPolicy.of({"DeliveryPolicy": attrs.get("SnsDeliveryPolicy", "")}, {})
-            retry = m.receive_count  # the attempts so far, this failed one the last
-            if retry <= policy.retries:
-                delay = policy.delay(retry)
-                log.info("delivery to %s failed (%s); again in %g s", url, why, delay)
-                await q.change_visibility(m.receipt or "", min(delay, 43_200))
-                return
-            await self._dead_letter(m, why or "")
-            await q.delete(m.receipt or "")
-        except ConveyorError as exc:  # the receipt went stale, the queue went away
-            log.info("delivery %s of %s: %s", m.id, queue, exc)
+        return why
+
+    async def _failed(self, q: Any, m: Message, why: str) -> None:
+        """A POST that failed: again after the policy's delay, or, past its retries, to the
+        dead-letter queue (or dropped)."""
+        info = _info(m)
+        policy = DeliveryPolicy.of({"DeliveryPolicy": info.get("SnsDeliveryPolicy", "")}, {})
+        retry = m.receive_count  # the attempts so far, this failed one the last
+        if retry <= policy.retries:
+            delay = policy.delay(retry)
+            log.info(
+                "delivery to %s failed (%s); again in %g s", info.get("SnsEndpoint"), why, delay
+            )
+            await q.change_visibility(m.receipt or "", min(delay, 43_200))
+            return
+        await self._dead_letter(m, why)
+        await q.delete(m.receipt or "")
 
     async def _dead_letter(self, m: Message, why: str) -> None:
         info = _info(m)
