@@ -30,6 +30,7 @@ from ..exceptions import (
 )
 from .auth import signed_service
 from .sns_api import ACTIONS as SNS_ACTIONS
+from .sns_api import TOPIC_ARN_RE
 from .sns_wire import sns_error, sns_error_body, sns_response
 from .sqs_api import TRACE_PARAM
 from .sqs_names import Caller
@@ -380,6 +381,21 @@ class Endpoint:
             services=services,
         )
 
+    def _sns_caller(self, action: str, params: dict[str, Any], request: Incoming) -> Caller:
+        """The caller of an SNS request. A confirmation by a webhook's endpoint (a GET of
+        its SubscribeURL) is unsigned wherever the server checks signatures, as on SNS: its
+        token is the secret, and it acts in the topic's own region and account."""
+        if (
+            action == "ConfirmSubscription"
+            and self.server.auth.verifies
+            and "authorization" not in request.headers
+            and "X-Amz-Credential=" not in request.query
+        ):
+            match = TOPIC_ARN_RE.fullmatch(str(params.get("TopicArn", "")))
+            if match is not None:
+                return Caller(match.group(1), match.group(2), request.base_url, action=action)
+        return self.caller(request, services=SNS_SCOPES)
+
     def _error(self, error: ConveyorError, protocol: str, request_id: str) -> Reply:
         extra = [(b"x-amzn-requestid", request_id.encode())]
         if isinstance(error, RequestTooLarge):
@@ -417,7 +433,7 @@ class Endpoint:
         action = name if name in SNS_ACTIONS else "unknown"
         extra = [(b"x-amzn-requestid", request_id.encode())]
         try:
-            result = await self.sns.call(name, params, self.caller(request, services=SNS_SCOPES))
+            result = await self.sns.call(name, params, self._sns_caller(name, params, request))
             if as_json:
                 return action, (200, b"application/json", _wrapped(name, result, request_id), extra)
             return action, (200, XML, sns_response(name, result, request_id), extra)

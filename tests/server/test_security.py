@@ -860,3 +860,29 @@ def test_another_accounts_queue_takes_a_topics_copies_only_where_its_policy_allo
         SubscriptionArn=sub["SubscriptionArn"], AttributeName="RedrivePolicy", AttributeValue=dlq
     )
     assert code_of(set_dlq) == "AuthorizationError"
+
+
+def test_a_webhook_confirms_by_its_token_where_requests_must_be_signed(
+    tmp_path: Path,
+) -> None:
+    """With signatures checked, the GET of a SubscribeURL (which an endpoint makes unsigned,
+    as it does on SNS) confirms by its token alone; a wrong token confirms nothing, and every
+    other unsigned SNS request is still refused."""
+    path = tmp_path / "credentials"
+    path.write_text(CREDENTIALS)
+    config = ServerConfig(aws_keys=load_credentials(path), sns_http_allow=("127.0.0.1",))
+    with Client("memory://") as client, LiveServer(client, config) as live:
+        sns = live.sns(key="AKIDGOOD", secret="s3cret")
+        topic = sns.create_topic(Name="hooks")["TopicArn"]
+        sns.subscribe(TopicArn=topic, Protocol="http", Endpoint="http://127.0.0.1:9/hook")
+        [queue] = client.list_queues("sns-http-")
+        [m] = client.queue(queue).peek(1)  # the confirmation, waiting for the deliverer
+        confirmation = json.loads(m.text)
+        wrong = confirmation["SubscribeURL"].replace(confirmation["Token"], "0" * 128)
+        assert httpx.get(wrong).status_code == 400
+        r = httpx.get(confirmation["SubscribeURL"])
+        assert r.status_code == 200, r.text
+        subs = sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
+        assert [s["SubscriptionArn"].startswith(topic + ":") for s in subs] == [True]
+        unsigned = httpx.get(live.url + "/", params={"Action": "ListTopics"})
+        assert unsigned.status_code == 403
