@@ -188,7 +188,13 @@ class ConveyorServer:
             CERT_PATH,
             tags=["operations"],
             summary="The certificate SNS messages are signed with (their SigningCertURL)",
-            response_class=PlainTextResponse,
+            response_class=Response,
+            responses={
+                200: {
+                    "content": {"application/x-pem-file": {}},
+                    "description": "the X.509 certificate, PEM",
+                }
+            },
         )
         async def signing_certificate() -> Response:
             pem = await asyncio.to_thread(self.signer.certificate)
