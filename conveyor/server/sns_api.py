@@ -54,7 +54,6 @@ from .sns_http import (
     TOPIC_TAG,
     DeliveryPolicy,
     EndpointRules,
-    request_content_type,
 )
 from .sns_pending import PENDING
 from .sns_publication import (
@@ -499,15 +498,15 @@ class SnsApi:
         kind: str = "Notification",
     ) -> dict[str, str]:
         """What the deliverer needs of a webhook subscription to POST a message of it."""
+        delivery = DeliveryPolicy.of(attributes, settings)
         info = {
             "SnsType": kind,
             "SnsEndpoint": attributes.get("Endpoint", ""),
             "SnsTopicArn": self.topic_arn(topic),
-            "SnsDeliveryPolicy": DeliveryPolicy.of(attributes, settings).to_json(),
+            "SnsDeliveryPolicy": delivery.to_json(),
         }
-        content_type = request_content_type(attributes, settings)
-        if content_type is not None:
-            info["SnsContentType"] = content_type
+        if delivery.content_type is not None:
+            info["SnsContentType"] = delivery.content_type
         if kind == "Notification":
             info["SnsSubscriptionArn"] = self.subscription_arn(topic, queue)
             if attributes.get("RawMessageDelivery", "false").lower() == "true":
@@ -578,9 +577,9 @@ class SnsApi:
                 if attributes.get("Token") == token:
                     return {"SubscriptionArn": self.subscription_arn(topic, queue)}
             for key, value in settings.items():
-                if key.startswith(CONFIRM) and json.loads(value).get("Token") == token:
+                waiting = json.loads(value) if key.startswith(CONFIRM) else {}
+                if waiting.get("Token") == token:
                     queue = key[len(CONFIRM) :]
-                    waiting = json.loads(value)
                     waiting.pop("PendingConfirmation", None)
                     self.client.subscribe(topic, queue, waiting)  # the token kept: idempotent
                     self.client.update_topic_settings(topic, {key: None})

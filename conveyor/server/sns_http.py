@@ -63,13 +63,16 @@ class DeliveryPolicy:
     at_max: int = 0
     backoff: str = "linear"
     per_second: float | None = None  # throttlePolicy.maxReceivesPerSecond
+    content_type: str | None = None  # requestPolicy.headerContentType
 
     @classmethod
     def of(cls, subscription: Mapping[str, str], topic: Mapping[str, str]) -> DeliveryPolicy:
-        """The subscription's DeliveryPolicy, else the topic's (its `http` part), else SNS's
-        default; a field a policy leaves out is the default's."""
+        """The subscription's DeliveryPolicy, else the topic's (its `http` part: the retry and
+        throttle policies, and its `defaultRequestPolicy`), else SNS's default; a field a
+        policy leaves out is the default's."""
         healthy = dict(DEFAULT_POLICY)
         throttle: dict[str, Any] = {}
+        content_type = None
         layers = ((topic.get("DeliveryPolicy"), True), (subscription.get("DeliveryPolicy"), False))
         for text, nested in layers:
             try:
@@ -84,6 +87,10 @@ class DeliveryPolicy:
                 healthy.update(policy["healthyRetryPolicy"])
             if isinstance(policy.get("throttlePolicy"), dict):
                 throttle.update(policy["throttlePolicy"])
+            request = policy.get("defaultRequestPolicy" if nested else "requestPolicy")
+            wanted = request.get("headerContentType") if isinstance(request, dict) else None
+            if isinstance(wanted, str) and wanted:
+                content_type = wanted
         try:
             per_second = throttle.get("maxReceivesPerSecond")
             return cls(
@@ -95,9 +102,15 @@ class DeliveryPolicy:
                 at_max=max(0, int(healthy["numMaxDelayRetries"])),
                 backoff=str(healthy["backoffFunction"]),
                 per_second=None if per_second is None else max(1.0, float(per_second)),
+                content_type=content_type,
             )
         except (TypeError, ValueError):
-            return cls()
+            return cls(content_type=content_type)
+
+    @classmethod
+    def carried(cls, info: Mapping[str, str]) -> DeliveryPolicy:
+        """The policy a delivery message carries (its `SnsDeliveryPolicy`, `to_json`'s)."""
+        return cls.of({"DeliveryPolicy": info.get("SnsDeliveryPolicy", "")}, {})
 
     def delay(self, retry: int) -> float:
         """Seconds before retry number `retry` (1 for the first): the immediate retries,
@@ -187,26 +200,6 @@ class EndpointRules:
         )
 
 
-def request_content_type(subscription: Mapping[str, str], topic: Mapping[str, str]) -> str | None:
-    """The Content-Type a webhook's POSTs carry, where a policy sets one: the subscription's
-    DeliveryPolicy `requestPolicy.headerContentType`, else the topic's (`http`'s
-    `defaultRequestPolicy`)."""
-    for text, path in (
-        (subscription.get("DeliveryPolicy"), ("requestPolicy",)),
-        (topic.get("DeliveryPolicy"), ("http", "defaultRequestPolicy")),
-    ):
-        try:
-            node: Any = json.loads(text) if text else None
-        except ValueError:
-            continue
-        for key in path:
-            node = node.get(key) if isinstance(node, dict) else None
-        value = node.get("headerContentType") if isinstance(node, dict) else None
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
 def delivery_headers(attributes: Mapping[str, Any]) -> dict[str, str]:
     """SNS's headers of a POST, from the delivery message's attributes."""
     headers = {
@@ -288,24 +281,24 @@ class Webhooks:
                 log.warning("webhook deliveries of %s: %s", queue, exc)
                 await asyncio.sleep(1)
                 continue
+            infos = [_info(m) for m in got]
+            policies = [DeliveryPolicy.carried(info) for info in infos]
             posts = []
-            for m in got:
-                info = _info(m)
-                rate = DeliveryPolicy.of({"DeliveryPolicy": info.get("SnsDeliveryPolicy", "")}, {})
-                if rate.per_second:  # the policy's throttle: one POST every 1/rate seconds
+            for m, info, policy in zip(got, infos, policies, strict=True):
+                if policy.per_second:  # the policy's throttle: one POST every 1/rate seconds
                     now = time.monotonic()
                     next_at = max(next_at, now)
                     await asyncio.sleep(next_at - now)
-                    next_at += 1 / rate.per_second
+                    next_at += 1 / policy.per_second
                 posts.append(asyncio.create_task(self._post(info, m)))
             failures = await asyncio.gather(*posts)
             taken = [m.receipt or "" for m, why in zip(got, failures, strict=True) if why is None]
             try:
                 if taken:
                     await q.delete_batch(taken)
-                for m, why in zip(got, failures, strict=True):
+                for m, info, policy, why in zip(got, infos, policies, failures, strict=True):
                     if why is not None:
-                        await self._failed(q, m, why)
+                        await self._failed(q, m, info, policy, why)
             except ConveyorError as exc:  # receipts gone stale, the queue went away
                 log.info("webhook deliveries of %s: %s", queue, exc)
 
@@ -343,11 +336,11 @@ class Webhooks:
                 why = f"{type(exc).__name__}: {exc}"
         return why
 
-    async def _failed(self, q: Any, m: Message, why: str) -> None:
+    async def _failed(
+        self, q: Any, m: Message, info: dict[str, str], policy: DeliveryPolicy, why: str
+    ) -> None:
         """A POST that failed: again after the policy's delay, or, past its retries, to the
         dead-letter queue (or dropped)."""
-        info = _info(m)
-        policy = DeliveryPolicy.of({"DeliveryPolicy": info.get("SnsDeliveryPolicy", "")}, {})
         retry = m.receive_count  # the attempts so far, this failed one the last
         if retry <= policy.retries:
             delay = policy.delay(retry)
@@ -356,11 +349,10 @@ class Webhooks:
             )
             await q.change_visibility(m.receipt or "", min(delay, 43_200))
             return
-        await self._dead_letter(m, why)
+        await self._dead_letter(m, info, why)
         await q.delete(m.receipt or "")
 
-    async def _dead_letter(self, m: Message, why: str) -> None:
-        info = _info(m)
+    async def _dead_letter(self, m: Message, info: dict[str, str], why: str) -> None:
         target = info.get("SnsDeadLetter")
         if not target:
             endpoint = info.get("SnsEndpoint")
