@@ -74,6 +74,17 @@ def log_options(f: F) -> F:
     " deliver to; repeatable. None by default: Subscribe refuses every other endpoint.",
 )
 @click.option(
+    "--sns-outbox",
+    "sns_outbox",
+    multiple=True,
+    metavar="PROTOCOL",
+    envvar="CONVEYOR_SNS_OUTBOX",
+    help="An SNS protocol this server does not send over (email, email-json, sms,"
+    " application, lambda, firehose, or all) whose subscriptions it takes, writing what it"
+    " would send to a queue per subscription (sns-outbox-...) to be read; repeatable."
+    " None by default: Subscribe refuses them.",
+)
+@click.option(
     "--sns-signing-key",
     type=click.Path(exists=True, dir_okay=False),
     help="The RSA private key (PEM) SNS messages are signed with, with --sns-signing-cert;"
@@ -181,6 +192,7 @@ def serve(
     tls_key: str | None,
     request_timeout: float,
     sns_http_allow: tuple[str, ...],
+    sns_outbox: tuple[str, ...],
     sns_signing_key: str | None,
     sns_signing_cert: str | None,
     config_file: Path | None,
@@ -199,6 +211,7 @@ def serve(
         from ..server import serve as run
         from ..server.auth import load_credentials
         from ..server.proxies import TrustedProxies
+        from ..server.sns_outbox import outbox_protocols
         from ..server.sqs_names import ACCOUNT_RE, REGION_RE
 
     if not REGION_RE.fullmatch(region):
@@ -208,6 +221,10 @@ def serve(
     # the environment's list may be separated by commas as well as spaces
     proxies = tuple(p for spec in trusted_proxies for p in spec.replace(",", " ").split())
     TrustedProxies(proxies)  # each is an address, a network or unix, or it says so
+    try:
+        outbox = outbox_protocols(sns_outbox)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
     if statsd is not None:
         h, _, p = statsd.rpartition(":")
         if not h or not p.isdigit():
@@ -224,6 +241,7 @@ def serve(
         allowed_hosts=tuple(h.strip().lower() for h in allowed_hosts),
         trusted_proxies=proxies,
         sns_http_allow=tuple(a for spec in sns_http_allow for a in spec.replace(",", " ").split()),
+        sns_outbox=outbox,
         sns_signing_key=Path(sns_signing_key).read_bytes() if sns_signing_key else None,
         sns_signing_cert=Path(sns_signing_cert).read_bytes() if sns_signing_cert else None,
     )

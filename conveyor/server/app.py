@@ -86,6 +86,8 @@ class ServerConfig:
     trusted_proxies: tuple[str, ...] = ()
     # hosts and networks SNS's http/https subscriptions may reach (--sns-http-allow)
     sns_http_allow: tuple[str, ...] = ()
+    # SNS protocols whose messages are kept in outbox queues (--sns-outbox)
+    sns_outbox: frozenset[str] = frozenset()
     # SNS's signing key and certificate (PEM); else made once and kept in the store
     sns_signing_key: bytes | None = None
     sns_signing_cert: bytes | None = None
@@ -122,7 +124,13 @@ class ConveyorServer:
         self.history = History(counts=self.counts)
         self.signer = Signer(client, self.config.sns_signing_key, self.config.sns_signing_cert)
         endpoints = EndpointRules(self.config.sns_http_allow)
-        self.sns = SnsApi(client, self.namespaces, signer=self.signer, endpoints=endpoints)
+        self.sns = SnsApi(
+            client,
+            self.namespaces,
+            signer=self.signer,
+            endpoints=endpoints,
+            outbox=self.config.sns_outbox,
+        )
         self.webhooks = Webhooks(self.aio, endpoints)
         self.app = BodyLimit(self._build(), self)
 

@@ -1,10 +1,12 @@
 """Who is calling: AWS Signature Version 4 for the SQS API, a bearer token for REST.
 
 Without configured credentials any signature is accepted and only read for its region
-and access key (as local SQS emulators do). With ``--aws-credentials FILE`` (the AWS CLI's
+and access key (as local SQS emulators do), and the caller is the account's IAM user
+`anonymous`. With ``--aws-credentials FILE`` (the AWS CLI's
 credentials format: a section per key with ``aws_access_key_id``,
-``aws_secret_access_key`` and optionally ``account``) every SQS request must carry a valid
-signature by one of those keys, made within the last 15 minutes.
+``aws_secret_access_key`` and optionally ``account``; the section's name is the IAM user the
+key stands for) every SQS request must carry a valid signature by one of those keys, made
+within the last 15 minutes.
 """
 
 from __future__ import annotations
@@ -36,12 +38,15 @@ AUTH_RE = re.compile(
 MAX_SKEW = 15 * 60
 MAX_PRESIGNED = 7 * 24 * 3600  # the longest X-Amz-Expires AWS accepts
 UNSIGNED = "UNSIGNED-PAYLOAD"
+UNVERIFIED = "anonymous"
+"""The IAM user a signed request stands for where the server checks no signatures."""
 
 
 @dataclass(frozen=True, slots=True)
 class Key:
     secret: str
     account: str | None = None
+    user: str | None = None  # the IAM user it stands for: its section's name
 
 
 def load_credentials(path: str | Path) -> dict[str, Key]:
@@ -63,7 +68,7 @@ def load_credentials(path: str | Path) -> dict[str, Key]:
         account = s.get("account")
         if account is not None and not ACCOUNT_RE.fullmatch(account):
             raise InvalidInput(f"{path} [{section}]: account must be 12 digits")
-        keys[key_id] = Key(secret, account)
+        keys[key_id] = Key(secret, account, section)
     if not keys:
         raise InvalidInput(f"{path} holds no access keys")
     return keys
@@ -131,6 +136,7 @@ class Auth:
         if not REGION_RE.fullmatch(region):
             raise AccessDenied(f"the signature's region {region!r} is not a region name")
         account = key_id if ACCOUNT_RE.fullmatch(key_id) else ns.account
+        user: str | None = UNVERIFIED
         if self.verifies:
             if header[match.end() :].strip():  # "Signature=<64 hex digits>" and more
                 raise SignatureDoesNotMatch(
@@ -140,6 +146,7 @@ class Auth:
             _check_service(service, services)
             key = self._key(key_id)
             account = key.account or account
+            user = key.user
             amz_date = headers.get("x-amz-date", "")
             _check_time(amz_date, date, now)
             signed_headers = signed.split(";")
@@ -163,6 +170,7 @@ class Auth:
             verified=self.verifies,
             scoped=True,
             action=action,
+            user=user,
         )
 
     def _key(self, key_id: str) -> Key:
@@ -196,7 +204,9 @@ class Auth:
         key_id, date, region, service, _ = parts
         account = key_id if ACCOUNT_RE.fullmatch(key_id) else self.namespaces.account
         if not self.verifies:
-            return Caller(region=region, account=account, base_url=base_url, scoped=True)
+            return Caller(
+                region=region, account=account, base_url=base_url, scoped=True, user=UNVERIFIED
+            )
         _check_service(service, services)
         key = self._key(key_id)
         amz_date = params.get("X-Amz-Date", "")
@@ -232,6 +242,7 @@ class Auth:
                     base_url=base_url,
                     verified=True,
                     scoped=True,
+                    user=key.user,
                 )
         _compare("", signature)
         raise AssertionError  # _compare raised

@@ -12,6 +12,7 @@ protocol. Only the ``sqs`` protocol is served.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import json
@@ -55,6 +56,13 @@ from .sns_http import (
     DeliveryPolicy,
     EndpointRules,
 )
+from .sns_outbox import (
+    CONFIRMED_BY_MAIL,
+    OUTBOX_PREFIX,
+    OUTBOX_PROTOCOLS,
+    TEXT_PROTOCOLS,
+    check_endpoint,
+)
 from .sns_pending import PENDING
 from .sns_publication import (
     MAX_MESSAGE,
@@ -64,6 +72,7 @@ from .sns_publication import (
     passes,
     read_publication,
     timestamp,
+    topic_sequence,
 )
 from .sns_signing import Signer
 from .sns_wire import Entries, SnsError, invalid, not_found, numbered, query_map
@@ -84,6 +93,8 @@ TAG_QUOTA = "Could not complete request: tag quota of per resource exceeded"
 # a topic's settings hold its attributes, its tags under TAG, and under PENDING + a queue's
 # name the attributes of a subscription whose queue does not exist (sns_pending)
 TAG = "tag:"
+DATA_PROTECTION = "DataProtectionPolicy"
+PRINCIPAL = "SubscriptionPrincipal"  # who subscribed, kept with the subscription
 
 # every protocol SNS knows (this server delivers to `sqs`, `http` and `https`)
 SNS_PROTOCOLS = frozenset(
@@ -101,11 +112,13 @@ class SnsApi:
         *,
         signer: Signer | None = None,
         endpoints: EndpointRules | None = None,
+        outbox: frozenset[str] = frozenset(),
     ) -> None:
         self.client = client
         self.ns = namespaces or Namespaces()
         self.signer = signer or Signer(client)
         self.endpoints = endpoints or EndpointRules()
+        self.outbox = outbox  # the protocols kept in outboxes (sns_outbox)
         self.actions: dict[str, Callable[[Params, Caller], Result]] = {
             "CreateTopic": self.create_topic,
             "DeleteTopic": self.delete_topic,
@@ -127,6 +140,8 @@ class SnsApi:
             "UntagResource": self.untag_resource,
             "ListTagsForResource": self.list_tags,
             "GetCallerIdentity": self.caller_identity,
+            "PutDataProtectionPolicy": self.put_data_protection_policy,
+            "GetDataProtectionPolicy": self.get_data_protection_policy,
         }
 
     async def call(self, action: str, params: Params, caller: Caller) -> Result:
@@ -307,6 +322,7 @@ class SnsApi:
             out["FifoTopic"] = "true"
             out["ContentBasedDeduplication"] = "false"
         out.update({k: v for k, v in settings.items() if not k.startswith((TAG, PENDING))})
+        out.pop(DATA_PROTECTION, None)  # as SNS: GetDataProtectionPolicy shows it
         return {"Attributes": Entries(out)}
 
     def set_topic_attributes(self, params: Params, caller: Caller) -> Result:
@@ -321,6 +337,20 @@ class SnsApi:
         self.client.update_topic_settings(topic, {key: value if value != "" else None})
         return {}
 
+    def put_data_protection_policy(self, params: Params, caller: Caller) -> Result:
+        """Keep a topic's data protection policy (a JSON document; kept, not applied)."""
+        topic, _ = self._existing(params.get("ResourceArn"), caller, "ResourceArn")
+        value = params.get("DataProtectionPolicy")
+        if not isinstance(value, str):
+            raise invalid("DataProtectionPolicy Reason: no value for required parameter")
+        check_topic_attribute(DATA_PROTECTION, value, topic.endswith(".fifo"))
+        self.client.update_topic_settings(topic, {DATA_PROTECTION: value or None})
+        return {}
+
+    def get_data_protection_policy(self, params: Params, caller: Caller) -> Result:
+        _, settings = self._existing(params.get("ResourceArn"), caller, "ResourceArn")
+        return {"DataProtectionPolicy": settings.get(DATA_PROTECTION, "")}
+
     # -- subscriptions --------------------------------------------------------------------
 
     def subscribe(self, params: Params, caller: Caller) -> Result:
@@ -333,14 +363,15 @@ class SnsApi:
             )
         if not isinstance(protocol, str) or protocol.lower() not in SNS_PROTOCOLS:
             raise invalid(f"Amazon SNS does not support this protocol string: {protocol}")
-        if protocol.lower() in HTTP_PROTOCOLS:
-            return self._subscribe_http(
+        if protocol.lower() in HTTP_PROTOCOLS or protocol.lower() in self.outbox:
+            return self._subscribe_own_queue(
                 topic, protocol.lower(), endpoint, attributes, params, caller
             )
         if protocol.lower() != "sqs":
             raise invalid(
                 f"Protocol: {protocol!r} is not served here; this server delivers to SQS queues"
-                " and HTTP/S endpoints (Protocol sqs, http or https)"
+                " and HTTP/S endpoints (Protocol sqs, http or https), and keeps what it would"
+                " send over the protocols its operator names with --sns-outbox"
             )
         if not isinstance(endpoint, str) or ARN_RE.fullmatch(endpoint) is None:
             raise invalid("SQS endpoint ARN")
@@ -366,6 +397,7 @@ class SnsApi:
                     "Attributes Reason: Subscription already exists with different attributes"
                 )
         else:
+            attributes[PRINCIPAL] = caller.principal
             try:
                 self.client.subscribe(topic, queue, attributes)
             except QueueDoesNotExist:
@@ -388,13 +420,13 @@ class SnsApi:
         if not allows_topic(policy, self.topic_arn(topic), endpoint):
             raise SnsError(
                 "AuthorizationError",
-                f"User: arn:aws:iam::{caller.account}:root is not authorized to perform:"
+                f"User: {caller.principal} is not authorized to perform:"
                 f" SNS:Subscribe on resource: {endpoint} (the queue's Policy must allow"
                 " sns.amazonaws.com to sqs:SendMessage from this topic)",
                 403,
             )
 
-    def _subscribe_http(
+    def _subscribe_own_queue(
         self,
         topic: str,
         protocol: str,
@@ -403,43 +435,61 @@ class SnsApi:
         params: Params,
         caller: Caller,
     ) -> Result:
-        """A webhook subscription: its delivery queue made, a SubscriptionConfirmation sent
-        there for the deliverer to POST; it takes publications once confirmed."""
-        if topic.endswith(".fifo"):
-            raise invalid(f"Invalid protocol type: {protocol}")
-        if not isinstance(endpoint, str) or not endpoint.lower().startswith(f"{protocol}://"):
-            raise invalid("Endpoint must match the specified protocol")
-        why = self.endpoints.refusal(endpoint)
-        if why is not None:
-            raise invalid(f"Endpoint Reason: {why}")
+        """A webhook or outbox subscription, whose messages go to a queue of its own: a
+        webhook's delivery queue, which the deliverer POSTs from, or an outbox (sns_outbox).
+        Webhook and e-mail subscriptions are confirmed by the token of the confirmation
+        sent there; the others when made."""
+        webhook = protocol in HTTP_PROTOCOLS
+        if webhook:
+            if topic.endswith(".fifo"):
+                raise invalid(f"Invalid protocol type: {protocol}")
+            if not isinstance(endpoint, str) or not endpoint.lower().startswith(f"{protocol}://"):
+                raise invalid("Endpoint must match the specified protocol")
+            # as SNS, a name that does not resolve yet is subscribed; each POST is checked
+            why = self.endpoints.refusal(endpoint, unknown=True)
+            if why is not None:
+                raise invalid(f"Endpoint Reason: {why}")
+        else:
+            endpoint = check_endpoint(protocol, endpoint)
         if attributes.get("RedrivePolicy"):
             self._may_dead_letter(caller, topic, attributes["RedrivePolicy"])
         region, account, _ = self.ns.split(topic)
         key = uuid.uuid5(SUBSCRIPTIONS, f"{topic}\n{protocol}\n{endpoint}").hex[:24]
-        queue = self.ns.store_name(region, account, DELIVERY_PREFIX + key)
-        kept = {k: stored(k, v) for k, v in attributes.items() if v != ""}
+        prefix = DELIVERY_PREFIX if webhook else f"{OUTBOX_PREFIX}{protocol}-"
+        queue = self.ns.store_name(region, account, prefix + key)
         arn = self.subscription_arn(topic, queue)
         wants_arn = str(params.get("ReturnSubscriptionArn", "false")).lower() == "true"
-        if queue in self.client.subscriptions(topic):
+        if queue in self.client.subscriptions(topic):  # confirmed (a pending one is asked again)
             return {"SubscriptionArn": arn}
-        token = secrets.token_hex(64)
-        waiting = {
-            **kept,
+        made = {
+            **{k: stored(k, v) for k, v in attributes.items() if v != ""},
             "Protocol": protocol,
             "Endpoint": endpoint,
             "Owner": account,
-            "PendingConfirmation": "true",
-            "Token": token,
+            PRINCIPAL: caller.principal,
         }
+        tags = {TOPIC_TAG: topic}
+        if not webhook and protocol not in CONFIRMED_BY_MAIL:
+            self.client.create_queue(queue, tags=tags)
+            self.client.subscribe(topic, queue, made)
+            return {"SubscriptionArn": arn}
+        token = secrets.token_hex(64)
+        waiting = {**made, "PendingConfirmation": "true", "Token": token}
         # waiting first: a deliverer removes a delivery queue that no subscription names
         self.client.update_topic_settings(topic, {CONFIRM + queue: json.dumps(waiting)})
-        self.client.create_queue(queue, visibility_timeout=45, tags={TOPIC_TAG: topic})
+        self.client.create_queue(queue, visibility_timeout=45 if webhook else 30, tags=tags)
         text = (
             f"You have chosen to subscribe to the topic {self.topic_arn(topic)}.\nTo confirm"
             " the subscription, visit the SubscribeURL included in this message."
         )
         message = self._confirmation("SubscriptionConfirmation", topic, token, text, caller)
-        self._post_later(queue, topic, waiting, message, caller)
+        if webhook:
+            self._post_later(queue, topic, waiting, message, caller)
+        else:
+            version = self.client.topic_settings(topic).get("SignatureVersion", "1")
+            self.signer.sign(message, version, caller.base_url)
+            outbox = {"Protocol": protocol, "Endpoint": endpoint}
+            self.client.queue(queue).send(json.dumps(message, indent=2), attributes=outbox)
         return {"SubscriptionArn": arn if wants_arn else "pending confirmation"}
 
     def _farewell(
@@ -639,7 +689,8 @@ class SnsApi:
             "ConfirmationWasAuthenticated": "true",
             "PendingConfirmation": "false",
             "RawMessageDelivery": "false",
-            "SubscriptionPrincipal": f"arn:aws:iam::{self.ns.split(topic)[1]}:root",
+            # a subscription kept before its principal was: the topic's account
+            PRINCIPAL: f"arn:aws:iam::{self.ns.split(topic)[1]}:root",
         }
         if attributes.get("Protocol") in HTTP_PROTOCOLS:
             out["ConfirmationWasAuthenticated"] = "false"
@@ -747,9 +798,9 @@ class SnsApi:
     def caller_identity(self, params: Params, caller: Caller) -> Result:
         """STS GetCallerIdentity, which SDK programs ask to learn their account for ARNs."""
         return {
-            "UserId": caller.account,
+            "UserId": caller.user or caller.account,
             "Account": caller.account,
-            "Arn": f"arn:aws:iam::{caller.account}:root",
+            "Arn": caller.principal,
         }
 
     # -- tags -----------------------------------------------------------------------------
@@ -805,6 +856,7 @@ class SnsApi:
         mid = str(uuid.uuid4())
         waiting = self._promote(topic, settings)
         now = datetime.now(UTC)
+        sequence = topic_sequence(now) if topic.endswith(".fifo") else None
         arn, text = self.topic_arn(topic), p.body_for("sqs")
         raw_attributes = {**p.attributes, **traced}
         signature: dict[str, Any] = {}  # one for every copy: what is signed is the same
@@ -823,17 +875,23 @@ class SnsApi:
             """The copy subscription (`queue`, `attributes`) gets, sent to queue `to`."""
             raw = attributes.get("RawMessageDelivery", "false").lower() == "true"
             fifo = queue.endswith(".fifo")  # a FIFO topic delivers to standard queues too
-            webhook = attributes.get("Protocol") in HTTP_PROTOCOLS
-            if raw:
+            protocol = attributes.get("Protocol", "sqs")
+            webhook = protocol in HTTP_PROTOCOLS
+            if protocol in TEXT_PROTOCOLS:  # an outbox's: what the endpoint would read
+                body, sent_attributes = p.body_for(protocol), {}
+            elif raw:
                 body, sent_attributes = text, raw_attributes
             else:  # an envelope names its subscription: one each
                 sub = self.subscription_arn(topic, queue)
-                body = envelope(mid, arn, p, text, caller, topic, sub, now, sign)
+                said = p.body_for(protocol) if protocol in OUTBOX_PROTOCOLS else text
+                body = envelope(mid, arn, p, said, caller, topic, sub, now, sign, sequence)
                 sent_attributes = traced
             if webhook:  # what its POST needs, in its delivery queue
                 info = self._delivery(topic, queue, attributes, settings)
                 info["SnsMessageId"] = mid
                 sent_attributes = {"Sns": json.dumps(info)}
+            elif protocol in OUTBOX_PROTOCOLS:
+                sent_attributes = {"Protocol": protocol, "Endpoint": attributes["Endpoint"]}
             return SendEntry(  # each copy has an SQS message id of its own
                 entry_id="0",
                 body=body,
@@ -844,20 +902,41 @@ class SnsApi:
                 dedup_id=p.dedup_id if fifo else None,
             )
 
+        subscribed = self.client.subscriptions(topic)
         copies = {
             queue: copy(queue, attributes, queue)
-            for queue, attributes in self.client.subscriptions(topic).items()
+            for queue, attributes in subscribed.items()
             if passes(attributes, p)
         }
         for queue, attributes in waiting.items():  # its queue is gone: to its dead letters
             self._dead_letter(queue, attributes, p, copy)
         if not copies:
-            return SendResult(id=mid)
-        results = self.client.publish_copies(topic, copies)
+            return SendResult(id=mid, sequence=sequence)
+        try:
+            results = self.client.publish_copies(topic, copies)
+        except (InvalidInput, QueueDoesNotExist):
+            # a queue refused its copy (too long for it, say) or went: as on SNS the publish
+            # stands, and that delivery goes to the subscription's dead-letter queue
+            for queue in self._refused(copies):
+                del copies[queue]
+                self._dead_letter(queue, subscribed[queue], p, copy)
+            if not copies:
+                return SendResult(id=mid, sequence=sequence)
+            results = self.client.publish_copies(topic, copies)
         for queue, result in results.items():
             if result.duplicate:  # a FIFO queue holds the first publish's copy: its id
                 return dataclasses.replace(result, id=copy_id(result.id, queue))
-        return next((dataclasses.replace(r, id=mid) for r in results.values()), SendResult(id=mid))
+        return SendResult(id=mid, sequence=sequence)
+
+    def _refused(self, copies: Mapping[str, SendEntry]) -> list[str]:
+        """The queues that refuse their copies (or are gone)."""
+        refused = []
+        for queue, entry in copies.items():
+            try:
+                self.client.queue(queue).prepare(entry)
+            except (InvalidInput, QueueDoesNotExist):
+                refused.append(queue)
+        return refused
 
     def _dead_letter(
         self,
@@ -866,9 +945,10 @@ class SnsApi:
         p: Publication,
         copy: Callable[[str, Mapping[str, str], str], SendEntry],
     ) -> None:
-        """A publication for a subscription whose queue does not exist goes to the
-        subscription's dead-letter queue (its RedrivePolicy), as it would have gone to the
-        queue; without one, or if that queue is gone too, it is lost, as on SNS."""
+        """A publication for a subscription whose queue does not exist, or refuses it, goes
+        to the subscription's dead-letter queue (its RedrivePolicy), as it would have gone
+        to the queue; without one, or if that queue is gone or refuses it too, it is lost,
+        as on SNS."""
         policy = attributes.get("RedrivePolicy")
         if not policy or not passes(attributes, p):
             return
@@ -892,7 +972,7 @@ def _own(caller: Caller, account: str, arn: str) -> None:
     if caller.verified and account != caller.account:
         raise SnsError(
             "AuthorizationError",
-            f"User: arn:aws:iam::{caller.account}:root is not authorized to perform:"
+            f"User: {caller.principal} is not authorized to perform:"
             f" SNS:{caller.action or 'request'} on resource: {arn}",
             403,
         )
@@ -961,15 +1041,19 @@ def _tags(node: Any) -> dict[str, str]:
 
 
 def _paged(key: str, items: list[Any], token: Any) -> Result:
-    """`PAGE` of `items` under `key`, from where `token` says, with the next token if more."""
+    """`PAGE` of `items` under `key`, from where `token` says, with the next token if more
+    (opaque, base64 as SNS's are)."""
     start = 0
     if token is not None:
-        if not isinstance(token, str) or not token.isdigit():
+        try:
+            start = int(base64.b64decode(str(token), validate=True).decode())
+        except (ValueError, UnicodeDecodeError):
+            raise invalid("NextToken: not a token this server gave") from None
+        if start < 0:
             raise invalid("NextToken: not a token this server gave")
-        start = int(token)
     result: Result = {key: items[start : start + PAGE]}
     if start + PAGE < len(items):
-        result["NextToken"] = str(start + PAGE)
+        result["NextToken"] = base64.b64encode(str(start + PAGE).encode()).decode()
     return result
 
 

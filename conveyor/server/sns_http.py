@@ -173,9 +173,10 @@ class EndpointRules:
             except ValueError:
                 self.hosts.add(spec)
 
-    def refusal(self, url: str, *, resolve: bool = True) -> str | None:
+    def refusal(self, url: str, *, resolve: bool = True, unknown: bool = False) -> str | None:
         """Why `url` may not be called (None: it may); without `resolve`, a host name that
-        would need resolving is UNRESOLVED."""
+        would need resolving is UNRESOLVED; with `unknown`, a host name that resolves to
+        nothing (yet) may be called (a subscription to it, whose every POST is checked)."""
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
         if parts.scheme not in HTTP_PROTOCOLS or not host:
@@ -190,7 +191,7 @@ class EndpointRules:
             try:
                 infos = socket.getaddrinfo(host, parts.port or 443, type=socket.SOCK_STREAM)
             except OSError:
-                return f"{host} does not resolve"
+                return None if unknown else f"{host} does not resolve"
             addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
         if addresses and all(any(a in n for n in self.networks) for a in addresses):
             return None
@@ -354,6 +355,8 @@ class Webhooks:
 
     async def _dead_letter(self, m: Message, info: dict[str, str], why: str) -> None:
         target = info.get("SnsDeadLetter")
+        if info.get("SnsType", "Notification") != "Notification":
+            target = None  # as SNS: a (un)subscription confirmation is never dead-lettered
         if not target:
             endpoint = info.get("SnsEndpoint")
             log.warning("dropped a delivery to %s after its retries (%s)", endpoint, why)

@@ -8,6 +8,7 @@ import base64
 import binascii
 import hashlib
 import json
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -242,6 +243,19 @@ def timestamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
+_sequence_lock = threading.Lock()
+_last_sequence = 0
+
+
+def topic_sequence(now: datetime) -> int:
+    """A FIFO topic's sequence number for a publication at `now`: its microseconds since the
+    epoch, made larger than the last one this process gave (so strictly increasing)."""
+    global _last_sequence
+    with _sequence_lock:
+        _last_sequence = max(int(now.timestamp() * 1_000_000), _last_sequence + 1)
+        return _last_sequence
+
+
 Sign = Callable[[dict[str, Any]], dict[str, Any]]
 """Adds SignatureVersion, Signature and SigningCertURL to a message (sns_signing)."""
 
@@ -256,15 +270,16 @@ def envelope(
     subscription: str,
     now: datetime,
     sign: Sign | None = None,
+    sequence: int | None = None,
 ) -> str:
     """The JSON a subscribed queue or endpoint gets for a publication (unless raw delivery
     is on): `subscription` (its ARN) in the UnsubscribeURL, `now` the publication's time,
     signed by `sign` (the same signature for every subscription: the UnsubscribeURL is not
-    in what is signed)."""
+    in what is signed); a FIFO topic's copies carry its `sequence` number."""
     unsubscribe = f"{caller.base_url}/?Action=Unsubscribe&SubscriptionArn={subscription}"
     envelope: dict[str, Any] = {"Type": "Notification", "MessageId": mid}
     if topic.endswith(".fifo"):
-        envelope["SequenceNumber"] = str(int(now.timestamp() * 1_000_000)).rjust(20, "0")
+        envelope["SequenceNumber"] = str(sequence or topic_sequence(now)).rjust(20, "0")
     envelope["TopicArn"] = arn
     if p.subject is not None:
         envelope["Subject"] = p.subject

@@ -72,6 +72,7 @@ NO_RESULT = frozenset(
     {
         "AddPermission",
         "DeleteTopic",
+        "PutDataProtectionPolicy",
         "RemovePermission",
         "SetSubscriptionAttributes",
         "SetTopicAttributes",

@@ -36,6 +36,14 @@ class Caller:
     verified: bool = False  # the signature was checked against a known key
     scoped: bool = False  # the region is a signature's credential scope (not a default)
     action: str = ""  # the action called (what a queue policy is asked about)
+    user: str | None = None  # the IAM user the access key stands for (None: the account)
+
+    @property
+    def principal(self) -> str:
+        """The caller's IAM ARN: a user of the account, or the account's root."""
+        if self.user is None:
+            return f"arn:aws:iam::{self.account}:root"
+        return f"arn:aws:iam::{self.account}:user/{self.user}"
 
 
 @dataclass(frozen=True, slots=True)

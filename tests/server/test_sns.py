@@ -108,7 +108,10 @@ def test_fan_out_envelope_raw_and_subscriptions(
     attrs = sns.get_subscription_attributes(SubscriptionArn=sub2)["Attributes"]
     assert attrs["RawMessageDelivery"] == "true" and attrs["Endpoint"] == raw_arn
     assert attrs["PendingConfirmation"] == "false" and attrs["Protocol"] == "sqs"
-    assert store.subscriptions(name)[f"{name}-raw"] == {"RawMessageDelivery": "true"}
+    assert store.subscriptions(name)[f"{name}-raw"] == {
+        "RawMessageDelivery": "true",
+        "SubscriptionPrincipal": "arn:aws:iam::000000000000:user/anonymous",  # who subscribed
+    }
 
     sent = sns.publish(
         TopicArn=topic,
@@ -251,9 +254,9 @@ def test_publish_batch_partial_failures(sns: Any, server: LiveServer, name: str)
     sqs = server.sqs()
     topic = sns.create_topic(Name=f"{name}.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
     url, arn = queue(sqs, f"{name}.fifo", FifoQueue="true", MaximumMessageSize="1024")
-    sns.subscribe(
-        TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
-    )
+    dlq_url, dlq_arn = queue(sqs, f"{name}-dlq.fifo", FifoQueue="true")
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn})
+    subscribe(sns, topic, arn, RawMessageDelivery="true", RedrivePolicy=redrive)
     entries = [
         {"Id": "a", "Message": "one", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
         {"Id": "b", "Message": "two", "MessageGroupId": "g"},  # no dedup id
@@ -269,11 +272,12 @@ def test_publish_batch_partial_failures(sns: Any, server: LiveServer, name: str)
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
     entries[1] |= {"MessageDeduplicationId": "2", "Message": "x" * 2000}
     out = sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=entries)
-    assert [s["Id"] for s in out["Successful"]] == ["a", "c"]
-    [failed] = out["Failed"]  # the queue subscribed refuses what is too long for it
-    assert failed["Id"] == "b" and failed["Code"] == "InvalidParameter" and failed["SenderFault"]
+    # as on SNS: what the topic takes is published; the queue subscribed refuses what is
+    # too long for it, and that delivery goes to the subscription's dead-letter queue
+    assert [s["Id"] for s in out["Successful"]] == ["a", "b", "c"] and out["Failed"] == []
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in got] == ["one", "three"]
+    assert [m["Body"] for m in bodies(sqs, dlq_url)] == ["x" * 2000]
 
     bad: list[Any]
     for bad, expected in (
@@ -394,7 +398,7 @@ def test_regions_names_pages_and_caller_identity(sns: Any, server: LiveServer, n
     sts = server.aws("sts", "us-east-1", "AKIDTEST", "x")
     identity = sts.get_caller_identity()
     assert identity["Account"] == "000000000000"
-    assert identity["Arn"] == "arn:aws:iam::000000000000:root"
+    assert identity["Arn"] == "arn:aws:iam::000000000000:user/anonymous"  # not verified
     for t in (arn, plain):
         sns.delete_topic(TopicArn=t)
 
