@@ -384,17 +384,20 @@ class Endpoint:
     def _sns_caller(self, action: str, params: dict[str, Any], request: Incoming) -> Caller:
         """The caller of an SNS request. A confirmation by a webhook's endpoint (a GET of
         its SubscribeURL) is unsigned wherever the server checks signatures, as on SNS: its
-        token is the secret, and it acts in the topic's own region and account."""
+        token is the secret, and it acts in the topic's own region and account. So is a GET
+        of a message's UnsubscribeURL (refused for a subscription confirmed with
+        AuthenticateOnUnsubscribe)."""
         if (
-            action == "ConfirmSubscription"
+            action in ("ConfirmSubscription", "Unsubscribe")
             and self.server.auth.verifies
             and "authorization" not in request.headers
             and "X-Amz-Credential=" not in request.query
         ):
-            match = TOPIC_ARN_RE.fullmatch(str(params.get("TopicArn", "")))
+            named = params.get("TopicArn" if action == "ConfirmSubscription" else "SubscriptionArn")
+            match = TOPIC_ARN_RE.match(str(named or ""))
             if match is not None:
                 return Caller(match.group(1), match.group(2), request.base_url, action=action)
-        return self.caller(request, services=SNS_SCOPES)
+        return self.caller(request, action, services=SNS_SCOPES)
 
     def _error(self, error: ConveyorError, protocol: str, request_id: str) -> Reply:
         extra = [(b"x-amzn-requestid", request_id.encode())]

@@ -21,7 +21,7 @@ import secrets
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from ..client import Client
 from ..exceptions import (
@@ -79,7 +79,8 @@ from .sns_wire import Entries, SnsError, invalid, not_found, numbered, query_map
 from .sqs_api import TRACE_PARAM
 from .sqs_message_attributes import TRACE_TYPE
 from .sqs_names import ARN_RE, Caller, Namespaces
-from .sqs_policy import allows_topic
+from .sqs_policy import BATCH as BATCH_OF
+from .sqs_policy import allows, allows_topic
 
 TOPIC_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:sns:([a-z0-9-]{1,32}):([0-9]{12}):([A-Za-z0-9_-]{1,256}(?:\.fifo)?)"
@@ -95,6 +96,7 @@ TAG_QUOTA = "Could not complete request: tag quota of per resource exceeded"
 TAG = "tag:"
 DATA_PROTECTION = "DataProtectionPolicy"
 PRINCIPAL = "SubscriptionPrincipal"  # who subscribed, kept with the subscription
+AUTHENTICATED = "ConfirmationWasAuthenticated"  # confirmed with AuthenticateOnUnsubscribe
 
 # every protocol SNS knows (this server delivers to `sqs`, `http` and `https`)
 SNS_PROTOCOLS = frozenset(
@@ -173,10 +175,27 @@ class SnsApi:
         if match is None:
             _check_arn_parts(param, arn if isinstance(arn, str) else "")
             raise invalid(f"{param}: {arn!r} is not a topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)")
-        _own(caller, match.group(2), arn)
+        topic = self.ns.store_name(match.group(1), match.group(2), match.group(3))
+        self._may_call(caller, topic, match.group(2), arn)
         if match.group(1) != caller.region:
             raise invalid(param)  # another region's topic, asked of this region's endpoint
-        return self.ns.store_name(match.group(1), match.group(2), match.group(3))
+        return topic
+
+    def _may_call(self, caller: Caller, topic: str, account: str, arn: str) -> None:
+        """A caller whose signature was verified reaches its own account's topics, and
+        another account's where the topic's Policy allows the action (as AddPermission
+        writes it: `SNS:Publish` for `arn:aws:iam::ACCOUNT:root`); the refusal is the same
+        whether or not the topic exists."""
+        if not caller.verified or account == caller.account:
+            return
+        if BATCH_OF.get(caller.action, caller.action) in PERMISSION_ACTIONS:
+            try:
+                policy = self.client.topic_settings(topic).get("Policy")
+            except (TopicDoesNotExist, InvalidInput):
+                policy = None
+            if allows(policy, caller.account, caller.action, arn, service="sns"):
+                return
+        _refuse(caller, arn)
 
     def _existing(
         self, arn: Any, caller: Caller, param: str = "TopicArn"
@@ -199,15 +218,22 @@ class SnsApi:
                 raise invalid("SubscriptionArn Reason: no value for required parameter")
             _check_arn_parts("SubscriptionArn", arn)
             raise invalid("SubscriptionId")
-        _own(caller, match.group(2), arn)
         topic = self.ns.store_name(match.group(1), match.group(2), match.group(3))
+        # another account's subscription: its subscriber's (or the topic owner's) to act on
+        foreign = caller.verified and match.group(2) != caller.account
         try:
             subscriptions = self._subscriptions(topic)
         except (TopicDoesNotExist, InvalidInput):
+            if foreign:
+                _refuse(caller, arn)
             raise not_found("Subscription does not exist") from None
         for queue, attributes in subscriptions.items():
             if self.subscription_arn(topic, queue) == arn:
+                if foreign and _account_of(attributes.get(PRINCIPAL)) != caller.account:
+                    _refuse(caller, arn)
                 return topic, queue, attributes
+        if foreign:
+            _refuse(caller, arn)
         raise not_found("Subscription does not exist")
 
     # -- topics ---------------------------------------------------------------------------
@@ -631,6 +657,8 @@ class SnsApi:
                 if waiting.get("Token") == token:
                     queue = key[len(CONFIRM) :]
                     waiting.pop("PendingConfirmation", None)
+                    if str(params.get("AuthenticateOnUnsubscribe", "")).lower() == "true":
+                        waiting[AUTHENTICATED] = "true"
                     self.client.subscribe(topic, queue, waiting)  # the token kept: idempotent
                     self.client.update_topic_settings(topic, {key: None})
                     return {"SubscriptionArn": self.subscription_arn(topic, queue)}
@@ -644,6 +672,10 @@ class SnsApi:
             if exc.code == "NotFound":
                 return {}  # SNS: unsubscribing twice is no error
             raise
+        if attributes.get(AUTHENTICATED) == "true" and not caller.scoped:
+            # confirmed with AuthenticateOnUnsubscribe: an unsigned request (the
+            # UnsubscribeURL's GET) may not end it
+            _refuse(caller, str(params.get("SubscriptionArn")))
         self.client.unsubscribe(topic, queue)
         self.client.update_topic_settings(topic, {PENDING + queue: None, CONFIRM + queue: None})
         if attributes.get("Protocol") in HTTP_PROTOCOLS:
@@ -686,14 +718,16 @@ class SnsApi:
         out = {
             **self._member(topic, queue, attributes),
             "SubscriptionArn": self.subscription_arn(topic, queue),
-            "ConfirmationWasAuthenticated": "true",
+            AUTHENTICATED: "true",
             "PendingConfirmation": "false",
             "RawMessageDelivery": "false",
             # a subscription kept before its principal was: the topic's account
             PRINCIPAL: f"arn:aws:iam::{self.ns.split(topic)[1]}:root",
         }
+        if attributes.get("Protocol") in CONFIRMED_BY_MAIL:
+            out[AUTHENTICATED] = "false"
         if attributes.get("Protocol") in HTTP_PROTOCOLS:
-            out["ConfirmationWasAuthenticated"] = "false"
+            out[AUTHENTICATED] = "false"
             settings = self.client.topic_settings(topic)
             out["EffectiveDeliveryPolicy"] = DeliveryPolicy.of(attributes, settings).to_json()
         out.update({k: v for k, v in attributes.items() if k != "Token"})
@@ -966,16 +1000,19 @@ class SnsApi:
             return
 
 
-def _own(caller: Caller, account: str, arn: str) -> None:
-    """A caller whose signature was verified reaches its own account's topics and queues
-    alone (topic policies are kept, not evaluated)."""
-    if caller.verified and account != caller.account:
-        raise SnsError(
-            "AuthorizationError",
-            f"User: {caller.principal} is not authorized to perform:"
-            f" SNS:{caller.action or 'request'} on resource: {arn}",
-            403,
-        )
+def _refuse(caller: Caller, arn: str) -> NoReturn:
+    raise SnsError(
+        "AuthorizationError",
+        f"User: {caller.principal} is not authorized to perform:"
+        f" SNS:{caller.action or 'request'} on resource: {arn}",
+        403,
+    )
+
+
+def _account_of(principal: str | None) -> str | None:
+    """The account of an IAM ARN (`arn:aws:iam::ACCOUNT:...`)."""
+    parts = (principal or "").split(":")
+    return parts[4] if len(parts) > 5 and parts[2] == "iam" else None
 
 
 def _check_entry_id(entry_id: object) -> None:

@@ -1,4 +1,5 @@
-"""Cross-account access: the part of SQS policy evaluation that `AddPermission` produces.
+"""Cross-account access: the part of SQS policy evaluation that `AddPermission` produces
+(SQS's and SNS's, whose topic policies are read the same way with `sns:` actions).
 
 A signed caller reaches the queues of its own account. A queue of another account answers
 `AccessDenied` unless the queue's `Policy` has a statement that applies to the call:
@@ -47,6 +48,7 @@ BATCH = {
     "SendMessageBatch": "SendMessage",
     "DeleteMessageBatch": "DeleteMessage",
     "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
+    "PublishBatch": "Publish",
 }
 ROOT_RE = re.compile(r"arn:aws:iam::(\d{12}):root")
 
@@ -77,8 +79,12 @@ def statements(policy_text: str | None) -> list[dict[str, Any]]:
     return [st for st in found if isinstance(st, dict) and not any(k in st for k in skipped)]
 
 
-def allows(policy_text: str | None, account: str, action: str, arn: str) -> bool:
-    wanted = f"sqs:{BATCH.get(action, action)}".lower()
+def allows(
+    policy_text: str | None, account: str, action: str, arn: str, service: str = "sqs"
+) -> bool:
+    """Whether the policy lets `account` call `action` of `service` (`sqs`, `sns`) on the
+    resource `arn` (a queue's, a topic's)."""
+    wanted = f"{service}:{BATCH.get(action, action)}".lower()
     allowed = False
     for st in statements(policy_text):
         if not (

@@ -805,6 +805,48 @@ def test_sns_keeps_accounts_apart(accounts: LiveServer) -> None:
     assert code_of(lambda: stranger.list_topics()) == "InvalidClientTokenId"
 
 
+def test_a_topic_policy_lets_another_account_publish_and_subscribe(accounts: LiveServer) -> None:
+    """AddPermission's statement lets the partner publish (singly and in batches) and
+    subscribe its own queue; what it does not grant stays refused, and the partner acts on
+    its own subscription; RemovePermission takes it back."""
+    owner = accounts.sns(key="AKIDGOOD", secret="s3cret")
+    partner = accounts.sns(key="AKIDPARTNER", secret="other")
+    partner_sqs = accounts.sqs(key="AKIDPARTNER", secret="other")
+    topic = owner.create_topic(Name="granted")["TopicArn"]
+    owner.add_permission(
+        TopicArn=topic,
+        Label="partner",
+        AWSAccountId=["111122223333"],
+        ActionName=["Publish", "Subscribe"],
+    )
+    url = partner_sqs.create_queue(QueueName="mirror")["QueueUrl"]
+    arn = "arn:aws:sqs:us-east-1:111122223333:mirror"
+    sub = partner.subscribe(
+        TopicArn=topic,
+        Protocol="sqs",
+        Endpoint=arn,
+        Attributes={"RawMessageDelivery": "true"},
+        ReturnSubscriptionArn=True,
+    )["SubscriptionArn"]
+    assert partner.publish(TopicArn=topic, Message="one")["MessageId"]
+    batch = [{"Id": "b", "Message": "two"}]
+    assert partner.publish_batch(TopicArn=topic, PublishBatchRequestEntries=batch)["Successful"]
+    got = partner_sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in got) == ["one", "two"]
+    attributes = partner.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]
+    assert attributes["SubscriptionPrincipal"] == "arn:aws:iam::111122223333:user/partner"
+    assert code_of(lambda: partner.get_topic_attributes(TopicArn=topic)) == "AuthorizationError"
+    assert code_of(lambda: partner.delete_topic(TopicArn=topic)) == "AuthorizationError"
+    remove = lambda: partner.remove_permission(TopicArn=topic, Label="partner")  # noqa: E731
+    assert code_of(remove) == "AuthorizationError"
+    missing = topic + "-none"
+    assert code_of(lambda: partner.publish(TopicArn=missing, Message="x")) == "AuthorizationError"
+    owner.remove_permission(TopicArn=topic, Label="partner")
+    assert code_of(lambda: partner.publish(TopicArn=topic, Message="x")) == "AuthorizationError"
+    assert code_of(lambda: partner.unsubscribe(SubscriptionArn=sub)) == "ok"  # its own
+    owner.delete_topic(TopicArn=topic)
+
+
 def test_another_accounts_queue_takes_a_topics_copies_only_where_its_policy_allows(
     accounts: LiveServer,
 ) -> None:

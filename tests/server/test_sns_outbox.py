@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from botocore.exceptions import ClientError
 
@@ -61,7 +62,9 @@ def test_outboxes_keep_what_email_and_sms_subscribers_would_get(
     assert confirmation["MessageAttributes"]["Endpoint"]["StringValue"] == "ops@example.com"
     sns.publish(TopicArn=topic, Message="before the confirmation")
     assert bodies(sqs, mail) == []  # nothing goes to a pending subscription
-    confirmed = sns.confirm_subscription(TopicArn=topic, Token=letter["Token"])
+    confirmed = sns.confirm_subscription(
+        TopicArn=topic, Token=letter["Token"], AuthenticateOnUnsubscribe="true"
+    )
     structure = {"default": "plain", "sms": "short", "email": "long text"}
     sns.publish(TopicArn=topic, Message=json.dumps(structure), MessageStructure="json")
     assert [m["Body"] for m in bodies(sqs, mail)] == ["long text"]
@@ -70,6 +73,18 @@ def test_outboxes_keep_what_email_and_sms_subscribers_would_get(
     attributes = sns.get_subscription_attributes(SubscriptionArn=confirmed["SubscriptionArn"])
     assert attributes["Attributes"]["Protocol"] == "email"
     assert attributes["Attributes"]["PendingConfirmation"] == "false"
+    assert attributes["Attributes"]["ConfirmationWasAuthenticated"] == "true"
+    # confirmed with AuthenticateOnUnsubscribe: the unsigned GET of an UnsubscribeURL is
+    # refused, a signed Unsubscribe is not
+    envelope_url = (
+        f"{outboxes.url}/?Action=Unsubscribe&SubscriptionArn={confirmed['SubscriptionArn']}"
+    )
+    refused = httpx.get(envelope_url)
+    assert refused.status_code == 403 and "AuthorizationError" in refused.text
+    sms_url = f"{outboxes.url}/?Action=Unsubscribe&SubscriptionArn={sms['SubscriptionArn']}"
+    assert httpx.get(sms_url).status_code == 200  # without it, anyone with the URL may
+    sns.unsubscribe(SubscriptionArn=confirmed["SubscriptionArn"])
+    assert sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"] == []
     # subscribing again is idempotent; the same endpoint has one outbox
     again = sns.subscribe(TopicArn=topic, Protocol="sms", Endpoint="+15555550100")
     assert again["SubscriptionArn"] == sms["SubscriptionArn"]
