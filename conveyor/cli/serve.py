@@ -74,6 +74,17 @@ def log_options(f: F) -> F:
     " deliver to; repeatable. None by default: Subscribe refuses every other endpoint.",
 )
 @click.option(
+    "--queue-urls",
+    type=click.Choice(["path", "host"]),
+    default="path",
+    show_default=True,
+    envvar="CONVEYOR_QUEUE_URLS",
+    help="How queue URLs name a region other than --region: in the path"
+    " (BASE/queue/REGION/ACCOUNT/NAME), or in the host as SQS does"
+    " (http://sqs.REGION.HOST:PORT/ACCOUNT/NAME, every region; needs DNS for those names)."
+    " With host, both forms are taken.",
+)
+@click.option(
     "--sns-outbox",
     "sns_outbox",
     multiple=True,
@@ -192,6 +203,7 @@ def serve(
     tls_key: str | None,
     request_timeout: float,
     sns_http_allow: tuple[str, ...],
+    queue_urls: str,
     sns_outbox: tuple[str, ...],
     sns_signing_key: str | None,
     sns_signing_cert: str | None,
@@ -242,6 +254,7 @@ def serve(
         trusted_proxies=proxies,
         sns_http_allow=tuple(a for spec in sns_http_allow for a in spec.replace(",", " ").split()),
         sns_outbox=outbox,
+        queue_urls=queue_urls,
         sns_signing_key=Path(sns_signing_key).read_bytes() if sns_signing_key else None,
         sns_signing_cert=Path(sns_signing_cert).read_bytes() if sns_signing_cert else None,
     )

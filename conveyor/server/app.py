@@ -86,6 +86,8 @@ class ServerConfig:
     trusted_proxies: tuple[str, ...] = ()
     # hosts and networks SNS's http/https subscriptions may reach (--sns-http-allow)
     sns_http_allow: tuple[str, ...] = ()
+    # queue URLs: "path" (BASE/ACCOUNT/NAME, BASE/queue/REGION/...) or "host" (sqs.REGION.HOST)
+    queue_urls: str = "path"
     # SNS protocols whose messages are kept in outbox queues (--sns-outbox)
     sns_outbox: frozenset[str] = frozenset()
     # SNS's signing key and certificate (PEM); else made once and kept in the store
@@ -99,7 +101,9 @@ class ConveyorServer:
     def __init__(self, client: Client, config: ServerConfig | None = None) -> None:
         self.client = client
         self.config = config or ServerConfig()
-        self.namespaces = Namespaces(self.config.region, self.config.account)
+        self.namespaces = Namespaces(
+            self.config.region, self.config.account, host_urls=self.config.queue_urls == "host"
+        )
         self.auth = Auth(self.namespaces, self.config.auth_token, self.config.aws_keys)
         self.aio = AsyncClient(client=client)
         self.counts = SharedCounts()  # what the dashboard, /metrics and StatsD read

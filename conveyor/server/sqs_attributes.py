@@ -122,6 +122,7 @@ def attribute_changes(
     changes: dict[str, Any] = {}
     settings = dict(base.settings)
     fifo = base.fifo if current is not None else name.endswith(".fifo")
+    fifo_per_group = base.dedup_per_group
     if "FifoQueue" in values:
         wanted = _bool("FifoQueue", values["FifoQueue"])
         if not fifo and (current is not None or not wanted):
@@ -158,8 +159,13 @@ def attribute_changes(
         elif key == "DeduplicationScope":
             if str(value) not in ("messageGroup", "queue"):
                 raise InvalidAttribute("Invalid value for the parameter DeduplicationScope.")
-            changes["dedup_per_group"] = str(value) == "messageGroup"
-            settings.pop(key, None)  # once kept verbatim; now a queue attribute
+            settings.pop(key, None)
+            if current is not None and str(value) == "messageGroup" and not fifo_per_group:
+                # as on SQS: a queue made with queue-wide de-duplication shows the new scope
+                # and goes on de-duplicating queue-wide, for the ids it has and new ones
+                settings[key] = "messageGroup"
+            else:
+                changes["dedup_per_group"] = str(value) == "messageGroup"
         elif key == "RedrivePolicy":
             policy = _redrive_policy(value, name, ns, lookup)
             settings.pop(key, None)
@@ -179,6 +185,7 @@ def attribute_changes(
         # a KMS key replaces SQS-managed encryption (which stays off once the key goes)
         settings["SqsManagedSseEnabled"] = "false"
     per_group = changes.get("dedup_per_group", base.dedup_per_group)
+    per_group = per_group or settings.get("DeduplicationScope") == "messageGroup"
     if settings.get("FifoThroughputLimit") == "perMessageGroupId" and not per_group:
         raise InvalidAttribute(
             "The perMessageGroupId value is allowed only when the value for DeduplicationScope"
@@ -335,8 +342,9 @@ def render(
     values.update(a.settings)
     if "KmsMasterKeyId" not in a.settings:
         values.pop("KmsDataKeyReusePeriodSeconds", None)  # SQS shows it with a KMS key only
-    if a.fifo:
-        values["DeduplicationScope"] = "messageGroup" if a.dedup_per_group else "queue"
+    if a.fifo:  # the scope set, where de-duplication stays queue-wide as it was made
+        shown = a.settings.get("DeduplicationScope")
+        values["DeduplicationScope"] = shown or ("messageGroup" if a.dedup_per_group else "queue")
     for key, value in values.items():
         if every or key in wanted:
             out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)

@@ -7,7 +7,11 @@ region or account are stored as ``region:account:name`` and are kept apart.
 A queue's URL is ``BASE/ACCOUNT/NAME`` in the server's default region and
 ``BASE/queue/REGION/ACCOUNT/NAME`` in any other, so that one name in two regions has two
 URLs, as on SQS (where the host names the region). ``BASE/ACCOUNT/NAME`` is also taken in
-any region as the caller's region's queue.
+any region as the caller's region's queue. With host URLs (`conveyor serve --queue-urls
+host`) the host names the region, as SQS's ``https://sqs.REGION.amazonaws.com/ACCOUNT/NAME``
+do: ``scheme://sqs.REGION.HOST:PORT/ACCOUNT/NAME`` in every region (for clients that read
+the account and name from a URL's last two parts, and whose DNS sends that name here); a
+server addressed by an IP address still answers path URLs. Both forms are taken then.
 """
 
 from __future__ import annotations
@@ -46,10 +50,21 @@ class Caller:
         return f"arn:aws:iam::{self.account}:user/{self.user}"
 
 
+REGIONAL_HOST_RE = re.compile(r"sqs\.([a-z](?:[a-z0-9-]{0,30}[a-z0-9])?)\.(.+)")
+"""A host that names a region: sqs.REGION.REST."""
+
+
+def host_region(host: str) -> str | None:
+    """The region a host name names (`sqs.eu-west-1.example.com`), if any."""
+    match = REGIONAL_HOST_RE.fullmatch(host.lower())
+    return match.group(1) if match is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class Namespaces:
     region: str = "us-east-1"
     account: str = "000000000000"
+    host_urls: bool = False  # queue URLs name their region in the host (sqs.REGION.HOST)
 
     def store_name(self, region: str, account: str, name: str) -> str:
         if (region, account) == (self.region, self.account):
@@ -75,6 +90,10 @@ class Namespaces:
 
     def url(self, caller: Caller, store_name: str) -> str:
         region, account, name = self.split(store_name)
+        if self.host_urls:
+            regional = _regional(caller.base_url, region)
+            if regional is not None:
+                return f"{regional}/{account}/{name}"
         if region == self.region:
             return f"{caller.base_url}/{account}/{name}"
         return f"{caller.base_url}/queue/{region}/{account}/{name}"
@@ -94,12 +113,18 @@ class Namespaces:
             except InvalidInput:
                 raise QueueDoesNotExist(f"The specified queue does not exist: {url}") from None
             return self.store_name(caller.region, caller.account, url)
-        path = urlsplit(url).path if "://" in url else url
+        split = urlsplit(url) if "://" in url else None
+        path = split.path if split is not None else url
         parts = [p for p in path.split("/") if p]
         region = caller.region
+        named = None
+        if self.host_urls and split is not None:  # else a host is only a host
+            named = host_region(split.hostname or "")
         if len(parts) == 4 and parts[0] == "queue" and REGION_RE.fullmatch(parts[1]):
-            region = parts[1]
+            named = parts[1]
             parts = parts[2:]
+        if named is not None:
+            region = named
             if caller.scoped and region != caller.region:
                 # as on SQS, where a request signed for one region never reaches another's
                 raise QueueDoesNotExist(
@@ -135,3 +160,17 @@ class Namespaces:
         if not isinstance(owner, str) or not ACCOUNT_RE.fullmatch(owner):
             raise InvalidInput(f"QueueOwnerAWSAccountId {owner!r} must be 12 digits")
         return self.store_name(caller.region, owner, name)
+
+
+def _regional(base_url: str, region: str) -> str | None:
+    """`base_url` with a host naming `region` (sqs.REGION.HOST, in place of a region its
+    host names already); None for a server addressed by an IP address."""
+    scheme, _, netloc = base_url.partition("://")
+    host, colon, port = netloc.rpartition(":") if not netloc.endswith("]") else (netloc, "", "")
+    if not colon or not port.isdigit():
+        host, port = netloc, ""
+    if host.startswith("[") or host.replace(".", "").isdigit():
+        return None
+    match = REGIONAL_HOST_RE.fullmatch(host.lower())
+    rest = match.group(2) if match is not None else host
+    return f"{scheme}://sqs.{region}.{rest}" + (f":{port}" if port else "")

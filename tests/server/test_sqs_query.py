@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 from xml.etree import ElementTree as ET
 
+import boto3
 import httpx
+import pytest
+from botocore.exceptions import ClientError
+
+from conveyor import Client
+from conveyor.server import ServerConfig
 
 from ..live import LiveServer
 
@@ -308,3 +314,82 @@ def test_forms_from_aws_samples_unindexed_attributes_and_a_trailing_slash(
         for a in root.findall("sqs:GetQueueAttributesResult/sqs:Attribute", NS)
     }
     assert status == 200 and attrs["VisibilityTimeout"] == "35"
+
+
+def test_host_urls_name_the_region_as_sqs_s_do(store: Client, name: str) -> None:
+    """With --queue-urls host a queue URL is sqs.REGION.HOST/ACCOUNT/NAME in every region,
+    so a client that reads account and name from the last two parts gets them; both forms
+    are taken, and a server addressed by IP address still gives path URLs."""
+    with LiveServer(store, ServerConfig(queue_urls="host")) as live:
+        by_name = live.url.replace("127.0.0.1", "localhost")
+        west = boto3.client(
+            "sqs",
+            endpoint_url=by_name,
+            region_name="eu-west-1",
+            aws_access_key_id="AKIDTEST",
+            aws_secret_access_key="x",
+        )
+        url = west.create_queue(QueueName=name)["QueueUrl"]
+        assert url == f"http://sqs.eu-west-1.localhost:{live.port}/000000000000/{name}"
+        account, queue_name = url.split("/")[-2:]
+        assert (account, queue_name) == ("000000000000", name)
+        west.send_message(QueueUrl=url, MessageBody="west")
+        path_form = f"{by_name}/queue/eu-west-1/000000000000/{name}"
+        got = west.receive_message(QueueUrl=path_form)["Messages"]
+        assert [m["Body"] for m in got] == ["west"]
+        assert f"eu-west-1:000000000000:{name}" in store.list_queues()
+        east = live.sqs()  # by IP address: path URLs
+        east_url = east.create_queue(QueueName=name)["QueueUrl"]
+        assert east_url == f"{live.url}/000000000000/{name}"
+        east.send_message(QueueUrl=east_url, MessageBody="east")
+        host_form = f"http://sqs.us-east-1.localhost:{live.port}/000000000000/{name}"
+        assert [m["Body"] for m in east.receive_message(QueueUrl=host_form)["Messages"]] == ["east"]
+        with pytest.raises(ClientError) as exc:  # signed for us-east-1, named eu-west-1
+            east.receive_message(QueueUrl=url)
+        assert "NonExistentQueue" in str(exc.value) or "QueueDoesNotExist" in str(exc.value)
+        west.delete_queue(QueueUrl=url)
+        east.delete_queue(QueueUrl=east_url)
+
+
+def test_path_urls_take_a_host_as_a_host(server: LiveServer, name: str) -> None:
+    """Without --queue-urls host, a server called sqs.internal.example.com is not region
+    `internal`."""
+    sqs = server.sqs()
+    sqs.create_queue(QueueName=name)
+    url = f"http://sqs.internal.example.com/000000000000/{name}"
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "m"
+
+
+def test_a_dedup_scope_changed_later_keeps_queue_wide_dedup(server: LiveServer, name: str) -> None:
+    """As SQS answered in LocalStack's recorded test: a FIFO queue made with queue-wide
+    de-duplication and set to messageGroup shows messageGroup, and de-duplicates across
+    groups still, old ids and new; set back, it shows queue."""
+    sqs = server.sqs()
+    url = sqs.create_queue(
+        QueueName=f"{name}.fifo",
+        Attributes={"FifoQueue": "true", "DeduplicationScope": "queue"},
+    )["QueueUrl"]
+
+    def send(body: str, group: str, dedup: str) -> None:
+        sqs.send_message(
+            QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=dedup
+        )
+
+    send("one", "g1", "same")
+    changes = {"DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"}
+    sqs.set_queue_attributes(QueueUrl=url, Attributes=changes)
+    shown = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert shown["DeduplicationScope"] == "messageGroup"
+    assert shown["FifoThroughputLimit"] == "perMessageGroupId"
+    send("two", "g2", "same")  # an old id in another group: a duplicate still
+    send("three", "g3", "new")
+    send("four", "g4", "new")  # a new id in another group: a duplicate too
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in got) == ["one", "three"]
+    sqs.set_queue_attributes(
+        QueueUrl=url, Attributes={"DeduplicationScope": "queue", "FifoThroughputLimit": "perQueue"}
+    )
+    shown = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DeduplicationScope"])
+    assert shown["Attributes"]["DeduplicationScope"] == "queue"
+    sqs.delete_queue(QueueUrl=url)
