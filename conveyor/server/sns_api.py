@@ -491,7 +491,7 @@ class SnsApi:
             **{k: stored(k, v) for k, v in attributes.items() if v != ""},
             "Protocol": protocol,
             "Endpoint": endpoint,
-            "Owner": account,
+            "Owner": caller.account,
             PRINCIPAL: caller.principal,
         }
         tags = {TOPIC_TAG: topic}
@@ -691,7 +691,8 @@ class SnsApi:
             "SubscriptionArn": (
                 "PendingConfirmation" if pending else self.subscription_arn(topic, queue)
             ),
-            "Owner": self.ns.split(topic)[1],
+            # the account that subscribed (the topic's, for subscriptions kept before that was)
+            "Owner": _account_of(attributes.get(PRINCIPAL)) or self.ns.split(topic)[1],
             "Protocol": attributes.get("Protocol", "sqs"),
             "Endpoint": attributes.get("Endpoint", self.ns.arn(queue)),
             "TopicArn": self.topic_arn(topic),

@@ -835,6 +835,9 @@ def test_a_topic_policy_lets_another_account_publish_and_subscribe(accounts: Liv
     assert sorted(m["Body"] for m in got) == ["one", "two"]
     attributes = partner.get_subscription_attributes(SubscriptionArn=sub)["Attributes"]
     assert attributes["SubscriptionPrincipal"] == "arn:aws:iam::111122223333:user/partner"
+    assert attributes["Owner"] == "111122223333"  # the subscriber's account, as on SNS
+    listed = owner.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
+    assert [s["Owner"] for s in listed] == ["111122223333"]
     assert code_of(lambda: partner.get_topic_attributes(TopicArn=topic)) == "AuthorizationError"
     assert code_of(lambda: partner.delete_topic(TopicArn=topic)) == "AuthorizationError"
     remove = lambda: partner.remove_permission(TopicArn=topic, Label="partner")  # noqa: E731
