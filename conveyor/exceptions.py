@@ -30,7 +30,9 @@ errors are translated at the store boundary with ``raise ... from exc``.
     ├── InvalidState                  (an edit that the message's state forbids)
     ├── Unsupported                   (a store lacks a capability)
     ├── AccessDenied                  (403: unsigned, unknown key, bad signature; 401 REST)
-    └── StoreUnavailable              (the store cannot be reached; retry later)
+    ├── StoreUnavailable              (the store cannot be reached; retry later)
+    ├── SnsError                      (the SNS API's own codes: InvalidParameter, NotFound, ...)
+    └── PushRefused                   (the push gateway answered reject or error)
 """
 
 from __future__ import annotations
@@ -229,3 +231,25 @@ class StoreUnavailable(ConveyorError):
 
     code = "ServiceUnavailable"
     status = 503
+
+
+class SnsError(ConveyorError):
+    """An error of the SNS API, with SNS's own code and status (its codes are not SQS's:
+    `InvalidParameter`, `NotFound`, `AuthorizationError`, ...)."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.sender_fault = status < 500
+
+
+class PushRefused(ConveyorError):
+    """The push gateway answered `reject` or `error`; `answer` says which."""
+
+    code = "PushRefused"
+
+    def __init__(self, answer: str, text: str) -> None:
+        super().__init__(f"gateway answered {answer}: {text}")
+        self.answer = answer
+        self.text = text

@@ -9,12 +9,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..exceptions import PushRefused
     from .client import (
         DeadLetter,
         PushConsumer,
         PushMessage,
         PushProducer,
-        PushRefused,
         PushReply,
         Reject,
     )

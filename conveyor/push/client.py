@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..exceptions import ConveyorError, InvalidInput
+from ..exceptions import InvalidInput, PushRefused
 from .codec import PONG, Decoder, Frame, FrameError, encode
 from .config import DEFAULT_PORT
 
@@ -32,17 +32,6 @@ ACK_PREFIX = b'{"status": "ack"'  # how the gateway's `resp` ack starts
 # seconds: answers of a batch still being handled are sent this often, and a message that
 # waited this long for the handler is answered `arrived` before it is handled
 ANSWER_EVERY = 0.05
-
-
-class PushRefused(ConveyorError):
-    """The gateway answered `reject` or `error`; `answer` says which."""
-
-    code = "PushRefused"
-
-    def __init__(self, answer: str, text: str) -> None:
-        super().__init__(f"gateway answered {answer}: {text}")
-        self.answer = answer
-        self.text = text
 
 
 class Reject(Exception):

@@ -29,6 +29,7 @@ from ..exceptions import (
     InvalidInput,
     NotFound,
     QueueDoesNotExist,
+    SnsError,
     TopicDoesNotExist,
 )
 from ..models import AttributeValue, SendResult, TypedValue
@@ -75,7 +76,7 @@ from .sns_publication import (
     topic_sequence,
 )
 from .sns_signing import Signer
-from .sns_wire import Entries, SnsError, invalid, not_found, numbered, query_map
+from .sns_wire import Entries, invalid, not_found, numbered, query_map
 from .sqs_api import TRACE_PARAM
 from .sqs_message_attributes import TRACE_TYPE
 from .sqs_names import ARN_RE, Caller, Namespaces

@@ -14,10 +14,11 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from ..exceptions import SnsError
 from ..models import AttributeValue, TypedValue
 from ..validation import GROUP_ID_RE, MESSAGE_ID_RE, is_sqs_number, parse_json_text
 from .sns_filter import matches_attributes, matches_body
-from .sns_wire import SnsError, invalid, numbered
+from .sns_wire import invalid, numbered
 from .sqs_names import Caller
 
 MAX_MESSAGE = 262_144

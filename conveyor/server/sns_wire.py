@@ -7,21 +7,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from ..exceptions import ConveyorError, InvalidInput
+from ..exceptions import ConveyorError, InvalidInput, SnsError
 from .sqs_wire import XML_DECLARATION, XML_UNSAFE, in_order
 
 XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/"
 STS_XMLNS = "https://sts.amazonaws.com/doc/2011-06-15/"
-
-
-class SnsError(ConveyorError):
-    """An error with SNS's code and status."""
-
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status
-        self.sender_fault = status < 500
 
 
 def invalid(message: str) -> SnsError:
