@@ -59,8 +59,11 @@ from .sns_http import (
 )
 from .sns_outbox import (
     CONFIRMED_BY_MAIL,
+    DIRECT_SMS,
+    MAX_ENDPOINT,
     OUTBOX_PREFIX,
     OUTBOX_PROTOCOLS,
+    PHONE_RE,
     TEXT_PROTOCOLS,
     check_endpoint,
 )
@@ -467,6 +470,8 @@ class SnsApi:
         Webhook and e-mail subscriptions are confirmed by the token of the confirmation
         sent there; the others when made."""
         webhook = protocol in HTTP_PROTOCOLS
+        if isinstance(endpoint, str) and len(endpoint) > MAX_ENDPOINT:
+            raise invalid(f"Endpoint Reason: longer than {MAX_ENDPOINT} characters")
         if webhook:
             if topic.endswith(".fifo"):
                 raise invalid(f"Invalid protocol type: {protocol}")
@@ -767,7 +772,7 @@ class SnsApi:
 
     def publish(self, params: Params, caller: Caller) -> Result:
         if params.get("PhoneNumber") is not None:
-            raise invalid("PhoneNumber: this server delivers to SQS queues only")
+            return self._publish_sms(params, params["PhoneNumber"], caller)
         target = "TopicArn" if "TopicArn" in params else "TargetArn"
         arn = params.get(target)
         if arn is None:
@@ -782,6 +787,24 @@ class SnsApi:
         if topic.endswith(".fifo"):
             out["SequenceNumber"] = _sequence(result)
         return out
+
+    def _publish_sms(self, params: Params, phone: Any, caller: Caller) -> Result:
+        """A text to one phone number: kept in the caller's direct-SMS outbox where the
+        operator keeps SMS (--sns-outbox sms); this server sends none."""
+        if not isinstance(phone, str) or not PHONE_RE.fullmatch(phone):
+            raise invalid(f"PhoneNumber Reason: {phone} is not valid to publish to")
+        if "sms" not in self.outbox:
+            raise invalid(
+                "PhoneNumber Reason: this server sends no SMS; it keeps them where its"
+                " operator names sms with --sns-outbox"
+            )
+        p = read_publication(params, "", {})
+        queue = self.ns.store_name(caller.region, caller.account, DIRECT_SMS)
+        self.client.create_queue(queue)
+        sent = self.client.queue(queue).send(
+            p.body_for("sms"), attributes={"Protocol": "sms", "Endpoint": phone}
+        )
+        return {"MessageId": sent.id}
 
     def publish_batch(self, params: Params, caller: Caller) -> Result:
         topic, settings = self._existing(params.get("TopicArn"), caller)

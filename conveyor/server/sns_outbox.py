@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..exceptions import SnsError
 from .sns_wire import invalid
 
 OUTBOX_PREFIX = "sns-outbox-"
@@ -26,7 +27,11 @@ TEXT_PROTOCOLS = frozenset({"email", "sms"})
 """The protocols whose endpoints get the message's text alone, not SNS's JSON."""
 
 _EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+")
-_PHONE_RE = re.compile(r"\+?[0-9][0-9 ()-]{2,19}")
+PHONE_RE = re.compile(r"\+?[1-9][0-9]{1,14}")
+"""A phone number as SNS takes one (E.164: +15555550100)."""
+MAX_ENDPOINT = 2048
+DIRECT_SMS = OUTBOX_PREFIX + "sms-direct"
+"""The outbox of SMS published to a phone number (Publish with PhoneNumber)."""
 _ARN_RE = re.compile(r"arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:[0-9]{0,12}:.+")
 
 
@@ -49,10 +54,12 @@ def check_endpoint(protocol: str, endpoint: object) -> str:
     """The endpoint of a subscription by `protocol`, in SNS's words where it is not one."""
     if not isinstance(endpoint, str) or not endpoint:
         raise invalid("Endpoint")
+    if len(endpoint) > MAX_ENDPOINT:
+        raise invalid(f"Endpoint Reason: longer than {MAX_ENDPOINT} characters")
     if protocol in CONFIRMED_BY_MAIL and not _EMAIL_RE.fullmatch(endpoint):
         raise invalid("Email address")
-    if protocol == "sms" and not _PHONE_RE.fullmatch(endpoint):
-        raise invalid(f"SMS endpoint: {endpoint!r} is not a phone number (E.164: +15555550100)")
+    if protocol == "sms" and not PHONE_RE.fullmatch(endpoint):
+        raise SnsError("InvalidParameter", f"Invalid SMS endpoint: {endpoint}")
     if protocol in ("application", "lambda", "firehose") and not _ARN_RE.fullmatch(endpoint):
         raise invalid(f"{protocol} endpoint: an ARN")
     return endpoint

@@ -98,10 +98,42 @@ def test_outboxes_keep_what_email_and_sms_subscribers_would_get(
         assert code(exc) == "InvalidParameter" and words in message(exc), protocol
 
 
+def test_a_text_to_a_phone_number_is_kept_in_the_direct_outbox(outboxes: LiveServer) -> None:
+    sns, sqs = outboxes.sns(), outboxes.sqs()
+    sent = sns.publish(PhoneNumber="+33600000000", Message="your code is 1234")
+    url = sqs.get_queue_url(QueueName="sns-outbox-sms-direct")["QueueUrl"]
+    [got] = bodies(sqs, url, MessageAttributeNames=["All"])
+    assert got["Body"] == "your code is 1234" and sent["MessageId"]
+    assert got["MessageAttributes"]["Endpoint"]["StringValue"] == "+33600000000"
+    for bad in ("+1a234", "NAA+15551234567", "+15--551234567"):
+        with pytest.raises(ClientError) as exc:
+            sns.publish(PhoneNumber=bad, Message="x")
+        assert (
+            message(exc)
+            == f"Invalid parameter: PhoneNumber Reason: {bad} is not valid to publish to"
+        )
+    topic = sns.create_topic(Name="texts")["TopicArn"]
+    for bad in ("NAA+15551234567", "+15551234567.", "/+15551234567"):  # SNS's words
+        with pytest.raises(ClientError) as exc:
+            sns.subscribe(TopicArn=topic, Protocol="sms", Endpoint=bad)
+        assert message(exc) == f"Invalid SMS endpoint: {bad}"
+    for protocol, endpoint in (
+        ("email", "a" * 3000 + "@example.com"),
+        ("http", "http://x/" + "a" * 3000),
+    ):
+        with pytest.raises(ClientError) as exc:
+            sns.subscribe(TopicArn=topic, Protocol=protocol, Endpoint=endpoint)
+        assert "longer than 2048 characters" in message(exc)
+    sns.delete_topic(TopicArn=topic)
+
+
 def test_without_the_flag_other_protocols_are_refused(sns: Any, name: str) -> None:
     topic = sns.create_topic(Name=name)["TopicArn"]
     with pytest.raises(ClientError) as exc:
         sns.subscribe(TopicArn=topic, Protocol="email", Endpoint="ops@example.com")
+    assert code(exc) == "InvalidParameter" and "--sns-outbox" in message(exc)
+    with pytest.raises(ClientError) as exc:
+        sns.publish(PhoneNumber="+15555550100", Message="x")
     assert code(exc) == "InvalidParameter" and "--sns-outbox" in message(exc)
     assert outbox_protocols(["all"]) == OUTBOX_PROTOCOLS
     assert outbox_protocols(["sms,email", "lambda"]) == {"sms", "email", "lambda"}
