@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -37,6 +38,7 @@ from conveyor.push import (
 )
 from conveyor.push.codec import Decoder, Frame, FrameError, encode
 from conveyor.push.config import check_gateway_exposure
+from conveyor.push.dispatch import QueueOps
 from conveyor.push.peers import TokenBucket
 
 from .waiting import until
@@ -371,6 +373,43 @@ def test_weights_share_the_messages(start: Start) -> None:
     for name, w in weights.items():
         expected = n * w / total  # each its weight's share (shares.py)
         assert abs(counts[name] - expected) <= 0.05 * expected, (name, counts, expected)
+
+
+def test_a_backlog_to_consumers_of_prefetch_one_is_claimed_ahead(start: Start) -> None:
+    """Consumers that hold one message each are fed from messages claimed a round ahead:
+    far fewer claims than messages, each message handled once. (What is claimed ahead for
+    consumers that then go is released: test_a_dialled_consumer_that_is_gone_is_dropped.)"""
+    gw = start(rate=0)
+    claims: list[int] = []
+    receive = QueueOps.receive
+
+    def counted(ops: QueueOps, most: int, visibility: float) -> list[Any]:
+        got = receive(ops, most, visibility)
+        if got:
+            claims.append(len(got))
+        return got
+
+    seen: Counter[bytes] = Counter()
+    lock = threading.Lock()
+
+    def handle(message: PushMessage) -> None:
+        with lock:
+            seen[message.content] += 1
+
+    n = 400
+    bodies = [f"m{i}".encode() for i in range(n)]
+    assert all(r.ok for r in PushProducer(gw.url).send_many("ahead", bodies, window=100))
+    with patch.object(QueueOps, "receive", counted):
+        consumers = [PushConsumer(gw.url, "ahead", handle, prefetch=1).start() for _ in range(4)]
+        until(lambda: sum(seen.values()) == n, timeout=60, what="every message handled")
+        for c in consumers:
+            c.stop()
+    assert set(seen) == set(bodies) and set(seen.values()) == {1}
+    # a backlog: rounds of 4 (one for each consumer's room), not a claim each time one frees
+    assert sum(claims) >= n and len(claims) <= n // 4 * 1.2, claims
+    queue = gw.client.queue("ahead")
+    until(lambda: queue.stats().total == 0, what="every message acknowledged and deleted")
+    assert not gw.gateway.dispatchers["ahead"].ahead
 
 
 def test_a_killed_consumer_s_messages_go_to_another(start: Start, tmp_path: Path) -> None:

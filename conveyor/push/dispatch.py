@@ -5,6 +5,7 @@ and pushes to the consumers with room."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -145,6 +146,9 @@ class Dispatcher:
         self.room = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.stopped = False
+        # claimed ahead of room, each with when it was claimed (time.monotonic): pushed as
+        # consumers answer, without a store call each (ahead())
+        self.ahead: deque[tuple[Message, float]] = deque()
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name=f"dispatch {self.queue}")
@@ -154,6 +158,18 @@ class Dispatcher:
         self.room.set()
         if self.task is not None:
             self.task.cancel()
+        self._release_ahead()
+
+    def _release_ahead(self, keep_after: float | None = None) -> None:
+        """Make the messages claimed ahead visible again (those claimed before `keep_after`
+        alone, where given)."""
+        while self.ahead and (keep_after is None or self.ahead[0][1] < keep_after):
+            message, _ = self.ahead.popleft()
+            self.gateway.spawn(self.gateway.release_message(self.queue, message))
+
+    def capacity(self) -> int:
+        """How many messages the consumers could hold at once: how far to claim ahead."""
+        return sum(p.prefetch for p in self.candidates() if p.alive)
 
     def plan(self, most: int) -> list[Peer]:
         """Who takes each of the next `most` messages (shares.plan); for a topic queue, its
@@ -185,16 +201,20 @@ class Dispatcher:
             messages: list[Message] = done.value
             return messages
 
-    async def _wait_for_room(self) -> None:
-        """Nobody can take a message now: wait for room. Where the consumer whose turn it is
-        (an app's queue) has had none for the stall time, the others go on without it."""
+    async def _wait_for_room(self, limit: float | None = None) -> None:
+        """Nobody can take a message now: wait for room (at most `limit` seconds). Where the
+        consumer whose turn it is (an app's queue) has had none for the stall time, the
+        others go on without it. (Called, not wrapped in a task: the event is cleared before
+        anything else runs, so no answer that frees room can come in between unseen.)"""
         self.room.clear()
         owed = shares.owed(self.candidates()) if self.weighted else None
-        if owed is None:
-            await self.room.wait()
+        stall = self.gateway.config.stall_timeout
+        if owed is None or (limit is not None and limit < stall):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.room.wait(), limit)
             return
         try:
-            await asyncio.wait_for(self.room.wait(), self.gateway.config.stall_timeout)
+            await asyncio.wait_for(self.room.wait(), stall)
         except TimeoutError:
             if owed.alive and owed.free <= 0:
                 owed.stalled = True
@@ -209,13 +229,31 @@ class Dispatcher:
         ops = gw.ops(self.queue)
         most = min(CLAIM_MOST, ops.backend.batch_limit)
         failures = 0
+        keep = gw.config.ack_timeout / 2
         while not self.stopped and not gw.closing:
+            # what was claimed ahead goes first, while at least half its ack_timeout is left
+            # (its visibility in the store runs from the claim)
+            now = time.monotonic()
+            self._release_ahead(keep_after=now - keep)
             planned = len(self.plan(most))
             if planned <= 0:
-                await self._wait_for_room()
+                if not self.ahead:
+                    await self._wait_for_room()
+                    continue
+                if self.capacity() == 0:  # nobody left to take them
+                    self._release_ahead()
+                    continue
+                await self._wait_for_room(limit=self.ahead[0][1] + keep - now)  # or it goes back
+                continue
+            if self.ahead:
+                batch = [self.ahead.popleft() for _ in range(min(planned, len(self.ahead)))]
+                self._push(batch)
                 continue
             try:
-                messages = await self._receive(ops, planned)
+                # a round's worth for every consumer (at most `most`): the rooms that free
+                # up next are filled from here, not by a transaction each
+                wanted = max(planned, min(most, self.capacity()))
+                messages = await self._receive(ops, wanted)
                 failures = 0
             except asyncio.CancelledError:
                 raise
@@ -225,16 +263,28 @@ class Dispatcher:
                     log.warning("receiving from %s failed: %s; retrying", self.queue, exc)
                 await asyncio.sleep(min(5.0, 0.1 * 2**failures))
                 continue
-            # who takes them is decided now: consumers may have come, gone or answered
-            # while the receive waited
-            takers = self.plan(len(messages)) if messages else []
-            peers = self.candidates()
-            deadline = time.monotonic() + gw.config.ack_timeout
-            for i, message in enumerate(messages):
-                if i >= len(takers) or self.stopped or gw.closing:
+            claimed = time.monotonic()
+            self._push([(m, claimed) for m in messages])
+
+    def _push(self, batch: list[tuple[Message, float]]) -> None:
+        """Push claimed messages to who takes them, decided now (consumers may have come,
+        gone or answered meanwhile); the rest wait ahead for room, or go back to the queue
+        when the dispatcher stops."""
+        gw = self.gateway
+        takers = self.plan(len(batch)) if batch else []
+        peers = self.candidates()
+        for i, (message, claimed) in enumerate(batch):
+            if self.stopped or gw.closing:
+                gw.spawn(gw.release_message(self.queue, message))
+                continue
+            if i >= len(takers):
+                if self.capacity() > 0:
+                    self.ahead.append((message, claimed))
+                else:  # nobody to take it: back to the queue for the next consumer
                     gw.spawn(gw.release_message(self.queue, message))
-                    continue
-                peer = takers[i]
-                if self.weighted:
-                    shares.took(peer, peers)
-                gw.deliver(Delivery(self.queue, message, peer, deadline))
+                continue
+            peer = takers[i]
+            if self.weighted:
+                shares.took(peer, peers)
+            # the store's visibility runs from the claim: so does the consumer's ack_timeout
+            gw.deliver(Delivery(self.queue, message, peer, claimed + gw.config.ack_timeout))
