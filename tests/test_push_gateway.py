@@ -61,6 +61,8 @@ class Running:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
 
     def close(self) -> None:
+        if self.loop.is_closed():
+            return
         self.run(self.gateway.close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
@@ -410,6 +412,26 @@ def test_a_backlog_to_consumers_of_prefetch_one_is_claimed_ahead(start: Start) -
     queue = gw.client.queue("ahead")
     until(lambda: queue.stats().total == 0, what="every message acknowledged and deleted")
     assert not gw.gateway.dispatchers["ahead"].ahead
+
+
+def test_messages_claimed_ahead_go_back_when_the_gateway_stops(start: Start) -> None:
+    gw = start("sqlite", rate=0)
+    release = threading.Event()
+    assert all(r.ok for r in PushProducer(gw.url).send_many("held", [b"m"] * 10, window=10))
+    consumers = [
+        PushConsumer(gw.url, "held", lambda m: release.wait(10), prefetch=1).start()
+        for _ in range(4)
+    ]
+    dispatcher = gw.gateway.dispatchers["held"]
+    until(lambda: len(dispatcher.ahead) > 0, what="messages claimed ahead")
+    queue = gw.client.queue("held")
+    assert queue.stats().in_flight > 4  # the 4 pushed, and those claimed ahead
+    gw.close()
+    stats = queue.stats()
+    assert (stats.ready, stats.in_flight) == (10, 0)  # back at once, not at the ack_timeout
+    release.set()
+    for c in consumers:
+        c.stop()
 
 
 def test_a_killed_consumer_s_messages_go_to_another(start: Start, tmp_path: Path) -> None:

@@ -160,6 +160,12 @@ class Dispatcher:
             self.task.cancel()
         self._release_ahead()
 
+    def take_ahead(self) -> list[Message]:
+        """The messages claimed ahead, handed over (to be released by the caller)."""
+        taken = [message for message, _ in self.ahead]
+        self.ahead.clear()
+        return taken
+
     def _release_ahead(self, keep_after: float | None = None) -> None:
         """Make the messages claimed ahead visible again (those claimed before `keep_after`
         alone, where given)."""

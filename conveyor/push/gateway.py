@@ -173,14 +173,19 @@ class Gateway:
             self.server.close()
         peers = [p for app in self.apps.values() for p in app.peers.values()]
         await asyncio.gather(*(self._unenrol(p) for p in peers), return_exceptions=True)
+        # what the dispatchers claimed ahead goes back with what is unanswered, now (a task
+        # spawned for it would be cancelled below)
+        held = [(d.queue, m) for d in self.dispatchers.values() for m in d.take_ahead()]
         for dispatcher in self.dispatchers.values():
             dispatcher.stop()
         pending = [d for ds in self.waiting.values() for d in ds]
         self.waiting.clear()
         for delivery in pending:
             delivery.peer.deliveries.pop(delivery.msgid, None)
+        held += [(d.queue, d.message) for d in pending]
         await asyncio.gather(
-            *(self.release_message(d.queue, d.message) for d in pending), return_exceptions=True
+            *(self.release_message(queue, message) for queue, message in held),
+            return_exceptions=True,
         )
         for conn in list(self.connections):
             conn.close()
