@@ -1141,6 +1141,8 @@ ACTIONS = frozenset(
         "GetCallerIdentity",
         "AddPermission",
         "RemovePermission",
+        "PutDataProtectionPolicy",
+        "GetDataProtectionPolicy",
     }
 )
 """The actions the SNS API serves: a request for one of them without an SQS signature goes

@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 from conveyor import Client
 from conveyor.server import ServerConfig
 from conveyor.server.auth import load_credentials
+from conveyor.server.sns_api import ACTIONS, SnsApi
 from conveyor.server.sns_outbox import OUTBOX_PROTOCOLS, outbox_protocols
 
 from ..live import LiveServer
@@ -222,3 +223,14 @@ def test_data_protection_policies_and_page_tokens(sns: Any, sqs: Any, name: str)
         with pytest.raises(ClientError) as exc:
             sns.list_subscriptions_by_topic(TopicArn=topic, NextToken=bad)
         assert code(exc) == "InvalidParameter", bad
+
+
+def test_every_sns_action_is_routed_to_sns_unsigned(server: LiveServer, name: str) -> None:
+    """An unsigned request is routed by its action's name: every action the SNS API serves
+    is in the set the endpoint routes by."""
+    assert set(SnsApi(server.conveyor.client).actions) == ACTIONS
+    topic = server.sns().create_topic(Name=name)["TopicArn"]
+    r = httpx.post(
+        server.url + "/", data={"Action": "GetDataProtectionPolicy", "ResourceArn": topic}
+    )
+    assert r.status_code == 200 and "GetDataProtectionPolicyResponse" in r.text, r.text
