@@ -29,7 +29,7 @@ from ..exceptions import (
     SignatureDoesNotMatch,
     Unauthorized,
 )
-from .sqs_names import ACCOUNT_RE, REGION_RE, Caller, Namespaces
+from .sqs_names import ACCOUNT_RE, REGION_RE, Caller, Namespaces, host_region
 
 AUTH_RE = re.compile(
     r"AWS4-HMAC-SHA256\s+Credential=([^/,\s]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request\s*,\s*"
@@ -131,6 +131,8 @@ class Auth:
                     " key in its credentials file"
                 )
             region = _region_from_query(query) or ns.region
+            if ns.host_urls:  # an unsigned request to sqs.REGION.HOST is that region's
+                region = host_region(headers.get("host", "").rsplit(":", 1)[0]) or region
             return Caller(region=region, account=ns.account, base_url=base_url, action=action)
         key_id, date, region, service, signed, signature = match.groups()
         if not REGION_RE.fullmatch(region):

@@ -344,6 +344,13 @@ def test_host_urls_name_the_region_as_sqs_s_do(store: Client, name: str) -> None
         east.send_message(QueueUrl=east_url, MessageBody="east")
         host_form = f"http://sqs.us-east-1.localhost:{live.port}/000000000000/{name}"
         assert [m["Body"] for m in east.receive_message(QueueUrl=host_form)["Messages"]] == ["east"]
+        # an unsigned request to sqs.REGION.HOST is that region's, as SQS's endpoints are
+        unsigned = httpx.post(
+            live.url,
+            data={"Action": "GetQueueUrl", "QueueName": name, "Version": "2012-11-05"},
+            headers={"Host": f"sqs.eu-west-1.localhost:{live.port}"},
+        )
+        assert f"<QueueUrl>{url}</QueueUrl>" in unsigned.text, unsigned.text
         with pytest.raises(ClientError) as exc:  # signed for us-east-1, named eu-west-1
             east.receive_message(QueueUrl=url)
         assert "NonExistentQueue" in str(exc.value) or "QueueDoesNotExist" in str(exc.value)
