@@ -125,7 +125,7 @@ def measure(url: str, depths: list[int], repeat: int) -> dict[str, list[float]]:
 
 def drop(url: str) -> None:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from tests.sqlstores import drop as drop_store
+    from tests.support.sqlstores import drop as drop_store
 
     drop_store(url)
 

@@ -361,11 +361,11 @@ def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_wor
 
 
 def sqlstores() -> Any:
-    """tests.sqlstores, which makes and drops the stores of the shared database servers."""
+    """tests.support.sqlstores, which makes and drops the stores of the shared database servers."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import tests.sqlstores
+    import tests.support.sqlstores
 
-    return tests.sqlstores
+    return tests.support.sqlstores
 
 
 def drop(url: str) -> None:

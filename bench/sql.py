@@ -23,7 +23,7 @@ def _drop(url: str, prefix: str) -> None:
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from tests.sqlstores import drop
+    from tests.support.sqlstores import drop
 
     drop(f"{url}?prefix={prefix}")
 

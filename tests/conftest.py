@@ -18,7 +18,7 @@ import pytest
 from conveyor import Client, ManualClock
 from conveyor.backends.sql.wakes import sweep
 
-from . import dynamoservers, redisservers, sqlstores
+from .support import dynamoservers, redisservers, sqlstores
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -13,10 +13,10 @@ import pytest
 
 from conveyor import Client, ManualClock
 
-from . import redisservers, sqlstores
 from .conftest import STORES, unavailable
-from .live import free_port
-from .schema_fixtures import WRITTEN_AT, check, populate
+from .support import redisservers, sqlstores
+from .support.live import free_port
+from .support.schema_fixtures import WRITTEN_AT, check, populate
 
 pytestmark = pytest.mark.slow
 

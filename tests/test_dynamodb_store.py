@@ -22,8 +22,8 @@ from conveyor.backends.dynamodb import DynamoStore
 from conveyor.cli import cli
 from conveyor.models import NewMessage
 
-from . import dynamoservers
 from .conftest import unavailable
+from .support import dynamoservers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,15 @@ def test_four_processes_claim_exactly_once(tmp_path: Path, url: str) -> None:
         )
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.procs", "drain", url, "bulk", str(tmp_path / f"out{n}")],
+            [
+                sys.executable,
+                "-m",
+                "tests.support.procs",
+                "drain",
+                url,
+                "bulk",
+                str(tmp_path / f"out{n}"),
+            ],
             cwd=ROOT,
             stderr=subprocess.PIPE,
         )

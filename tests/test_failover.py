@@ -1,5 +1,5 @@
 """Failover: the store's primary dies mid-run and a replica takes over; the servers follow
-without a restart, and the history checker (tests/history.py) says what was lost.
+without a restart, and the history checker (tests/support/history.py) says what was lost.
 
 PostgreSQL: a primary and a streaming replica (throwaway servers of the test's own), the
 servers given both addresses with `target_session_attrs=read-write`. Mid-run the primary is
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from . import mariadbserver, pgserver, redisservers
 from .conftest import unavailable
-from .faultload import run
-from .mariadbserver import ThrowawayMariaDB
-from .pgserver import ThrowawayPostgres
+from .support import mariadbserver, pgserver, redisservers
+from .support.faultload import run
+from .support.mariadbserver import ThrowawayMariaDB
+from .support.pgserver import ThrowawayPostgres
 
 pytestmark = pytest.mark.slow
 

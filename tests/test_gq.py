@@ -16,8 +16,8 @@ import pytest
 from conveyor import Client, DeadLetterPolicy, Delivery, ManualClock, Message, Producer, Worker
 from conveyor.backends.memory import MemoryBackend
 
-from .live import LiveServer
-from .waiting import until
+from .support.live import LiveServer
+from .support.waiting import until
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .history import History, Op, check
+from .support.history import History, Op, check
 
 
 def op(kind: str, start: float, end: float, outcome: str = "ok", **what: object) -> Op:

@@ -53,7 +53,7 @@ def test_idle_waiter_uses_no_measurable_cpu(store_url: str) -> None:
     """A receive waiting 2 s on an empty queue, measured in a process of its own (so that
     nothing left running by other tests counts): under a twentieth of a core."""
     out = subprocess.run(
-        [sys.executable, "-m", "tests.procs", "idle", store_url],
+        [sys.executable, "-m", "tests.support.procs", "idle", store_url],
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,9 +1,9 @@
 """Network faults between servers and their store, proved by a history checker.
 
 Three `conveyor serve` processes reach PostgreSQL, MariaDB or Redis through a fault proxy
-(tests/faultproxy.py) while producers send through each server (to a standard queue and, in
+(tests/support/faultproxy.py) while producers send through each server (to a standard queue and, in
 order, to three groups of a FIFO queue) and consumers receive and delete through the others,
-each operation recorded with its invocation and outcome (tests/history.py). The faults, in
+each operation recorded with its invocation and outcome (tests/support/history.py). The faults, in
 turn: a partition that heals, a reset of every connection (mid-transaction where one runs),
 and latency. After the last fault heals, the consumers drain the queues and the checker
 reads the history: no acknowledged send is lost, nothing is delivered after an acknowledged
@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from . import sqlstores
 from .conftest import unavailable
-from .faultload import run
-from .faultproxy import FaultProxy
+from .support import sqlstores
+from .support.faultload import run
+from .support.faultproxy import FaultProxy
 
 pytestmark = pytest.mark.slow
 

@@ -16,9 +16,9 @@ from conveyor.backends.sql.sqlite_connections import SQLiteConnections
 from conveyor.backends.sql.store import SQLStore
 from conveyor.models import NewMessage
 
-from . import sqlstores
 from .conftest import STORES
-from .sqlstores import drop
+from .support import sqlstores
+from .support.sqlstores import drop
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])

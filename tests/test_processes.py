@@ -15,8 +15,8 @@ import pytest
 from conveyor import Client, ManualClock
 from conveyor.models import NewMessage
 
-from . import sqlstores
 from .conftest import unavailable
+from .support import sqlstores
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _spawn(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.procs", *args],
+        [sys.executable, "-m", "tests.support.procs", *args],
         cwd=ROOT,
         stderr=subprocess.PIPE,
     )

@@ -41,7 +41,7 @@ from conveyor.push.config import check_gateway_exposure
 from conveyor.push.dispatch import QueueOps
 from conveyor.push.peers import TokenBucket
 
-from .waiting import until
+from .support.waiting import until
 
 
 class Running:

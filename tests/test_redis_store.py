@@ -20,9 +20,9 @@ from conveyor import Client, DeadLetterPolicy, InvalidInput, StoreUnavailable
 from conveyor.backends.receipts import make_receipt
 from conveyor.backends.redis import RedisStore
 
-from . import redisservers, sqlstores
 from .conftest import unavailable
-from .live import free_port
+from .support import redisservers, sqlstores
+from .support.live import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -21,9 +21,9 @@ import pytest
 
 from conveyor import Client
 
-from . import sqlstores
 from .conftest import unavailable
-from .live import free_port
+from .support import sqlstores
+from .support.live import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ class Cluster:
         for i in range(n):
             out, log = self.tmp / f"worker{i}.out", self.tmp / f"worker{i}.log"
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.procs", "record", self.url, queue, str(out)],
+                [sys.executable, "-m", "tests.support.procs", "record", self.url, queue, str(out)],
                 stdout=log.open("w"),
                 stderr=subprocess.STDOUT,
             )

@@ -15,9 +15,9 @@ import pytest
 
 from conveyor import Client
 
-from . import pgserver
 from .conftest import unavailable
-from .pgserver import ThrowawayPostgres
+from .support import pgserver
+from .support.pgserver import ThrowawayPostgres
 from .test_sql_cluster import VISIBILITY, Cluster
 
 pytestmark = pytest.mark.slow

@@ -34,8 +34,8 @@ from conveyor.backends.sql.store import SQLStore
 from conveyor.models import NewMessage
 from conveyor.urls import open_backend
 
-from . import sqlstores
 from .conftest import unavailable
+from .support import sqlstores
 
 KINDS = ["postgres", "mysql"]
 

@@ -16,8 +16,8 @@ from conveyor import Client, QueueDoesNotExist, StoreUnavailable
 from conveyor.backends.sql.sqlite_connections import SQLiteConnections, SQLiteExec
 from conveyor.backends.sql.store import SQLStore
 
-from .sqlitefiles import rows_of, sqlite_db
-from .waiting import until
+from .support.sqlitefiles import rows_of, sqlite_db
+from .support.waiting import until
 
 
 def loop_sends(client: Client) -> Callable[[int], None]:

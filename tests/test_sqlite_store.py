@@ -26,7 +26,7 @@ from conveyor.backends.sql.sqlite_connections import SQLiteConnections, SQLiteEx
 from conveyor.backends.sql.store import QUEUE_CACHE_SECONDS as ROW_CACHE
 from conveyor.backends.sql.store import SQLStore
 
-from .sqlitefiles import rows_of, sqlite_db
+from .support.sqlitefiles import rows_of, sqlite_db
 
 SCHEMA_VERSION = len(SQLITE_MIGRATIONS)
 

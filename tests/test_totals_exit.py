@@ -16,7 +16,7 @@ import pytest
 from conveyor import Client
 
 from .conftest import STORES
-from .sqlstores import drop
+from .support.sqlstores import drop
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 900

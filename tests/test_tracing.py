@@ -1,5 +1,5 @@
 """Traces through queues (conveyor/tracing.py), recorded by OpenTelemetry's in-memory
-exporter in tests/tracing_scenario.py's process: one trace from a boto3 send through the
+exporter in tests/support/tracing_scenario.py's process: one trace from a boto3 send through the
 server and its store call to a Worker's handler; the push gateway's delivery and the Spark
 source's read continue the traces of what they take; and without a tracer provider, nothing
 is added to messages."""
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     where = tmp_path_factory.mktemp("traced")
     done = subprocess.run(
-        [sys.executable, "-m", "tests.tracing_scenario", str(where)],
+        [sys.executable, "-m", "tests.support.tracing_scenario", str(where)],
         capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1],
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -110,7 +110,7 @@ def test_conveyor_serve_under_opentelemetry_instrument(tmp_path: Path) -> None:
 
     import httpx
 
-    from .live import free_port
+    from .support.live import free_port
 
     instrument = Path(sys.executable).parent / "opentelemetry-instrument"
     if not instrument.exists():

@@ -17,9 +17,9 @@ from conveyor import Client, ManualClock
 from conveyor.backends.dynamodb.table import META_ID
 from conveyor.exceptions import StoreUnavailable
 
-from . import dynamoservers, sqlstores
 from .conftest import STORES
-from .schema_fixtures import HERE, KINDS, WRITTEN_AT, check, load
+from .support import dynamoservers, sqlstores
+from .support.schema_fixtures import HERE, KINDS, WRITTEN_AT, check, load
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_each_store_has_a_fixture_of_its_current_schema(kind: str, tmp_path: Pat
         mine = [version(f) for f in FIXTURES if kind_of(f) == kind]
         assert max(mine) == versions[1], (
             f"{kind}'s schema is version {versions[1]}, its newest fixture {max(mine)}: run"
-            f" `python -m tests.schema_fixtures {kind}` and commit the new fixture"
+            f" `python -m tests.support.schema_fixtures {kind}` and commit the new fixture"
         )
     finally:
         sqlstores.drop(url)

@@ -20,9 +20,9 @@ from conveyor import Client, DeadLetterPolicy, ManualClock, Queue
 from conveyor.backends.memory import MemoryBackend
 from conveyor.models import Capability
 
-from .. import sqlstores
 from ..conftest import STORES
-from ..live import LiveServer
+from ..support import sqlstores
+from ..support.live import LiveServer
 
 # and the store each indexes
 HELD = {"sqlite-held": "sqlite", "postgres-held": "postgres", "mysql-held": "mysql"}

@@ -15,7 +15,7 @@ import pytest
 from conveyor import Client
 
 from ..conftest import unavailable
-from ..live import LiveServer
+from ..support.live import LiveServer
 
 
 @pytest.fixture(scope="module")

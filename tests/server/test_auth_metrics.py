@@ -15,7 +15,7 @@ from conveyor.exceptions import InvalidInput
 from conveyor.server import ServerConfig, check_exposure
 from conveyor.server.auth import load_credentials
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 
 CREDENTIALS = """\
 [default]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 
 AWS = shutil.which("aws", path=str(Path(sys.executable).parent)) or shutil.which("aws")
 

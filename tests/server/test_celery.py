@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conveyor import Client
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 
 APP = """
 import os

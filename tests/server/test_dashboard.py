@@ -21,7 +21,7 @@ from conveyor import Client, DeadLetterPolicy, QueueStats
 from conveyor.push import GatewayConfig
 from conveyor.server import ServerConfig
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 from ..test_push_gateway import Running
 
 pytestmark = pytest.mark.slow

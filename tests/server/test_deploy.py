@@ -21,8 +21,8 @@ import pytest
 from conveyor import Client
 
 from ..conftest import unavailable
-from ..live import LiveServer, free_port
-from ..waiting import until
+from ..support.live import LiveServer, free_port
+from ..support.waiting import until
 from .test_serve_process import ServeProcess
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 
 
 @pytest.fixture

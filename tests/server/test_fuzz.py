@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from conveyor import Client
 
-from .. import sqlstores
 from ..conftest import STORES
-from ..live import LiveServer
+from ..support import sqlstores
+from ..support.live import LiveServer
 
 ACTIONS = [
     "CreateQueue", "DeleteQueue", "ListQueues", "GetQueueUrl", "GetQueueAttributes",

@@ -19,7 +19,7 @@ import pytest
 from conveyor import Client
 from conveyor.server.app import BodyLimit, ServerConfig
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 
 JSON = "application/x-amz-json-1.0"
 

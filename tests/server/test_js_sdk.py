@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..conftest import unavailable
-from ..live import LiveServer
+from ..support.live import LiveServer
 
 JS = Path(__file__).parent.parent / "js"
 

@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 from conveyor import Client
 
 from ..conftest import unavailable
-from ..live import free_port
+from ..support.live import free_port
 
 pytestmark = pytest.mark.slow
 

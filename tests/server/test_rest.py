@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from .. import waiting
-from ..live import LiveServer
+from ..support import waiting
+from ..support.live import LiveServer
 
 
 def test_legacy_queue_routes(server: LiveServer, name: str) -> None:

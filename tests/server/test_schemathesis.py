@@ -15,7 +15,7 @@ import pytest
 
 from conveyor import Client
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 
 pytestmark = pytest.mark.slow
 

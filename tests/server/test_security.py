@@ -28,7 +28,7 @@ from conveyor import Client
 from conveyor.server import ServerConfig
 from conveyor.server.auth import load_credentials
 
-from ..live import LiveServer, free_port
+from ..support.live import LiveServer, free_port
 
 CREDENTIALS = """\
 [default]

@@ -16,9 +16,9 @@ import httpx
 import pytest
 import redis
 
-from .. import sqlstores
 from ..conftest import unavailable
-from ..live import free_port
+from ..support import sqlstores
+from ..support.live import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ import pytest
 
 from conveyor import Client
 
-from .. import dynamoservers, sqlstores
 from ..conftest import unavailable
-from ..live import LiveServer
+from ..support import dynamoservers, sqlstores
+from ..support.live import LiveServer
 from .conftest import queue_with_dlq
 
 # how soon a send by another client wakes a 20 s long poll: Redis publishes on a channel;

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from conveyor import Client
 from conveyor.server.sns_publication import copy_id
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 from .snsclients import bodies, code, message, queue, subscribe
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 from .snsclients import bodies, code, message, queue, subscribe
 
 

@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 from conveyor.server.sns_signing import verify
 
 from ..conftest import unavailable
-from ..live import free_port
+from ..support.live import free_port
 from .test_security import make_cert
 
 JS = Path(__file__).parent.parent / "js"

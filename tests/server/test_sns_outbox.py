@@ -21,7 +21,7 @@ from conveyor.server.auth import load_credentials
 from conveyor.server.sns_api import ACTIONS, SnsApi
 from conveyor.server.sns_outbox import OUTBOX_PROTOCOLS, outbox_protocols
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 from .snsclients import bodies, code, message, queue, subscribe
 
 

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from conveyor import Client
 from conveyor.notify import HUB
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 from .conftest import arn_of, queue_with_dlq
 
 

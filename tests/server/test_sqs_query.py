@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from conveyor import Client
 from conveyor.server import ServerConfig
 
-from ..live import LiveServer
+from ..support.live import LiveServer
 
 NS = {"sqs": "http://queue.amazonaws.com/doc/2012-11-05/"}
 

@@ -12,8 +12,8 @@ import pytest
 
 from conveyor import Client
 
-from .. import sqlstores
 from ..conftest import STORES, unavailable
+from ..support import sqlstores
 
 pytest.importorskip("pyspark")
 

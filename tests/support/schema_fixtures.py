@@ -4,7 +4,7 @@ are made, and how they are put into a fresh store again (tests/test_upgrades.py)
 Each fixture holds the same few queues, messages and a topic, written at a fixed time by
 `populate`, as the store's own database keeps them: SQL dumps for SQLite, PostgreSQL and
 MariaDB, every key of the prefix for Redis, the table's items for DynamoDB. When a store's
-schema changes, run `python -m tests.schema_fixtures` (with the services up) to add the new
+schema changes, run `python -m tests.support.schema_fixtures` (with the services up) to add the new
 version's fixture beside the earlier ones, which stay: each is upgraded by the test.
 """
 
@@ -24,7 +24,7 @@ from conveyor import Capability, Client, DeadLetterPolicy, ManualClock
 
 from . import dynamoservers, sqlstores
 
-HERE = Path(__file__).resolve().parent / "fixtures" / "schema"
+HERE = Path(__file__).resolve().parents[1] / "fixtures" / "schema"
 WRITTEN_AT = 1_795_000_000.0  # when populate ran, on its clock (2026-11-18)
 PREFIX = "fixture"  # the prefix (SQL: "fixture_") a fixture's names carry; a load renames it
 KINDS = ("sqlite", "postgres", "mysql", "redis", "dynamodb")

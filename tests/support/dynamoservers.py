@@ -1,6 +1,7 @@
-"""A DynamoDB endpoint for tests: moto in server mode (`tests/motoserver.py`: requests applied
-one at a time, as DynamoDB applies the writes to one item), started once per test session on a
-free loopback port and stopped at its end. Each test gets its own table."""
+"""A DynamoDB endpoint for tests: moto in server mode (`tests/support/motoserver.py`:
+requests applied one at a time, as DynamoDB applies the writes to one item), started once
+per test session on a free loopback port and stopped at its end. Each test gets its own
+table."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _server: subprocess.Popen[bytes] | None = None
 _endpoint: str | None = None
 _failed: str | None = None
@@ -36,7 +37,7 @@ def _free_port() -> int:
 
 
 def _command(port: int) -> list[str]:
-    return [sys.executable, "-m", "tests.motoserver", str(port)]
+    return [sys.executable, "-m", "tests.support.motoserver", str(port)]
 
 
 def endpoint() -> str | None:

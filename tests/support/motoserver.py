@@ -1,4 +1,4 @@
-"""moto in server mode with its requests applied one at a time: ``python -m tests.motoserver
+"""moto in server mode with its requests applied one at a time: ``python -m tests.support.motoserver
 PORT``.
 
 moto's DynamoDB keeps no lock across request threads, so two conditional writes to one item

@@ -1,4 +1,4 @@
-"""Programs the process tests run as real subprocesses: python -m tests.procs KIND ..."""
+"""Programs the process tests run as real subprocesses: python -m tests.support.procs KIND ..."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The workload of the fault tests: producers and consumers through several servers, each
-operation recorded in a `History` with its outcome (tests/history.py), and the end of a run:
+operation recorded in a `History` with its outcome (tests/support/history.py), and the end of a run:
 drained through the servers, what the queues still hold read directly, checked."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from botocore.exceptions import ClientError
 
 from conveyor import Client
 
+from ..test_sql_cluster import Cluster
 from .history import History, Refused, Report, check
-from .test_sql_cluster import Cluster
 
 VISIBILITY = 4
 QUEUES = ("jobs", "jobs.fifo")

@@ -2,7 +2,7 @@
 SDK takes one tracer provider per process, and a provider left set would change every later
 test's path through the server (traced requests take ASGI's).
 
-`python -m tests.tracing_scenario DIR` sets the SDK up with its in-memory exporter, then: a
+`python -m tests.support.tracing_scenario DIR` sets the SDK up with its in-memory exporter, then: a
 boto3 client (propagating W3C context in its HTTP headers, as an instrumented one does) sends
 in a span of the test's through an in-process server on a SQLite store, and a Worker handles
 the message; an SDK send is pushed to a PushConsumer by the gateway; a Spark source reads a
