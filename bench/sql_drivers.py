@@ -9,7 +9,6 @@ import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from .drivers import Driver
 
@@ -84,16 +83,10 @@ class MySQLBaseline(Driver):
     @property
     def conn(self) -> Any:
         if self._conn is None:
-            import pymysql
+            from tests.support.sqlstores import mysql_connect
 
-            parts = urlsplit(self.url)
-            self._conn = pymysql.connect(
-                host=parts.hostname,
-                port=parts.port or 3306,
-                user=parts.username or "root",
-                password=parts.password or "",
-                database=parts.path.lstrip("/"),
-                autocommit=True,
+            self._conn = mysql_connect(
+                self.url,
                 binary_prefix=True,
                 init_command="SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
             )

@@ -39,12 +39,13 @@ def fresh_url(kind: str, **options: str) -> str:
     return f"{BASES[kind]}?{query}"
 
 
-def _mysql_conn() -> Any:
+def mysql_connect(url: str, **options: Any) -> Any:
+    """A PyMySQL connection (autocommit) to the server and database a mysql:// URL names."""
     from urllib.parse import urlsplit
 
     import pymysql
 
-    parts = urlsplit(MYSQL_URL)
+    parts = urlsplit(url)
     return pymysql.connect(
         host=parts.hostname,
         port=parts.port or 3306,
@@ -52,8 +53,12 @@ def _mysql_conn() -> Any:
         password=parts.password or "",
         database=parts.path.lstrip("/"),
         autocommit=True,
-        connect_timeout=3,
+        **options,
     )
+
+
+def _mysql_conn() -> Any:
+    return mysql_connect(MYSQL_URL, connect_timeout=3)
 
 
 def drop(url: str) -> None:
