@@ -36,6 +36,7 @@ from conveyor.urls import open_backend
 
 from .conftest import unavailable
 from .support import sqlstores
+from .support.waiting import until
 
 KINDS = ["postgres", "mysql"]
 
@@ -666,8 +667,11 @@ def _estimates(url: str) -> None:
         counted: list[str] = []
         count = accounts._count
 
+        here: list[bool] = []  # each count: made on the caller's thread
+
         def spy(name: str, *args: Any) -> Any:
             counted.append(name)
+            here.append(threading.current_thread() is threading.main_thread())
             return count(name, *args)
 
         accounts._count = spy  # type: ignore[method-assign,assignment]
@@ -698,12 +702,17 @@ def _estimates(url: str) -> None:
         assert deep.stats().in_flight == 0  # counted: the visibility timeout ended
         assert counted[-1] == "deep" and len(counted) == 4
 
+        clock.advance(1)  # due, and recent: answered from it, and counted in the background
+        assert deep.stats().ready == 32
+        until(lambda: len(counted) == 5, what="the count made in the background")
+        assert counted[-1] == "deep" and not here[-1] and all(here[:-1])
+
         deep.purge()
         assert deep.stats().total == 0
-        assert len(counted) == 5  # the purge made here is counted at once
+        assert len(counted) == 6  # the purge made here is counted at once
         deep.send("after")
         assert deep.stats().ready == 1
-        assert len(counted) == 6  # counted below the threshold: no estimate
+        assert len(counted) == 7  # counted below the threshold: no estimate
 
 
 def pg_indexes(backend: SQLStore[Any]) -> set[str]:

@@ -4,6 +4,8 @@ remove what expired. A part the store holds, as it holds its editor and registry
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Generic
 
@@ -16,6 +18,8 @@ from .totals import RunningTotals, write_counts
 
 if TYPE_CHECKING:
     from .store import SQLStore
+
+log = logging.getLogger(__name__)
 
 
 class SQLAccounts(Generic[E]):
@@ -122,14 +126,31 @@ class SQLAccounts(Generic[E]):
         now = self.store.clock.now()
         qid, attrs = self.store.lookup(name)
         last = self.counts.usable(qid, now)
+        if last is None:  # due: counted again meanwhile, where the last count is recent
+            last = self.counts.recent(qid, now)
+            if last is not None and self.counts.start_recount(qid):
+                threading.Thread(target=self._recount, args=(name, qid, attrs), daemon=True).start()
         if last is not None:  # a deep queue counted lately (estimates.py)
             totals = self.store.read(lambda ex: self.totals_now(ex, qid))
             if totals is not None:
                 return last.estimate(totals, now)
+        return self._counted(name, qid, attrs, now)
+
+    def _counted(self, name: str, qid: int, attrs: QueueAttributes, now: float) -> QueueStats:
         started = time.perf_counter()
         stats = self._count(name, qid, attrs, now)
         self.counts.record(qid, stats, now, time.perf_counter() - started)
         return stats
+
+    def _recount(self, name: str, qid: int, attrs: QueueAttributes) -> None:
+        """A deep queue's count made in the background (the store closing, or the queue
+        going, ends it quietly: the next stats count as they would have)."""
+        try:
+            self._counted(name, qid, attrs, self.store.clock.now())
+        except Exception as exc:
+            log.debug("counting %s in the background: %s", name, exc)
+        finally:
+            self.counts.end_recount(qid)
 
     def _count(self, name: str, qid: int, attrs: QueueAttributes, now: float) -> QueueStats:
         """The queue's stats, counted."""

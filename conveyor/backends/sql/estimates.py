@@ -7,7 +7,10 @@ counted at `ESTIMATE_FROM` messages or more is counted again only once that coun
 than twenty times what it took (so counting it takes at most `COUNT_SHARE` of the time, and
 never older than `RECOUNT_AFTER` seconds); until then its stats are that count moved on by
 the queue's running totals (sent, received, deleted, dead-lettered and expired since): one
-read of the queue's row, whatever the depth.
+read of the queue's row, whatever the depth. A count that is due but younger than
+`RECOUNT_AFTER` is made again in the background while the call that found it due is answered
+from it, so a caller polling a deep queue never waits for a count (only one made after a
+minute without stats does).
 
 Such stats are approximate, as SQS's ApproximateNumberOfMessages* are: a message whose delay
 or visibility timeout ends between two counts is shown where it was at the first; changes
@@ -78,6 +81,7 @@ class LastCounts:
         self.estimate_from = estimate_from
         self._lock = threading.Lock()
         self._counts: dict[int, Count] = {}
+        self._recounting: set[int] = set()
 
     def usable(self, qid: int, now: float) -> Count | None:
         """The queue's last count, if stats may be estimated from it now."""
@@ -86,6 +90,26 @@ class LastCounts:
         if count is None or not count.at <= now < count.due:
             return None
         return count
+
+    def recent(self, qid: int, now: float) -> Count | None:
+        """The queue's last count, due or not, if younger than RECOUNT_AFTER."""
+        with self._lock:
+            count = self._counts.get(qid)
+        if count is None or not count.at <= now < count.at + RECOUNT_AFTER:
+            return None
+        return count
+
+    def start_recount(self, qid: int) -> bool:
+        """Whether a background count of the queue may start (none is under way)."""
+        with self._lock:
+            if qid in self._recounting:
+                return False
+            self._recounting.add(qid)
+            return True
+
+    def end_recount(self, qid: int) -> None:
+        with self._lock:
+            self._recounting.discard(qid)
 
     def record(self, qid: int, stats: QueueStats, now: float, cost: float) -> None:
         """A new count of the queue, which took `cost` seconds."""
