@@ -66,6 +66,7 @@ from .sns_outbox import (
     PHONE_RE,
     TEXT_PROTOCOLS,
     check_endpoint,
+    outbox_attributes,
 )
 from .sns_pending import PENDING
 from .sns_publication import (
@@ -126,28 +127,7 @@ class SnsApi:
         self.endpoints = endpoints or EndpointRules()
         self.outbox = outbox  # the protocols kept in outboxes (sns_outbox)
         self.actions: dict[str, Callable[[Params, Caller], Result]] = {
-            "CreateTopic": self.create_topic,
-            "DeleteTopic": self.delete_topic,
-            "ListTopics": self.list_topics,
-            "GetTopicAttributes": self.get_topic_attributes,
-            "SetTopicAttributes": self.set_topic_attributes,
-            "Subscribe": self.subscribe,
-            "ConfirmSubscription": self.confirm_subscription,
-            "Unsubscribe": self.unsubscribe,
-            "ListSubscriptions": self.list_subscriptions,
-            "ListSubscriptionsByTopic": self.list_subscriptions_by_topic,
-            "GetSubscriptionAttributes": self.get_subscription_attributes,
-            "SetSubscriptionAttributes": self.set_subscription_attributes,
-            "Publish": self.publish,
-            "PublishBatch": self.publish_batch,
-            "AddPermission": self.add_permission,
-            "RemovePermission": self.remove_permission,
-            "TagResource": self.tag_resource,
-            "UntagResource": self.untag_resource,
-            "ListTagsForResource": self.list_tags,
-            "GetCallerIdentity": self.caller_identity,
-            "PutDataProtectionPolicy": self.put_data_protection_policy,
-            "GetDataProtectionPolicy": self.get_data_protection_policy,
+            action: getattr(self, method) for action, method in METHODS.items()
         }
 
     async def call(self, action: str, params: Params, caller: Caller) -> Result:
@@ -515,13 +495,7 @@ class SnsApi:
             " the subscription, visit the SubscribeURL included in this message."
         )
         message = self._confirmation("SubscriptionConfirmation", topic, token, text, caller)
-        if webhook:
-            self._post_later(queue, topic, waiting, message, caller)
-        else:
-            version = self.client.topic_settings(topic).get("SignatureVersion", "1")
-            self.signer.sign(message, version, caller.base_url)
-            outbox = {"Protocol": protocol, "Endpoint": endpoint}
-            self.client.queue(queue).send(json.dumps(message, indent=2), attributes=outbox)
+        self._post_later(queue, topic, waiting, message, caller)
         return {"SubscriptionArn": arn if wants_arn else "pending confirmation"}
 
     def _farewell(
@@ -562,14 +536,19 @@ class SnsApi:
         message: dict[str, Any],
         caller: Caller,
     ) -> None:
+        """A (un)subscription confirmation, signed, into the subscription's own queue: with
+        what the deliverer needs to POST it (a webhook's), or as its outbox keeps it."""
         settings = self.client.topic_settings(topic)
         version = settings.get("SignatureVersion", "1")
         self.signer.sign(message, version, caller.base_url)
-        info = self._delivery(topic, queue, attributes, settings, message["Type"])
-        info["SnsMessageId"] = message["MessageId"]
-        self.client.queue(queue).send(
-            json.dumps(message, indent=2), attributes={"Sns": json.dumps(info)}
-        )
+        protocol = attributes.get("Protocol", "")
+        if protocol in OUTBOX_PROTOCOLS:
+            sent = outbox_attributes(protocol, attributes["Endpoint"])
+        else:
+            info = self._delivery(topic, queue, attributes, settings, message["Type"])
+            info["SnsMessageId"] = message["MessageId"]
+            sent = {"Sns": json.dumps(info)}
+        self.client.queue(queue).send(json.dumps(message, indent=2), attributes=sent)
 
     def _delivery(
         self,
@@ -731,10 +710,9 @@ class SnsApi:
             # a subscription kept before its principal was: the topic's account
             PRINCIPAL: f"arn:aws:iam::{self.ns.split(topic)[1]}:root",
         }
-        if attributes.get("Protocol") in CONFIRMED_BY_MAIL:
-            out[AUTHENTICATED] = "false"
+        if attributes.get("Protocol") in HTTP_PROTOCOLS | CONFIRMED_BY_MAIL:
+            out[AUTHENTICATED] = "false"  # confirmed by a token sent to the endpoint
         if attributes.get("Protocol") in HTTP_PROTOCOLS:
-            out[AUTHENTICATED] = "false"
             settings = self.client.topic_settings(topic)
             out["EffectiveDeliveryPolicy"] = DeliveryPolicy.of(attributes, settings).to_json()
         out.update({k: v for k, v in attributes.items() if k != "Token"})
@@ -802,7 +780,7 @@ class SnsApi:
         queue = self.ns.store_name(caller.region, caller.account, DIRECT_SMS)
         self.client.create_queue(queue)
         sent = self.client.queue(queue).send(
-            p.body_for("sms"), attributes={"Protocol": "sms", "Endpoint": phone}
+            p.body_for("sms"), attributes=outbox_attributes("sms", phone)
         )
         return {"MessageId": sent.id}
 
@@ -950,7 +928,7 @@ class SnsApi:
                 info["SnsMessageId"] = mid
                 sent_attributes = {"Sns": json.dumps(info)}
             elif protocol in OUTBOX_PROTOCOLS:
-                sent_attributes = {"Protocol": protocol, "Endpoint": attributes["Endpoint"]}
+                sent_attributes = outbox_attributes(protocol, attributes["Endpoint"])
             return SendEntry(  # each copy has an SQS message id of its own
                 entry_id="0",
                 body=body,
@@ -1119,31 +1097,31 @@ def _paged(key: str, items: list[Any], token: Any) -> Result:
     return result
 
 
-ACTIONS = frozenset(
-    {
-        "CreateTopic",
-        "DeleteTopic",
-        "ListTopics",
-        "GetTopicAttributes",
-        "SetTopicAttributes",
-        "Subscribe",
-        "ConfirmSubscription",
-        "Unsubscribe",
-        "ListSubscriptions",
-        "ListSubscriptionsByTopic",
-        "GetSubscriptionAttributes",
-        "SetSubscriptionAttributes",
-        "Publish",
-        "PublishBatch",
-        "TagResource",
-        "UntagResource",
-        "ListTagsForResource",
-        "GetCallerIdentity",
-        "AddPermission",
-        "RemovePermission",
-        "PutDataProtectionPolicy",
-        "GetDataProtectionPolicy",
-    }
-)
+METHODS = {
+    "CreateTopic": "create_topic",
+    "DeleteTopic": "delete_topic",
+    "ListTopics": "list_topics",
+    "GetTopicAttributes": "get_topic_attributes",
+    "SetTopicAttributes": "set_topic_attributes",
+    "Subscribe": "subscribe",
+    "ConfirmSubscription": "confirm_subscription",
+    "Unsubscribe": "unsubscribe",
+    "ListSubscriptions": "list_subscriptions",
+    "ListSubscriptionsByTopic": "list_subscriptions_by_topic",
+    "GetSubscriptionAttributes": "get_subscription_attributes",
+    "SetSubscriptionAttributes": "set_subscription_attributes",
+    "Publish": "publish",
+    "PublishBatch": "publish_batch",
+    "AddPermission": "add_permission",
+    "RemovePermission": "remove_permission",
+    "TagResource": "tag_resource",
+    "UntagResource": "untag_resource",
+    "ListTagsForResource": "list_tags",
+    "GetCallerIdentity": "caller_identity",
+    "PutDataProtectionPolicy": "put_data_protection_policy",
+    "GetDataProtectionPolicy": "get_data_protection_policy",
+}
+"""The SNS actions served, by the SnsApi method that answers each."""
+ACTIONS = frozenset(METHODS)
 """The actions the SNS API serves: a request for one of them without an SQS signature goes
 to SNS."""

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 
 from ..exceptions import SnsError
+from ..models import AttributeValue
 from .sns_wire import invalid
 
 OUTBOX_PREFIX = "sns-outbox-"
@@ -30,6 +31,7 @@ _EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+")
 PHONE_RE = re.compile(r"\+?[1-9][0-9]{1,14}")
 """A phone number as SNS takes one (E.164: +15555550100)."""
 MAX_ENDPOINT = 2048
+"""The longest endpoint a subscription takes (a webhook's URL too)."""
 DIRECT_SMS = OUTBOX_PREFIX + "sms-direct"
 """The outbox of SMS published to a phone number (Publish with PhoneNumber)."""
 _ARN_RE = re.compile(r"arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:[0-9]{0,12}:.+")
@@ -54,8 +56,6 @@ def check_endpoint(protocol: str, endpoint: object) -> str:
     """The endpoint of a subscription by `protocol`, in SNS's words where it is not one."""
     if not isinstance(endpoint, str) or not endpoint:
         raise invalid("Endpoint")
-    if len(endpoint) > MAX_ENDPOINT:
-        raise invalid(f"Endpoint Reason: longer than {MAX_ENDPOINT} characters")
     if protocol in CONFIRMED_BY_MAIL and not _EMAIL_RE.fullmatch(endpoint):
         raise invalid("Email address")
     if protocol == "sms" and not PHONE_RE.fullmatch(endpoint):
@@ -63,3 +63,8 @@ def check_endpoint(protocol: str, endpoint: object) -> str:
     if protocol in ("application", "lambda", "firehose") and not _ARN_RE.fullmatch(endpoint):
         raise invalid(f"{protocol} endpoint: an ARN")
     return endpoint
+
+
+def outbox_attributes(protocol: str, endpoint: str) -> dict[str, AttributeValue]:
+    """The message attributes of what an outbox keeps: where it would have gone."""
+    return {"Protocol": protocol, "Endpoint": endpoint}
