@@ -279,12 +279,13 @@ class Dispatcher:
         gw = self.gateway
         takers = self.plan(len(batch)) if batch else []
         peers = self.candidates()
+        someone = len(batch) <= len(takers) or self.capacity() > 0  # to take what is left
         for i, (message, claimed) in enumerate(batch):
             if self.stopped or gw.closing:
                 gw.spawn(gw.release_message(self.queue, message))
                 continue
             if i >= len(takers):
-                if self.capacity() > 0:
+                if someone:
                     self.ahead.append((message, claimed))
                 else:  # nobody to take it: back to the queue for the next consumer
                     gw.spawn(gw.release_message(self.queue, message))

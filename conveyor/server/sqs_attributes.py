@@ -122,7 +122,6 @@ def attribute_changes(
     changes: dict[str, Any] = {}
     settings = dict(base.settings)
     fifo = base.fifo if current is not None else name.endswith(".fifo")
-    fifo_per_group = base.dedup_per_group
     if "FifoQueue" in values:
         wanted = _bool("FifoQueue", values["FifoQueue"])
         if not fifo and (current is not None or not wanted):
@@ -160,7 +159,7 @@ def attribute_changes(
             if str(value) not in ("messageGroup", "queue"):
                 raise InvalidAttribute("Invalid value for the parameter DeduplicationScope.")
             settings.pop(key, None)
-            if current is not None and str(value) == "messageGroup" and not fifo_per_group:
+            if current is not None and str(value) == "messageGroup" and not base.dedup_per_group:
                 # as on SQS: a queue made with queue-wide de-duplication shows the new scope
                 # and goes on de-duplicating queue-wide, for the ids it has and new ones
                 settings[key] = "messageGroup"

@@ -16,6 +16,7 @@ server addressed by an IP address still answers path URLs. Both forms are taken 
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -50,7 +51,7 @@ class Caller:
         return f"arn:aws:iam::{self.account}:user/{self.user}"
 
 
-REGIONAL_HOST_RE = re.compile(r"sqs\.([a-z](?:[a-z0-9-]{0,30}[a-z0-9])?)\.(.+)")
+REGIONAL_HOST_RE = re.compile(rf"sqs\.({REGION_RE.pattern})\.(.+)")
 """A host that names a region: sqs.REGION.REST."""
 
 
@@ -164,13 +165,24 @@ class Namespaces:
 
 def _regional(base_url: str, region: str) -> str | None:
     """`base_url` with a host naming `region` (sqs.REGION.HOST, in place of a region its
-    host names already); None for a server addressed by an IP address."""
-    scheme, _, netloc = base_url.partition("://")
-    host, colon, port = netloc.rpartition(":") if not netloc.endswith("]") else (netloc, "", "")
-    if not colon or not port.isdigit():
-        host, port = netloc, ""
-    if host.startswith("[") or host.replace(".", "").isdigit():
+    host names already); None for a server addressed by an IP address, or by a Host header
+    that is no host and port."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
         return None
-    match = REGIONAL_HOST_RE.fullmatch(host.lower())
+    if not host or _is_address(host):
+        return None
+    match = REGIONAL_HOST_RE.fullmatch(host)
     rest = match.group(2) if match is not None else host
-    return f"{scheme}://sqs.{region}.{rest}" + (f":{port}" if port else "")
+    return f"{parts.scheme}://sqs.{region}.{rest}" + (f":{port}" if port else "")
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
