@@ -15,8 +15,8 @@ as it drains). PGMQ: `pgmq.send` / `send_batch`, `pgmq.read` with a visibility t
 (`send` / `send_batch`, `receive`, `delete` / `delete_batch`). Per row: msgs/s with p50/p99
 milliseconds of the send calls and of the receive+delete calls (end to end: the rate; the
 ages of messages drained from a backlog are no latency), and per message the WAL the server
-wrote (`pg_current_wal_lsn` before and after) and the server's CPU (every postgres
-process's /proc time, exited backends' through the postmaster's children time). Each row is
+wrote (`pg_current_wal_lsn` before and after) and the server's CPU (the postmaster's
+process tree in /proc, exited backends' through the postmaster's children time). Each row is
 the median of `--repeat` runs, the two in turn. See docs/benchmarks.md.
 """
 
@@ -38,6 +38,7 @@ from conveyor import Client
 from conveyor.models import NewMessage
 
 from .drivers import QUEUE, ConveyorDriver, Driver
+from .procs import tree
 from .runs import Phase, body, pct, run_multi, run_single
 from .sql_drivers import PostgresBaseline
 
@@ -161,21 +162,17 @@ class Server:
         return int(row[0]) if row is not None else 0
 
     def cpu(self) -> float:
-        """Seconds of CPU: every live postgres process, and the postmaster's exited children."""
+        """Seconds of CPU of this server: the postmaster and its live processes (procs.tree),
+        and its exited children through the postmaster's children time."""
         total = 0
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
+        for pid in tree(self.postmaster):
             try:
                 stat = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                continue
-            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-            if comm != "postgres":
+            except OSError:  # gone meanwhile: counted in the postmaster's children time
                 continue
             fields = stat[stat.rindex(")") + 2 :].split()
             total += int(fields[11]) + int(fields[12])  # utime, stime
-            if int(pid) == self.postmaster:
+            if pid == self.postmaster:
                 total += int(fields[13]) + int(fields[14])  # cutime, cstime
         return total / TICK
 
