@@ -62,9 +62,9 @@ def idle(url: str) -> None:
     with Client(url) as client:
         q = client.create_queue("idle")
         before = resource.getrusage(resource.RUSAGE_SELF)
-        start = time.perf_counter()
+        start = time.time()  # the store's clock: the wait ends by it (NTP may slew it)
         assert q.receive(wait=2) == []
-        assert time.perf_counter() - start >= 2
+        assert time.time() - start >= 2
         after = resource.getrusage(resource.RUSAGE_SELF)
     print((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
 
