@@ -31,6 +31,7 @@ errors are translated at the store boundary with ``raise ... from exc``.
     ├── Unsupported                   (a store lacks a capability)
     ├── AccessDenied                  (403: unsigned, unknown key, bad signature; 401 REST)
     ├── StoreUnavailable              (the store cannot be reached; retry later)
+    │   └── OutcomeUnknown            (a write's connection was lost: it may have happened)
     ├── SnsError                      (the SNS API's own codes: InvalidParameter, NotFound, ...)
     └── PushRefused                   (the push gateway answered reject or error)
 """
@@ -231,6 +232,22 @@ class StoreUnavailable(ConveyorError):
 
     code = "ServiceUnavailable"
     status = 503
+
+
+class OutcomeUnknown(StoreUnavailable):
+    """The connection to the store was lost while a write was in flight, and whether the
+    store committed it cannot be known (its answer was what was lost, and what it wrote may
+    have been received and deleted since). Nothing more was written; send again where the
+    message must arrive, knowing it may arrive twice."""
+
+    @classmethod
+    def of_send(cls, queue: str, n: int) -> OutcomeUnknown:
+        return cls(
+            f"the connection to the store was lost while a send of {n}"
+            f" message{'s' if n != 1 else ''} to {queue} was in flight: it may have been"
+            " stored (and received since), or not; send again if it must arrive, knowing"
+            " that it may then arrive twice"
+        )
 
 
 class SnsError(ConveyorError):

@@ -15,17 +15,22 @@ group is delivered in send order.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+
+from conveyor import Client, Message, StoreUnavailable
 
 from .conftest import unavailable
 from .support import sqlstores
 from .support.faultload import run
 from .support.faultproxy import FaultProxy
+from .support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -84,3 +89,51 @@ def test_network_faults_lose_nothing_and_deliver_once(
     assert proxy.resets > 0 and proxy.connected > 3
     assert result.report.problems() == {}, (result.report.row(), result.report.problems())
     assert result.remaining == [], "the consumers did not drain the queues"
+
+
+@pytest.mark.parametrize("faulty_store", ["postgres", "mysql", "redis"], indirect=True)
+def test_a_send_whose_answer_was_lost_is_not_stored_again(
+    faulty_store: tuple[str, str], request: pytest.FixtureRequest
+) -> None:
+    """The store commits a send but its answer never comes back; a consumer takes the
+    message and deletes it; then the connection breaks. The sender cannot know whether its
+    send was stored: it must say so, and must not store the message a second time (which
+    would deliver it again after its delete)."""
+    direct, through = faulty_store
+    proxy: FaultProxy = request.node.proxy
+    with Client(direct) as admin, Client(through) as client:
+        admin.create_queue("jobs", visibility_timeout=60)
+        consumer, sender = admin.queue("jobs"), client.queue("jobs")
+        sender.send("warm-up")  # the sender's connection is open and the queue known to it
+        for m in consumer.receive(wait=5):
+            assert m.receipt is not None
+            consumer.delete(m.receipt)
+        outcome: dict[str, Any] = {}
+
+        def send() -> None:
+            try:
+                outcome["id"] = sender.send("answer lost").id
+            except Exception as exc:
+                outcome["error"] = exc
+
+        proxy.mute()
+        thread = threading.Thread(target=send)
+        thread.start()
+        got: list[Message] = []
+
+        def arrived() -> bool:
+            got.extend(consumer.receive(wait=0.2))
+            return bool(got)
+
+        until(arrived, what="the send's message")  # stored: only the answer is held
+        assert [m.text for m in got] == ["answer lost"] and got[0].receipt is not None
+        consumer.delete(got[0].receipt)
+        proxy.reset()
+        proxy.unmute()
+        thread.join(60)
+        assert not thread.is_alive()
+        error = outcome.get("error")
+        assert isinstance(error, StoreUnavailable), outcome
+        assert "may have been stored" in str(error), error
+        assert consumer.receive(wait=1) == [], "the deleted message came back"
+        assert consumer.stats().total == 0

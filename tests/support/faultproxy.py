@@ -3,8 +3,9 @@
 `partition()` cuts the link: what either side sends is held (as TCP holds what it cannot
 deliver) and new connections are accepted but not carried through, until `heal()`.
 `reset()` ends every connection with a TCP reset, mid-transaction if one is running.
-`latency(s)` delays every chunk by `s` seconds each way. The proxy runs its own event loop
-in a thread; its methods may be called from any thread.
+`latency(s)` delays every chunk by `s` seconds each way. `mute()` holds only what the store
+answers (its clients' requests still reach it), until `unmute()`: a reply lost in flight.
+The proxy runs its own event loop in a thread; its methods may be called from any thread.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class FaultProxy:
         asyncio.set_event_loop(self.loop)
         self._open = asyncio.Event()
         self._open.set()
+        self._answers = asyncio.Event()
+        self._answers.set()
         self._server = self.loop.run_until_complete(
             asyncio.start_server(self._carry, "127.0.0.1", 0)
         )
@@ -58,6 +61,12 @@ class FaultProxy:
 
     def heal(self) -> None:
         self._call(self._open.set)
+
+    def mute(self) -> None:
+        self._call(self._answers.clear)
+
+    def unmute(self) -> None:
+        self._call(self._answers.set)
 
     def latency(self, seconds: float) -> None:
         self._delay = seconds
@@ -100,18 +109,27 @@ class FaultProxy:
         self.links.add(link)
         self.connected += 1
         try:
-            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+            await asyncio.gather(
+                self._pump(reader, up_writer), self._pump(up_reader, writer, self._answers)
+            )
         finally:
             self.links.discard(link)
             for w in link:
                 w.transport.abort()
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        held: asyncio.Event | None = None,
+    ) -> None:
         try:
             while chunk := await reader.read(65536):
                 if self._delay:
                     await asyncio.sleep(self._delay)
                 await self._open.wait()
+                if held is not None:
+                    await held.wait()
                 writer.write(chunk)
                 await writer.drain()
         except (OSError, asyncio.IncompleteReadError):

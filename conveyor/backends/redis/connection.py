@@ -40,6 +40,14 @@ RETRIED = (
 SENTINEL_PORT = 26379
 
 
+class InDoubt(redis.exceptions.ConnectionError):
+    """A request was written and its connection then failed: it may have run."""
+
+
+def _lost(exc: BaseException) -> bool:
+    return isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
+
+
 def open_client(url: str) -> Any:
     """A client of the Redis the URL names; with ``sentinel=SERVICE`` in its query, the
     URL's hosts (``host:port,host:port``) are Redis Sentinels, and the client is of the
@@ -127,18 +135,24 @@ class RedisConnection:
                 self._client = client
         return self._client
 
-    def run(self, fn: Callable[[Any], T]) -> T:
+    def run(self, fn: Callable[[Any], T], settle: Callable[[Any], T] | None = None) -> T:
         """Run `fn` on the client; on a lost connection, a loading or resharding server, run
-        it again for up to `reconnect_timeout` seconds. Every script is safe to run again:
-        sends carry their ids, deletes and visibility changes their tokens, and a claim whose
-        answer was lost only keeps its messages until their visibility timeout."""
+        it again for up to `reconnect_timeout` seconds. Claims, deletes and visibility
+        changes are safe to run again (they carry their tokens, and a claim whose answer
+        was lost only keeps its messages until their visibility timeout). A send is not,
+        once its request was written (its messages may have been stored, received and
+        deleted since): after that, `settle` runs instead, and says what the first attempt
+        did or raises OutcomeUnknown."""
         client = self.client()
         lost_at: float | None = None
         delay = 0.02
+        doubt = False
         while True:
             try:
-                result = fn(client)
+                result = settle(client) if doubt and settle is not None else fn(client)
             except RETRIED as exc:
+                # on a cluster, redis-py cannot say whether the request was written
+                doubt = doubt or isinstance(exc, InDoubt) or (self.cluster and _lost(exc))
                 now = time.monotonic()
                 if lost_at is None:
                     lost_at = now
@@ -159,52 +173,69 @@ class RedisConnection:
                 )
             return result
 
-    def script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """Run a script whose keys are `keys` (all in one slot)."""
-        return self.run_script(self._loaded().by_name[name], keys, args)
+    def script(
+        self,
+        name: str,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        settle: Callable[[Any], Any] | None = None,
+    ) -> Any:
+        """Run a script whose keys are `keys` (all in one slot); `settle` as in `run`."""
+        return self.run_script(self._loaded().by_name[name], keys, args, settle)
 
     def registry(self, *args: Any) -> Any:
         """Run an operation of the registry script."""
         keys = [f"{self.registry_key}queues"]
         return self.run_script(self._loaded().registry, keys, [self.registry_key, *args])
 
-    def run_script(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    def run_script(
+        self,
+        script: Any,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        settle: Callable[[Any], Any] | None = None,
+    ) -> Any:
         """Run a registered script (`redis.commands.core.Script`): on a cluster through
         redis-py, which routes it to its slot's node; on one server by `_evalsha`."""
         if self.cluster:
-            return self.run(lambda client: script(keys, args, client))
-        return self.run(lambda client: self._evalsha(script, keys, args))
+            return self.run(lambda client: script(keys, args, client), settle)
+        return self.run(lambda client: self._evalsha(script, keys, args), settle)
 
     def _evalsha(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA on a connection of this process's own, straight from the connection:
         redis-py's command path (pool checkout and health check, retry wrapper, metrics
-        hooks) costs twice the CPU of the round trip itself. A connection whose request or
-        reply failed midway is closed, never reused; a server that lost the script (a restart,
-        SCRIPT FLUSH) gets it again."""
-        idle = self._idle
+        hooks) costs twice the CPU of the round trip itself. An idle connection the server
+        closed (its `timeout`, a restart) is found so before anything is written to it; one
+        whose request or reply failed midway is closed, never reused, and the failure is
+        `InDoubt`; a server that lost the script (a restart, SCRIPT FLUSH) gets it again."""
+        conn = self._take()
         try:
-            conn, reused = idle.pop(), True
-        except IndexError:
-            conn, reused = self._connect(), False
-        try:
-            try:
-                reply = self._call(conn, script, keys, args)
-            except redis.exceptions.ConnectionError:
-                if not reused:
-                    raise
-                # the server closed it while it sat idle (its `timeout`, a restart): a
-                # fresh connection, once (scripts are safe to run again)
-                conn.disconnect()
-                conn = self._connect()
-                reply = self._call(conn, script, keys, args)
+            reply = self._call(conn, script, keys, args)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            conn.disconnect()
+            raise InDoubt(f"{exc} (the request was written: it may have run)") from exc
         except redis.exceptions.ResponseError:
-            idle.append(conn)  # the error was the whole reply: the connection is in step
+            self._idle.append(conn)  # the error was the whole reply: the connection is in step
             raise
         except BaseException:
             conn.disconnect()
             raise
-        idle.append(conn)
+        self._idle.append(conn)
         return reply
+
+    def _take(self) -> Any:
+        """An idle connection still open and in step (nothing waiting on it: ~2 us to ask),
+        or a new one."""
+        idle = self._idle
+        while idle:
+            conn = idle.pop()
+            try:
+                if not conn.can_read(0):
+                    return conn
+            except (redis.exceptions.ConnectionError, OSError):
+                pass  # closed by the server while idle
+            conn.disconnect()
+        return self._connect()
 
     def _connect(self) -> Any:
         """A connection of `_evalsha`'s own, made with the pool's settings but not by the

@@ -5,6 +5,7 @@ one Redis Cluster slot."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import secrets
@@ -12,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...clock import Clock
-from ...exceptions import ConveyorError
+from ...exceptions import ConveyorError, OutcomeUnknown
 from ...ids import new_ids
 from ...models import (
     ArchivedMessage,
@@ -268,7 +269,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
                 message_id = next(fresh) if own else m.id
                 ids.append(message_id)
                 args += (message_id, head + m.body)
-            return self._sent(entry, ids, mine, self._script("send", entry, args))
+            return self._sent(entry, ids, mine, self._send(entry, ids, args))
         args.append("full")
         for m, own in zip(messages, mine, strict=True):
             message_id = next(fresh) if own else m.id
@@ -285,7 +286,19 @@ class RedisStore(Backend, Editing, Topics, Consumers):
                 deadline,
                 visible,
             )
-        return self._sent(entry, ids, mine, self._script("send", entry, args))
+        return self._sent(entry, ids, mine, self._send(entry, ids, args))
+
+    def _send(self, entry: QueueEntry, ids: Sequence[str], args: Sequence[Any]) -> Any:
+        """The send script's answer; after a lost connection that may have stored the
+        messages, the same answer where they are all there, else OutcomeUnknown (what
+        it stored may have been received and deleted since)."""
+
+        def settle(client: Any) -> list[Any]:
+            if None in client.zmscore(f"{entry.prefix}all", ids):
+                raise OutcomeUnknown.of_send(entry.name, len(ids))
+            return [v for i in ids for v in (0, i.encode())]
+
+        return self.redis.script("send", [entry.meta], args, settle)
 
     @staticmethod
     def _sent(
@@ -737,7 +750,12 @@ class RedisStore(Backend, Editing, Topics, Consumers):
                     "0" if fifo else str(copy.priority),
                     num(now + copy.delay),
                 )
-            flat = self.redis.script("publish", [f"{e.prefix}meta" for e, _ in group], args)
+            flat = self.redis.script(
+                "publish",
+                [f"{e.prefix}meta" for e, _ in group],
+                args,
+                functools.partial(_settle_copies, group, copy.id),
+            )
             for i, (entry, _) in enumerate(group):
                 status, value = flat[2 * i], flat[2 * i + 1]
                 if status == 1:
@@ -816,3 +834,14 @@ def _strings(found: bytes | str | None) -> dict[str, str]:
         return {}
     text = found.decode() if isinstance(found, bytes) else found
     return {str(k): str(v) for k, v in json.loads(text).items()}
+
+
+def _settle_copies(
+    group: Sequence[tuple[QueueEntry, NewMessage]], message_id: str, client: Any
+) -> list[Any]:
+    """After a lost connection that may have published: the publish script's answer where
+    every queue holds the copy, else OutcomeUnknown."""
+    for entry, _ in group:
+        if client.zscore(f"{entry.prefix}all", message_id) is None:
+            raise OutcomeUnknown.of_send(entry.name, 1)
+    return [v for _ in group for v in (0, message_id.encode())]

@@ -31,7 +31,13 @@ T = TypeVar("T")
 
 class Exec(ABC):
     """One operation's access to its database, inside the operation's transaction (or in
-    autocommit for reads and single statements). Statements take ``%s`` parameters."""
+    autocommit for reads and single statements). Statements take ``%s`` parameters.
+
+    `in_doubt`: an earlier attempt of this operation lost its connection after it began, so
+    it may have committed (only the answer was lost). A write that cannot run twice checks
+    what that attempt left before it runs again."""
+
+    in_doubt = False
 
     @abstractmethod
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
@@ -57,10 +63,11 @@ E = TypeVar("E", bound=Exec)
 class CursorExec(Exec):
     """An `Exec` on a DB-API cursor that takes ``%s`` parameters (psycopg, PyMySQL)."""
 
-    __slots__ = ("cur",)
+    __slots__ = ("cur", "in_doubt")
 
-    def __init__(self, cur: Any) -> None:
+    def __init__(self, cur: Any, in_doubt: bool = False) -> None:
         self.cur = cur
+        self.in_doubt = in_doubt
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         # only statements that return rows come here; asking the cursor for its description
@@ -207,14 +214,21 @@ class ServerConnections(Connections[CursorExec]):
         lost_at: float | None = None
         lost = False
         delay = 0.02
+        in_doubt = False
         while True:
+            began = False
             try:
                 with self._transaction(tx) as cur:
-                    result = fn(CursorExec(cur))
+                    began = True
+                    result = fn(CursorExec(cur, in_doubt))
             except ConveyorError:
+                if lost_at is not None and lost:  # it ran: the connection is back
+                    self._reconnected(lost_at)
                 raise
             except self.driver_errors as exc:
                 kind = self._retryable(exc)
+                # a connection lost once statements were sent: they may have committed
+                in_doubt = in_doubt or (began and kind == "disconnect")
                 if kind is None:
                     raise StoreUnavailable(
                         f"{self.scheme} store {self.display} failed: {exc}"
@@ -240,10 +254,11 @@ class ServerConnections(Connections[CursorExec]):
                 delay = min(delay * 2, 1.0)
                 continue
             if lost_at is not None and lost:  # a conflict retried is not worth a word
-                log.warning(
-                    "reconnected to %s after %.1f s", self.display, time.monotonic() - lost_at
-                )
+                self._reconnected(lost_at)
             return result
+
+    def _reconnected(self, lost_at: float) -> None:
+        log.warning("reconnected to %s after %.1f s", self.display, time.monotonic() - lost_at)
 
 
 def marks(values: Sequence[Any]) -> str:

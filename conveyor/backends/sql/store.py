@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from ...clock import Clock
 from ...exceptions import (
     ConveyorError,
+    OutcomeUnknown,
     StoreUnavailable,
 )
 from ...models import (
@@ -451,6 +452,9 @@ class SQLStore(Backend, Generic[E]):
 
             def insert(ex: E) -> list[str | None]:
                 tries[0] += 1
+                if ex.in_doubt and all(row.id for row in rows):
+                    self.settle(ex, qid, queue, [row.id for row in rows])
+                    return [row.id for row in rows]
                 return d.insert(ex, qid, queue, rows, made=made, retry=tries[0] > 1)
 
             stored = self.counted_write(
@@ -464,6 +468,14 @@ class SQLStore(Backend, Generic[E]):
                 for i, row in zip(stored, rows, strict=True)
             ]
         return results
+
+    def settle(self, ex: E, qid: int, queue: str, ids: Sequence[str]) -> None:
+        """Before an insert of `ids` runs again after an attempt that lost its connection
+        (and so may have committed): return if that attempt stored every one of them, and
+        raise OutcomeUnknown otherwise. What it stored may have been received and deleted
+        since: inserting it again would deliver it a second time, after its delete."""
+        if len(self.dialect.find_many(ex, qid, ids)) < len(set(ids)):
+            raise OutcomeUnknown.of_send(queue, len(ids))
 
     def send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
         ids = self.fresh_on_drop(queue, lambda: self._send_bodies(queue, bodies, delay))
@@ -495,6 +507,9 @@ class SQLStore(Backend, Generic[E]):
 
         def insert_bare(ex: E) -> list[str]:
             tries[0] += 1
+            if ex.in_doubt and bare.ids is not None:
+                self.settle(ex, qid, queue, bare.ids)
+                return bare.ids
             return d.insert_bare(ex, qid, queue, bare, tries[0] > 1)
 
         return self.counted_write(insert_bare, "sent", lambda ids: [(qid, len(ids))], single=True)
