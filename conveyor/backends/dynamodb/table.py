@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -185,11 +186,18 @@ class Table:
 
     def transact(self, actions: list[dict[str, Any]]) -> None:
         """TransactWriteItems, retried with back-off while it conflicts with another
-        transaction; `Cancelled` when conditions fail."""
+        transaction; `Cancelled` when conditions fail. Each attempt carries a client token
+        of its own, which the SDK's retries of a request whose answer was lost send again:
+        DynamoDB then answers without writing a second time (what the first wrote may have
+        been received and deleted since)."""
         delay = 0.02
         for attempt in range(CONFLICT_ATTEMPTS):
             try:
-                self.call("transact_write_items", TransactItems=actions)
+                self.call(
+                    "transact_write_items",
+                    TransactItems=actions,
+                    ClientRequestToken=secrets.token_hex(16),
+                )
                 return
             except _Conflict:
                 if attempt == CONFLICT_ATTEMPTS - 1:
