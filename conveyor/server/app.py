@@ -49,7 +49,7 @@ from .endpoint import (
 )
 from .metrics import Metrics
 from .proxies import TrustedProxies, peer_of, scope_with
-from .rest import ErrorBody, build_router, error_body, json_response
+from .rest import ErrorBody, Rest, error_body, json_response, router
 from .sns_api import SnsApi
 from .sns_http import EndpointRules, Webhooks
 from .sns_signing import CERT_PATH, Signer
@@ -173,10 +173,8 @@ class ConveyorServer:
         async def check_token(request: Request) -> None:
             self.auth.check_bearer(request.headers.get("authorization"))
 
-        app.include_router(
-            build_router(self.client, self.aio, self.metrics, self.is_draining, self.sqs.moves),
-            dependencies=[Depends(check_token)],
-        )
+        app.state.rest = Rest(self.client, self.aio, self.metrics, self.is_draining, self.sqs.moves)
+        app.include_router(router, dependencies=[Depends(check_token)])
         app.include_router(
             build_ui(self.client, self.history, check_token, self.auth, self.connections)
         )
