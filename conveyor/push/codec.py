@@ -17,7 +17,9 @@ goes on with the next frame.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 CRLF = b"\r\n"
@@ -85,6 +87,33 @@ def encode_push(appid: str, msgid: str, content: bytes) -> bytes:
         (b"type=push\r\nappid=", appid.encode(), b"\r\nmsgid=", msgid.encode(), b"\r\ncontent=",
          content, b"\r\n\r\n")
     )  # fmt: skip
+
+
+SEND_TYPES = ("queue", "topic")
+ANSWERS = ("arrived", "ack", "reject", "error")
+
+
+def resp(status: str, text: str, *, msgid: str = "") -> bytes:
+    """A `resp` frame: JSON content with the status (ack, reject or error) and a text."""
+    content = json.dumps({"status": status, "content": text}, ensure_ascii=False)
+    return encode(Frame(type="resp", msgid=msgid, content=content.encode()))
+
+
+def _ack_as(text: str) -> Callable[[str], bytes]:
+    """`resp("ack", text, msgid=...)` for a fixed text, made by joining bytes (the answers to
+    every send and every acknowledgement)."""
+    with_id = resp("ack", text, msgid="\0").split(b"\0")
+    without = resp("ack", text)
+    head, tail = with_id[0], with_id[1]
+
+    def made(msgid: str) -> bytes:
+        return b"".join((head, msgid.encode(), tail)) if msgid else without
+
+    return made
+
+
+ACK_ANSWER = _ack_as("")
+ACK_SENT = _ack_as("Message enqueue successful")
 
 
 class Decoder:

@@ -28,21 +28,27 @@ Consumers silent for `heartbeat_interval` are pinged; one that does not answer w
 `heartbeat_timeout`, or whose connection drops, is removed and its unanswered messages are
 released at once for the others; its topic queue goes. Registered consumers are entered in
 the store's consumer registry while they are there.
+
+This module holds the gateway's state and what it does with frames: sends, registrations,
+deliveries and their answers. The rest is by concept: connections.py (accepting and reading
+connections), codec.py (frames and answers), dispatch.py (claiming and sharing messages),
+dialling.py (pushing to a consumer by dialling it), heartbeats.py, registry.py (the store's
+consumer registry), peers.py (connections, apps, consumers, deliveries) and shares.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
-import json
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from .. import tracing
 from ..aio import offload_to
@@ -57,43 +63,27 @@ from ..exceptions import (
 )
 from ..models import Capability, DeadLetterPolicy, Message
 from ..validation import NAME_RE, parse_json_text
-from . import shares
-from .codec import PING, PONG, Decoder, Frame, FrameError, encode, encode_push
+from . import connections, dialling, heartbeats, shares
+from .codec import (
+    ACK_ANSWER,
+    ACK_SENT,
+    ANSWERS,
+    PONG,
+    SEND_TYPES,
+    Frame,
+    encode,
+    encode_push,
+    resp,
+)
 from .config import GatewayConfig, server_tls
+from .connections import INTERNAL
 from .dispatch import Dispatcher, QueueOps
-from .peers import App, Connection, Delivery, Peer
+from .peers import App, Connection, Delivery, Peer, parse_peer
+from .registry import ConsumerRegistry
 
 log = logging.getLogger("conveyor.push")
 
 T = TypeVar("T")
-
-SEND_TYPES = ("queue", "topic")
-ANSWERS = ("arrived", "ack", "reject", "error")
-INTERNAL = "internal error (the gateway log has the details)"
-RUNS = {"queue": "send", "arrived": "answer", "ack": "answer"}  # handled a run at a time
-
-
-def resp(status: str, text: str, *, msgid: str = "") -> bytes:
-    """A `resp` frame: JSON content with the status (ack, reject or error) and a text."""
-    content = json.dumps({"status": status, "content": text}, ensure_ascii=False)
-    return encode(Frame(type="resp", msgid=msgid, content=content.encode()))
-
-
-def _ack_as(text: str) -> Callable[[str], bytes]:
-    """`resp("ack", text, msgid=...)` for a fixed text, made by joining bytes (the answers to
-    every send and every acknowledgement)."""
-    with_id = resp("ack", text, msgid="\0").split(b"\0")
-    without = resp("ack", text)
-    head, tail = with_id[0], with_id[1]
-
-    def made(msgid: str) -> bytes:
-        return b"".join((head, msgid.encode(), tail)) if msgid else without
-
-    return made
-
-
-ACK_ANSWER = _ack_as("")
-ACK_SENT = _ack_as("Message enqueue successful")
 
 
 def dlq_name(app: str) -> str:
@@ -131,13 +121,14 @@ class Gateway:
         self.server: asyncio.Server | None = None
         self.closing = False
         self.stats = {"received": 0, "pushed": 0, "acked": 0, "rejected": 0, "dead": 0}
+        self.registry = ConsumerRegistry(client, self.config, self.call)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
         tls = server_tls(self.config)
         self.server = await asyncio.start_server(
-            self._accept,
+            functools.partial(connections.accept, self),
             self.config.host,
             self.config.port,
             limit=2**20,
@@ -145,7 +136,7 @@ class Gateway:
             ssl=tls,
             ssl_handshake_timeout=self.config.read_timeout if tls else None,
         )
-        self.spawn(self._heartbeats())
+        self.spawn(heartbeats.heartbeats(self))
         self.spawn(self._expiry())
         log.info(
             "push gateway listening on %s:%d%s",
@@ -172,7 +163,7 @@ class Gateway:
         if self.server is not None:
             self.server.close()
         peers = [p for app in self.apps.values() for p in app.peers.values()]
-        await asyncio.gather(*(self._unenrol(p) for p in peers), return_exceptions=True)
+        await asyncio.gather(*(self.registry.unenrol(p) for p in peers), return_exceptions=True)
         # what the dispatchers claimed ahead goes back with what is unanswered, now (a task
         # spawned for it would be cancelled below)
         held = [(d.queue, m) for d in self.dispatchers.values() for m in d.take_ahead()]
@@ -212,127 +203,7 @@ class Gateway:
             ops = self.queue_ops[queue] = QueueOps(self, queue)
         return ops
 
-    # -- connections ----------------------------------------------------------------------
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer)
-        if len(self.connections) >= self.config.max_connections:
-            conn.write(resp("error", "too many connections; try again later"))
-            await conn.flush()
-            conn.close()
-            return
-        conn.authenticated = self.config.auth_token is None
-        if not conn.authenticated:
-            # their share is full: the one waiting longest makes room (a client with the
-            # token authenticates in its first frame; one holding a slot silently does not)
-            if len(self.unauthenticated) >= max(1, self.config.max_connections // 10):
-                oldest = next(iter(self.unauthenticated))
-                del self.unauthenticated[oldest]
-                oldest.write(resp("error", "closed to make room: authenticate sooner"))
-                await oldest.flush()
-                oldest.close()
-            conn.auth_deadline = time.monotonic() + self.config.auth_timeout
-            self.unauthenticated[conn] = None
-        self.connections.add(conn)
-        try:
-            await self._read(conn)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("push connection from %s failed", conn.address)
-        finally:
-            self.connections.discard(conn)
-            self.unauthenticated.pop(conn, None)
-            conn.close()
-            if conn.peer is not None:
-                await self.drop(conn.peer, "its connection closed")
-
-    async def _read(self, conn: Connection) -> None:
-        decoder = Decoder(max_frame=self.config.max_frame)
-        cfg = self.config
-        while not self.closing:
-            timeout = cfg.read_timeout if decoder.pending else cfg.idle_timeout
-            if not conn.authenticated:
-                timeout = min(timeout, conn.auth_deadline - time.monotonic())
-            try:
-                if timeout <= 0:
-                    raise TimeoutError
-                data = await asyncio.wait_for(conn.reader.read(65536), timeout)
-            except TimeoutError:
-                if not conn.authenticated:
-                    log.info("closing %s: not authenticated within %.0f s", conn.address,
-                             cfg.auth_timeout)  # fmt: skip
-                    conn.write(resp("error", f"authenticate within {cfg.auth_timeout:g} s:"
-                                    " send type=auth with the token"))  # fmt: skip
-                    await conn.flush()
-                    return
-                why = "a frame stayed unfinished" if decoder.pending else "it was idle"
-                log.debug("closing %s: %s for %.0f s", conn.address, why, timeout)
-                return
-            if not data:
-                return
-            conn.last_seen = time.monotonic()
-            conn.pinged_at = None
-            keep = await self._frames(conn, decoder.feed(data))
-            await conn.flush()  # a peer that does not read holds up its own connection
-            if not keep:
-                return
-
-    async def _frames(self, conn: Connection, items: list[Frame | FrameError]) -> bool:
-        """Answer the frames one read brought, in order; False to close the connection.
-        Runs of sends, and of arrivals and acknowledgements, are handled together: a run's
-        sends to one app are one store call (one transaction), its acknowledgements of one
-        queue one delete."""
-        i, n = 0, len(items)
-        while i < n:
-            item = items[i]
-            if isinstance(item, FrameError):
-                if item.http:  # nothing after it is read: its body could hold frames
-                    log.warning(
-                        "push gateway: closed a connection from %s that sent an HTTP request"
-                        " (a browser sending it for another site's page?)",
-                        conn.address,
-                    )
-                    return False
-                conn.write(resp("error", f"malformed frame: {item.reason}"))
-                i += 1
-                continue
-            run = RUNS.get(item.type) if conn.authenticated else None
-            if run is not None:
-                j = i + 1
-                while j < n and RUNS.get(getattr(items[j], "type", "")) == run:
-                    j += 1
-                frames = cast(list[Frame], items[i:j])
-                try:
-                    if run == "send":
-                        conn.write(b"".join(await self._send_run(frames)))
-                    else:
-                        conn.write(b"".join(await self._answer_run(conn, frames)))
-                except Exception:
-                    log.exception("push frames from %s failed", conn.address)
-                    conn.write(b"".join(resp("error", INTERNAL, msgid=f.msgid) for f in frames))
-                i = j
-                continue
-            out: list[bytes] = []
-            try:
-                keep = await self.handle(conn, item, out)
-            except Exception:
-                log.exception("push frame %s from %s failed", item.type, conn.address)
-                out.append(
-                    resp(
-                        "error",
-                        INTERNAL,
-                        msgid=item.msgid,
-                    )
-                )
-                keep = True
-            conn.write(b"".join(out))
-            if not keep:
-                return False
-            i += 1
-        return True
+    # -- frames -------------------------------------------------------------------------
 
     async def handle(self, conn: Connection, frame: Frame, out: list[bytes]) -> bool:
         """Answer one frame into `out`; False to close the connection after it."""
@@ -434,7 +305,7 @@ class Gateway:
 
     async def _send(self, conn: Connection, frame: Frame, out: list[bytes]) -> None:
         if frame.type == "queue":
-            out += await self._send_run([frame])
+            out += await self.send_run([frame])
             return
         if not frame.appid:
             out.append(
@@ -479,7 +350,7 @@ class Gateway:
             return resp("ack", text, msgid=frame.msgid)
         return ACK_SENT(frame.msgid)
 
-    async def _send_run(self, frames: list[Frame]) -> list[bytes]:
+    async def send_run(self, frames: list[Frame]) -> list[bytes]:
         """Answers to `queue` frames that came together: each app's messages are stored
         by one store call (one transaction), and answered in order. The rate limit takes
         each frame's token as it comes; those that must wait for theirs are stored once the
@@ -562,7 +433,7 @@ class Gateway:
             if not self._auth(conn, token, out, quiet=True):
                 return False
         try:
-            peer = self._peer(conn, info)
+            peer = parse_peer(conn, info, self.config.prefetch)
         except InvalidInput as exc:
             out.append(resp("reject", f"Invalid parameters: {exc}"))
             return True
@@ -593,7 +464,7 @@ class Gateway:
             )
             self.dispatchers[peer.topic_queue] = dispatcher
             dispatcher.start()
-        self.spawn(self._enrol(peer))
+        self.spawn(self.registry.enrol(peer))
         self._room(peer)
         log.info(
             "consumer %s registered on app %s (weight %d, %s)",
@@ -630,43 +501,6 @@ class Gateway:
             conn.peer = None
         await self.drop(peer, "it unregistered")
         out.append(resp("ack", "Recipient unregister successful."))
-
-    def _peer(self, conn: Connection, info: dict[str, Any]) -> Peer:
-        pid, app = info.get("id"), info.get("app_id")
-        if not isinstance(pid, str) or not pid or len(pid) > 128:
-            raise InvalidInput('"id" must be a string of 1-128 characters')
-        if not isinstance(app, str) or not app:
-            raise InvalidInput('"app_id" must name the app')
-        weight = info.get("weight", 0)
-        if isinstance(weight, str) and weight.strip().isdigit():
-            weight = int(weight)
-        if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= 10_000:
-            raise InvalidInput('"weight" must be a whole number from 0 to 10000')
-        prefetch = info.get("prefetch", self.config.prefetch)
-        if (
-            isinstance(prefetch, bool)
-            or not isinstance(prefetch, int)
-            or not 1 <= prefetch <= 10_000
-        ):
-            raise InvalidInput('"prefetch" must be a whole number from 1 to 10000')
-        host = info.get("host") or ""
-        port = info.get("port") or 0
-        if isinstance(port, str):
-            if port and not port.isdigit():
-                raise InvalidInput(f'"port" {port[:10]!r} is not a port number')
-            port = int(port or 0)
-        if not isinstance(host, str) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise InvalidInput('"host" must be a string and "port" a port number')
-        dial = bool(host and port) and info.get("mode") != "connection"
-        return Peer(
-            id=pid,
-            app=app,
-            weight=weight,
-            prefetch=prefetch,
-            host=host,
-            port=port,
-            connection=None if dial else conn,
-        )
 
     def _room(self, peer: Peer) -> None:
         """A consumer has room again: wake the dispatchers that push to it (a consumer that
@@ -709,7 +543,7 @@ class Gateway:
             return
         if peer.topic_queue is not None:
             await self._remove_topic_queue(peer)
-        await self._unenrol(peer)
+        await self.registry.unenrol(peer)
 
     async def _remove_topic_queue(self, peer: Peer) -> None:
         """The queue that held a gone consumer's topic copies is of no more use."""
@@ -728,56 +562,6 @@ class Gateway:
             return
         self.queues_ready.discard(name)
         self.queue_ops.pop(name, None)
-
-    # -- the consumer registry ------------------------------------------------------------
-
-    def registry_id(self, peer: Peer) -> str:
-        """A consumer's id in the store's consumer registry (where workers of the SDK also
-        register): the app and its own id."""
-        return f"skmq:{peer.app}:{peer.id}"
-
-    def registry_info(self, peer: Peer) -> dict[str, Any]:
-        conn = peer.connection
-        return {
-            "via": "push gateway",
-            "app": peer.app,
-            "mode": peer.mode,
-            "weight": peer.weight,
-            "prefetch": peer.prefetch,
-            "in_flight": len(peer.deliveries),
-            "address": f"{peer.host}:{peer.port}" if conn is None else conn.address,
-        }
-
-    @property
-    def registry_timeout(self) -> float:
-        """How long a registry entry lasts without being written again: three rounds of
-        `_heartbeats`' writes, so that the consumers of a gateway that died go too."""
-        return 3 * self.registry_every
-
-    @property
-    def registry_every(self) -> float:
-        return max(1.0, min(self.config.heartbeat_interval, 10.0))
-
-    async def _enrol(self, peer: Peer) -> None:
-        """Enter (or refresh) a consumer in the store's consumer registry."""
-        if Capability.CONSUMERS not in self.client.capabilities or not peer.alive:
-            return
-        try:
-            await self.call(
-                self.client.register_consumer,
-                self.registry_id(peer),
-                queue=peer.app,
-                timeout=self.registry_timeout,
-                info=self.registry_info(peer),
-            )
-        except ConveyorError as exc:
-            log.warning("could not register consumer %s in the registry: %s", peer.id, exc)
-
-    async def _unenrol(self, peer: Peer) -> None:
-        if Capability.CONSUMERS not in self.client.capabilities:
-            return
-        with contextlib.suppress(ConveyorError):
-            await self.call(self.client.unregister_consumer, self.registry_id(peer))
 
     async def release_message(self, queue: str, message: Message) -> None:
         """Make a message received for a consumer visible again now."""
@@ -811,7 +595,7 @@ class Gateway:
         if peer.connection is not None:
             peer.connection.write(frame)
         else:
-            self.spawn(self._dial_push(delivery, frame))
+            self.spawn(dialling.dial_push(self, delivery, frame))
         self.expiring.append(delivery)
 
     async def _expiry(self) -> None:
@@ -859,9 +643,9 @@ class Gateway:
         return found[0] if found else None
 
     async def _answer(self, conn: Connection, frame: Frame, out: list[bytes]) -> None:
-        out += await self._answer_run(conn, [frame])
+        out += await self.answer_run(conn, [frame])
 
-    async def _answer_run(self, conn: Connection, frames: list[Frame]) -> list[bytes]:
+    async def answer_run(self, conn: Connection, frames: list[Frame]) -> list[bytes]:
         """Answers to consumers' answers that came together: acknowledgements of one queue
         are deleted by one store call."""
         answers: list[bytes] = [b""] * len(frames)
@@ -967,99 +751,3 @@ class Gateway:
         dead = self.client.queue(policy.queue)
         await self.call(dead.send, delivery.message.body, attributes=delivery.message.attributes)
         await self.call(queue.delete, delivery.receipt)
-
-    async def _dial_push(self, delivery: Delivery, frame: bytes) -> None:
-        """SKMQ's delivery: dial the consumer, push, read its answers and reply to each, and
-        close once it has answered for good (`ack`, `reject`, `error`). After `arrived` the
-        connection stays open for the rest of the message's ack window, for an `ack` on it
-        (SKMQ's process 1); at the end of the window it closes, and the consumer may send its
-        `ack` later on a connection of its own (process 2)."""
-        peer = delivery.peer
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(peer.host, peer.port), self.config.dial_timeout
-            )
-        except (OSError, TimeoutError) as exc:
-            await self.drop(peer, f"dialling {peer.host}:{peer.port} failed ({exc})")
-            return
-        conn = Connection(reader, writer)
-        conn.authenticated = True
-        try:
-            conn.write(frame)
-            await conn.flush()
-            decoder = Decoder(max_frame=self.config.max_frame)
-            deadline = time.monotonic() + self.config.ack_timeout
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                data = await asyncio.wait_for(reader.read(65536), left)
-                if not data:
-                    return
-                for item in decoder.feed(data):
-                    if isinstance(item, FrameError):
-                        conn.write(resp("error", f"malformed frame: {item.reason}"))
-                    elif item.type == "ping":
-                        conn.write(encode(PONG))
-                    elif item.type in ANSWERS:
-                        if not item.msgid:
-                            item = Frame(item.type, peer.app, delivery.msgid, item.content)
-                        out: list[bytes] = []
-                        await self._answer(conn, item, out)
-                        conn.write(b"".join(out))
-                        await conn.flush()
-                        if item.type != "arrived" and item.msgid == delivery.msgid:
-                            return  # answered for good
-        except (OSError, TimeoutError):
-            return  # no answer: the ack timeout delivers it again
-        finally:
-            conn.close()
-
-    # -- heartbeats -----------------------------------------------------------------------
-
-    async def _heartbeats(self) -> None:
-        cfg = self.config
-        enrolled_at = time.monotonic()
-        while not self.closing:
-            await asyncio.sleep(min(cfg.heartbeat_interval, cfg.heartbeat_timeout) / 2)
-            now = time.monotonic()
-            if now - enrolled_at >= self.registry_every:  # the registry's entries, refreshed
-                enrolled_at = now
-                for app in list(self.apps.values()):
-                    for peer in list(app.peers.values()):
-                        self.spawn(self._enrol(peer))
-            for app in list(self.apps.values()):
-                for peer in list(app.peers.values()):
-                    conn = peer.connection
-                    if conn is None:
-                        if now - peer.checked_at >= cfg.heartbeat_interval:
-                            peer.checked_at = now
-                            self.spawn(self._ping_dialled(peer))
-                    elif conn.pinged_at is not None:
-                        if now - conn.pinged_at > cfg.heartbeat_timeout:
-                            conn.close()
-                            await self.drop(peer, "it stopped answering pings")
-                    elif now - conn.last_seen >= cfg.heartbeat_interval:
-                        conn.pinged_at = now
-                        conn.write(encode(PING))
-
-    async def _ping_dialled(self, peer: Peer) -> None:
-        """SKMQ's heartbeat: dial, send ping, expect pong."""
-        timeout = self.config.heartbeat_timeout
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(peer.host, peer.port), timeout
-            )
-        except (OSError, TimeoutError) as exc:
-            await self.drop(peer, f"dialling {peer.host}:{peer.port} failed ({exc})")
-            return
-        try:
-            writer.write(encode(PING))
-            await writer.drain()
-            answer = await asyncio.wait_for(reader.read(10), timeout)
-            if not answer.startswith(b"pong"):
-                await self.drop(peer, "it did not answer ping with pong")
-        except (OSError, TimeoutError):
-            await self.drop(peer, "it did not answer ping")
-        finally:
-            writer.close()

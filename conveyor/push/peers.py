@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..exceptions import InvalidInput
 from ..models import Message
 
 
@@ -138,3 +139,40 @@ class App:
         self.peers: dict[str, Peer] = {}
         self.bucket = TokenBucket(rate)
         self.topic_ready = False
+
+
+def parse_peer(conn: Connection, info: dict[str, Any], prefetch: int) -> Peer:
+    """The consumer a `register` frame's JSON describes (`prefetch`: the gateway's default
+    window); InvalidInput says which field is wrong. One with a host and port is dialled
+    (SKMQ's way) unless its `mode` is "connection"; others get pushes on `conn`."""
+    pid, app = info.get("id"), info.get("app_id")
+    if not isinstance(pid, str) or not pid or len(pid) > 128:
+        raise InvalidInput('"id" must be a string of 1-128 characters')
+    if not isinstance(app, str) or not app:
+        raise InvalidInput('"app_id" must name the app')
+    weight = info.get("weight", 0)
+    if isinstance(weight, str) and weight.strip().isdigit():
+        weight = int(weight)
+    if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= 10_000:
+        raise InvalidInput('"weight" must be a whole number from 0 to 10000')
+    prefetch = info.get("prefetch", prefetch)
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 1 <= prefetch <= 10_000:
+        raise InvalidInput('"prefetch" must be a whole number from 1 to 10000')
+    host = info.get("host") or ""
+    port = info.get("port") or 0
+    if isinstance(port, str):
+        if port and not port.isdigit():
+            raise InvalidInput(f'"port" {port[:10]!r} is not a port number')
+        port = int(port or 0)
+    if not isinstance(host, str) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise InvalidInput('"host" must be a string and "port" a port number')
+    dial = bool(host and port) and info.get("mode") != "connection"
+    return Peer(
+        id=pid,
+        app=app,
+        weight=weight,
+        prefetch=prefetch,
+        host=host,
+        port=port,
+        connection=None if dial else conn,
+    )
