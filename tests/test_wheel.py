@@ -45,7 +45,11 @@ def test_the_wheel_installs_and_serves(tmp_path: Path) -> None:
     [wheel] = dist.glob("conveyor_mq-*.whl")
     assert wheel.name == f"conveyor_mq-{__version__}-py3-none-any.whl"
     names = set(zipfile.ZipFile(wheel).namelist())
-    for data in ("ui/index.html", "ui/app.js", "ui/app.css"):
+    for data in (
+        "dashboard/static/index.html",
+        "dashboard/static/app.js",
+        "dashboard/static/app.css",
+    ):
         assert f"conveyor/server/{data}" in names
     lua = {n for n in names if n.startswith("conveyor/backends/redis/lua/")}
     assert lua == {

@@ -221,10 +221,10 @@ def serve(
     with needs_server_extra("conveyor serve"):
         from ..server import ServerConfig
         from ..server import serve as run
-        from ..server.auth import load_credentials
-        from ..server.proxies import TrustedProxies
-        from ..server.sns_outbox import outbox_protocols
-        from ..server.sqs_names import ACCOUNT_RE, REGION_RE
+        from ..server.front.auth import load_credentials
+        from ..server.front.proxies import TrustedProxies
+        from ..server.sns.outbox import outbox_protocols
+        from ..server.sqs.names import ACCOUNT_RE, REGION_RE
 
     if not REGION_RE.fullmatch(region):
         raise InvalidInput(f"--region {region!r} is not a region name (like us-east-1)")

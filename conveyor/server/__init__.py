@@ -23,8 +23,8 @@ from ..push.config import GatewayConfig, check_gateway_exposure, is_loopback
 from ..push.gateway import Gateway
 from ..urls import described
 from .app import ConveyorServer, ServerConfig
-from .protocol import REQUEST_TIMEOUT, guarded
-from .ui import run_sampler
+from .dashboard.routes import run_sampler
+from .front.protocol import REQUEST_TIMEOUT, guarded
 from .workers import supervise
 
 __all__ = [

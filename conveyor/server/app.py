@@ -2,7 +2,7 @@
 
 FastAPI (on Starlette) serves the REST API and writes its OpenAPI document. The SQS
 endpoint (`/` and queue URLs) is a plain ASGI handler that no framework code precedes
-(`endpoint.py`); the other routes pass a pure ASGI layer that enforces the body limit
+(`front/endpoint.py`); the other routes pass a pure ASGI layer that enforces the body limit
 before a body is read and times every request.
 """
 
@@ -35,10 +35,11 @@ from ..exceptions import (
 )
 from ..notify import HUB
 from ..validation import check_queue_name, check_topic_name
-from .auth import Auth, Key
-from .conns import open_connections
 from .counts import SharedCounts
-from .endpoint import (
+from .dashboard.routes import History, build_ui
+from .front.auth import Auth, Key
+from .front.conns import open_connections
+from .front.endpoint import (
     Endpoint,
     by_another_name,
     declared_too_large,
@@ -47,15 +48,14 @@ from .endpoint import (
     sqs_path,
     too_large,
 )
+from .front.proxies import TrustedProxies, peer_of, scope_with
 from .metrics import Metrics
-from .proxies import TrustedProxies, peer_of, scope_with
-from .rest import ErrorBody, Rest, error_body, json_response, router
-from .sns_api import SnsApi
-from .sns_http import EndpointRules, Webhooks
-from .sns_signing import CERT_PATH, Signer
-from .sqs_api import SqsApi
-from .sqs_names import Namespaces
-from .ui import History, build_ui
+from .rest.routes import ErrorBody, Rest, error_body, json_response, router
+from .sns.api import SnsApi
+from .sns.signing import CERT_PATH, Signer
+from .sns.webhooks import EndpointRules, Webhooks
+from .sqs.api import SqsApi
+from .sqs.names import Namespaces
 
 if TYPE_CHECKING:
     from ..push.gateway import Gateway

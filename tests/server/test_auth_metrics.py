@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from conveyor import Client
 from conveyor.exceptions import InvalidInput
 from conveyor.server import ServerConfig, check_exposure
-from conveyor.server.auth import load_credentials
+from conveyor.server.front.auth import load_credentials
 
 from ..support.live import LiveServer
 

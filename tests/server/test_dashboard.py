@@ -428,7 +428,7 @@ def test_topics_and_consumers_pages(browser: Any, live: tuple[LiveServer, Client
 
 def test_history_gives_an_hour_of_depth_and_rates() -> None:
     from conveyor.models import QueueStats
-    from conveyor.server.ui import History
+    from conveyor.server.dashboard.routes import History
 
     now = [1000.0]
     history = History(now=lambda: now[0])
@@ -484,7 +484,7 @@ def test_beyond_loopback_nothing_without_the_token() -> None:
 
 
 def test_the_sampler_keeps_history_without_a_page_open() -> None:
-    from conveyor.server.ui import History, sample
+    from conveyor.server.dashboard.routes import History, sample
 
     now = [0.0]
     history = History(now=lambda: now[0])
@@ -507,8 +507,8 @@ def test_a_costly_count_is_shared_until_it_is_twenty_times_as_old() -> None:
     """The overview, the sampler and /metrics count a queue afresh when its count was cheap;
     a count that took 0.3 s (a deep queue on a SQL store) serves every look for the next 6 s."""
     from conveyor.server.counts import SharedCounts
+    from conveyor.server.dashboard.routes import History, sample
     from conveyor.server.metrics import Metrics
-    from conveyor.server.ui import History, sample
 
     now = [100.0]
     cost = [0.0001]

@@ -362,8 +362,8 @@ def test_requests_stepped_in_one_turn_may_wait_for_one_future() -> None:
     from uvicorn.server import ServerState
 
     from conveyor.server import ConveyorServer
-    from conveyor.server.endpoint import Incoming, Reply
-    from conveyor.server.protocol import guarded
+    from conveyor.server.front.endpoint import Incoming, Reply
+    from conveyor.server.front.protocol import guarded
 
     with Client("memory://") as client:
         server = ConveyorServer(client)
@@ -407,8 +407,8 @@ def test_a_wait_for_the_disk_is_resumed_without_a_task(tmp_path: Path) -> None:
 
     from conveyor.backends.loop import CommitWait
     from conveyor.server import ConveyorServer
-    from conveyor.server.endpoint import Incoming, Reply
-    from conveyor.server.protocol import guarded
+    from conveyor.server.front.endpoint import Incoming, Reply
+    from conveyor.server.front.protocol import guarded
 
     transports: list[Transport] = []
     with Client(f"sqlite:///{tmp_path}/full.db?durability=full") as client:
@@ -475,7 +475,7 @@ def test_a_write_is_answered_in_the_turn_of_the_loop_that_commits_it(tmp_path: P
     from uvicorn.server import ServerState
 
     from conveyor.server import ConveyorServer
-    from conveyor.server.protocol import guarded
+    from conveyor.server.front.protocol import guarded
 
     with Client(f"sqlite:///{tmp_path}/normal.db?durability=normal") as client:
         server = ConveyorServer(client)
@@ -529,7 +529,7 @@ def test_replies_made_as_requests_arrive_go_out_at_the_loops_next_turn() -> None
     from uvicorn.server import ServerState
 
     from conveyor.server import ConveyorServer
-    from conveyor.server.protocol import guarded
+    from conveyor.server.front.protocol import guarded
 
     with Client("memory://") as client:
         server = ConveyorServer(client)
@@ -559,7 +559,7 @@ def test_a_connection_keeps_one_timer_however_many_requests_it_serves() -> None:
     from uvicorn.server import ServerState
 
     from conveyor.server import ConveyorServer
-    from conveyor.server.protocol import guarded
+    from conveyor.server.front.protocol import guarded
 
     with Client("memory://") as client:
         server = ConveyorServer(client)
@@ -639,7 +639,7 @@ def test_a_request_whose_handler_fails_closes_its_connection_alone(
     logged, and the server goes on."""
     import asyncio
 
-    from conveyor.server.endpoint import Incoming, Reply
+    from conveyor.server.front.endpoint import Incoming, Reply
 
     endpoint = live.conveyor.app.endpoint
     real = endpoint.answer

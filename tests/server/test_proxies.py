@@ -10,7 +10,7 @@ import pytest
 from conveyor import Client
 from conveyor.exceptions import InvalidInput
 from conveyor.server import ConveyorServer, ServerConfig, check_exposure
-from conveyor.server.proxies import Forwarded, TrustedProxies
+from conveyor.server.front.proxies import Forwarded, TrustedProxies
 
 PROXY = TrustedProxies(["127.0.0.1", "10.0.0.0/8"])
 

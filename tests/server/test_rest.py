@@ -387,7 +387,7 @@ def test_a_slow_redrive_is_a_task_that_holds_nothing_and_can_be_cancelled(
 def test_redrives_at_a_rate_are_bounded_in_number(
     server: LiveServer, name: str, monkeypatch: Any
 ) -> None:
-    from conveyor.server import sqs_move
+    from conveyor.server.sqs import move as sqs_move
 
     monkeypatch.setattr(sqs_move, "MAX_RUNNING", 2)
     with httpx.Client(base_url=server.url) as http:

@@ -26,7 +26,7 @@ from botocore.credentials import Credentials
 
 from conveyor import Client
 from conveyor.server import ServerConfig
-from conveyor.server.auth import load_credentials
+from conveyor.server.front.auth import load_credentials
 
 from ..support.live import LiveServer, free_port
 
@@ -398,7 +398,7 @@ def test_headers_past_the_bound_get_431_and_the_server_goes_on(secured: LiveServ
     """A request whose line and headers take more than MAX_HEAD bytes is answered 431 and its
     connection closed: a client still sending its headers reads the answer (it is not reset),
     a request line as long is refused alike, and headers within the bound are served."""
-    from conveyor.server.protocol import MAX_HEAD
+    from conveyor.server.front.protocol import MAX_HEAD
 
     def exchange(head: bytes) -> bytes:
         s = socket.create_connection(("127.0.0.1", secured.port), timeout=15)
@@ -455,7 +455,7 @@ def test_a_response_goes_out_in_one_write() -> None:
     connection and on one the response closes, which still delivers it whole."""
     import asyncio
 
-    from conveyor.server.protocol import GuardedHttpProtocol
+    from conveyor.server.front.protocol import GuardedHttpProtocol
 
     writes: list[int] = []  # the transport's writes, per connection
 
@@ -756,7 +756,7 @@ def test_another_accounts_queue_is_a_dead_letter_queue_only_where_its_policy_all
 
 
 def test_policy_evaluation() -> None:
-    from conveyor.server.sqs_policy import allows
+    from conveyor.server.sqs.policy import allows
 
     arn = "arn:aws:sqs:us-east-1:000000000000:q"
 

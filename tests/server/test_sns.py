@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from conveyor import Client
-from conveyor.server.sns_publication import copy_id
+from conveyor.server.sns.publication import copy_id
 
 from ..support.live import LiveServer
 from .snsclients import bodies, code, message, queue, subscribe

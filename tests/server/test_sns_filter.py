@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conveyor.server.sns_filter import PolicyError, check_policy, matches_attributes, matches_body
+from conveyor.server.sns.filter import PolicyError, check_policy, matches_attributes, matches_body
 
 
 def attrs(**values: Any) -> dict[str, dict[str, str]]:

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from conveyor.server.sns_signing import verify
+from conveyor.server.sns.signing import verify
 
 from ..conftest import unavailable
 from ..support.live import free_port

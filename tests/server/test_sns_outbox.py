@@ -17,9 +17,9 @@ from botocore.exceptions import ClientError
 
 from conveyor import Client
 from conveyor.server import ServerConfig
-from conveyor.server.auth import load_credentials
-from conveyor.server.sns_api import ACTIONS, SnsApi
-from conveyor.server.sns_outbox import OUTBOX_PROTOCOLS, outbox_protocols
+from conveyor.server.front.auth import load_credentials
+from conveyor.server.sns.api import ACTIONS, SnsApi
+from conveyor.server.sns.outbox import OUTBOX_PROTOCOLS, outbox_protocols
 
 from ..support.live import LiveServer
 from .snsclients import bodies, code, message, queue, subscribe

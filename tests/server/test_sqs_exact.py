@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from conveyor import ManualClock
 from conveyor.backends.receipts import claim_token, seconds_since_claim
 from conveyor.client import Client
-from conveyor.server.sqs_wire import XML_UNSAFE, md5_hex, xml_unsafe
+from conveyor.server.sqs.wire import XML_UNSAFE, md5_hex, xml_unsafe
 
 from ..support.live import LiveServer
 from .conftest import arn_of, queue_with_dlq

@@ -13,7 +13,7 @@ from botocore.config import Config
 
 from conveyor import Client
 from conveyor.server import ConveyorServer, ServerConfig
-from conveyor.server.protocol import GuardedHttpProtocol, guarded
+from conveyor.server.front.protocol import GuardedHttpProtocol, guarded
 
 
 def free_port() -> int:

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..client import Client
-from ..exceptions import TopicDoesNotExist
-from ..validation import INTERNAL_TOPICS
+from ...client import Client
+from ...exceptions import TopicDoesNotExist
+from ...validation import INTERNAL_TOPICS
 
 INTERNAL_TOPIC = INTERNAL_TOPICS + "sns"
 """A topic of the store's own: its settings keep the signing key (never listed)."""

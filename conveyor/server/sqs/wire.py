@@ -20,8 +20,8 @@ from xml.etree import ElementTree as ET
 
 import orjson
 
-from ..exceptions import ConveyorError, MalformedRequest
-from ..validation import parse_json_text
+from ...exceptions import ConveyorError, MalformedRequest
+from ...validation import parse_json_text
 
 _small_md5: Callable[[bytes], hashlib._Hash] | None
 try:  # CPython's built-in MD5, absent from builds made without it

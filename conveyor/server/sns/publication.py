@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..exceptions import SnsError
-from ..models import AttributeValue, TypedValue
-from ..validation import GROUP_ID_RE, MESSAGE_ID_RE, is_sqs_number, parse_json_text
-from .sns_filter import matches_attributes, matches_body
-from .sns_wire import invalid, numbered
-from .sqs_names import Caller
+from ...exceptions import SnsError
+from ...models import AttributeValue, TypedValue
+from ...validation import GROUP_ID_RE, MESSAGE_ID_RE, is_sqs_number, parse_json_text
+from ..sqs.names import Caller
+from .filter import matches_attributes, matches_body
+from .wire import invalid, numbered
 
 MAX_MESSAGE = 262_144
 
@@ -258,7 +258,7 @@ def topic_sequence(now: datetime) -> int:
 
 
 Sign = Callable[[dict[str, Any]], dict[str, Any]]
-"""Adds SignatureVersion, Signature and SigningCertURL to a message (sns_signing)."""
+"""Adds SignatureVersion, Signature and SigningCertURL to a message (signing.py)."""
 
 
 def envelope(

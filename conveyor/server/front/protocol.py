@@ -50,9 +50,9 @@ from typing import Any, cast
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from .. import tracing
-from ..backends.loop import CommitWait
-from .app import BodyLimit
+from ... import tracing
+from ...backends.loop import CommitWait
+from ..app import BodyLimit
 from .conns import OPEN
 from .endpoint import (
     Endpoint,

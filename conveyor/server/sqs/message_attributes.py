@@ -7,15 +7,15 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from ..exceptions import InvalidInput
-from ..models import AttributeValue, TypedValue
-from ..validation import (
+from ...exceptions import InvalidInput
+from ...models import AttributeValue, TypedValue
+from ...validation import (
     ATTRIBUTE_NAME_RE,
     MAX_MESSAGE_ATTRIBUTES,
     check_message_attributes,
     is_sqs_number,
 )
-from .sqs_wire import XML_UNSAFE, md5_of_attributes
+from .wire import XML_UNSAFE, md5_of_attributes
 
 TRACE_TYPE = "String.AWSTraceHeader"  # how a message's AWSTraceHeader is stored
 

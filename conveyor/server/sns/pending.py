@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from ..client import Client
-from ..exceptions import ConveyorError
+from ...client import Client
+from ...exceptions import ConveyorError
 
 PENDING = "pending:"
 

@@ -24,11 +24,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from ..client import Client
-from ..exceptions import ConveyorError, NotFound, QueueDoesNotExist, Unauthorized
-from ..models import QueueStats
-from ..push.config import is_loopback
-from .counts import SharedCounts
+from ...client import Client
+from ...exceptions import ConveyorError, NotFound, QueueDoesNotExist, Unauthorized
+from ...models import QueueStats
+from ...push.config import is_loopback
+from ..counts import SharedCounts
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,9 @@ def build_ui(
         return True
 
     def asset(name: str) -> str:
-        return (resources.files("conveyor.server") / "ui" / name).read_text(encoding="utf-8")
+        return (resources.files("conveyor.server.dashboard") / "static" / name).read_text(
+            encoding="utf-8"
+        )
 
     @r.get("/ui", response_class=HTMLResponse)
     @r.get("/ui/", response_class=HTMLResponse)

@@ -7,10 +7,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..validation import parse_json_text
-from .sns_filter import NestedPolicy, PolicyError, check_policy
-from .sns_wire import invalid
-from .sqs_names import ARN_RE, Namespaces
+from ...validation import parse_json_text
+from ..sqs.names import ARN_RE, Namespaces
+from .filter import NestedPolicy, PolicyError, check_policy
+from .wire import invalid
 
 # what a topic has for an attribute never set (a CreateTopic asking for these matches it)
 TOPIC_DEFAULTS = {"SignatureVersion": "1", "TracingConfig": "PassThrough"}

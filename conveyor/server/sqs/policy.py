@@ -25,8 +25,8 @@ import fnmatch
 import re
 from typing import Any
 
-from ..exceptions import AccessDenied
-from ..validation import parse_json_text
+from ...exceptions import AccessDenied
+from ...validation import parse_json_text
 
 OWNER_ONLY = frozenset(
     {

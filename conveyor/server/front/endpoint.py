@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .. import __version__, tracing
-from ..exceptions import (
+from ... import __version__, tracing
+from ...exceptions import (
     AccessDenied,
     ConveyorError,
     MissingParameter,
@@ -28,13 +28,12 @@ from ..exceptions import (
     UnknownAction,
     UnknownOperation,
 )
-from .auth import signed_service
-from .sns_api import ACTIONS as SNS_ACTIONS
-from .sns_api import TOPIC_ARN_RE
-from .sns_wire import sns_error, sns_error_body, sns_response
-from .sqs_api import TRACE_PARAM
-from .sqs_names import Caller
-from .sqs_wire import (
+from ..sns.api import ACTIONS as SNS_ACTIONS
+from ..sns.api import TOPIC_ARN_RE
+from ..sns.wire import sns_error, sns_error_body, sns_response
+from ..sqs.api import TRACE_PARAM
+from ..sqs.names import Caller
+from ..sqs.wire import (
     JSON_CONTENT_TYPE,
     dump_json,
     json_error,
@@ -44,9 +43,10 @@ from .sqs_wire import (
     query_response,
     query_tree,
 )
+from .auth import signed_service
 
 if TYPE_CHECKING:
-    from .app import ConveyorServer
+    from ..app import ConveyorServer
 
 log = logging.getLogger("conveyor.server")
 

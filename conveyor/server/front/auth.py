@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, quote
 
-from ..exceptions import (
+from ...exceptions import (
     AccessDenied,
     InvalidClientTokenId,
     InvalidInput,
     SignatureDoesNotMatch,
     Unauthorized,
 )
-from .sqs_names import ACCOUNT_RE, REGION_RE, Caller, Namespaces, host_region
+from ..sqs.names import ACCOUNT_RE, REGION_RE, Caller, Namespaces, host_region
 
 AUTH_RE = re.compile(
     r"AWS4-HMAC-SHA256\s+Credential=([^/,\s]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request\s*,\s*"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from starlette.types import Scope
 
-from ..exceptions import InvalidInput
+from ...exceptions import InvalidInput
 
 __all__ = ["UNIX", "Forwarded", "TrustedProxies"]
 

@@ -5,7 +5,7 @@ and account and as ``region:account:name`` in any other, like queues. Topic attr
 tags are the topic's settings; a subscription is a queue's subscription, its attributes
 (``RawMessageDelivery``, ``FilterPolicy``, ...) the subscription's. Publish routes each
 message through the filter policies and delivers, in one atomic fan-out, the JSON envelope
-SNS writes or the raw message (`sns_publication`); `sns_wire` reads and writes the Query
+SNS writes or the raw message (`publication`); `wire` reads and writes the Query
 protocol. Only the ``sqs`` protocol is served.
 """
 
@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
-from ..client import Client
-from ..exceptions import (
+from ...client import Client
+from ...exceptions import (
     ConveyorError,
     InvalidInput,
     NotFound,
@@ -32,10 +32,15 @@ from ..exceptions import (
     SnsError,
     TopicDoesNotExist,
 )
-from ..models import AttributeValue, SendResult, TypedValue
-from ..queues import SendEntry
-from ..validation import check_topic_name
-from .sns_attributes import (
+from ...models import AttributeValue, SendResult, TypedValue
+from ...queues import SendEntry
+from ...validation import check_topic_name
+from ..sqs.api import TRACE_PARAM
+from ..sqs.message_attributes import TRACE_TYPE
+from ..sqs.names import ARN_RE, Caller, Namespaces
+from ..sqs.policy import BATCH as BATCH_OF
+from ..sqs.policy import allows, allows_topic
+from .attributes import (
     DELIVERY_POLICY,
     PERMISSION_ACTIONS,
     SUB_DEFAULTS,
@@ -49,15 +54,7 @@ from .sns_attributes import (
     stored,
     topic_policy,
 )
-from .sns_http import (
-    CONFIRM,
-    DELIVERY_PREFIX,
-    HTTP_PROTOCOLS,
-    TOPIC_TAG,
-    DeliveryPolicy,
-    EndpointRules,
-)
-from .sns_outbox import (
+from .outbox import (
     CONFIRMED_BY_MAIL,
     DIRECT_SMS,
     MAX_ENDPOINT,
@@ -68,8 +65,8 @@ from .sns_outbox import (
     check_endpoint,
     outbox_attributes,
 )
-from .sns_pending import PENDING
-from .sns_publication import (
+from .pending import PENDING
+from .publication import (
     MAX_MESSAGE,
     Publication,
     copy_id,
@@ -79,13 +76,16 @@ from .sns_publication import (
     timestamp,
     topic_sequence,
 )
-from .sns_signing import Signer
-from .sns_wire import Entries, invalid, not_found, numbered, query_map
-from .sqs_api import TRACE_PARAM
-from .sqs_message_attributes import TRACE_TYPE
-from .sqs_names import ARN_RE, Caller, Namespaces
-from .sqs_policy import BATCH as BATCH_OF
-from .sqs_policy import allows, allows_topic
+from .signing import Signer
+from .webhooks import (
+    CONFIRM,
+    DELIVERY_PREFIX,
+    HTTP_PROTOCOLS,
+    TOPIC_TAG,
+    DeliveryPolicy,
+    EndpointRules,
+)
+from .wire import Entries, invalid, not_found, numbered, query_map
 
 TOPIC_ARN_RE = re.compile(
     r"arn:aws[a-z-]*:sns:([a-z0-9-]{1,32}):([0-9]{12}):([A-Za-z0-9_-]{1,256}(?:\.fifo)?)"

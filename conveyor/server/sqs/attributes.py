@@ -7,12 +7,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..client import Client
-from ..exceptions import InvalidAttribute, InvalidAttributeName, InvalidInput, QueueDoesNotExist
-from ..models import DeadLetterPolicy, QueueAttributes, QueueInfo, QueueStats
-from ..validation import parse_json_text
-from .sqs_names import Namespaces
-from .sqs_policy import allows
+from ...client import Client
+from ...exceptions import InvalidAttribute, InvalidAttributeName, InvalidInput, QueueDoesNotExist
+from ...models import DeadLetterPolicy, QueueAttributes, QueueInfo, QueueStats
+from ...validation import parse_json_text
+from .names import Namespaces
+from .policy import allows
 
 INT_ATTRIBUTES = {
     "VisibilityTimeout": ("visibility_timeout", 0, 43200),

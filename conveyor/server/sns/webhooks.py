@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..aio import AsyncClient
-from ..exceptions import ConveyorError, QueueDoesNotExist, TopicDoesNotExist
-from ..models import Message
-from .sns_attributes import DELIVERY_POLICY
+from ...aio import AsyncClient
+from ...exceptions import ConveyorError, QueueDoesNotExist, TopicDoesNotExist
+from ...models import Message
+from .attributes import DELIVERY_POLICY
 
 log = logging.getLogger("conveyor.sns")
 

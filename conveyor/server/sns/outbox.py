@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..exceptions import SnsError
-from ..models import AttributeValue
-from .sns_wire import invalid
+from ...exceptions import SnsError
+from ...models import AttributeValue
+from .wire import invalid
 
 OUTBOX_PREFIX = "sns-outbox-"
 """The names of the outbox queues."""

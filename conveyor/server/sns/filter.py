@@ -22,8 +22,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..exceptions import InvalidInput
-from ..validation import parse_json_text
+from ...exceptions import InvalidInput
+from ...validation import parse_json_text
 
 MAX_KEYS = 5
 MAX_COMBINATIONS = 150

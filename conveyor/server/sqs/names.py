@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..exceptions import InvalidInput, QueueDoesNotExist
-from ..validation import NAMESPACE_RE, check_queue_name
+from ...exceptions import InvalidInput, QueueDoesNotExist
+from ...validation import NAMESPACE_RE, check_queue_name
 
 ACCOUNT_RE = re.compile(r"[0-9]{12}")
 REGION_RE = re.compile(r"[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?")

@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client import Client
-from ..exceptions import (
+from ...client import Client
+from ...exceptions import (
     ConveyorError,
     InvalidInput,
     MissingParameter,
@@ -28,9 +28,9 @@ from ..exceptions import (
     QueueDoesNotExist,
     Unsupported,
 )
-from ..validation import parse_json_text
-from .sqs_attributes import dead_letter_sources, int_in
-from .sqs_names import Namespaces
+from ...validation import parse_json_text
+from .attributes import dead_letter_sources, int_in
+from .names import Namespaces
 
 log = logging.getLogger("conveyor.server")
 

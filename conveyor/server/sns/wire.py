@@ -1,5 +1,5 @@
 """SNS's Query wire format: the errors it answers with, list and map parameters as the Query
-protocol numbers them, and the XML of answers and errors (as `sqs_wire` is for SQS)."""
+protocol numbers them, and the XML of answers and errors (as `sqs.wire` is for SQS)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from ..exceptions import ConveyorError, InvalidInput, SnsError
-from .sqs_wire import XML_DECLARATION, XML_UNSAFE, in_order
+from ...exceptions import ConveyorError, InvalidInput, SnsError
+from ..sqs.wire import XML_DECLARATION, XML_UNSAFE, in_order
 
 XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/"
 STS_XMLNS = "https://sts.amazonaws.com/doc/2011-06-15/"

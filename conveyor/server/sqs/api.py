@@ -1,6 +1,6 @@
 """The actions of the SQS API over a `Client`, on JSON-shaped parameters and results.
 
-Each action validates its parameters (read and checked by `sqs_params`) and answers SQS's
+Each action validates its parameters (read and checked by `params`) and answers SQS's
 error codes; store calls run in the thread pool and long polls wait in the event loop
 (`AsyncQueue.receive`).
 """
@@ -16,11 +16,11 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..aio import AsyncClient, Offload, offload, offload_write
-from ..backends.receipts import parse_receipt, seconds_since_claim
-from ..backends.rules import receives_before_move
-from ..client import Client
-from ..exceptions import (
+from ...aio import AsyncClient, Offload, offload, offload_write
+from ...backends.receipts import parse_receipt, seconds_since_claim
+from ...backends.rules import receives_before_move
+from ...client import Client
+from ...exceptions import (
     BatchRequestTooLong,
     ConveyorError,
     InvalidInput,
@@ -36,23 +36,23 @@ from ..exceptions import (
     ReceiptHandleInvalid,
     UnknownAction,
 )
-from ..models import Capability, Message, QueueAttributes, TypedValue
-from ..queues import MAX_BATCH_BYTES, Queue, SendEntry
-from ..validation import MAX_VISIBILITY
-from . import sqs_attributes
-from .metrics import Metrics
-from .sns_pending import keep_subscriptions
-from .sqs_message_attributes import (
+from ...models import Capability, Message, QueueAttributes, TypedValue
+from ...queues import MAX_BATCH_BYTES, Queue, SendEntry
+from ...validation import MAX_VISIBILITY
+from ..metrics import Metrics
+from ..sns.pending import keep_subscriptions
+from . import attributes as sqs_attributes
+from .message_attributes import (
     TRACE_TYPE,
     parse_message_attributes,
     parse_system_attributes,
     raw_value,
     render_attribute,
 )
-from .sqs_message_attributes import wanted as wanted_attribute
-from .sqs_move import MoveTasks
-from .sqs_names import Caller, Namespaces
-from .sqs_params import (
+from .message_attributes import wanted as wanted_attribute
+from .move import MoveTasks
+from .names import Caller, Namespaces
+from .params import (
     Params,
     Result,
     batch_entries,
@@ -71,8 +71,8 @@ from .sqs_params import (
     require,
     too_long,
 )
-from .sqs_policy import check_access
-from .sqs_wire import md5_hex, md5_of_attributes, xml_unsafe
+from .policy import check_access
+from .wire import md5_hex, md5_of_attributes, xml_unsafe
 
 TRACE_PARAM = "\x00X-Amzn-Trace-Id"  # the request's trace header, set by the endpoint
 SYSTEM_ATTRIBUTES = (

@@ -1,5 +1,5 @@
 """An SQS request's parameters, read and checked, and its errors in SQS's own words: what
-the actions of `sqs_api.SqsApi` share before and after they call the store."""
+the actions of `api.SqsApi` share before and after they call the store."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..exceptions import (
+from ...exceptions import (
     BatchEntryIdsNotDistinct,
     ConveyorError,
     EmptyBatch,
@@ -18,9 +18,9 @@ from ..exceptions import (
     MissingParameter,
     TooManyEntries,
 )
-from ..validation import GROUP_ID_RE, MAX_BATCH, check_batch
-from . import sqs_attributes
-from .sqs_wire import sqs_code, xml_unsafe
+from ...validation import GROUP_ID_RE, MAX_BATCH, check_batch
+from . import attributes as sqs_attributes
+from .wire import sqs_code, xml_unsafe
 
 Params = dict[str, Any]
 Result = dict[str, Any]

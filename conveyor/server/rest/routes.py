@@ -26,9 +26,9 @@ from pydantic import (
     model_validator,
 )
 
-from ..aio import AsyncClient
-from ..client import Client
-from ..exceptions import (
+from ...aio import AsyncClient
+from ...client import Client
+from ...exceptions import (
     ConveyorError,
     MessageNotFound,
     NotFound,
@@ -38,9 +38,9 @@ from ..exceptions import (
     TopicDoesNotExist,
     TopicExists,
 )
-from ..models import DeadLetterPolicy, Message, MessageState
-from ..queues import decode_message
-from ..validation import (
+from ...models import DeadLetterPolicy, Message, MessageState
+from ...queues import decode_message
+from ...validation import (
     ATTRIBUTE_NAME_RE,
     GROUP_ID_RE,
     MAX_DELAY,
@@ -58,8 +58,8 @@ from ..validation import (
     SDK_BATCH,
     check_queue_name,
 )
-from .metrics import Metrics
-from .sqs_move import MoveTasks
+from ..metrics import Metrics
+from ..sqs.move import MoveTasks
 
 NAME_PATTERN = r"^(?:[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"
 QueueName = Annotated[

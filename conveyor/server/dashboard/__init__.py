@@ -1,0 +1,1 @@
+"""The dashboard: its routes (routes.py) and the static page they serve (static/)."""
