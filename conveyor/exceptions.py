@@ -249,6 +249,14 @@ class OutcomeUnknown(StoreUnavailable):
             " that it may then arrive twice"
         )
 
+    @classmethod
+    def of_publish(cls, topic: str) -> OutcomeUnknown:
+        return cls(
+            f"the connection to the store was lost while a publish to topic {topic} was in"
+            " flight: its copies may have been stored (and received since), or not; publish"
+            " again if it must arrive, knowing that it may then arrive twice"
+        )
+
 
 class SnsError(ConveyorError):
     """An error of the SNS API, with SNS's own code and status (its codes are not SQS's:

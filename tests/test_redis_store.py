@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -19,6 +20,7 @@ import redis
 from conveyor import Client, DeadLetterPolicy, InvalidInput, OutcomeUnknown, StoreUnavailable
 from conveyor.backends.receipts import make_receipt
 from conveyor.backends.redis import RedisStore
+from conveyor.backends.redis.connection import InDoubt
 
 from .conftest import unavailable
 from .support import redisservers, sqlstores
@@ -100,6 +102,44 @@ def test_a_server_that_forgot_the_scripts_or_dropped_the_link_is_carried_on(
         q.send("d")  # an error answer left the connection in step
         assert [m.text for m in q.receive()] == ["d"]
     raw.close()
+
+
+@pytest.mark.parametrize("taken", [False, True], ids=["still-there", "received-and-deleted"])
+def test_a_publish_whose_answer_was_lost_settles_by_what_the_queues_hold(
+    url: str, monkeypatch: pytest.MonkeyPatch, taken: bool
+) -> None:
+    """The publish script runs, and its answer is lost: the store looks for the copy. Still
+    there: the publish is answered as done (stored once). Received and deleted meanwhile: it
+    cannot know whether it published, says so, and stores nothing again."""
+    with Client(url) as client:
+        q = client.create_queue("copies")
+        client.create_topic("news")
+        client.subscribe("news", "copies")
+        store = client.backend
+        assert isinstance(store, RedisStore)
+        real = store.redis._evalsha
+        lost: list[int] = []
+
+        def run_then_lose_the_answer(script: Any, keys: Any, args: Any) -> Any:
+            reply = real(script, keys, args)
+            if script is store.redis._loaded().by_name["publish"] and not lost:
+                lost.append(1)
+                if taken:
+                    [m] = q.receive(wait=0)
+                    q.delete(m.receipt or "")
+                raise InDoubt("Connection closed by server. (the request was written)")
+            return reply
+
+        monkeypatch.setattr(store.redis, "_evalsha", run_then_lose_the_answer)
+        if taken:
+            with pytest.raises(OutcomeUnknown, match="may have been stored"):
+                client.publish("news", "hello")
+            assert q.stats().total == 0
+        else:
+            sent = client.publish("news", "hello")
+            assert not sent["copies"].duplicate
+            assert [m.text for m in q.receive(10, wait=0)] == ["hello"]
+        assert lost == [1]
 
 
 def test_the_store_outlives_any_number_of_lost_connections(url: str) -> None:

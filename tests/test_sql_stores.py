@@ -20,6 +20,7 @@ from conveyor import (
     InvalidInput,
     ManualClock,
     Message,
+    OutcomeUnknown,
     Producer,
     SendEntry,
     StoreUnavailable,
@@ -372,6 +373,41 @@ def test_a_send_retried_after_an_unconfirmed_commit_stores_each_message_once(
         got = q.receive(10, wait=0)
         assert sorted(m.text for m in got) == [f"m{i}" for i in range(5)]
         assert {m.id for m in got} == {r.result.id for r in results if r.result is not None}
+
+
+def test_a_publish_whose_commit_answer_was_lost_is_not_stored_again(
+    kind: str, urls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish commits its copies, a consumer takes and deletes its copy, and then the
+    answer to the commit is lost: the retry cannot know what the first attempt did, and says
+    so (OutcomeUnknown) rather than storing the copies again."""
+    url = fresh(kind, urls)
+    with Client(url) as client, Client(url) as other:
+        q = client.create_queue("news-copies")
+        client.create_topic("news")
+        client.subscribe("news", "news-copies")
+        backend = client.backend
+        assert isinstance(backend, SQLStore) and isinstance(backend.db, ServerConnections)
+        db = backend.db
+        real = db._transaction
+        lost: list[int] = []
+
+        @contextmanager
+        def commit_then_lose_the_answer(tx: bool) -> Iterator[Any]:
+            with real(tx) as cur:
+                yield cur
+            if tx and not lost:  # committed; a consumer is quick
+                lost.append(1)
+                consumer = other.queue("news-copies")
+                [m] = consumer.receive(wait=0)
+                consumer.delete(m.receipt or "")
+                raise _lost_connection(kind)
+
+        monkeypatch.setattr(db, "_transaction", commit_then_lose_the_answer)
+        with pytest.raises(OutcomeUnknown, match="may have been stored"):
+            client.publish("news", "hello")
+        assert lost == [1]
+        assert q.receive(wait=0) == [] and q.stats().total == 0
 
 
 def test_threads_share_at_most_pool_size_connections(caplog: pytest.LogCaptureFixture) -> None:

@@ -754,7 +754,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
                 "publish",
                 [f"{e.prefix}meta" for e, _ in group],
                 args,
-                functools.partial(_settle_copies, group, copy.id),
+                functools.partial(_settle_copies, topic, group, copy.id),
             )
             for i, (entry, _) in enumerate(group):
                 status, value = flat[2 * i], flat[2 * i + 1]
@@ -837,11 +837,11 @@ def _strings(found: bytes | str | None) -> dict[str, str]:
 
 
 def _settle_copies(
-    group: Sequence[tuple[QueueEntry, NewMessage]], message_id: str, client: Any
+    topic: str, group: Sequence[tuple[QueueEntry, NewMessage]], message_id: str, client: Any
 ) -> list[Any]:
     """After a lost connection that may have published: the publish script's answer where
     every queue holds the copy, else OutcomeUnknown."""
     for entry, _ in group:
         if client.zscore(f"{entry.prefix}all", message_id) is None:
-            raise OutcomeUnknown.of_send(entry.name, 1)
+            raise OutcomeUnknown.of_publish(topic)
     return [v for _ in group for v in (0, message_id.encode())]

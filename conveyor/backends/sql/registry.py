@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ...exceptions import OutcomeUnknown
 from ...models import Consumer, NewMessage, SendResult
 from ..base import Consumers, Topics, merge_settings, routed
 from ..errors import consumer_gone, no_topic, not_subscribed
@@ -147,6 +148,8 @@ class SQLRegistry(Topics, Consumers):
         now = store.clock.now()
 
         def run(ex: Any) -> dict[str, tuple[int, SendResult]]:
+            if ex.in_doubt:  # an attempt may have committed copies received and deleted since
+                raise OutcomeUnknown.of_publish(topic)
             out: dict[str, tuple[int, SendResult]] = {}
             for name, copy in routed(self._subscribers(ex, topic), message):
                 qid, attrs = store.queue_row(ex, name)
