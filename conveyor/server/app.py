@@ -50,7 +50,8 @@ from .front.endpoint import (
 )
 from .front.proxies import TrustedProxies, peer_of, scope_with
 from .metrics import Metrics
-from .rest.routes import ErrorBody, Rest, error_body, json_response, router
+from .rest.bodies import ErrorBody, error_body, json_response
+from .rest.routes import Rest, router
 from .sns.api import SnsApi
 from .sns.signing import CERT_PATH, Signer
 from .sns.webhooks import EndpointRules, Webhooks

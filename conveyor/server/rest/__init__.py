@@ -1,2 +1,2 @@
 """The REST API: the routes of the REST queue service Conveyor replaces, plus receipts and
-admin (routes.py)."""
+admin: the routes (routes.py) and what they read and write (bodies.py)."""
