@@ -29,7 +29,7 @@ from ...exceptions import (
     UnknownOperation,
 )
 from ..sns.api import ACTIONS as SNS_ACTIONS
-from ..sns.api import TOPIC_ARN_RE
+from ..sns.arns import TOPIC_ARN_RE
 from ..sns.wire import sns_error, sns_error_body, sns_response
 from ..sqs.api import TRACE_PARAM
 from ..sqs.names import Caller

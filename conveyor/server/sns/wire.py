@@ -3,6 +3,7 @@ protocol numbers them, and the XML of answers and errors (as `sqs.wire` is for S
 
 from __future__ import annotations
 
+import base64
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +13,10 @@ from ..sqs.wire import XML_DECLARATION, XML_UNSAFE, in_order
 
 XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/"
 STS_XMLNS = "https://sts.amazonaws.com/doc/2011-06-15/"
+PAGE = 100  # the members of one page of a List action
+
+Params = dict[str, Any]  # a request's parameters, as the Query protocol nests them
+Result = dict[str, Any]  # an action's answer, rendered by `sns_response`
 
 
 def invalid(message: str) -> SnsError:
@@ -125,3 +130,20 @@ def sns_error(exc: ConveyorError) -> ConveyorError:
     if exc.status >= 500:
         return SnsError("InternalError", exc.message, exc.status)
     return SnsError(exc.code, exc.message, exc.status)
+
+
+def paged(key: str, items: list[Any], token: Any) -> Result:
+    """`PAGE` of `items` under `key`, from where `token` says, with the next token if more
+    (opaque, base64 as SNS's are)."""
+    start = 0
+    if token is not None:
+        try:
+            start = int(base64.b64decode(str(token), validate=True).decode())
+        except (ValueError, UnicodeDecodeError):
+            raise invalid("NextToken: not a token this server gave") from None
+        if start < 0:
+            raise invalid("NextToken: not a token this server gave")
+    result: Result = {key: items[start : start + PAGE]}
+    if start + PAGE < len(items):
+        result["NextToken"] = base64.b64encode(str(start + PAGE).encode()).decode()
+    return result
