@@ -40,7 +40,7 @@ Offload = Callable[..., Awaitable[Any]]  # `offload` or `offload_write`
 
 async def offload(backend: Backend, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run `fn`, which calls `backend`, for asyncio code: on the event loop's own thread
-    where the store allows it (`Backend.inline`), else, or when it would wait after all,
+    where the store allows it (`LoopCommits.inline`), else, or when it would wait after all,
     in the default thread pool."""
     return await _offload(None, backend, False, functools.partial(fn, *args, **kwargs))
 
@@ -50,7 +50,7 @@ async def offload_write(
 ) -> T:
     """`offload` for a short write (a send, receive, delete or visibility change): when it
     would wait for the store's write lock, it joins the others waiting for it in one
-    transaction where the store can gather them (`Backend.gather`)."""
+    transaction where the store can gather them (`LoopCommits.gather`)."""
     return await _offload(None, backend, True, functools.partial(fn, *args, **kwargs))
 
 
@@ -71,28 +71,29 @@ async def _offload(
 ) -> T:
     if tracing.active() is not None:  # a span made by the call has the caller's for parent
         call = functools.partial(contextvars.copy_context().run, call)
-    while True:
-        inline = backend.inline()
-        if inline is not None:
-            if not (gather and backend.gathering()):  # else it would meet the lock taken
-                try:
-                    with inline as made:
-                        made.short = gather
-                        result = call()
-                except WouldBlock:
-                    pass
-                else:
-                    if made.durable is not None:
-                        await made.durable
-                    return result
-            if gather:
-                gathered = backend.gather(call)
-                if gathered is not None:
-                    try:
-                        return await gathered
-                    except RunAgain:
-                        continue  # handed back unrun: the lock is free again
-        return await asyncio.get_running_loop().run_in_executor(executor, call)
+    commits = backend.loop_commits()
+    while commits is not None:
+        if not (gather and commits.gathering()):  # else it would meet the lock taken
+            try:
+                with commits.inline() as made:
+                    made.short = gather
+                    result = call()
+            except WouldBlock:
+                pass
+            else:
+                if made.durable is not None:
+                    await made.durable
+                return result
+        if not gather:
+            break
+        gathered = commits.gather(call)
+        if gathered is None:
+            break
+        try:
+            return await gathered
+        except RunAgain:
+            continue  # handed back unrun: the lock is free again
+    return await asyncio.get_running_loop().run_in_executor(executor, call)
 
 
 class AsyncClient:

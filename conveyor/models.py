@@ -80,6 +80,13 @@ class DeadLetterPolicy:
     def to_dict(self) -> dict[str, Any]:
         return {"queue": self.queue, "max_receive_count": self.max_receive_count}
 
+    def receives_before_move(self, dead_letter_queue: str) -> int:
+        """How many receives a message this policy moved to `dead_letter_queue` had in its
+        source queue (SQS counts receives across queues; the SDK counts afresh there): the
+        policy's max receive count, or 0 when the policy does not name that queue (any
+        more)."""
+        return self.max_receive_count if self.queue == dead_letter_queue else 0
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class QueueAttributes:

@@ -60,7 +60,7 @@ def test_claim_tokens_are_random_distinct_and_a_forked_child_makes_its_own() -> 
     import os
     from unittest import mock
 
-    from conveyor.backends.receipts import claim_token
+    from conveyor.receipts import claim_token
 
     with mock.patch.object(os, "urandom", wraps=os.urandom) as urandom:
         tokens = [claim_token(1_000_000.0) for _ in range(5000)]

@@ -18,9 +18,9 @@ import pytest
 import redis
 
 from conveyor import Client, DeadLetterPolicy, InvalidInput, OutcomeUnknown, StoreUnavailable
-from conveyor.backends.receipts import make_receipt
 from conveyor.backends.redis import RedisStore
 from conveyor.backends.redis.connection import InDoubt
+from conveyor.receipts import make_receipt
 
 from .conftest import unavailable
 from .support import redisservers, sqlstores

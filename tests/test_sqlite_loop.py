@@ -57,9 +57,9 @@ def test_inline_calls_raise_would_block_instead_of_waiting(tmp_path: Path) -> No
         store = client.backend
 
         def inline() -> AbstractContextManager[Inline]:
-            context = store.inline()
-            assert context is not None
-            return context
+            commits = store.loop_commits()
+            assert commits is not None
+            return commits.inline()
 
         with inline():
             q.send("fast")  # nothing to wait for: runs on this thread

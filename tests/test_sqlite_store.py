@@ -418,9 +418,9 @@ def test_a_deep_head_is_never_indexed_on_an_event_loop_s_thread(tmp_path: Path) 
         dialect.held_index_after = 4_000
 
         def inline() -> AbstractContextManager[Any]:
-            context = store.inline()
-            assert context is not None
-            return context
+            commits = store.loop_commits()
+            assert commits is not None
+            return commits.inline()
 
         with inline():
             got = q.receive(10)  # stepped over 2,000 rows: marked, not indexed

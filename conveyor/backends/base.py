@@ -1,13 +1,14 @@
 """The storage contracts: a small core every store implements, and optional contracts.
 
 `Backend` is the core: queues, their stats, and the message operations (send, receive,
-delete, change visibility) with long-poll waiting. `Editing`, `Topics`, `Consumers` and
-`Pipeline` are optional: a store implements one by inheriting it, or by holding a part that
-does and returning it from the contract's accessor (`editing()`, `topics()`,
-`consumers()`, `pipeline()`). A store's capabilities follow from the contracts it provides
-plus `features`, the semantic flags it declares (priority, FIFO, at-most-once, archive, rate
-limit, compression, ...); the default is none. `Client` checks both before it calls a store
-and raises `Unsupported` naming the store, so a store never carries methods that only raise.
+delete, change visibility) with long-poll waiting. `Editing`, `Topics`, `Consumers`,
+`Pipeline` and `LoopCommits` are optional: a store implements one by inheriting it, or by
+holding a part that does and returning it from the contract's accessor (`editing()`,
+`topics()`, `consumers()`, `pipeline()`, `loop_commits()`). A store's capabilities follow
+from the contracts it provides plus `features`, the semantic flags it declares (priority,
+FIFO, at-most-once, archive, rate limit, compression, ...); the default is none. `Client`
+checks both before it calls a store and raises `Unsupported` naming the store, so a store
+never carries methods that only raise.
 
 Methods are queue operations, batch-first. Each docstring states the guarantee the store
 must give; the contract suite in ``tests/contract`` checks it on every store. Validation of
@@ -65,7 +66,7 @@ T = TypeVar("T")
 
 
 class Inline:
-    """A call made inside `Backend.inline()`. `short` (set by its caller): a short write (a
+    """A call made inside `LoopCommits.inline()`. `short` (set by its caller): a short write (a
     send, receive, delete or visibility change: `conveyor.aio.offload_write`), which the
     store may run in a transaction it shares with the others of the event loop's turn.
     `durable` is set when the call wrote, or read, something not yet committed, or not yet
@@ -79,12 +80,12 @@ class Inline:
 
 
 class RunAgain(Exception):
-    """What the future `Backend.gather` returns may end with: the call was not run, and its
+    """What the future `LoopCommits.gather` returns may end with: the call was not run, and its
     caller runs it again (on the event loop, where it may now run at once)."""
 
 
 class WouldBlock(BaseException):
-    """Raised inside `Backend.inline()` where a call would wait (for a lock another thread
+    """Raised inside `LoopCommits.inline()` where a call would wait (for a lock another thread
     or process holds, or for the disk), before it has changed anything: the caller runs the
     call again in a thread. A BaseException, so that no handler for errors swallows it."""
 
@@ -100,6 +101,9 @@ class Backend(ABC):
     features: frozenset[Capability] = frozenset()
     """The semantic flags this store honours (priority, FIFO, at-most-once, archive, rate
     limit, compression, ...); `Client` refuses queues and messages that need others."""
+    one_writer: bool = False
+    """A hint: the store makes one write at a time (more threads writing only wait for its
+    lock), so a way in that writes from a pool gives it one thread."""
     batch_limit: int = 500
     """The most messages one call of send, receive, delete or change_visibility takes (one
     transaction where the store has them); `Queue` splits larger SDK calls into calls of
@@ -133,6 +137,9 @@ class Backend(ABC):
     def pipeline(self) -> Pipeline | None:
         return self if isinstance(self, Pipeline) else None
 
+    def loop_commits(self) -> LoopCommits | None:
+        return self if isinstance(self, LoopCommits) else None
+
     # -- identity and waiting -------------------------------------------------------------
 
     @property
@@ -144,26 +151,6 @@ class Backend(ABC):
     def poll_interval(self) -> float:
         """Longest a long poll sleeps between receive attempts (bounds cross-process latency)."""
         return 0.2
-
-    def inline(self) -> AbstractContextManager[Inline] | None:
-        """A context in which calls to this store may run on an event loop's own thread:
-        inside it they do no blocking I/O and raise `WouldBlock` before they would wait
-        (what must still reach the disk, the call leaves in `Inline.durable`). None (the
-        default): call the store from a thread (`conveyor.aio`)."""
-        return None
-
-    def gather(self, call: Callable[[], T]) -> asyncio.Future[T] | None:
-        """Run `call`, a short write that raised `WouldBlock` inside `inline()`, together with
-        the others waiting for the store's write lock, in one transaction taken by a thread
-        of the store's; the future is resolved once that transaction has committed, or with
-        `RunAgain` where the store hands the call back unrun. None (the default): the
-        caller runs `call` in a thread of its own."""
-        return None
-
-    def gathering(self) -> bool:
-        """Whether writes are being gathered (`gather`) now: a short write joins them at
-        once rather than run on the event loop, where it would meet the lock taken."""
-        return False
 
     def change_token(self, queue: str) -> int:
         """A token that `wait_for_messages` compares, read before a receive attempt."""
@@ -576,3 +563,29 @@ class Pipeline(ABC):
         """Remove the messages with these ids, whatever their state (a job moved them on:
         neither archived nor counted as deleted); ids the queue lacks are skipped. A few
         statements per thousand ids. How many went."""
+
+
+class LoopCommits(ABC):
+    """Optional: calls that may run on an event loop's own thread, and writes gathered into
+    one transaction. A store whose calls never wait without saying so (memory; a local
+    SQLite file) provides it; `conveyor.aio` runs calls inline where it is there, and in a
+    thread where it is not."""
+
+    @abstractmethod
+    def inline(self) -> AbstractContextManager[Inline]:
+        """A context in which calls to this store may run on an event loop's own thread:
+        inside it they do no blocking I/O and raise `WouldBlock` before they would wait
+        (what must still reach the disk, the call leaves in `Inline.durable`)."""
+
+    def gather(self, call: Callable[[], T]) -> asyncio.Future[T] | None:
+        """Run `call`, a short write that raised `WouldBlock` inside `inline()`, together with
+        the others waiting for the store's write lock, in one transaction taken by a thread
+        of the store's; the future is resolved once that transaction has committed, or with
+        `RunAgain` where the store hands the call back unrun. None (the default): the
+        caller runs `call` in a thread of its own."""
+        return None
+
+    def gathering(self) -> bool:
+        """Whether writes are being gathered (`gather`) now: a short write joins them at
+        once rather than run on the event loop, where it would meet the lock taken."""
+        return False

@@ -8,7 +8,7 @@ import math
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
-from ..models import FAR_FUTURE, DeadLetterPolicy, Delivery, NewMessage, QueueAttributes
+from ..models import FAR_FUTURE, Delivery, NewMessage, QueueAttributes
 from ..validation import MAX_PRIORITY, MIN_PRIORITY
 
 # A message's place in delivery order as one number: its priority's band, then its send
@@ -63,15 +63,6 @@ def dedup(message: NewMessage, attrs: QueueAttributes) -> tuple[str | None, str 
         scoped = f"{message.group_id}\0{shown}".encode()
         return shown, "g:" + hashlib.sha256(scoped).hexdigest()
     return shown, shown
-
-
-def receives_before_move(policy: DeadLetterPolicy | None, dead_letter_queue: str) -> int:
-    """How many receives a message that `policy` moved to `dead_letter_queue` had in its
-    source queue (SQS counts receives across queues; the SDK counts afresh there): the
-    policy's max receive count, or 0 when the policy does not name that queue (any more)."""
-    if policy is None or policy.queue != dead_letter_queue:
-        return 0
-    return policy.max_receive_count
 
 
 def refill_tokens(tokens: float, tokens_at: float, rate: float, now: float) -> float:

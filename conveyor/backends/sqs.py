@@ -43,7 +43,6 @@ from ..models import (
     message_from,
 )
 from .base import Backend
-from .rules import receives_before_move
 
 T = TypeVar("T")
 
@@ -366,7 +365,7 @@ class SQSBackend(Backend):
             policy = self.get_queue(source).attributes.dead_letter
         except QueueDoesNotExist:
             return 0
-        return receives_before_move(policy, dead_letter_queue)
+        return 0 if policy is None else policy.receives_before_move(dead_letter_queue)
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
         entries = [{"Id": str(i), "ReceiptHandle": r} for i, r in enumerate(receipts)]

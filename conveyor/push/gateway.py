@@ -115,8 +115,8 @@ class Gateway:
         self.unauthenticated: dict[Connection, None] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self.queue_ops: dict[str, QueueOps] = {}
-        # SQLite takes one writer at a time: more threads would only wait on its lock
-        threads = 1 if client.backend.scheme == "sqlite" else 8
+        # a store that makes one write at a time: more threads would only wait on its lock
+        threads = 1 if client.backend.one_writer else 8
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="push-store")
         self.server: asyncio.Server | None = None
         self.closing = False

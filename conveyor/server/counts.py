@@ -15,11 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from ..backends.rules import COUNT_SHARE
 from ..client import Client
 from ..exceptions import ConveyorError
 from ..models import QueueStats
 
+COUNT_SHARE = 0.05
+"""The share of the readers' time that counting a queue may take."""
 REUSED_FROM = 0.01
 """A count that took less (seconds) is never reused: only deep queues wait for theirs."""
 

@@ -405,7 +405,7 @@ def test_a_wait_for_the_disk_is_resumed_without_a_task(tmp_path: Path) -> None:
     import uvicorn
     from uvicorn.server import ServerState
 
-    from conveyor.backends.loop import CommitWait
+    from conveyor.commits import CommitWait
     from conveyor.server import ConveyorServer
     from conveyor.server.front.endpoint import Incoming, Reply
     from conveyor.server.front.protocol import guarded
@@ -591,7 +591,7 @@ def test_a_commit_wait_calls_back_as_it_is_settled() -> None:
     """`CommitWait.settled`: called as the future is resolved (result or error), or at once
     where it already is; one callback that fails is reported as a loop reports a failed
     callback and the others still run."""
-    from conveyor.backends.loop import CommitWait
+    from conveyor.commits import CommitWait
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()

@@ -16,8 +16,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from conveyor import ManualClock
-from conveyor.backends.receipts import claim_token, seconds_since_claim
 from conveyor.client import Client
+from conveyor.receipts import claim_token, seconds_since_claim
 from conveyor.server.sqs.wire import XML_UNSAFE, md5_hex, xml_unsafe
 
 from ..support.live import LiveServer

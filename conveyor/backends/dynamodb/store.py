@@ -35,6 +35,7 @@ from ...models import (
     SendResult,
     sent_result,
 )
+from ...receipts import claim_token, make_receipt, parse_receipt, stale_receipt
 from ..base import Backend
 from ..errors import (
     no_message,
@@ -42,7 +43,6 @@ from ..errors import (
     queue_exists,
 )
 from ..exits import at_end
-from ..receipts import claim_token, make_receipt, parse_receipt, stale_receipt
 from ..rules import ClaimTerms, GroupFill, claim_terms, claimed_until, expired
 from .accounts import DynamoAccounts, last_totals
 from .editing import DynamoEditor

@@ -31,9 +31,9 @@ from ...models import (
     message_from,
     sent_result,
 )
+from ...receipts import receipt_tail
 from ...validation import DEDUP_WINDOW
 from ..errors import no_message, no_queue
-from ..receipts import receipt_tail
 from ..rules import SEQ_MASK, SWEEP_INTERVAL, band, deadline_rules, dedup, expired, order_key
 from .runheap import RunHeap
 

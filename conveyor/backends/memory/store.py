@@ -22,12 +22,14 @@ from ...models import (
     QueueStats,
     SendResult,
 )
+from ...receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
 from ..base import (
     QUEUE_FEATURES,
     Backend,
     Consumers,
     Editing,
     Inline,
+    LoopCommits,
     Topics,
     merge_settings,
     routed,
@@ -42,12 +44,11 @@ from ..errors import (
     not_subscribed,
     queue_exists,
 )
-from ..receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
 from ..rules import GroupFill, claim_terms, claimed_until, expired, refill_tokens, tally
 from .state import NAMED, NAMED_LOCK, QueueState, Rec, State, TopicState
 
 
-class MemoryBackend(Backend, Editing, Topics, Consumers):
+class MemoryBackend(Backend, Editing, Topics, Consumers, LoopCommits):
     """The reference store (``memory://``, or ``memory://NAME`` to share one store between
     the clients of a process). Everything but sharing across processes and the pipeline."""
 

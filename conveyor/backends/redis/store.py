@@ -30,6 +30,7 @@ from ...models import (
     sent_result,
 )
 from ...notify import HUB
+from ...receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
 from ...validation import DEDUP_WINDOW
 from ..base import QUEUE_FEATURES, Backend, Consumers, Editing, Topics, routed
 from ..codec import encode_attributes
@@ -45,7 +46,6 @@ from ..errors import (
     not_subscribed,
     queue_exists,
 )
-from ..receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
 from ..rules import (
     SWEEP_INTERVAL,
     SWEEP_ROWS,

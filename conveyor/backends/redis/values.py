@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 
 from ...exceptions import InvalidInput
 from ...models import ArchivedMessage, Message, QueueAttributes, QueueInfo, message_from
+from ...receipts import receipt_tail
 from ..codec import decode_attributes
-from ..receipts import receipt_tail
 
 BAND = 1 << 37  # the delivery-order score of the Lua scripts: (32767 - priority) * BAND + seq
 ARCHIVE_FIELDS = ("i", "b", "a", "g", "p", "s", "f", "x", "n", "y", "z")

@@ -113,17 +113,22 @@ class Connections(ABC, Generic[E]):
     def close(self) -> None:
         """Close every connection."""
 
-    def inline(self) -> AbstractContextManager[Inline] | None:
-        """See `Backend.inline`: None unless the database is a local file that never makes
-        a call wait without saying so."""
-        return None
+    one_writer = False
+    """Whether the database makes one write at a time (`Backend.one_writer`)."""
+    commits_on_loop = False
+    """Whether calls may run on an event loop's thread (`LoopCommits`): a local file that
+    never makes a call wait without saying so."""
+
+    def inline(self) -> AbstractContextManager[Inline]:
+        """See `LoopCommits.inline`: only where `commits_on_loop`."""
+        raise NotImplementedError(f"{type(self).__name__} does not commit on an event loop")
 
     def gather(self, call: Callable[[], T]) -> asyncio.Future[T] | None:
-        """See `Backend.gather`: None unless the database has a writer of its own."""
+        """See `LoopCommits.gather`: None unless the database has a writer of its own."""
         return None
 
     def gathering(self) -> bool:
-        """See `Backend.gathering`."""
+        """See `LoopCommits.gathering`."""
         return False
 
     def after_commit(self, fn: Callable[[str], object], arg: str) -> bool:

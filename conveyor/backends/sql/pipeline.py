@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...exceptions import InvalidInput
 from ...models import ArchivedMessage, Delivery, Message, NewMessage
+from ...receipts import claim_token
 from ..base import Bounds, Pipeline
-from ..receipts import claim_token
 from ..rules import claim_terms, walks_head
 from .connections import Exec, marks
 from .rows import ARCHIVE_COLUMNS, Row, new_fields, row_archived, row_message

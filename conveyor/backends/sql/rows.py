@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ...models import ArchivedMessage, Consumer, Message, NewMessage, message_from
+from ...receipts import receipt_tail
 from ..codec import decode_attributes, encode_attributes
-from ..receipts import receipt_tail
 from ..rules import ClaimTerms, claimed_until
 
 Row = tuple[Any, ...]

@@ -47,7 +47,7 @@ from .wakes import Wakes
 if TYPE_CHECKING:  # the event loop's parts import it themselves: the SDK runs without it
     import asyncio
 
-    from ..loop import CommitWait
+    from ...commits import CommitWait
     from .sqlite_sync import Outcome
 
 T = TypeVar("T")
@@ -88,7 +88,7 @@ def running_loop_or_block() -> asyncio.AbstractEventLoop:
 
 
 def commit_wait(loop: asyncio.AbstractEventLoop) -> CommitWait:
-    from ..loop import CommitWait  # imported where an event loop runs
+    from ...commits import CommitWait  # imported where an event loop runs
 
     return CommitWait(loop=loop)
 
@@ -433,6 +433,9 @@ class _Write:
 
 class SQLiteConnections(Connections[SQLiteExec]):
     """One connection per thread; writes in `BEGIN IMMEDIATE` transactions."""
+
+    commits_on_loop = True
+    one_writer = True
 
     def __init__(self, path: str, *, durability: str, busy_timeout: float, heap: bool) -> None:
         if durability not in ("full", "normal"):

@@ -40,11 +40,7 @@ from ...models import (
     SendResult,
     sent_result,
 )
-from ...validation import DEDUP_WINDOW
-from ..base import QUEUE_FEATURES, Backend, Inline
-from ..errors import no_queue, queue_exists
-from ..exits import at_end
-from ..receipts import (
+from ...receipts import (
     claim_token,
     group_receipts,
     parse_receipt,
@@ -52,6 +48,10 @@ from ..receipts import (
     receipt_results,
     stale_receipt,
 )
+from ...validation import DEDUP_WINDOW
+from ..base import QUEUE_FEATURES, Backend, Inline, LoopCommits
+from ..errors import no_queue, queue_exists
+from ..exits import at_end
 from ..rules import (
     ClaimTerms,
     GroupFill,
@@ -94,7 +94,7 @@ MAX_WALK_PAGE = 4_096
 log = logging.getLogger(__name__)
 
 
-class SQLStore(Backend, Generic[E]):
+class SQLStore(Backend, LoopCommits, Generic[E]):
     """A queue store on a SQL database. Build one with its database's `from_url`."""
 
     features = QUEUE_FEATURES | {Capability.CROSS_PROCESS}
@@ -113,6 +113,7 @@ class SQLStore(Backend, Generic[E]):
         self.scheme = scheme
         self.dialect = dialect
         self.db = db
+        self.one_writer = db.one_writer
         self._key = key
         self._poll_interval = poll_interval
         self._queues: dict[str, tuple[float, int, QueueAttributes]] = {}
@@ -136,7 +137,10 @@ class SQLStore(Backend, Generic[E]):
     def poll_interval(self) -> float:
         return self._poll_interval
 
-    def inline(self) -> AbstractContextManager[Inline] | None:
+    def loop_commits(self) -> LoopCommits | None:
+        return self if self.db.commits_on_loop else None
+
+    def inline(self) -> AbstractContextManager[Inline]:
         return self.db.inline()
 
     def gather(self, call: Callable[[], T]) -> asyncio.Future[T] | None:

@@ -51,7 +51,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from ... import tracing
-from ...backends.loop import CommitWait
+from ...commits import CommitWait
 from ..app import BodyLimit
 from .conns import OPEN
 from .endpoint import (

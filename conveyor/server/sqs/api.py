@@ -17,8 +17,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...aio import AsyncClient, Offload, offload, offload_write
-from ...backends.receipts import parse_receipt, seconds_since_claim
-from ...backends.rules import receives_before_move
 from ...client import Client
 from ...exceptions import (
     BatchRequestTooLong,
@@ -38,6 +36,7 @@ from ...exceptions import (
 )
 from ...models import Capability, Message, QueueAttributes, TypedValue
 from ...queues import MAX_BATCH_BYTES, Queue, SendEntry
+from ...receipts import parse_receipt, seconds_since_claim
 from ...validation import MAX_VISIBILITY
 from ..metrics import Metrics
 from ..sns.pending import keep_subscriptions
@@ -598,7 +597,7 @@ class SqsApi:
             policy = self.client.queue_info(m.source_queue).attributes.dead_letter
         except QueueDoesNotExist:
             return 0
-        return receives_before_move(policy, m.queue)
+        return 0 if policy is None else policy.receives_before_move(m.queue)
 
     def _render(
         self, m: Message, system: set[str], wanted: list[str], caller: Caller, fifo: bool

@@ -18,8 +18,8 @@ import threading
 from base64 import b64decode, b64encode
 from collections.abc import Sequence
 
-from ..exceptions import MalformedReceipt, ReceiptHandleInvalid
-from ..validation import MAX_RETENTION, MAX_VISIBILITY
+from .exceptions import MalformedReceipt, ReceiptHandleInvalid
+from .validation import MAX_RETENTION, MAX_VISIBILITY
 
 # A receive's token is 16 hex digits: the receive's second modulo 2**24 (six digits; 194
 # days, past the life of any message), then 40 random bits. A claim's row keeps the token,

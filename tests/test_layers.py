@@ -1,0 +1,97 @@
+"""The layers: the ways in (the HTTP server and the push gateway) reach the stores through the
+client alone, and no way in decides anything by a store's scheme (stores declare hints)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import conveyor
+
+PACKAGE = Path(conveyor.__file__).parent
+WAYS_IN = ("server", "push", "cli", "spark")
+
+
+def _modules(*parts: str) -> Iterator[tuple[str, ast.Module]]:
+    for part in parts:
+        for path in sorted((PACKAGE / part).rglob("*.py")):
+            yield str(path.relative_to(PACKAGE.parent)), ast.parse(path.read_text(), str(path))
+
+
+def _imported(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The absolute names an import statement of `module` (conveyor/x/y.py) brings in."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level == 0:
+        return [node.module or ""]
+    package = module.removesuffix(".py").split("/")[: -node.level]
+    return [".".join([*package, *([node.module] if node.module else [])])]
+
+
+def _backend_imports(module: str, tree: ast.Module) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for name in _imported(module, node):
+                if name == "conveyor.backends" or name.startswith("conveyor.backends."):
+                    found.append(f"{module}:{node.lineno} imports {name}")
+    return found
+
+
+def test_the_server_and_the_push_gateway_import_nothing_from_the_stores() -> None:
+    found = [
+        line
+        for module, tree in _modules("server", "push")
+        for line in _backend_imports(module, tree)
+    ]
+    assert found == []
+
+
+def test_the_check_finds_an_import_of_a_store_module() -> None:
+    tree = ast.parse(
+        "from ...backends.receipts import parse_receipt\nimport conveyor.backends.base\n"
+    )
+    assert _backend_imports("conveyor/server/sqs/api.py", tree) == [
+        "conveyor/server/sqs/api.py:1 imports conveyor.backends.receipts",
+        "conveyor/server/sqs/api.py:2 imports conveyor.backends.base",
+    ]
+    assert (
+        _backend_imports("conveyor/server/sqs/api.py", ast.parse("from ..sns import api\n")) == []
+    )
+
+
+def _scheme_branches(module: str, tree: ast.Module) -> list[str]:
+    """Comparisons of a store's scheme (`x.backend.scheme == ...`, `backend.scheme in ...`)."""
+    found: list[int] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for operand in [node.left, *node.comparators]:
+            if (
+                isinstance(operand, ast.Attribute)
+                and operand.attr == "scheme"
+                and (
+                    (isinstance(operand.value, ast.Attribute) and operand.value.attr == "backend")
+                    or (isinstance(operand.value, ast.Name) and operand.value.id == "backend")
+                )
+            ):
+                found.append(node.lineno)
+    return [f"{module}:{line}" for line in sorted(found)]
+
+
+def test_no_way_in_branches_on_a_stores_scheme() -> None:
+    found = [line for module, tree in _modules(*WAYS_IN) for line in _scheme_branches(module, tree)]
+    assert found == []
+
+
+def test_the_check_finds_a_branch_on_a_scheme() -> None:
+    tree = ast.parse(
+        'threads = 1 if client.backend.scheme == "sqlite" else 8\n'
+        'if "sqs" != backend.scheme:\n    pass\n'
+        'tls = self.scheme == "https"\n'  # a URL's scheme, not a store's
+    )
+    assert _scheme_branches("conveyor/push/gateway.py", tree) == [
+        "conveyor/push/gateway.py:1",
+        "conveyor/push/gateway.py:2",
+    ]
