@@ -51,7 +51,8 @@ def __getattr__(name: str) -> Any:
 
 
 def _console() -> Console:
-    return globals().get("console") or __getattr__("console")  # type: ignore[no-any-return]
+    made: Console = globals().get("console") or __getattr__("console")
+    return made
 
 
 _stdout_gone = False  # standard output was found closed (`written`)

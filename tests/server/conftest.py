@@ -13,8 +13,11 @@ from typing import Any
 import pytest
 
 from conveyor import Client
+from conveyor.server import ServerConfig
+from conveyor.server.front.auth import load_credentials
 
 from ..conftest import unavailable
+from ..support.credentials import CREDENTIALS
 from ..support.live import LiveServer
 
 
@@ -86,3 +89,16 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server that checks SigV4 signatures (`CREDENTIALS`), bearer tokens and a metrics
+    token, with a 1 s request timeout."""
+    path: Path = tmp_path_factory.mktemp("sec") / "credentials"
+    path.write_text(CREDENTIALS)
+    config = ServerConfig(
+        auth_token="t0ken", metrics_token="scrape", aws_keys=load_credentials(path)
+    )
+    with Client("memory://") as client, LiveServer(client, config, request_timeout=1) as live:
+        yield live

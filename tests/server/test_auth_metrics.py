@@ -15,24 +15,14 @@ from conveyor.exceptions import InvalidInput
 from conveyor.server import ServerConfig, check_exposure
 from conveyor.server.front.auth import load_credentials
 
+from ..support.credentials import PARTNER_CREDENTIALS
 from ..support.live import LiveServer
-
-CREDENTIALS = """\
-[default]
-aws_access_key_id = AKIDGOOD
-aws_secret_access_key = s3cret
-
-[partner]
-aws_access_key_id = AKIDPARTNER
-aws_secret_access_key = other
-account = 111122223333
-"""
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     path: Path = tmp_path_factory.mktemp("auth") / "credentials"
-    path.write_text(CREDENTIALS)
+    path.write_text(PARTNER_CREDENTIALS)
     config = ServerConfig(auth_token="t0ken", aws_keys=load_credentials(path))
     with Client("memory://") as client, LiveServer(client, config) as live:
         yield live
@@ -70,7 +60,7 @@ def test_exposure_beyond_loopback_needs_auth(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="--auth-token"):
         check_exposure("0.0.0.0", ServerConfig(), insecure=False)
     check_exposure("0.0.0.0", ServerConfig(), insecure=True)
-    (tmp_path / "c").write_text(CREDENTIALS)
+    (tmp_path / "c").write_text(PARTNER_CREDENTIALS)
     keys = load_credentials(tmp_path / "c")
     check_exposure("0.0.0.0", ServerConfig(auth_token="t", aws_keys=keys), insecure=False)
     (tmp_path / "bad").write_text("[x]\naws_access_key_id = A\n")

@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 from conveyor import Client
 
 from ..conftest import unavailable
+from ..support.certs import make_cert
 from ..support.live import free_port
 
 pytestmark = pytest.mark.slow
@@ -34,21 +35,6 @@ pytestmark = pytest.mark.slow
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 TOKEN = "proxy-token"
 KEY_ID, SECRET = "AKIDPROXY", "proxysecret"
-
-
-def make_certificate(where: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost and 127.0.0.1, made with openssl."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        unavailable("openssl (apt-get install openssl)")
-    cert, key = where / "cert.pem", where / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return cert, key
 
 
 def site(upstream: str, port: int, tls: Path, *, keep_host: bool) -> str:
@@ -150,7 +136,7 @@ def proxied(
     """nginx with TLS in front of conveyor serve: on loopback TCP behind a proxy that rewrites
     Host (X-Forwarded-Host carries the client's), or on a Unix socket with Host kept."""
     where = tmp_path_factory.mktemp(f"proxy-{request.param}")
-    cert, _ = make_certificate(where)
+    cert, _ = make_cert(where)
     credentials = where / "aws-credentials"
     credentials.write_text(
         f"[default]\naws_access_key_id = {KEY_ID}\naws_secret_access_key = {SECRET}\n"

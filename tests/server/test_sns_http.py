@@ -26,8 +26,8 @@ from botocore.exceptions import ClientError
 from conveyor.server.sns.signing import verify
 
 from ..conftest import unavailable
+from ..support.certs import make_cert
 from ..support.live import free_port
-from .test_security import make_cert
 
 JS = Path(__file__).parent.parent / "js"
 
