@@ -31,8 +31,8 @@ from ...exceptions import (
 from ..sns.api import ACTIONS as SNS_ACTIONS
 from ..sns.arns import TOPIC_ARN_RE
 from ..sns.wire import sns_error, sns_error_body, sns_response
-from ..sqs.api import TRACE_PARAM
 from ..sqs.names import Caller
+from ..sqs.params import TRACE_PARAM
 from ..sqs.wire import (
     JSON_CONTENT_TYPE,
     dump_json,

@@ -23,9 +23,9 @@ from ...exceptions import (
 )
 from ...models import AttributeValue, SendResult, TypedValue
 from ...queues import SendEntry
-from ..sqs.api import TRACE_PARAM
 from ..sqs.message_attributes import TRACE_TYPE
 from ..sqs.names import Caller
+from ..sqs.params import TRACE_PARAM
 from .arns import (
     TOPIC_ARN_RE,
     Arns,

@@ -22,6 +22,8 @@ from ...validation import GROUP_ID_RE, MAX_BATCH, check_batch
 from . import attributes as sqs_attributes
 from .wire import sqs_code, xml_unsafe
 
+TRACE_PARAM = "\x00X-Amzn-Trace-Id"  # the request's trace header, set by the endpoint
+
 Params = dict[str, Any]
 Result = dict[str, Any]
 
