@@ -191,7 +191,7 @@ def test_a_store_written_in_the_first_layout_is_upgraded_in_place(url: str) -> N
         q = client.create_queue("jobs")
         store = client.backend
         assert isinstance(store, RedisStore)
-        p = store._entry("jobs").prefix
+        p = store.queue_entry("jobs").prefix
     band = 32767 * (1 << 37)
     now = time.time()
     raw.delete(f"{{{prefix}}}:layout")  # a store of the earlier version: no layout key

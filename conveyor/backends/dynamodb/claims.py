@@ -15,25 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from ...models import Message
 from ...receipts import claim_token, make_receipt
 from ..rules import ClaimTerms, GroupFill, claim_terms, claimed_until, expired
-from .items import (
-    Doc,
-    Entry,
-    doc_of,
-    n,
-    num,
-    rank,
-    rfc3339,
-    s,
-    text,
-)
-from .table import (
-    READY_INDEX,
-    WAITING_INDEX,
-    Cancelled,
-    ConditionFailed,
-    Item,
-    expr,
-)
+from .items import Doc, Entry, doc_of, n, num, rank, rfc3339, s, text
+from .table import READY_INDEX, WAITING_INDEX, Cancelled, ConditionFailed, Item, expr
 
 if TYPE_CHECKING:
     from .store import DynamoStore

@@ -1,27 +1,22 @@
 """The Redis store: every operation that touches more than one key is one Lua script
 (`lua/`), so a claim, a delete, a move to the dead-letter queue or a fan-out is atomic
 against every other client; the keys of one queue share a hash tag, so each script runs on
-one Redis Cluster slot."""
+one Redis Cluster slot. Editing in place (editing.py) and topics and consumers
+(registry.py) are parts the store holds."""
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ...clock import Clock
 from ...exceptions import ConveyorError, OutcomeUnknown
 from ...ids import new_ids
 from ...models import (
-    ArchivedMessage,
     Capability,
-    Consumer,
     Message,
-    MessageState,
-    MessageUpdate,
     NewMessage,
     QueueAttributes,
     QueueInfo,
@@ -32,18 +27,10 @@ from ...models import (
 from ...notify import HUB
 from ...receipts import claim_token, parse_receipt, receipt_prefix, stale_receipt
 from ...validation import DEDUP_WINDOW
-from ..base import QUEUE_FEATURES, Backend, Consumers, Editing, Topics, routed
+from ..base import QUEUE_FEATURES, Backend
 from ..codec import encode_attributes
 from ..errors import (
-    consumer_gone,
-    in_flight,
-    no_dead_letter_policy,
-    no_dead_letter_queue,
-    no_message,
     no_queue,
-    no_source,
-    no_topic,
-    not_subscribed,
     queue_exists,
 )
 from ..rules import (
@@ -55,14 +42,13 @@ from ..rules import (
     dedup,
 )
 from .connection import RedisConnection
+from .editing import RedisEditor
 from .layout import LAYOUT
+from .registry import RedisRegistry
 from .values import (
-    ARCHIVE_FIELDS,
     BAND,
     QueueEntry,
-    archived,
     decode_entry,
-    message,
     messages,
     num,
     pack_ext,
@@ -74,7 +60,7 @@ from .values import (
 QUEUE_CACHE_SECONDS = 1.0
 
 
-class RedisStore(Backend, Editing, Topics, Consumers):
+class RedisStore(Backend):
     scheme = "redis"
     features = QUEUE_FEATURES | {Capability.CROSS_PROCESS}
 
@@ -92,19 +78,30 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         self.display = display
         self.prefix = prefix
         self._poll_interval = poll_interval
-        self._global = f"{{{prefix}}}:"
+        self.global_prefix = f"{{{prefix}}}:"
         self.channel = f"{prefix}:wake"
         self.redis = RedisConnection(
             url,
             display=display,
             prefix=prefix,
-            registry=self._global,
+            registry=self.global_prefix,
             channel=self.channel,
             reconnect_timeout=reconnect_timeout,
         )
         self._entries: dict[str, tuple[float, QueueEntry]] = {}
         self._swept: dict[str, float] = {}
         self._next_visible: dict[str, float] = {}
+        self.editor = RedisEditor(self)
+        self.registry = RedisRegistry(self)
+
+    def editing(self) -> RedisEditor:
+        return self.editor
+
+    def topics(self) -> RedisRegistry:
+        return self.registry
+
+    def consumers(self) -> RedisRegistry:
+        return self.registry
 
     @property
     def key(self) -> str:
@@ -118,7 +115,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         self.redis.client()
         return self.redis.layout_found, int(LAYOUT)
 
-    def _script(self, name: str, entry: QueueEntry, args: Sequence[Any]) -> Any:
+    def queue_script(self, name: str, entry: QueueEntry, args: Sequence[Any]) -> Any:
         """Run a script of one queue (routed by its meta key)."""
         return self.redis.script(name, [entry.meta], args)
 
@@ -130,7 +127,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
 
     # -- queue entries --------------------------------------------------------------------
 
-    def _entry(self, name: str, *, fresh: bool = False) -> QueueEntry:
+    def queue_entry(self, name: str, *, fresh: bool = False) -> QueueEntry:
         """The queue's registry entry, as read at most QUEUE_CACHE_SECONDS ago."""
         hit = self._entries.get(name)
         now = self.clock.now()
@@ -138,7 +135,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             read_at, entry = hit
             if 0.0 <= now - read_at < QUEUE_CACHE_SECONDS:
                 return entry
-        text = self.redis.run(lambda client: client.hget(f"{self._global}queues", name))
+        text = self.redis.run(lambda client: client.hget(f"{self.global_prefix}queues", name))
         if text is None:
             self._entries.pop(name, None)
             raise no_queue(name)
@@ -146,9 +143,9 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         self._entries[name] = (now, entry)
         return entry
 
-    def _maybe(self, name: str) -> QueueEntry | None:
+    def maybe_entry(self, name: str) -> QueueEntry | None:
         try:
-            return self._entry(name)
+            return self.queue_entry(name)
         except ConveyorError:
             return None
 
@@ -158,7 +155,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         now = self.clock.now()
         tag = name
         policy = attributes.dead_letter
-        dlq = self._maybe(policy.queue) if policy is not None else None
+        dlq = self.maybe_entry(policy.queue) if policy is not None else None
         if dlq is not None:
             tag = dlq.tag  # next to its dead-letter queue: moves there are atomic on a cluster
         qid = secrets.token_hex(4)
@@ -181,19 +178,19 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             raise no_queue(name)
         entry = decode_entry(self.prefix, name, text)
         while True:
-            _, left = self._script("clear", entry, [entry.prefix, 1000, "1"])
+            _, left = self.queue_script("clear", entry, [entry.prefix, 1000, "1"])
             if not left:
                 return
 
     def list_queues(self, prefix: str = "") -> list[str]:
-        names = self.redis.run(lambda client: client.hkeys(f"{self._global}queues"))
+        names = self.redis.run(lambda client: client.hkeys(f"{self.global_prefix}queues"))
         return sorted(n for n in (n.decode() for n in names) if n.startswith(prefix))
 
     def get_queue(self, name: str) -> QueueInfo:
-        return self._entry(name, fresh=True).info()
+        return self.queue_entry(name, fresh=True).info()
 
     def set_queue_attributes(self, name: str, attributes: QueueAttributes) -> QueueInfo:
-        old = self._entry(name, fresh=True)
+        old = self.queue_entry(name, fresh=True)
         entry = old._replace(attrs=attributes, updated_at=self.clock.now())
         if not self.redis.registry("set_queue", name, entry.encode()):
             self._entries.pop(name, None)
@@ -202,10 +199,10 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         return entry.info()
 
     def purge_queue(self, name: str) -> int:
-        entry = self._entry(name)
+        entry = self.queue_entry(name)
         gone = 0
         while True:
-            n, left = self._script("clear", entry, [entry.prefix, 1000, "0"])
+            n, left = self.queue_script("clear", entry, [entry.prefix, 1000, "0"])
             gone += int(n)
             if not left:
                 return gone
@@ -225,14 +222,14 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             SWEEP_ROWS,
             num(deadline_rules(entry.attrs, now)[0]),
         ]
-        while self._script("sweep", entry, args) >= SWEEP_ROWS and whole:
+        while self.queue_script("sweep", entry, args) >= SWEEP_ROWS and whole:
             pass
 
     def queue_stats(self, name: str) -> QueueStats:
-        entry = self._entry(name)
+        entry = self.queue_entry(name)
         now = self.clock.now()
         self._sweep(entry, now, whole=True)
-        ready, delayed, flying, oldest, sent, received, deleted, dead, expired = self._script(
+        ready, delayed, flying, oldest, sent, received, deleted, dead, expired = self.queue_script(
             "stats", entry, [entry.prefix, num(now)]
         )
         return QueueStats(
@@ -251,7 +248,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
     # -- messages -------------------------------------------------------------------------
 
     def send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
-        entry = self._entry(queue)
+        entry = self.queue_entry(queue)
         attrs = entry.attrs
         now = self.clock.now()
         now_text = num(now)
@@ -324,13 +321,13 @@ class RedisStore(Backend, Editing, Topics, Consumers):
 
     def _dead_letter_target(self, entry: QueueEntry) -> QueueEntry | None:
         policy = entry.attrs.dead_letter
-        return None if policy is None else self._maybe(policy.queue)
+        return None if policy is None else self.maybe_entry(policy.queue)
 
-    def _same_slot(self, a: QueueEntry, b: QueueEntry) -> bool:
+    def same_slot(self, a: QueueEntry, b: QueueEntry) -> bool:
         return not self.redis.cluster or a.tag == b.tag
 
     def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
-        entry = self._entry(queue)
+        entry = self.queue_entry(queue)
         attrs = entry.attrs
         now = self.clock.now()
         self._sweep(entry, now)
@@ -338,8 +335,8 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         token = claim_token(now)
         policy = attrs.dead_letter
         dlq = self._dead_letter_target(entry)
-        inside = dlq is not None and self._same_slot(entry, dlq)
-        claimed, next_visible, outbox = self._script(
+        inside = dlq is not None and self.same_slot(entry, dlq)
+        claimed, next_visible, outbox = self.queue_script(
             "claim",
             entry,
             [
@@ -363,21 +360,21 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         )
         if outbox and dlq is not None:
             for message_id in outbox:
-                self._move_across(entry, message_id.decode(), dlq, dead=True, error=None)
+                self.editor.move_across(entry, message_id.decode(), dlq, dead=True, error=None)
         if not claimed:
             self._next_visible[queue] = float(next_visible) if next_visible else math.inf
             return []
         return messages(queue, claimed, receipt_prefix(queue, token))
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
-        entry = self._entry(queue)
+        entry = self.queue_entry(queue)
         head = [entry.prefix, queue, num(self.clock.now()), "1" if entry.attrs.archive else "0"]
         return self._by_receipt("delete", entry, head, [(r, ()) for r in receipts])
 
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]
     ) -> list[Exception | None]:
-        entry = self._entry(queue)
+        entry = self.queue_entry(queue)
         now = self.clock.now()
         head = [entry.prefix, queue, num(now), self.channel]
         return self._by_receipt(
@@ -407,7 +404,7 @@ class RedisStore(Backend, Editing, Topics, Consumers):
             args += (message_id, token, *extra)
         if held:
             for (index, message_id), done in zip(
-                held, self._script(script, entry, args), strict=True
+                held, self.queue_script(script, entry, args), strict=True
             ):
                 if not done:
                     results[index] = stale_receipt(message_id)
@@ -436,412 +433,3 @@ class RedisStore(Backend, Editing, Topics, Consumers):
         await HUB.wait_async(
             self.key, queue, since, self._until(queue, timeout), self.poll_interval
         )
-
-    # -- reading messages -----------------------------------------------------------------
-
-    def _fetch(self, entry: QueueEntry, message_id: str) -> Message:
-        found = self._script("peek", entry, [entry.prefix, "", message_id])
-        if not found:
-            raise no_message(entry.name, message_id)
-        return message(entry.name, *found)
-
-    def list_messages(
-        self,
-        queue: str,
-        *,
-        state: MessageState | None = None,
-        limit: int = 100,
-        after: int = 0,
-    ) -> list[Message]:
-        entry = self._entry(queue)
-        found = self._script(
-            "peek",
-            entry,
-            [entry.prefix, num(self.clock.now()), str(after), limit, state.value if state else ""],
-        )
-        return messages(queue, found)
-
-    def get_message(self, queue: str, message_id: str) -> Message:
-        return self._fetch(self._entry(queue), message_id)
-
-    # -- editing --------------------------------------------------------------------------
-
-    def _edit(self, entry: QueueEntry, op: str, message_id: str, *args: Any) -> Any:
-        out = self._script(
-            "edit",
-            entry,
-            [entry.prefix, entry.name, num(self.clock.now()), self.channel, op, message_id, *args],
-        )
-        if out is None:
-            raise no_message(entry.name, message_id)
-        return out
-
-    def update_message(self, queue: str, message_id: str, update: MessageUpdate) -> Message:
-        entry = self._entry(queue)
-        priority = update.priority if not entry.attrs.fifo else None
-        values = self._edit(
-            entry,
-            "update",
-            message_id,
-            update.body if update.body is not None else "",
-            "1" if update.compressed else "0",
-            (encode_attributes(update.attributes) or "") if update.attributes is not None else "",
-            str(priority) if priority is not None else "",
-            num(update.visible_at) if update.visible_at is not None else "",
-            "1" if update.body is not None else "0",
-            "1" if update.attributes is not None else "0",
-            "1" if priority is not None else "0",
-            "1" if update.visible_at is not None else "0",
-        )
-        return message(queue, *values)
-
-    def remove_message(self, queue: str, message_id: str) -> None:
-        entry = self._entry(queue)
-        self._edit(entry, "remove", message_id, "1" if entry.attrs.archive else "0")
-
-    def reset_message(self, queue: str, message_id: str) -> Message:
-        return message(queue, *self._edit(self._entry(queue), "reset", message_id))
-
-    def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
-        visible = num(self.clock.now() + delay)
-        return message(queue, *self._edit(self._entry(queue), "fail", message_id, visible))
-
-    def _move_across(
-        self, src: QueueEntry, message_id: str, dest: QueueEntry, *, dead: bool, error: str | None
-    ) -> int:
-        """Move a message between queues in different slots of a cluster: write it into the
-        destination, then take it out of the source. A crash between the two leaves it in
-        both (never in neither): at least once."""
-        m = self._fetch(src, message_id)
-        now = num(self.clock.now())
-        sent = num(m.sent_at) if dead else now
-        deadline = "" if m.deadline is None else num(m.deadline)
-        ext = pack_ext(
-            encode_attributes(m.attributes),
-            deadline,
-            src.name if dead else None,
-            (error if error is not None else m.error) if dead else None,
-            m.compressed,
-        )
-        blob = pack_message(sent, now, m.group_id or "", m.dedup_id or "", ext, m.body)
-        seq = self._script(
-            "put",
-            dest,
-            [
-                dest.prefix,
-                dest.name,
-                now,
-                self.channel,
-                "0" if dead else "1",
-                m.id,
-                blob,
-                str(m.priority),
-                deadline,
-                sent,
-            ],
-        )
-        self._edit(src, "moved", message_id, "dead" if dead else "")
-        return int(seq)
-
-    def _move(
-        self,
-        src: QueueEntry,
-        dest: QueueEntry,
-        ids: Sequence[str],
-        *,
-        dead: bool,
-        error: str | None,
-    ) -> list[tuple[int, int | None]]:
-        """Move messages from `src` to `dest`; per id its status (1 moved, 0 absent, 2 in
-        flight) and new sequence."""
-        if not self._same_slot(src, dest):
-            out: list[tuple[int, int | None]] = []
-            for message_id in ids:
-                try:
-                    m = self._fetch(src, message_id)
-                except ConveyorError:
-                    out.append((0, None))
-                    continue
-                if not dead and m.visible_at > self.clock.now() and m.receive_count > 0:
-                    out.append((2, None))
-                    continue
-                out.append((1, self._move_across(src, message_id, dest, dead=dead, error=error)))
-            return out
-        flat = self.redis.script(
-            "move",
-            [f"{src.prefix}meta", f"{dest.prefix}meta"],
-            [
-                src.prefix,
-                src.name,
-                dest.prefix,
-                dest.name,
-                num(self.clock.now()),
-                self.channel,
-                "dead" if dead else "redrive",
-                error or "",
-                *ids,
-            ],
-        )
-        return [
-            (int(flat[i]), int(flat[i + 1]) if flat[i + 1] is not None else None)
-            for i in range(0, len(flat), 2)
-        ]
-
-    def move_to_dlq(self, queue: str, message_id: str, error: str | None = None) -> Message:
-        entry = self._entry(queue)
-        policy = entry.attrs.dead_letter
-        if policy is None:
-            raise no_dead_letter_policy(queue)
-        dlq = self._maybe(policy.queue)
-        if dlq is None:
-            raise no_dead_letter_queue(policy.queue, queue)
-        [(status, _)] = self._move(entry, dlq, [message_id], dead=True, error=error)
-        if status == 0:
-            raise no_message(queue, message_id)
-        return self._fetch(dlq, message_id)
-
-    def redrive(
-        self,
-        queue: str,
-        *,
-        ids: Sequence[str] | None = None,
-        limit: int = 100,
-        to: str | None = None,
-    ) -> list[str]:
-        entry = self._entry(queue)
-        now = self.clock.now()
-        if ids is not None:
-            chosen = [self._fetch(entry, message_id) for message_id in ids]
-            for m in chosen:
-                if m.visible_at > now and m.receive_count > 0:
-                    raise in_flight(m.id)
-        else:
-            chosen = self.list_messages(queue, state=MessageState.READY, limit=limit)
-        by_dest: dict[str, list[str]] = {}
-        for m in chosen:
-            dest = to or m.source_queue
-            if dest is None:
-                raise no_source(m.id)
-            by_dest.setdefault(dest, []).append(m.id)
-        dests = {name: self._entry(name) for name in by_dest}
-        moved: set[str] = set()
-        for name, message_ids in by_dest.items():
-            for message_id, (status, _) in zip(
-                message_ids,
-                self._move(entry, dests[name], message_ids, dead=False, error=None),
-                strict=True,
-            ):
-                if status == 1:
-                    moved.add(message_id)
-        return [m.id for m in chosen if m.id in moved]
-
-    def list_archive(
-        self, queue: str, *, limit: int = 1000, after: int = 0
-    ) -> list[ArchivedMessage]:
-        entry = self._entry(queue)
-
-        def read(client: Any) -> list[Any]:
-            numbers = client.lrange(f"{entry.prefix}archive", after, after + limit - 1)
-            pipe = client.pipeline(transaction=False)
-            for n in numbers:
-                pipe.hmget(f"{entry.prefix}arch:{n.decode()}", *ARCHIVE_FIELDS)
-            return list(pipe.execute()) if numbers else []
-
-        found = (archived(queue, values) for values in self.redis.run(read))
-        return [a for a in found if a is not None]
-
-    # -- topics ---------------------------------------------------------------------------
-
-    def create_topic(self, name: str) -> bool:
-        return bool(self.redis.registry("create_topic", name, num(self.clock.now())))
-
-    def delete_topic(self, name: str) -> None:
-        if not self.redis.registry("delete_topic", name):
-            raise no_topic(name)
-
-    def list_topics(self, prefix: str = "") -> list[str]:
-        names = self.redis.run(lambda client: client.hkeys(f"{self._global}topics"))
-        return sorted(n for n in (n.decode() for n in names) if n.startswith(prefix))
-
-    def topic_settings(self, name: str) -> dict[str, str]:
-        found = self.redis.registry("topic_settings", name)
-        if found is None:
-            raise no_topic(name)
-        return _strings(found)
-
-    def update_topic_settings(self, name: str, changes: Mapping[str, str | None]) -> dict[str, str]:
-        found = self.redis.registry("update_topic", name, json.dumps(dict(changes)))
-        if found == -1:
-            raise no_topic(name)
-        return _strings(found)
-
-    def subscribe(
-        self, topic: str, queue: str, attributes: Mapping[str, str] | None = None
-    ) -> None:
-        encoded = "" if attributes is None else json.dumps(dict(attributes))
-        status = self.redis.registry("subscribe", topic, queue, encoded)
-        if status == -1:
-            raise no_topic(topic)
-        if status == -2:
-            raise no_queue(queue)
-
-    def unsubscribe(self, topic: str, queue: str) -> None:
-        if self.redis.registry("unsubscribe", topic, queue, "") == -1:
-            raise no_topic(topic)
-
-    def update_subscription(
-        self, topic: str, queue: str, changes: Mapping[str, str | None]
-    ) -> dict[str, str]:
-        found = self.redis.registry("update_subscription", topic, json.dumps(dict(changes)), queue)
-        if found == -1:
-            raise no_topic(topic)
-        if found == -3:
-            raise not_subscribed(topic, queue)
-        return _strings(found)
-
-    def _subscribers(self, topic: str) -> list[tuple[QueueEntry, dict[str, str]]]:
-        flat = self.redis.registry("subscribers", topic)
-        if flat is None:
-            raise no_topic(topic)
-        entries = [
-            (decode_entry(self.prefix, flat[i].decode(), flat[i + 1]), _strings(flat[i + 2]))
-            for i in range(0, len(flat), 3)
-            if flat[i + 1] is not None
-        ]
-        return sorted(entries, key=lambda e: e[0].name)
-
-    def subscriptions(self, topic: str) -> dict[str, dict[str, str]]:
-        return {entry.name: attributes for entry, attributes in self._subscribers(topic)}
-
-    def publish(
-        self, topic: str, message: NewMessage | Mapping[str, NewMessage]
-    ) -> dict[str, SendResult]:
-        """One script per slot and copy the subscribed queues live in: atomic on one Redis
-        for one copy, and per slot on a cluster (see docs/stores.md)."""
-        subscribed = {entry.name: entry for entry, _ in self._subscribers(topic)}
-        now = self.clock.now()
-        groups: dict[tuple[str, int], list[tuple[QueueEntry, NewMessage]]] = {}
-        for name, copy in routed(subscribed, message):
-            entry = subscribed[name]
-            slot = entry.tag if self.redis.cluster else ""
-            groups.setdefault((slot, id(copy)), []).append((entry, copy))
-        out: dict[str, SendResult] = {}
-        for group in groups.values():
-            copy = group[0][1]
-            deadline = "" if copy.deadline is None else num(copy.deadline)
-            args: list[Any] = [
-                num(now),
-                num(now + DEDUP_WINDOW),
-                self.channel,
-                copy.id,
-                copy.body,
-                pack_ext(encode_attributes(copy.attributes), deadline, compressed=copy.compressed),
-                copy.group_id or "",
-                deadline,
-            ]
-            for entry, _ in group:
-                fifo = entry.attrs.fifo
-                shown, key = dedup(copy, entry.attrs)
-                args += (
-                    entry.prefix,
-                    entry.name,
-                    key or "",
-                    shown or "",
-                    "0" if fifo else str(copy.priority),
-                    num(now + copy.delay),
-                )
-            flat = self.redis.script(
-                "publish",
-                [f"{e.prefix}meta" for e, _ in group],
-                args,
-                functools.partial(_settle_copies, topic, group, copy.id),
-            )
-            for i, (entry, _) in enumerate(group):
-                status, value = flat[2 * i], flat[2 * i + 1]
-                if status == 1:
-                    out[entry.name] = SendResult(id=copy.id)
-                else:
-                    original = value.decode()
-                    duplicate = original != copy.id
-                    out[entry.name] = SendResult(id=original, duplicate=duplicate)
-        return out
-
-    # -- consumers ------------------------------------------------------------------------
-
-    @staticmethod
-    def _ttl(timeout: float) -> int:
-        """Real time a consumer's key outlives its last heartbeat (the registry prunes by the
-        store's clock; the key's own expiry collects what nobody prunes)."""
-        return math.ceil(timeout * 1000) + 1000
-
-    def register_consumer(self, consumer: Consumer) -> Consumer:
-        now = self.clock.now()
-        registered = self.redis.registry(
-            "register",
-            consumer.id,
-            consumer.queue or "",
-            json.dumps(dict(consumer.info)),
-            num(consumer.timeout),
-            num(consumer.registered_at) if consumer.registered_at else "",
-            num(now),
-            num(now + consumer.timeout),
-            self._ttl(consumer.timeout),
-        )
-        return Consumer(
-            id=consumer.id,
-            queue=consumer.queue,
-            info=dict(consumer.info),
-            timeout=consumer.timeout,
-            registered_at=float(registered),
-            heartbeat_at=now,
-        )
-
-    @staticmethod
-    def _consumer(consumer_id: str, fields: Sequence[Any]) -> Consumer:
-        queue, info, timeout, registered, heartbeat = fields
-        return Consumer(
-            id=consumer_id,
-            queue=queue.decode() or None,
-            info=json.loads(info),
-            timeout=float(timeout),
-            registered_at=float(registered),
-            heartbeat_at=float(heartbeat),
-        )
-
-    def heartbeat(self, consumer_id: str) -> Consumer:
-        fields = self.redis.registry("heartbeat", consumer_id, num(self.clock.now()))
-        if fields is None:
-            raise consumer_gone(consumer_id)
-        return self._consumer(consumer_id, fields)
-
-    def unregister_consumer(self, consumer_id: str) -> None:
-        self.redis.registry("unregister", consumer_id)
-
-    def list_consumers(self, queue: str | None = None) -> list[Consumer]:
-        flat = self.redis.registry("consumers", num(self.clock.now()))
-        consumers = [
-            self._consumer(flat[i].decode(), flat[i + 1 : i + 6]) for i in range(0, len(flat), 6)
-        ]
-        return sorted(
-            (c for c in consumers if queue is None or c.queue == queue),
-            key=lambda c: (c.registered_at, c.id),
-        )
-
-
-def _strings(found: bytes | str | None) -> dict[str, str]:
-    """A string map from its JSON ('' or nothing: none)."""
-    if not found:
-        return {}
-    text = found.decode() if isinstance(found, bytes) else found
-    return {str(k): str(v) for k, v in json.loads(text).items()}
-
-
-def _settle_copies(
-    topic: str, group: Sequence[tuple[QueueEntry, NewMessage]], message_id: str, client: Any
-) -> list[Any]:
-    """After a lost connection that may have published: the publish script's answer where
-    every queue holds the copy, else OutcomeUnknown."""
-    for entry, _ in group:
-        if client.zscore(f"{entry.prefix}all", message_id) is None:
-            raise OutcomeUnknown.of_publish(topic)
-    return [v for _ in group for v in (0, message_id.encode())]

@@ -14,32 +14,15 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ...exceptions import (
-    ConveyorError,
-    InvalidInput,
-    NotFound,
-    QueueDoesNotExist,
-    SnsError,
-)
+from ...exceptions import ConveyorError, InvalidInput, NotFound, QueueDoesNotExist, SnsError
 from ...models import AttributeValue, SendResult, TypedValue
 from ...queues import SendEntry
 from ..sqs.message_attributes import TRACE_TYPE
 from ..sqs.names import Caller
 from ..sqs.params import TRACE_PARAM
-from .arns import (
-    TOPIC_ARN_RE,
-    Arns,
-)
-from .attributes import (
-    redrive_target,
-)
-from .outbox import (
-    DIRECT_SMS,
-    OUTBOX_PROTOCOLS,
-    PHONE_RE,
-    TEXT_PROTOCOLS,
-    outbox_attributes,
-)
+from .arns import TOPIC_ARN_RE, Arns
+from .attributes import redrive_target
+from .outbox import DIRECT_SMS, OUTBOX_PROTOCOLS, PHONE_RE, TEXT_PROTOCOLS, outbox_attributes
 from .pending import PENDING
 from .publication import (
     MAX_MESSAGE,
@@ -52,9 +35,7 @@ from .publication import (
 )
 from .signing import Signer
 from .subscriptions import delivery_info
-from .webhooks import (
-    HTTP_PROTOCOLS,
-)
+from .webhooks import HTTP_PROTOCOLS
 from .wire import Params, Result, invalid, numbered
 
 MAX_BATCH = 10

@@ -13,20 +13,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ...exceptions import (
-    QueueDoesNotExist,
-    SnsError,
-    TopicDoesNotExist,
-)
+from ...exceptions import QueueDoesNotExist, SnsError, TopicDoesNotExist
 from ..sqs.names import ARN_RE, Caller
 from ..sqs.policy import allows_topic
-from .arns import (
-    PRINCIPAL,
-    SUBSCRIPTIONS,
-    Arns,
-    account_of,
-    refuse,
-)
+from .arns import PRINCIPAL, SUBSCRIPTIONS, Arns, account_of, refuse
 from .attributes import (
     SUB_DEFAULTS,
     check_fifo_redrive,
@@ -43,9 +33,7 @@ from .outbox import (
     outbox_attributes,
 )
 from .pending import PENDING
-from .publication import (
-    timestamp,
-)
+from .publication import timestamp
 from .signing import Signer
 from .webhooks import (
     CONFIRM,

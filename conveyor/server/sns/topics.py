@@ -9,17 +9,10 @@ import json
 import re
 from typing import Any
 
-from ...exceptions import (
-    InvalidInput,
-    SnsError,
-    TopicDoesNotExist,
-)
+from ...exceptions import InvalidInput, SnsError, TopicDoesNotExist
 from ...validation import check_topic_name
 from ..sqs.names import Caller
-from .arns import (
-    TOPIC_ARN_RE,
-    Arns,
-)
+from .arns import TOPIC_ARN_RE, Arns
 from .attributes import (
     DELIVERY_POLICY,
     PERMISSION_ACTIONS,

@@ -21,13 +21,7 @@ from ...models import QueueAttributes
 from ..sns.pending import keep_subscriptions
 from . import attributes as sqs_attributes
 from .names import Caller, Namespaces
-from .params import (
-    Params,
-    Result,
-    int_param,
-    list_param,
-    require,
-)
+from .params import Params, Result, int_param, list_param, require
 from .reach import Reach
 
 # what AddPermission may grant another account (the rest is the owner's alone)
