@@ -328,6 +328,11 @@ class MessageUpdate:
     compressed: bool | None = None
 
 
+COUNT_SHARE = 0.05
+"""The share of the time that counting a queue for its stats may take: a reader sharing
+counts (the server's), a store estimating deep queues between counts (the SQL stores')."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class QueueStats:
     queue: str

@@ -20,8 +20,6 @@ BAND = 1 << SEQ_BITS
 SWEEP_INTERVAL = 60.0  # how often a store reclaims expired messages of a queue it receives from
 SWEEP_ROWS = 1000  # how many rows of a queue's head one sweep looks at
 GROUP_FILL_WINDOW = 1000  # how far a FIFO receive looks past a full batch for its groups' rest
-COUNT_SHARE = 0.05  # the share of the time counting a queue for its stats may take (a reader
-# sharing counts, a store estimating deep queues between counts)
 
 
 def band(priority: int) -> int:

@@ -17,10 +17,8 @@ from collections.abc import Callable, Iterator
 
 from ..client import Client
 from ..exceptions import ConveyorError
-from ..models import QueueStats
+from ..models import COUNT_SHARE, QueueStats
 
-COUNT_SHARE = 0.05
-"""The share of the readers' time that counting a queue may take."""
 REUSED_FROM = 0.01
 """A count that took less (seconds) is never reused: only deep queues wait for theirs."""
 

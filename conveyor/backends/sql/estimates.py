@@ -27,8 +27,7 @@ import dataclasses
 import threading
 from dataclasses import dataclass
 
-from ...models import QueueStats
-from ..rules import COUNT_SHARE
+from ...models import COUNT_SHARE, QueueStats
 
 ESTIMATE_FROM = 10_000
 """A queue counted at this many messages or more is estimated between counts."""
