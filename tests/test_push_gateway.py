@@ -41,7 +41,7 @@ from conveyor.push.config import check_gateway_exposure
 from conveyor.push.dispatch import QueueOps
 from conveyor.push.peers import TokenBucket
 
-from .support.waiting import until
+from .support.waiting import until, wait_port
 
 
 class Running:
@@ -791,18 +791,6 @@ def free_port() -> int:
         return port
 
 
-def wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
-    def up() -> bool:
-        assert proc.poll() is None, "the process exited"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-
-    until(up, timeout=60, what=f"port {port}")
-
-
 def test_conveyor_gateway_command(tmp_path: Path) -> None:
     port = free_port()
     conf = tmp_path / "conf.json"
@@ -813,7 +801,7 @@ def test_conveyor_gateway_command(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        wait_port(port, proc)
+        wait_port(proc, port)
         got: list[bytes] = []
         url = f"skmq://127.0.0.1:{port}"
         with PushConsumer(url, "cmd", lambda m: got.append(m.content)):
@@ -841,8 +829,7 @@ def test_serve_with_tcp_beside_http(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        wait_port(http, proc)
-        wait_port(tcp, proc)
+        wait_port(proc, http, tcp)
         PushProducer(f"skmq://127.0.0.1:{tcp}").send("mixed", b"from tcp", msgid="x-1")
         sqs = boto3.client(
             "sqs",

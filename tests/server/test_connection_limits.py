@@ -21,6 +21,7 @@ from conveyor import Client
 
 from ..support.certs import make_cert
 from ..support.live import LiveServer, free_port
+from ..support.waiting import wait_port
 
 
 def test_silent_and_trickling_connections_are_closed(secured: LiveServer) -> None:
@@ -245,15 +246,7 @@ def test_tls_for_http_and_the_push_gateway(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", tcp), timeout=1).close()
-                socket.create_connection(("127.0.0.1", http), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
+        wait_port(proc, tcp, http)
         context = ssl.create_default_context(cafile=str(cert))
         PushProducer(f"skmqs://localhost:{tcp}", ssl_context=context).send("tls", b"secret")
         sqs = boto3.client(

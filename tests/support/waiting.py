@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
@@ -14,3 +17,19 @@ def until(check: Callable[[], bool], timeout: float = 20, what: str = "condition
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not happen within {timeout} s")
         time.sleep(0.01)
+
+
+def wait_port(proc: subprocess.Popen[Any], *ports: int, timeout: float = 60) -> None:
+    """Return once something listens on each of 127.0.0.1's `ports`; fail if `proc` exits
+    first, or after `timeout` seconds in all."""
+
+    def up() -> bool:
+        assert proc.poll() is None, "the process exited"
+        try:
+            for port in ports:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    until(up, timeout=timeout, what=f"ports {', '.join(map(str, ports))}")
