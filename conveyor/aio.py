@@ -31,7 +31,7 @@ from .models import (
     QueueStats,
     SendResult,
 )
-from .queues import RECEIVE, Body, Queue, SendEntry, Wait, decode_message, long_poll
+from .queues import RECEIVE, Body, Queue, SendEntry, Wait, decode_message
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -157,6 +157,41 @@ class AsyncClient:
         await self.close()
 
 
+async def long_poll_async(
+    queue: Queue,
+    wait: float,
+    claim: Callable[[], Awaitable[list[Message]]],
+    stop: Callable[[], bool] | None = None,
+    waits: Waits | None = None,
+) -> list[Message]:
+    """A receive that waits in the event loop up to `wait` seconds for `claim` to get a
+    first message (`long_poll`'s steps): woken by a send in this process, and every
+    `poll_interval` for delays ending and other processes' sends; no thread held while it
+    waits. `stop` is asked before every wait: True ends it with nothing. `waits` counts
+    the waiters."""
+    poll = queue.polling(wait)
+    step = next(poll)
+    try:
+        while True:
+            if step is RECEIVE:
+                step = poll.send(await claim())
+                continue
+            assert isinstance(step, Wait)
+            if stop is not None and stop():
+                return []
+            if waits is not None:
+                waits.enter(queue.name)
+            try:
+                await queue.wait_async(step.since, step.remaining)
+            finally:
+                if waits is not None:
+                    waits.leave(queue.name)
+            step = next(poll)
+    except StopIteration as done:
+        messages: list[Message] = done.value
+        return messages
+
+
 class Waits:
     """How many receives wait in a long poll now, per queue (a server's metrics show it)."""
 
@@ -228,37 +263,22 @@ class AsyncQueue:
         wait: float | None,
         stop: Callable[[], bool] | None,
     ) -> list[Message]:
+        queue = self.sync
         vt, waiting = await offload(
-            self.backend, self.sync._receive_options, max_messages, visibility_timeout, wait
+            self.backend, queue._receive_options, max_messages, visibility_timeout, wait
         )
-        backend, name = self.sync.backend, self.name
-        first = min(max_messages, backend.batch_limit)
-        poll = long_poll(backend, name, waiting)
-        step = next(poll)
-        try:
-            while True:
-                if step is RECEIVE:
-                    got = await offload_write(backend, backend.receive, name, first, vt)
-                    if got and len(got) == first < max_messages:
-                        got = await offload_write(
-                            backend, self.sync.receive_more, got, max_messages, vt
-                        )
-                    if got and waiting and len(got) == max_messages:
-                        backend.notify(name)  # there may be more: wake the next waiter
-                    step = poll.send(got)
-                    continue
-                assert isinstance(step, Wait)
-                if stop is not None and stop():
-                    return []
-                self.waits.enter(name)
-                try:
-                    await backend.wait_for_messages_async(name, step.since, step.remaining)
-                finally:
-                    self.waits.leave(name)
-                step = next(poll)
-        except StopIteration as done:
-            messages: list[Message] = done.value
-            return [decode_message(m) for m in messages]
+        first = min(max_messages, self.backend.batch_limit)
+
+        async def claim() -> list[Message]:
+            got = await offload_write(self.backend, queue.claim, first, vt)
+            if got and len(got) == first < max_messages:
+                got = await offload_write(self.backend, queue.receive_more, got, max_messages, vt)
+            if got and waiting and len(got) == max_messages:
+                queue.notify()  # there may be more: wake the next waiter
+            return got
+
+        got = await long_poll_async(queue, waiting, claim, stop, self.waits)
+        return [decode_message(m) for m in got]
 
     async def delete(self, receipt: str) -> None:
         await offload_write(self.backend, self.sync.delete, receipt)

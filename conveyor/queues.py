@@ -455,6 +455,40 @@ class Queue:
                 break
         return got
 
+    # -- for the ways in that gather work or wait on an event loop (AsyncQueue, the push
+    # gateway): the store's message calls, one each, with no checks of their own
+
+    def claim(self, most: int, vt: float) -> list[Message]:
+        """One store claim of up to `most` (at most `batch_limit`) messages, as stored:
+        `decode_message` each before it leaves."""
+        return self._backend.receive(self.name, most, vt)
+
+    def send_many(self, messages: Sequence[NewMessage]) -> list[SendResult]:
+        """Prepared messages in one store call, as many as were gathered: all or none."""
+        return self._backend.send(self.name, messages)
+
+    def delete_many(self, receipts: Sequence[str]) -> list[Exception | None]:
+        """Receipts in one store call: each one's error, or None."""
+        return list(self._backend.delete(self.name, receipts))
+
+    def change_visibility_many(
+        self, entries: Sequence[tuple[str, float]]
+    ) -> list[Exception | None]:
+        """(receipt, timeout) pairs in one store call: each one's error, or None."""
+        return list(self._backend.change_visibility(self.name, entries))
+
+    def polling(self, wait: float) -> Generator[Wait | None, list[Message], list[Message]]:
+        """The steps of a long poll of this queue (`long_poll`)."""
+        return long_poll(self._backend, self.name, wait)
+
+    async def wait_async(self, since: int, timeout: float) -> None:
+        """Wait in the event loop, up to `timeout` seconds, for a change after `since`."""
+        await self._backend.wait_for_messages_async(self.name, since, timeout)
+
+    def notify(self) -> None:
+        """Wake a receive waiting on this queue (there may be more to take)."""
+        self._backend.notify(self.name)
+
     def _receive_options(
         self, max_messages: int, visibility_timeout: float | None, wait: float | None
     ) -> tuple[float, float]:

@@ -95,3 +95,50 @@ def test_the_check_finds_a_branch_on_a_scheme() -> None:
         "conveyor/push/gateway.py:1",
         "conveyor/push/gateway.py:2",
     ]
+
+
+# what a module outside the client, the catalog and `Queue` may read of a store: its hints
+# and its event-loop commit contract (`aio.offload` asks it where a call runs)
+HINTS = frozenset({"scheme", "batch_limit", "one_writer", "clock", "poll_interval", "loop_commits"})
+# the modules that call a store's methods: the client, the catalog and `Queue`; and the
+# stores themselves and the URL that opens one
+STORE_CALLERS = ("client.py", "catalog.py", "queues.py", "urls.py")
+
+
+def _store_uses(module: str, tree: ast.Module) -> list[str]:
+    """Uses of a store object (`backend`, `x.backend`, `x._backend`) other than its hints."""
+
+    def is_store(node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in ("backend", "_backend")
+        return isinstance(node, ast.Attribute) and node.attr in ("backend", "_backend")
+
+    return [
+        f"{module}:{node.lineno} .{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and is_store(node.value) and node.attr not in HINTS
+    ]
+
+
+def test_only_the_client_the_catalog_and_queue_call_a_store() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] == "backends" or str(relative) in STORE_CALLERS:
+            continue
+        module = str(path.relative_to(PACKAGE.parent))
+        found += _store_uses(module, ast.parse(path.read_text(), str(path)))
+    assert found == []
+
+
+def test_the_check_finds_a_store_call() -> None:
+    tree = ast.parse(
+        "got = self.backend.receive(name, 10, 30.0)\n"
+        "backend.wait_for_messages(name, 0, 1.0)\n"
+        "most = min(100, gw.client.backend.batch_limit)\n"  # a hint
+        "await offload(self.backend, queue.claim, 10, 30.0)\n"  # handed on, not called
+    )
+    assert _store_uses("conveyor/push/dispatch.py", tree) == [
+        "conveyor/push/dispatch.py:1 .receive",
+        "conveyor/push/dispatch.py:2 .wait_for_messages",
+    ]

@@ -9,12 +9,13 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
+from ..aio import long_poll_async
 from ..exceptions import ConveyorError
 from ..models import Message, NewMessage, SendResult
-from ..queues import RECEIVE, SendEntry, Wait, decode_message, long_poll
+from ..queues import SendEntry, decode_message
 from . import shares
 from .peers import Delivery, Peer
 
@@ -85,15 +86,16 @@ class Batcher(Generic[In, R]):
 
 
 class QueueOps:
-    """One queue's batched operations, straight on the store."""
+    """One queue's batched operations, through its `Queue`."""
 
     def __init__(self, gateway: Gateway, name: str) -> None:
         self.name = name
         self.queue = gateway.client.queue(name)
-        self.backend = gateway.client.backend
         self.send = Batcher[bytes | tuple[bytes, str], SendResult](gateway, self._send)
-        self.delete = Batcher[str, None](gateway, self._delete)
-        self.visibility = Batcher[tuple[str, float], None](gateway, self._visibility)
+        self.delete = Batcher[str, None](gateway, self.queue.delete_many)
+        self.visibility = Batcher[tuple[str, float], None](
+            gateway, self.queue.change_visibility_many
+        )
 
     def _send(self, items: list[bytes | tuple[bytes, str]]) -> list[SendResult | Exception]:
         results: list[SendResult | Exception | None] = []
@@ -110,20 +112,13 @@ class QueueOps:
             except ConveyorError as exc:  # refused alone; the others go on
                 results.append(exc)
         if ready:
-            sent = self.backend.send(self.name, [m for _, m in ready])
+            sent = queue.send_many([m for _, m in ready])
             for (i, _), result in zip(ready, sent, strict=True):
                 results[i] = result
         return cast(list[SendResult | Exception], results)
 
-    def _delete(self, receipts: list[str]) -> list[Exception | None]:
-        return list(self.backend.delete(self.name, receipts))
-
-    def _visibility(self, entries: list[tuple[str, float]]) -> list[Exception | None]:
-        return list(self.backend.change_visibility(self.name, entries))
-
     def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
-        got = self.backend.receive(self.name, max_messages, visibility_timeout)
-        return [decode_message(m) for m in got]
+        return [decode_message(m) for m in self.queue.claim(max_messages, visibility_timeout)]
 
 
 class Dispatcher:
@@ -186,26 +181,17 @@ class Dispatcher:
         return [p for p in peers if p.alive for _ in range(min(p.free, most))][:most]
 
     async def _receive(self, ops: QueueOps, max_messages: int) -> list[Message]:
-        """A long poll: woken by a send in this process, and every `poll_interval` for
-        delays ending and other processes' sends; no thread held while it waits."""
+        """A long poll (`long_poll_async`), which ends with nothing when the dispatcher or
+        the gateway stops."""
         gw = self.gateway
-        backend = ops.backend
-        poll = long_poll(backend, ops.name, RECEIVE_WAIT)
-        step = next(poll)
-        try:
-            while True:
-                if step is RECEIVE:
-                    got = await gw.call(ops.receive, max_messages, gw.config.ack_timeout)
-                    step = poll.send(got)
-                    continue
-                assert isinstance(step, Wait)
-                if self.stopped or gw.closing:
-                    return []
-                await backend.wait_for_messages_async(ops.name, step.since, step.remaining)
-                step = next(poll)
-        except StopIteration as done:
-            messages: list[Message] = done.value
-            return messages
+
+        def claim() -> Awaitable[list[Message]]:
+            return gw.call(ops.receive, max_messages, gw.config.ack_timeout)
+
+        def stopping() -> bool:
+            return self.stopped or gw.closing
+
+        return await long_poll_async(ops.queue, RECEIVE_WAIT, claim, stopping)
 
     async def _wait_for_room(self, limit: float | None = None) -> None:
         """Nobody can take a message now: wait for room (at most `limit` seconds). Where the
@@ -233,7 +219,7 @@ class Dispatcher:
     async def _run(self) -> None:
         gw = self.gateway
         ops = gw.ops(self.queue)
-        most = min(CLAIM_MOST, ops.backend.batch_limit)
+        most = min(CLAIM_MOST, gw.client.backend.batch_limit)
         failures = 0
         keep = gw.config.ack_timeout / 2
         while not self.stopped and not gw.closing:
