@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         TypedValue,
     )
     from .producer import Producer
-    from .queues import Queue, SendEntry
+    from .queues import Queue, Receive, SendEntry
     from .urls import open_backend
     from .worker import Worker
 
@@ -87,6 +87,7 @@ _EXPORTS = {
     "QueueInfo": "models",
     "QueueStats": "models",
     "ReceiptHandleInvalid": "exceptions",
+    "Receive": "queues",
     "SendEntry": "queues",
     "SendResult": "models",
     "StoreUnavailable": "exceptions",
@@ -134,6 +135,7 @@ __all__ = [
     "QueueInfo",
     "QueueStats",
     "ReceiptHandleInvalid",
+    "Receive",
     "SendEntry",
     "SendResult",
     "StoreUnavailable",

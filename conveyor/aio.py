@@ -31,7 +31,7 @@ from .models import (
     QueueStats,
     SendResult,
 )
-from .queues import RECEIVE, Body, Queue, SendEntry, Wait, decode_message
+from .queues import RECEIVE, Body, Queue, Receive, SendEntry, Wait, decode_message
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -248,36 +248,40 @@ class AsyncQueue:
         `stop` is asked after every wake-up: when it answers True (a server shutting down,
         which wakes every waiter through `HUB.wake_all`) the receive returns what it has.
         """
+        op = await offload(
+            self.backend,
+            self.sync.receiving,
+            max_messages,
+            visibility_timeout=visibility_timeout,
+            wait=wait,
+        )
+        return await self.run_receive(op, stop)
+
+    async def run_receive(
+        self, op: Receive, stop: Callable[[], bool] | None = None
+    ) -> list[Message]:
+        """Do a checked receive (`Queue.receiving`), waiting in the event loop."""
         if tracing.active() is None:
-            return await self._receive(max_messages, visibility_timeout, wait, stop)
+            return await self._receive(op, stop)
         attributes = tracing.messaging("receive", self.name, self.backend.scheme)
         with tracing.span(f"receive {self.name}", "client", attributes=attributes) as current:
-            got = await self._receive(max_messages, visibility_timeout, wait, stop)
+            got = await self._receive(op, stop)
             tracing.received(current, got)
             return got
 
-    async def _receive(
-        self,
-        max_messages: int,
-        visibility_timeout: float | None,
-        wait: float | None,
-        stop: Callable[[], bool] | None,
-    ) -> list[Message]:
-        queue = self.sync
-        vt, waiting = await offload(
-            self.backend, queue._receive_options, max_messages, visibility_timeout, wait
-        )
-        first = min(max_messages, self.backend.batch_limit)
+    async def _receive(self, op: Receive, stop: Callable[[], bool] | None) -> list[Message]:
+        queue, backend, most, vt = self.sync, self.backend, op.most, op.visibility_timeout
+        first = min(most, backend.batch_limit)
 
         async def claim() -> list[Message]:
-            got = await offload_write(self.backend, queue.claim, first, vt)
-            if got and len(got) == first < max_messages:
-                got = await offload_write(self.backend, queue.receive_more, got, max_messages, vt)
-            if got and waiting and len(got) == max_messages:
+            got = await offload_write(backend, queue.claim, first, vt)
+            if got and len(got) == first < most:
+                got = await offload_write(backend, queue.receive_more, got, most, vt)
+            if got and op.wait and len(got) == most:
                 queue.notify()  # there may be more: wake the next waiter
             return got
 
-        got = await long_poll_async(queue, waiting, claim, stop, self.waits)
+        got = await long_poll_async(queue, op.wait, claim, stop, self.waits)
         return [decode_message(m) for m in got]
 
     async def delete(self, receipt: str) -> None:

@@ -65,6 +65,17 @@ T = TypeVar("T")
 MAX_BATCH_BYTES = 1048576
 
 
+@dataclass(frozen=True, slots=True)
+class Receive:
+    """A receive of one queue, checked once (`Queue.receiving`): up to `most` messages
+    (claimed `batch_limit` at a time), out of sight for `visibility_timeout` seconds,
+    waiting up to `wait` seconds for the first (0: answer at once)."""
+
+    most: int
+    visibility_timeout: float
+    wait: float
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SendEntry:
     """One entry of `Queue.send_batch`."""
@@ -403,7 +414,21 @@ class Queue:
 
     # -- receive --------------------------------------------------------------------------
 
-    @tracing.store_call("receive")
+    def receiving(
+        self,
+        max_messages: int = 1,
+        *,
+        visibility_timeout: float | None = None,
+        wait: float | None = None,
+    ) -> Receive:
+        """The receive these options ask for, checked, the queue's defaults filled in:
+        `wait` its receive_wait, `visibility_timeout` its visibility timeout."""
+        check_max_messages(max_messages, SDK_BATCH)
+        attrs = self.info.attributes
+        vt = attrs.visibility_timeout if visibility_timeout is None else visibility_timeout
+        check_visibility(vt)
+        return Receive(max_messages, vt, attrs.receive_wait if wait is None else check_wait(wait))
+
     def receive(
         self,
         max_messages: int = 1,
@@ -418,13 +443,19 @@ class Queue:
         number): more than the store claims at once (`batch_limit`) are claimed a part at
         a time, the next part once the last one came back full.
         """
-        vt, wait = self._receive_options(max_messages, visibility_timeout, wait)
-        backend, name = self._backend, self.name
-        first = min(max_messages, backend.batch_limit)
-        if wait <= 0:
+        return self.run_receive(
+            self.receiving(max_messages, visibility_timeout=visibility_timeout, wait=wait)
+        )
+
+    @tracing.store_call("receive")
+    def run_receive(self, op: Receive) -> list[Message]:
+        """Do a checked receive (`receiving`), waiting in this thread."""
+        backend, name, vt = self._backend, self.name, op.visibility_timeout
+        first = min(op.most, backend.batch_limit)
+        if op.wait <= 0:
             got = backend.receive(name, first, vt)
         else:
-            poll = long_poll(backend, name, wait)
+            poll = long_poll(backend, name, op.wait)
             step = next(poll)
             try:
                 while True:
@@ -438,8 +469,8 @@ class Queue:
                         step = next(poll)
             except StopIteration as done:
                 got = done.value
-        if len(got) == first < max_messages:
-            got = self.receive_more(got, max_messages, vt)
+        if len(got) == first < op.most:
+            got = self.receive_more(got, op.most, vt)
         return [decode_message(m) for m in got]
 
     def receive_more(self, got: list[Message], most: int, vt: float) -> list[Message]:
@@ -488,15 +519,6 @@ class Queue:
     def notify(self) -> None:
         """Wake a receive waiting on this queue (there may be more to take)."""
         self._backend.notify(self.name)
-
-    def _receive_options(
-        self, max_messages: int, visibility_timeout: float | None, wait: float | None
-    ) -> tuple[float, float]:
-        check_max_messages(max_messages, SDK_BATCH)
-        attrs = self.info.attributes
-        vt = attrs.visibility_timeout if visibility_timeout is None else visibility_timeout
-        check_visibility(vt)
-        return vt, attrs.receive_wait if wait is None else check_wait(wait)
 
     @tracing.store_call("delete")
     def delete(self, receipt: str) -> None:

@@ -62,6 +62,34 @@ def test_receive_visibility_override_and_change_visibility(
     assert m3.id == m.id and m3.receive_count == 3
 
 
+def test_a_receive_is_checked_once_into_a_value_run_in_a_thread_or_the_event_loop(
+    client: Client, clock: ManualClock
+) -> None:
+    """`Queue.receiving` fills in the queue's defaults and refuses bad options before
+    anything is claimed; the `Receive` it makes runs as often as asked, in this thread
+    (`Queue.run_receive`) or in an event loop (`AsyncQueue.run_receive`)."""
+    import asyncio
+
+    from conveyor import AsyncClient, InvalidInput, Receive
+
+    q = client.create_queue("ops", visibility_timeout=30, receive_wait=0)
+    assert q.receiving() == Receive(most=1, visibility_timeout=30.0, wait=0.0)
+    assert q.receiving(3, visibility_timeout=5, wait=2) == Receive(3, 5.0, 2.0)
+    for bad in ({"max_messages": 0}, {"visibility_timeout": -1}, {"wait": 21}):
+        with pytest.raises(InvalidInput):
+            q.receiving(**bad)
+    for i in range(5):
+        q.send(f"m{i}")
+    op = q.receiving(2, visibility_timeout=5, wait=0)
+    first = q.run_receive(op)
+    second = asyncio.run(AsyncClient(client=client).queue("ops").run_receive(op))
+    assert len(first) == len(second) == 2
+    assert {m.id for m in first}.isdisjoint(m.id for m in second)
+    assert all(m.visible_at == pytest.approx(clock.now() + 5) for m in [*first, *second])
+    clock.advance(5)
+    assert len(q.run_receive(q.receiving(10, wait=0))) == 5
+
+
 def test_a_receive_with_no_visibility_timeout_gives_each_message_once(
     client: Client, clock: ManualClock
 ) -> None:
