@@ -261,13 +261,13 @@ class AsyncQueue:
         self, op: Receive, stop: Callable[[], bool] | None = None
     ) -> list[Message]:
         """Do a checked receive (`Queue.receiving`), waiting in the event loop."""
-        if tracing.active() is None:
-            return await self._receive(op, stop)
-        attributes = tracing.messaging("receive", self.name, self.backend.scheme)
-        with tracing.span(f"receive {self.name}", "client", attributes=attributes) as current:
-            got = await self._receive(op, stop)
-            tracing.received(current, got)
-            return got
+        if tracing.active() is not None:
+            attributes = tracing.messaging("receive", self.name, self.backend.scheme)
+            with tracing.span(f"receive {self.name}", "client", attributes=attributes) as span:
+                got = await self._receive(op, stop)
+                tracing.received(span, got)
+                return got
+        return await self._receive(op, stop)
 
     async def _receive(self, op: Receive, stop: Callable[[], bool] | None) -> list[Message]:
         queue, backend, most, vt = self.sync, self.backend, op.most, op.visibility_timeout
@@ -281,7 +281,9 @@ class AsyncQueue:
                 queue.notify()  # there may be more: wake the next waiter
             return got
 
-        got = await long_poll_async(queue, op.wait, claim, stop, self.waits)
+        got = await (
+            claim() if op.wait <= 0 else long_poll_async(queue, op.wait, claim, stop, self.waits)
+        )
         return [decode_message(m) for m in got]
 
     async def delete(self, receipt: str) -> None:
