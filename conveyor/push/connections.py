@@ -119,7 +119,7 @@ async def frames(gw: Gateway, conn: Connection, items: list[Frame | FrameError])
                 if run == "send":
                     conn.write(b"".join(await gw.send_run(batch)))
                 else:
-                    conn.write(b"".join(await gw.answer_run(conn, batch)))
+                    conn.write(b"".join(await gw.deliveries.answer_run(conn, batch)))
             except Exception:
                 log.exception("push frames from %s failed", conn.address)
                 conn.write(b"".join(resp("error", INTERNAL, msgid=f.msgid) for f in batch))

@@ -51,7 +51,7 @@ async def dial_push(gw: Gateway, delivery: Delivery, frame: bytes) -> None:
                 elif item.type in ANSWERS:
                     if not item.msgid:
                         item = Frame(item.type, peer.app, delivery.msgid, item.content)
-                    conn.write(b"".join(await gw.answer_run(conn, [item])))
+                    conn.write(b"".join(await gw.deliveries.answer_run(conn, [item])))
                     await conn.flush()
                     if item.type != "arrived" and item.msgid == delivery.msgid:
                         return  # answered for good

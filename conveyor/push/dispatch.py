@@ -280,4 +280,6 @@ class Dispatcher:
             if self.weighted:
                 shares.took(peer, peers)
             # the store's visibility runs from the claim: so does the consumer's ack_timeout
-            gw.deliver(Delivery(self.queue, message, peer, claimed + gw.config.ack_timeout))
+            gw.deliveries.deliver(
+                Delivery(self.queue, message, peer, claimed + gw.config.ack_timeout)
+            )

@@ -29,9 +29,10 @@ Consumers silent for `heartbeat_interval` are pinged; one that does not answer w
 released at once for the others; its topic queue goes. Registered consumers are entered in
 the store's consumer registry while they are there.
 
-This module holds the gateway's state and what it does with frames: sends, registrations,
-deliveries and their answers. The rest is by concept: connections.py (accepting and reading
-connections), codec.py (frames and answers), dispatch.py (claiming and sharing messages),
+This module holds the gateway's state and what it does with frames: sends and
+registrations. The rest is by concept: connections.py (accepting and reading connections),
+codec.py (frames and answers), dispatch.py (claiming and sharing messages), deliveries.py
+(pushes awaiting their answers, and the answers),
 dialling.py (pushing to a consumer by dialling it), heartbeats.py, registry.py (the store's
 consumer registry), peers.py (connections, apps, consumers, deliveries) and shares.py.
 """
@@ -44,13 +45,10 @@ import functools
 import hashlib
 import hmac
 import logging
-import time
-from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .. import tracing
 from ..aio import offload_to
 from ..client import Client
 from ..exceptions import (
@@ -58,27 +56,24 @@ from ..exceptions import (
     InvalidInput,
     NotFound,
     QueueDoesNotExist,
-    ReceiptHandleInvalid,
-    Unsupported,
 )
 from ..models import Capability, DeadLetterPolicy, Message
 from ..validation import NAME_RE, parse_json_text
-from . import connections, dialling, heartbeats, shares
+from . import connections, heartbeats, shares
 from .codec import (
-    ACK_ANSWER,
     ACK_SENT,
     ANSWERS,
     PONG,
     SEND_TYPES,
     Frame,
     encode,
-    encode_push,
     resp,
 )
 from .config import GatewayConfig, server_tls
 from .connections import INTERNAL
+from .deliveries import Deliveries
 from .dispatch import Dispatcher, QueueOps
-from .peers import App, Connection, Delivery, Peer, parse_peer
+from .peers import App, Connection, Peer, parse_peer
 from .registry import ConsumerRegistry
 
 log = logging.getLogger("conveyor.push")
@@ -108,8 +103,6 @@ class Gateway:
         self.apps: dict[str, App] = {}
         self.queues_ready: set[str] = set()
         self.dispatchers: dict[str, Dispatcher] = {}
-        self.waiting: dict[str, list[Delivery]] = {}  # msgid -> deliveries awaiting answers
-        self.expiring: deque[Delivery] = deque()  # the same, in deadline order
         self.connections: set[Connection] = set()
         # of those, the ones not yet authenticated, longest waiting first
         self.unauthenticated: dict[Connection, None] = {}
@@ -122,6 +115,7 @@ class Gateway:
         self.closing = False
         self.stats = {"received": 0, "pushed": 0, "acked": 0, "rejected": 0, "dead": 0}
         self.registry = ConsumerRegistry(client, self.config, self.call)
+        self.deliveries = Deliveries(self)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -137,7 +131,7 @@ class Gateway:
             ssl_handshake_timeout=self.config.read_timeout if tls else None,
         )
         self.spawn(heartbeats.heartbeats(self))
-        self.spawn(self._expiry())
+        self.spawn(self.deliveries.expire())
         log.info(
             "push gateway listening on %s:%d%s",
             self.config.host,
@@ -169,8 +163,7 @@ class Gateway:
         held = [(d.queue, m) for d in self.dispatchers.values() for m in d.take_ahead()]
         for dispatcher in self.dispatchers.values():
             dispatcher.stop()
-        pending = [d for ds in self.waiting.values() for d in ds]
-        self.waiting.clear()
+        pending = self.deliveries.take_all()
         for delivery in pending:
             delivery.peer.deliveries.pop(delivery.msgid, None)
         held += [(d.queue, d.message) for d in pending]
@@ -227,7 +220,7 @@ class Gateway:
             if kind in SEND_TYPES:
                 await self._send(conn, frame, out)
             elif kind in ANSWERS:
-                await self._answer(conn, frame, out)
+                out += await self.deliveries.answer_run(conn, [frame])
             else:
                 out.append(
                     resp(
@@ -465,7 +458,7 @@ class Gateway:
             self.dispatchers[peer.topic_queue] = dispatcher
             dispatcher.start()
         self.spawn(self.registry.enrol(peer))
-        self._room(peer)
+        self.room(peer)
         log.info(
             "consumer %s registered on app %s (weight %d, %s)",
             peer.id,
@@ -502,7 +495,7 @@ class Gateway:
         await self.drop(peer, "it unregistered")
         out.append(resp("ack", "Recipient unregister successful."))
 
-    def _room(self, peer: Peer) -> None:
+    def room(self, peer: Peer) -> None:
         """A consumer has room again: wake the dispatchers that push to it (a consumer that
         was passed over for answering too slowly takes its turns again)."""
         if peer.stalled:
@@ -531,7 +524,7 @@ class Gateway:
         pending = list(peer.deliveries.values())
         peer.deliveries.clear()
         for delivery in pending:
-            self._forget(delivery)
+            self.deliveries.forget(delivery)
         log.info(
             "consumer %s of app %s removed: %s; %d unanswered message(s) released",
             peer.id, peer.app, why, len(pending),
@@ -568,186 +561,3 @@ class Gateway:
         if message.receipt is not None:
             with contextlib.suppress(ConveyorError):
                 await self.ops(queue).visibility((message.receipt, 0.0))
-
-    # -- delivery -------------------------------------------------------------------------
-
-    def deliver(self, delivery: Delivery) -> None:
-        peer = delivery.peer
-        stale = peer.deliveries.pop(delivery.msgid, None)
-        if stale is not None:
-            self._forget(stale)
-        peer.deliveries[delivery.msgid] = delivery
-        self.waiting.setdefault(delivery.msgid, []).append(delivery)
-        self.stats["pushed"] += 1
-        if tracing.active() is not None:  # from the push to the consumer's answer
-            delivery.span = tracing.begin(
-                f"deliver {delivery.queue}",
-                "consumer",
-                parent=tracing.context_of(delivery.message),
-                attributes={
-                    **tracing.messaging("deliver", delivery.queue, self.client.backend.scheme),
-                    "messaging.message.id": delivery.msgid,
-                    "messaging.consumer.group.name": peer.app,
-                    "messaging.client.id": peer.id,
-                },
-            )
-        frame = encode_push(peer.app, delivery.msgid, delivery.message.body)
-        if peer.connection is not None:
-            peer.connection.write(frame)
-        else:
-            self.spawn(dialling.dial_push(self, delivery, frame))
-        self.expiring.append(delivery)
-
-    async def _expiry(self) -> None:
-        """Free a consumer's slot when its time to answer a message ends (the message is
-        visible again then, and goes to whoever has room). Deliveries are in deadline
-        order; one whose deadline `arrived` moved goes to the back."""
-        while not self.closing:
-            await asyncio.sleep(0.5)
-            now = time.monotonic()
-            while self.expiring and self.expiring[0].deadline <= now:
-                delivery = self.expiring.popleft()
-                found = self.waiting.get(delivery.msgid)
-                if not found or delivery not in found:
-                    continue  # answered
-                if delivery.deadline > now:
-                    self.expiring.append(delivery)
-                    continue
-                tracing.end(delivery.span, "the consumer did not answer in time")
-                delivery.span = None
-                self._forget(delivery)
-                if delivery.peer.deliveries.get(delivery.msgid) is delivery:
-                    del delivery.peer.deliveries[delivery.msgid]
-                self._room(delivery.peer)
-
-    def _forget(self, delivery: Delivery) -> bool:
-        found = self.waiting.get(delivery.msgid)
-        if not found or delivery not in found:
-            return False
-        found.remove(delivery)
-        if not found:
-            del self.waiting[delivery.msgid]
-        if delivery.span is not None:
-            tracing.end(delivery.span)
-            delivery.span = None
-        return True
-
-    def _find(self, conn: Connection, frame: Frame) -> Delivery | None:
-        if conn.peer is not None:
-            mine = conn.peer.deliveries.get(frame.msgid)
-            if mine is not None:
-                return mine
-        found = self.waiting.get(frame.msgid) or []
-        if frame.appid:
-            found = [d for d in found if d.peer.app == frame.appid]
-        return found[0] if found else None
-
-    async def _answer(self, conn: Connection, frame: Frame, out: list[bytes]) -> None:
-        out += await self.answer_run(conn, [frame])
-
-    async def answer_run(self, conn: Connection, frames: list[Frame]) -> list[bytes]:
-        """Answers to consumers' answers that came together: acknowledgements of one queue
-        are deleted by one store call."""
-        answers: list[bytes] = [b""] * len(frames)
-        acks: dict[str, list[tuple[int, Delivery]]] = {}
-        freed: set[Peer] = set()
-        for k, frame in enumerate(frames):
-            if not frame.msgid:
-                answers[k] = resp("error", f"{frame.type} needs the msgid it answers")
-                continue
-            delivery = self._find(conn, frame)
-            if delivery is None:
-                answers[k] = resp(
-                    "error",
-                    f"no message {frame.msgid[:128]!r} is awaiting an answer: it was answered,"
-                    " or its ack_timeout passed and it is being delivered again",
-                    msgid=frame.msgid,
-                )
-                continue
-            if frame.type == "arrived":  # held for this consumer until its ack_timeout
-                answers[k] = ACK_ANSWER(frame.msgid)
-                continue
-            self._settle(delivery, wake=False)
-            freed.add(delivery.peer)
-            if frame.type == "ack":
-                acks.setdefault(delivery.queue, []).append((k, delivery))
-                continue
-            try:
-                await self._refuse(frame, delivery)
-                answers[k] = ACK_ANSWER(frame.msgid)
-            except ReceiptHandleInvalid:
-                answers[k] = self._not_held(frame)
-            except ConveyorError as exc:
-                answers[k] = resp("error", str(exc), msgid=frame.msgid)
-        for peer in freed:
-            self._room(peer)
-        for queue, run in acks.items():
-            results = await self.ops(queue).delete.many([d.receipt for _, d in run])
-            for (k, _), result in zip(run, results, strict=True):
-                if result is None:
-                    self.stats["acked"] += 1
-                    answers[k] = ACK_ANSWER(frames[k].msgid)
-                elif isinstance(result, ReceiptHandleInvalid):
-                    answers[k] = self._not_held(frames[k])
-                elif isinstance(result, ConveyorError):
-                    answers[k] = resp("error", str(result), msgid=frames[k].msgid)
-                else:
-                    log.error("deleting an acknowledged message of %s failed: %r", queue, result)
-                    answers[k] = resp(
-                        "error",
-                        INTERNAL,
-                        msgid=frames[k].msgid,
-                    )
-        return answers
-
-    async def _refuse(self, frame: Frame, delivery: Delivery) -> None:
-        """A `reject` (delivered again, or dead-lettered past `retry_times`) or an `error`."""
-        if frame.type == "reject" and delivery.message.receive_count <= self.config.retry_times:
-            await self.ops(delivery.queue).visibility((delivery.receipt, self.config.retry_delay))
-            self.stats["rejected"] += 1
-            return
-        why = "rejected" if frame.type == "reject" else "failed"
-        await self._dead_letter(delivery, f"{why} by consumer {delivery.peer.id}")
-        self.stats["dead"] += 1
-
-    @staticmethod
-    def _not_held(frame: Frame) -> bytes:
-        return resp(
-            "error",
-            f"message {frame.msgid} is no longer held for this answer (its ack_timeout"
-            " passed, or it was removed)",
-            msgid=frame.msgid,
-        )
-
-    def _settle(self, delivery: Delivery, *, wake: bool = True) -> None:
-        """The consumer answered for good: its slot is free (`wake`: tell its dispatchers
-        now; else the caller does, once for many)."""
-        self._forget(delivery)
-        peer = delivery.peer
-        if peer.deliveries.get(delivery.msgid) is delivery:
-            del peer.deliveries[delivery.msgid]
-        if wake:
-            self._room(peer)
-
-    async def _dead_letter(self, delivery: Delivery, error: str) -> None:
-        queue = self.client.queue(delivery.queue)
-        info = await self.call(self.client.queue_info, delivery.queue)
-        policy = info.attributes.dead_letter
-        if policy is None:
-            raise InvalidInput(
-                f"queue {delivery.queue} has no dead-letter queue; the message stays (set one"
-                " with `conveyor queue set`)"
-            )
-        if Capability.EDIT_IN_PLACE in self.client.capabilities:
-            # in place, atomically: id, body and attributes kept, the source recorded
-            try:
-                await self.call(queue.move_to_dlq, delivery.msgid, error)
-                return
-            except NotFound as exc:
-                raise ReceiptHandleInvalid(str(exc)) from exc
-            except Unsupported:
-                pass
-        # a copy first, then the original: at worst a copy too many, never a loss
-        dead = self.client.queue(policy.queue)
-        await self.call(dead.send, delivery.message.body, attributes=delivery.message.attributes)
-        await self.call(queue.delete, delivery.receipt)
