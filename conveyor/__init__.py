@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         TypedValue,
     )
     from .producer import Producer
-    from .queues import Queue, Receive, SendEntry
+    from .queues import ChangeVisibility, Delete, Queue, Receive, Send, SendEntry
     from .urls import open_backend
     from .worker import Worker
 
@@ -61,11 +61,13 @@ _EXPORTS = {
     "BatchError": "exceptions",
     "BatchResult": "models",
     "Capability": "models",
+    "ChangeVisibility": "queues",
     "Client": "client",
     "Clock": "clock",
     "Consumer": "models",
     "ConveyorError": "exceptions",
     "DeadLetterPolicy": "models",
+    "Delete": "queues",
     "Delivery": "models",
     "InvalidAttribute": "exceptions",
     "InvalidInput": "exceptions",
@@ -88,6 +90,7 @@ _EXPORTS = {
     "QueueStats": "models",
     "ReceiptHandleInvalid": "exceptions",
     "Receive": "queues",
+    "Send": "queues",
     "SendEntry": "queues",
     "SendResult": "models",
     "StoreUnavailable": "exceptions",
@@ -109,11 +112,13 @@ __all__ = [
     "BatchError",
     "BatchResult",
     "Capability",
+    "ChangeVisibility",
     "Client",
     "Clock",
     "Consumer",
     "ConveyorError",
     "DeadLetterPolicy",
+    "Delete",
     "Delivery",
     "InvalidAttribute",
     "InvalidInput",
@@ -136,6 +141,7 @@ __all__ = [
     "QueueStats",
     "ReceiptHandleInvalid",
     "Receive",
+    "Send",
     "SendEntry",
     "SendResult",
     "StoreUnavailable",

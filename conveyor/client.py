@@ -221,7 +221,7 @@ class Client:
             entry = self._traced(entry, names)
         message = plain_message(entry)
         for name in names:
-            self.queue(name).prepare(entry)  # refused here as a send to that queue would be
+            self.queue(name).sending([entry])  # refused here as a send to that queue would be
         return topics.publish(topic, message)
 
     def _traced(self, entry: SendEntry, queues: Iterable[str]) -> SendEntry:
@@ -257,7 +257,7 @@ class Client:
             traced = {k: self._traced(copies[names[0]], names) for k, names in users.items()}
             copies = {name: traced[builtins.id(entry)] for name, entry in copies.items()}
         for name, entry in copies.items():
-            self.queue(name).prepare(entry)
+            self.queue(name).sending([entry])
             key = builtins.id(entry)
             if key not in built:
                 own = entry if entry.id is not None else dataclasses.replace(entry, id=mid)

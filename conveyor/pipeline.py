@@ -56,13 +56,13 @@ class QueuePipeline:
     ) -> int:
         """Insert entries hidden under (sink, batch, part, attempt), each checked and
         encoded as a send to the queue would be; how many were staged."""
-        prepared = self.queue.prepare_many(entries)
+        prepared = self.queue.sending(list(entries), most=None).as_messages()
         return self.stage_prepared(sink, batch, part, attempt, prepared)
 
     def stage_prepared(
         self, sink: str, batch: int, part: int, attempt: int, messages: Sequence[NewMessage]
     ) -> int:
-        """`stage` for messages `Queue.prepare_many` or `prepare_plain` made."""
+        """`stage` for the messages of a checked send (`Queue.sending(...).as_messages()`)."""
         return self.store.stage_messages(self.name, sink, batch, part, attempt, messages)
 
     def publish(self, sink: str, batch: int, tags: Sequence[tuple[int, int]]) -> int | None:

@@ -8,7 +8,7 @@ import json
 import zlib
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from . import tracing
 from .backends.base import Backend, Editing
@@ -30,6 +30,7 @@ from .models import (
     bare_message,
     batch_result,
     new_message,
+    sent_result,
 )
 from .validation import (
     INDEX_IDS,
@@ -74,6 +75,62 @@ class Receive:
     most: int
     visibility_timeout: float
     wait: float
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A send to one queue, each message checked and encoded once (`Queue.sending`), done
+    in one store call (`Queue.run_send`): all of it or, on an error, none.
+
+    `bodies`, where it is set, holds bare bodies that go to the store as they are (a
+    standard queue that compresses nothing, ids made by the store, the queue's `delay`):
+    the cheapest send. Otherwise `messages` holds the messages as the store takes them."""
+
+    messages: tuple[NewMessage, ...] = ()
+    bodies: tuple[bytes, ...] | None = None
+    delay: float = 0.0
+
+    def __len__(self) -> int:
+        return len(self.messages) if self.bodies is None else len(self.bodies)
+
+    def as_messages(self) -> list[NewMessage]:
+        """The messages of this send, bare bodies made into messages."""
+        if self.bodies is None:
+            return list(self.messages)
+        return [bare_message(b, self.delay) for b in self.bodies]
+
+    @staticmethod
+    def joined(sends: Sequence[Send]) -> Send:
+        """Sends to one queue as one (the push gateway gathers them): bare bodies stay
+        bare where every send is bare with the same delay."""
+        if len(sends) == 1:
+            return sends[0]
+        first = sends[0]
+        if first.bodies is not None and all(
+            s.bodies is not None and s.delay == first.delay for s in sends
+        ):
+            return Send(bodies=tuple(b for s in sends for b in s.bodies or ()), delay=first.delay)
+        return Send(messages=tuple(m for s in sends for m in s.as_messages()))
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """A delete of received messages of one queue, checked once (`Queue.deleting`): each
+    entry's id and receipt, done `batch_limit` receipts a store call (`Queue.run_delete`)."""
+
+    entry_ids: Sequence[str]
+    receipts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeVisibility:
+    """A change of received messages' visibility, checked once (`Queue.changing_visibility`):
+    each entry's id and its (receipt, timeout), or the error that refused its timeout (such
+    an entry is answered alone), done `batch_limit` a store call
+    (`Queue.run_change_visibility`)."""
+
+    entry_ids: Sequence[str]
+    changes: tuple[tuple[str, float] | ConveyorError, ...]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -155,18 +212,52 @@ class Queue:
 
     # -- send -----------------------------------------------------------------------------
 
-    def prepare(self, entry: SendEntry) -> NewMessage:
-        """Validate and encode an entry as `send` would, without sending it."""
-        return self._prepare(self.info.attributes, entry)
-
-    def prepare_many(self, entries: Iterable[SendEntry]) -> list[NewMessage]:
-        """`prepare` for many entries, against one read of the queue's attributes."""
+    def sending(
+        self,
+        entries: Iterable[SendEntry | Body],
+        *,
+        ids: Sequence[str | None] | None = None,
+        most: int | None = MAX_BATCH,
+    ) -> Send:
+        """The send of these entries (`SendEntry` values or bare bodies), each checked and
+        encoded as `send` would, against one read of the queue's attributes: the first one
+        refused raises, and nothing is sent. `ids` gives bare bodies the ids their senders
+        chose (None: made by the store). Up to `most` entries, at SQS's 10 within 1 MiB of
+        bodies together; None for any number (a job stages its parts so)."""
+        if isinstance(entries, str | bytes):
+            raise InvalidInput("pass a list of entries or bodies, not one body")
+        entries = entries if isinstance(entries, list | tuple) else list(entries)
+        if most is not None:
+            check_batch_size(len(entries), most)
+            if most <= MAX_BATCH:
+                _check_batch_bytes(
+                    sum(len(e.body if isinstance(e, SendEntry) else e) for e in entries)
+                )
         attrs = self.info.attributes
-        return [self._prepare(attrs, entry) for entry in entries]
-
-    def prepare_body(self, body: Body) -> NewMessage:
-        """`prepare` for a bare body (no id, delay, group, attributes or deadline)."""
-        return self._prepare_body(self.info.attributes, body)
+        if ids is None:
+            if (
+                not attrs.fifo
+                and attrs.compress_over is None
+                and not tracing.ON
+                and all(type(e) is bytes and 0 < len(e) <= attrs.max_message_bytes for e in entries)
+            ):
+                return Send(bodies=cast(tuple[bytes, ...], tuple(entries)), delay=attrs.delay)
+            return Send(
+                messages=tuple(
+                    self._prepare(attrs, e)
+                    if isinstance(e, SendEntry)
+                    else self._prepare_body(attrs, e)
+                    for e in entries
+                )
+            )
+        return Send(
+            messages=tuple(
+                self._prepare(attrs, e)
+                if isinstance(e, SendEntry)
+                else self._prepare_body(attrs, e, i)
+                for i, e in zip(ids, entries, strict=True)
+            )
+        )
 
     def _prepare(self, attrs: QueueAttributes, entry: SendEntry) -> NewMessage:
         body = entry.body if type(entry.body) is bytes else encode_body(entry.body)
@@ -230,11 +321,6 @@ class Queue:
             }
         )
 
-    def prepare_plain(self, ids: Sequence[str | None], bodies: Sequence[Body]) -> list[NewMessage]:
-        """`prepare_many` for entries of a body and an id (None: made by the store) alone."""
-        attrs = self.info.attributes
-        return [self._prepare_body(attrs, b, i) for i, b in zip(ids, bodies, strict=True)]
-
     def _prepare_body(
         self, attrs: QueueAttributes, body: Body, message_id: str | None = None
     ) -> NewMessage:
@@ -258,31 +344,14 @@ class Queue:
         return bare_message(body, attrs.delay, message_id, compressed)
 
     @tracing.store_call("send")
-    def send_bodies(self, bodies: Sequence[bytes]) -> list[str]:
-        """Send up to 10 bare bodies (bytes, ids made by the store) in one store
-        transaction, all or none; their ids in order. The cheapest send: on a standard
-        queue without compression the bodies go to the store as they are."""
-        attrs = self.info.attributes
-        check_batch_size(len(bodies))
-        if (
-            attrs.fifo
-            or attrs.compress_over is not None
-            or not all(bodies)
-            or max(map(len, bodies)) > attrs.max_message_bytes
-            or tracing.ON
-        ):
-            prepared = self.prepare_plain([None] * len(bodies), bodies)
-            return [r.id for r in self.send_prepared(prepared)]
-        _check_batch_bytes(sum(map(len, bodies)))
-        return self._backend.send_bodies(self.name, bodies, attrs.delay)
-
-    @tracing.store_call("send")
-    def send_prepared(self, messages: Sequence[NewMessage]) -> list[SendResult]:
-        """Send up to 10 messages that `prepare`, `prepare_many` or `prepare_plain` made, in
-        one store transaction: all of them or, on an error, none. Results in order."""
-        check_batch_size(len(messages))
-        _check_batch_bytes(sum(len(m.body) for m in messages))
-        return self._backend.send(self.name, messages)
+    def run_send(self, op: Send) -> list[SendResult]:
+        """Do a checked send (`sending`) in one store call: all of it or, on an error,
+        none. Results in order."""
+        if op.bodies is not None:
+            return [
+                sent_result(i) for i in self._backend.send_bodies(self.name, op.bodies, op.delay)
+            ]
+        return self._backend.send(self.name, op.messages)
 
     @tracing.store_call("send")
     def send(
@@ -494,20 +563,6 @@ class Queue:
         `decode_message` each before it leaves."""
         return self._backend.receive(self.name, most, vt)
 
-    def send_many(self, messages: Sequence[NewMessage]) -> list[SendResult]:
-        """Prepared messages in one store call, as many as were gathered: all or none."""
-        return self._backend.send(self.name, messages)
-
-    def delete_many(self, receipts: Sequence[str]) -> list[Exception | None]:
-        """Receipts in one store call: each one's error, or None."""
-        return list(self._backend.delete(self.name, receipts))
-
-    def change_visibility_many(
-        self, entries: Sequence[tuple[str, float]]
-    ) -> list[Exception | None]:
-        """(receipt, timeout) pairs in one store call: each one's error, or None."""
-        return list(self._backend.change_visibility(self.name, entries))
-
     def polling(self, wait: float) -> Generator[Wait | None, list[Message], list[Message]]:
         """The steps of a long poll of this queue (`long_poll`)."""
         return long_poll(self._backend, self.name, wait)
@@ -520,23 +575,33 @@ class Queue:
         """Wake a receive waiting on this queue (there may be more to take)."""
         self._backend.notify(self.name)
 
+    def deleting(
+        self, receipts: Sequence[str] | Mapping[str, str], *, most: int | None = SDK_BATCH
+    ) -> Delete:
+        """The delete of these receipts ({entry id: receipt}, or receipts: entry ids their
+        indexes), checked: up to `most` (None: any number, gathered by the push gateway)."""
+        ids, handles = _entries(receipts, most)
+        return Delete(ids, tuple(handles))
+
     @tracing.store_call("delete")
+    def run_delete(self, op: Delete) -> list[Exception | None]:
+        """Do a checked delete (`deleting`), `batch_limit` receipts a store call: each
+        receipt's error (ReceiptHandleInvalid for a stale or forged one), or None."""
+        backend, name = self._backend, self.name
+        return self._in_parts(op.receipts, lambda part: backend.delete(name, part))
+
     def delete(self, receipt: str) -> None:
         """Delete a received message. ReceiptHandleInvalid if the receipt is stale or forged."""
-        error = self._backend.delete(self.name, [receipt])[0]
+        error = self.run_delete(Delete(INDEX_IDS[:1], (receipt,)))[0]
         if error is not None:
             raise error
 
-    @tracing.store_call("delete")
     def delete_batch(self, receipts: Sequence[str] | Mapping[str, str]) -> list[BatchResult]:
         """Delete messages: {entry id: receipt}, or receipts (entry ids 0..n-1). Up to
         10,000, `batch_limit` receipts a store call."""
-        ids, handles = _entries(receipts)
-        if len(handles) <= self._backend.batch_limit:
-            errors: Sequence[Exception | None] = self._backend.delete(self.name, handles)
-        else:
-            errors = self._in_parts(handles, lambda part: self._backend.delete(self.name, part))
-        return [batch_result(k, None, e) for k, e in zip(ids, errors, strict=True)]
+        op = self.deleting(receipts)
+        errors = self.run_delete(op)
+        return [batch_result(k, None, e) for k, e in zip(op.entry_ids, errors, strict=True)]
 
     def _in_parts(
         self, items: Sequence[T], call: Callable[[Sequence[T]], Sequence[Exception | None]]
@@ -555,35 +620,52 @@ class Queue:
                 out.extend([exc] * len(part))
         return out
 
+    def changing_visibility(
+        self,
+        entries: Mapping[str, tuple[str, float]] | Sequence[tuple[str, float]],
+        *,
+        most: int | None = SDK_BATCH,
+    ) -> ChangeVisibility:
+        """The change of these messages' visibility ({entry id: (receipt, timeout)}, or
+        (receipt, timeout) pairs: entry ids their indexes), checked: up to `most` (None:
+        any number, gathered by the push gateway). A timeout out of range refuses its entry
+        alone."""
+        ids, pairs = _entries(entries, most)
+        changes: list[tuple[str, float] | ConveyorError] = []
+        for receipt, timeout in pairs:
+            try:
+                changes.append((receipt, check_visibility(timeout)))
+            except ConveyorError as exc:
+                changes.append(exc)
+        return ChangeVisibility(ids, tuple(changes))
+
     @tracing.store_call("change_visibility")
+    def run_change_visibility(self, op: ChangeVisibility) -> list[Exception | None]:
+        """Do a checked change of visibility (`changing_visibility`), `batch_limit` entries
+        a store call: each entry's error, or None."""
+        backend, name = self._backend, self.name
+        valid = [c for c in op.changes if not isinstance(c, ConveyorError)]
+        done = iter(
+            self._in_parts(valid, lambda part: backend.change_visibility(name, part))
+            if valid
+            else ()
+        )
+        return [c if isinstance(c, ConveyorError) else next(done) for c in op.changes]
+
     def change_visibility(self, receipt: str, timeout: float) -> None:
         """Make a received message visible `timeout` seconds from now (0 releases it now)."""
-        check_visibility(timeout)
-        error = self._backend.change_visibility(self.name, [(receipt, timeout)])[0]
+        op = ChangeVisibility(INDEX_IDS[:1], ((receipt, check_visibility(timeout)),))
+        error = self.run_change_visibility(op)[0]
         if error is not None:
             raise error
 
-    @tracing.store_call("change_visibility")
     def change_visibility_batch(
         self, entries: Mapping[str, tuple[str, float]]
     ) -> list[BatchResult]:
-        pairs = list(entries.items())
-        check_batch([k for k, _ in pairs], SDK_BATCH)
-        results: dict[str, BatchResult] = {}
-        valid: list[tuple[str, tuple[str, float]]] = []
-        for k, (receipt, timeout) in pairs:
-            try:
-                valid.append((k, (receipt, check_visibility(timeout))))
-            except ConveyorError as exc:
-                results[k] = BatchResult(entry_id=k, error=exc)
-        if valid:
-            errors = self._in_parts(
-                [v for _, v in valid],
-                lambda part: self._backend.change_visibility(self.name, part),
-            )
-            for (k, _), e in zip(valid, errors, strict=True):
-                results[k] = BatchResult(entry_id=k, error=e)
-        return [results[k] for k, _ in pairs]
+        """Change messages' visibility: {entry id: (receipt, timeout)}; results per entry."""
+        op = self.changing_visibility(entries)
+        errors = self.run_change_visibility(op)
+        return [batch_result(k, None, e) for k, e in zip(op.entry_ids, errors, strict=True)]
 
     # -- inspection and editing in place --------------------------------------------------
 
@@ -777,18 +859,22 @@ def _check_batch_bytes(total: int) -> None:
         )
 
 
-def _entries(receipts: Sequence[str] | Mapping[str, str]) -> tuple[Sequence[str], list[str]]:
-    """A batch's entry ids and receipts, checked: {entry id: receipt}, or receipts (entry ids
-    their indexes)."""
-    if isinstance(receipts, Mapping):
-        ids = list(receipts)
-        check_batch(ids, SDK_BATCH)
-        return ids, list(receipts.values())
-    if isinstance(receipts, str):
+def _entries(
+    entries: Sequence[T] | Mapping[str, T], most: int | None
+) -> tuple[Sequence[str], list[T]]:
+    """A batch's entry ids and items, checked: {entry id: item}, or items (entry ids their
+    indexes); up to `most` (None: any number)."""
+    if isinstance(entries, Mapping):
+        ids = list(entries)
+        check_batch(ids, SDK_BATCH if most is None else most)
+        return ids, list(entries.values())
+    if isinstance(entries, str):
         raise InvalidInput("pass a list of receipts, not one string")
-    handles = list(receipts)
-    check_batch_size(len(handles), SDK_BATCH)
-    return INDEX_IDS[: len(handles)], handles
+    items = list(entries)
+    if most is not None:
+        check_batch_size(len(items), most)
+    n = len(items)
+    return (INDEX_IDS[:n] if n <= len(INDEX_IDS) else [str(i) for i in range(n)]), items
 
 
 def _packed(attrs: QueueAttributes, body: bytes) -> tuple[bytes, bool]:

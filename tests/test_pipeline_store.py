@@ -107,8 +107,8 @@ def test_staged_writes_publish_once_and_drop_failed_attempts(
 ) -> None:
     client, store = env
     q = client.create_queue("q")
-    prepared = [q.prepare(e) for e in entries(5, "a")]
-    retry = [q.prepare(e) for e in entries(5, "b")]
+    prepared = [q.sending([e]).messages[0] for e in entries(5, "a")]
+    retry = [q.sending([e]).messages[0] for e in entries(5, "b")]
     assert store.stage_messages("q", "job:1", 0, 0, 0, prepared) == 5
     assert store.stage_messages("q", "job:1", 0, 1, 0, retry[:2]) == 2  # attempt 0 failed
     assert store.stage_messages("q", "job:1", 0, 1, 1, retry) == 5
@@ -121,7 +121,9 @@ def test_staged_writes_publish_once_and_drop_failed_attempts(
     assert store.publish_staged("q", "job:1", 0, [(0, 0)]) is None
     assert q.stats().ready + q.stats().delayed == 10
     # abort removes what was staged
-    store.stage_messages("q", "job:2", 0, 0, 0, [q.prepare(e) for e in entries(3, "c")])
+    store.stage_messages(
+        "q", "job:2", 0, 0, 0, [q.sending([e]).messages[0] for e in entries(3, "c")]
+    )
     assert store.discard_staged("q", "job:2", 0) == 3
     assert q.stats().delayed == 0
 
@@ -132,7 +134,7 @@ def test_a_retry_takes_over_the_ids_an_earlier_attempt_staged(
     client, store = env
     q = client.create_queue("q")
     q.send("kept", id="x0")
-    first = [q.prepare(e) for e in entries(3, "x", ids=True)]
+    first = [q.sending([e]).messages[0] for e in entries(3, "x", ids=True)]
     assert store.stage_messages("q", "imp", 0, 0, 0, first) == 2  # x0 is in the queue
     assert store.stage_messages("q", "imp", 0, 0, 1, first) == 2  # takes over x1, x2
     assert store.publish_staged("q", "imp", 0, [(0, 1)]) == 2
@@ -151,15 +153,15 @@ def test_a_bulk_import_skips_the_ids_the_queue_holds_and_repeats(
     for i in range(0, 300, 7):
         q.send("kept", id=f"x{i}")
     held = len(range(0, 300, 7))
-    rows = [q.prepare(e) for e in entries(300, "x", ids=True)]
-    rows.append(q.prepare(SendEntry(entry_id="r", body="again", id="x1")))
+    rows = [q.sending([e]).messages[0] for e in entries(300, "x", ids=True)]
+    rows.append(q.sending([SendEntry(entry_id="r", body="again", id="x1")]).messages[0])
     assert store.stage_messages("q", "imp", 0, 0, 0, rows) == 300 - held
     assert store.publish_staged("q", "imp", 0, [(0, 0)]) == 300 - held
     texts = {m.id: m.text for m in q.peek(limit=1000)}
     assert len(texts) == 300 and texts["x7"] == "kept" and texts["x1"] == "x1"
     # with nothing held, the same rows of another queue are all staged at once
     r = client.create_queue("r")
-    fresh = [r.prepare(e) for e in entries(300, "x", ids=True)]
+    fresh = [r.sending([e]).messages[0] for e in entries(300, "x", ids=True)]
     assert store.stage_messages("r", "imp", 0, 0, 0, fresh) == 300
     assert store.publish_staged("r", "imp", 0, [(0, 0)]) == 300
     assert r.stats().ready == 300
@@ -187,15 +189,21 @@ def test_a_one_off_job_that_died_unfinished_is_cleared_a_day_later(
 ) -> None:
     client, store = env
     q = client.create_queue("q", retention=14 * 86400)
-    store.stage_messages("q", "job:dead", 0, 0, 0, [q.prepare(e) for e in entries(4, "d")])
+    store.stage_messages(
+        "q", "job:dead", 0, 0, 0, [q.sending([e]).messages[0] for e in entries(4, "d")]
+    )
     # hidden until their job publishes them: neither counted nor listed
     assert (q.stats().delayed, q.stats().ready, q.peek(limit=10)) == (0, 0, [])
     clock.advance(3600)
-    store.stage_messages("q", "job:live", 0, 0, 0, [q.prepare(e) for e in entries(2, "l")])
+    store.stage_messages(
+        "q", "job:live", 0, 0, 0, [q.sending([e]).messages[0] for e in entries(2, "l")]
+    )
     assert store.publish_staged("q", "job:live", 0, [(0, 0)]) == 2
     assert staged_rows(store, "q") == 4  # an hour old: its job may still be running
     clock.advance(STAGE_HOURS * 3600)
-    store.stage_messages("q", "job:next", 0, 0, 0, [q.prepare(e) for e in entries(1, "n")])
+    store.stage_messages(
+        "q", "job:next", 0, 0, 0, [q.sending([e]).messages[0] for e in entries(1, "n")]
+    )
     assert staged_rows(store, "q") == 1  # the dead job's rows went as the next job began
     assert store.publish_staged("q", "job:next", 0, [(0, 0)]) == 1
     assert staged_rows(store, "q") == 0
@@ -261,7 +269,9 @@ def test_an_upgrade_drops_what_the_old_staging_left_hidden(kind: str, tmp_path: 
             assert sorted(m.text for m in q.peek(limit=10)) == ["kept0", "kept1"]
             assert q.stats().delayed == 0
             upgraded = again.catalog.pipeline()
-            upgraded.stage_messages("q", "job:y", 0, 0, 0, [q.prepare(e) for e in entries(1, "y")])
+            upgraded.stage_messages(
+                "q", "job:y", 0, 0, 0, [q.sending([e]).messages[0] for e in entries(1, "y")]
+            )
             assert upgraded.publish_staged("q", "job:y", 0, [(0, 0)]) == 1
     finally:
         drop(url)
@@ -311,9 +321,9 @@ def test_imports_and_redrives_issue_statements_in_proportion_to_their_rows(
 
 
 def test_plain_rows_are_checked_and_encoded_as_sends_are(tmp_path: Path) -> None:
-    """What a sink's task makes of rows carrying only an id and a body (`prepare_plain`,
-    taken for an Arrow batch without attributes, groups or priorities) is what `prepare`
-    makes of the same entries, refusals included; other batches go through `prepare`."""
+    """What a sink's task makes of rows carrying only an id and a body (`sending` of bodies
+    with `ids`, taken for an Arrow batch without attributes, groups or priorities) is what
+    `sending` makes of the same entries, refusals included."""
     pa = pytest.importorskip("pyarrow")
     pytest.importorskip("pyspark")
     from conveyor.exceptions import InvalidInput
@@ -322,8 +332,10 @@ def test_plain_rows_are_checked_and_encoded_as_sends_are(tmp_path: Path) -> None
     with Client(f"sqlite:///{tmp_path}/p.db") as client:
         q = client.create_queue("q", compress_over=100, delay=5, max_message_bytes=1024)
         given: list[tuple[str | None, bytes | str]] = [("a", b"x"), (None, "y"), ("b", b"z" * 500)]
-        plain = q.prepare_plain([i for i, _ in given], [b for _, b in given])
-        one_by_one = [q.prepare(SendEntry(entry_id="0", body=b, id=i)) for i, b in given]
+        plain = q.sending([b for _, b in given], ids=[i for i, _ in given]).messages
+        one_by_one = [
+            q.sending([SendEntry(entry_id="0", body=b, id=i)]).messages[0] for i, b in given
+        ]
         assert [vars(m) for m in plain] == [vars(m) for m in one_by_one]
         assert plain[2].compressed and plain[0].delay == 5 and plain[1].generated_id
         refused: list[tuple[list[str | None], list[bytes], str]] = [
@@ -334,10 +346,10 @@ def test_plain_rows_are_checked_and_encoded_as_sends_are(tmp_path: Path) -> None
         ]
         for ids, bodies, says in refused:
             with pytest.raises(InvalidInput, match=says):
-                q.prepare_plain(ids, bodies)
+                q.sending(bodies, ids=ids)
         fifo = client.create_queue("f.fifo", fifo=True)
         with pytest.raises(InvalidInput, match="every message needs a group_id"):
-            fifo.prepare_plain([None], [b"x"])
+            fifo.sending([b"x"], ids=[None])
 
         maps = pa.map_(pa.string(), pa.string())
         exported = pa.RecordBatch.from_pydict(

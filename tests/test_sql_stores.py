@@ -581,7 +581,7 @@ def test_paging_reads_one_range_of_the_order_index(kind: str, urls: list[str]) -
     with Client(fresh(kind, urls)) as client:
         q = client.create_queue("deep")
         for start in range(0, 3000, 500):
-            q.backend.send("deep", [q.prepare(SendEntry(entry_id="0", body=f"m{i}"))
+            q.backend.send("deep", [q.sending([SendEntry(entry_id="0", body=f"m{i}")]).messages[0]
                                     for i in range(start, start + 500)])  # fmt: skip
         backend = client.backend
         assert isinstance(backend, SQLStore)

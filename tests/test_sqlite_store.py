@@ -168,12 +168,15 @@ def test_bodies_sent_together_keep_their_order_ids_and_options(tmp_path: Path) -
     with Client(f"sqlite:///{tmp_path}/q.db", clock=clock) as client:
         q = client.create_queue("jobs", delay=5)
         backend = client.backend
-        many = [q.prepare(SendEntry(entry_id="0", body=f"m{i}")) for i in range(2 * BARE_ROWS + 7)]
+        many = [
+            q.sending([SendEntry(entry_id="0", body=f"m{i}")]).messages[0]
+            for i in range(2 * BARE_ROWS + 7)
+        ]
         sent = backend.send("jobs", many)
         mixed = [
-            q.prepare(SendEntry(entry_id="0", body="urgent", priority=3)),
-            q.prepare(SendEntry(entry_id="0", body="later", delay=60)),
-            q.prepare(SendEntry(entry_id="0", body="tagged", attributes={"k": "v"})),
+            q.sending([SendEntry(entry_id="0", body="urgent", priority=3)]).messages[0],
+            q.sending([SendEntry(entry_id="0", body="later", delay=60)]).messages[0],
+            q.sending([SendEntry(entry_id="0", body="tagged", attributes={"k": "v"})]).messages[0],
         ]
         backend.send("jobs", mixed)
         assert q.get(sent[-1].id).text == f"m{len(many) - 1}"  # the id finds its row

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from ..aio import long_poll_async
 from ..exceptions import ConveyorError
-from ..models import Message, NewMessage, SendResult
-from ..queues import SendEntry, decode_message
+from ..models import Message, SendResult
+from ..queues import Send, decode_message
 from . import shares
 from .peers import Delivery, Peer
 
@@ -92,30 +92,35 @@ class QueueOps:
         self.name = name
         self.queue = gateway.client.queue(name)
         self.send = Batcher[bytes | tuple[bytes, str], SendResult](gateway, self._send)
-        self.delete = Batcher[str, None](gateway, self.queue.delete_many)
-        self.visibility = Batcher[tuple[str, float], None](
-            gateway, self.queue.change_visibility_many
-        )
+        self.delete = Batcher[str, None](gateway, self._delete)
+        self.visibility = Batcher[tuple[str, float], None](gateway, self._change_visibility)
 
     def _send(self, items: list[bytes | tuple[bytes, str]]) -> list[SendResult | Exception]:
+        """Gathered sends as one store call; a message refused alone gets its error."""
         results: list[SendResult | Exception | None] = []
-        ready: list[tuple[int, NewMessage]] = []
+        ready: list[tuple[int, Send]] = []
         queue = self.queue
         for i, item in enumerate(items):
             try:
                 if isinstance(item, tuple):
-                    entry = SendEntry(entry_id="0", body=item[0], id=item[1])
-                    ready.append((i, queue.prepare(entry)))
+                    ready.append((i, queue.sending([item[0]], ids=[item[1]])))
                 else:
-                    ready.append((i, queue.prepare_body(item)))
+                    ready.append((i, queue.sending([item])))
                 results.append(None)
             except ConveyorError as exc:  # refused alone; the others go on
                 results.append(exc)
         if ready:
-            sent = queue.send_many([m for _, m in ready])
+            sent = queue.run_send(Send.joined([op for _, op in ready]))
             for (i, _), result in zip(ready, sent, strict=True):
                 results[i] = result
         return cast(list[SendResult | Exception], results)
+
+    def _delete(self, receipts: list[str]) -> list[Exception | None]:
+        return self.queue.run_delete(self.queue.deleting(receipts, most=None))
+
+    def _change_visibility(self, changes: list[tuple[str, float]]) -> list[Exception | None]:
+        queue = self.queue
+        return queue.run_change_visibility(queue.changing_visibility(changes, most=None))
 
     def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
         return [decode_message(m) for m in self.queue.claim(max_messages, visibility_timeout)]

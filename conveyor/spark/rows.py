@@ -185,8 +185,9 @@ def messages_from(queue: Queue, batch: Any) -> list[NewMessage]:
     sends to `queue` are."""
     plain = _plain(batch)
     if plain is not None:
-        return queue.prepare_plain(*plain)
-    return queue.prepare_many(_entries(batch))
+        ids, bodies = plain
+        return queue.sending(bodies, ids=ids, most=None).as_messages()
+    return queue.sending(list(_entries(batch)), most=None).as_messages()
 
 
 def _entries(batch: Any) -> Iterator[SendEntry]:

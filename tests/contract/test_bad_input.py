@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from conveyor import (
     InvalidName,
     ManualClock,
     MessageTooLong,
+    Send,
     SendEntry,
 )
 from conveyor.backends.base import Backend
@@ -144,21 +146,30 @@ def test_batch_shape_errors(client: Client) -> None:
     assert q.stats().total == 0
 
 
-def test_send_prepared_sends_all_or_nothing(client: Client) -> None:
+def test_a_send_is_checked_once_into_a_value_then_sent_all_or_nothing(client: Client) -> None:
     q = client.create_queue("q", max_message_bytes=1024)
-    with pytest.raises(MessageTooLong):  # checked as it is prepared, before anything is sent
-        q.prepare_plain([None, None], ["a", "x" * 2000])
+    with pytest.raises(MessageTooLong):  # checked as it is built, before anything is sent
+        q.sending(["a", "x" * 2000])
     with pytest.raises(EmptyBatch):
-        q.send_prepared([])
+        q.sending([])
     with pytest.raises(TooManyEntries):
-        q.send_prepared(q.prepare_plain([None] * 11, ["m"] * 11))
+        q.sending(["m"] * 11)
+    with pytest.raises(InvalidInput, match="not one body"):
+        q.sending("abc")
+    assert len(q.sending(["m"] * 11, most=None)) == 11  # a job's part: any number
     assert q.stats().total == 0
-    sent = q.send_prepared(q.prepare_plain([None] * 3, ["a", b"b", "c"]))
+    op = q.sending([SendEntry(entry_id="0", body="a", priority=0), b"b", "c"])
+    assert op.bodies is None and len(op.messages) == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        op.delay = 1.0  # type: ignore[misc]
+    sent = q.run_send(op)
     got = {m.id: m.text for m in q.receive(10)}
     assert [got[r.id] for r in sent] == ["a", "b", "c"] and not any(r.duplicate for r in sent)
 
 
-def test_send_bodies_is_a_send_of_bare_messages(client: Client, clock: ManualClock) -> None:
+def test_a_send_of_bare_bodies_goes_to_the_store_as_they_are(
+    client: Client, clock: ManualClock
+) -> None:
     q = client.create_queue("q", max_message_bytes=1024, delay=5)
     refusals: list[tuple[list[bytes], type[Exception], str]] = [
         ([b"a", b""], InvalidInput, "must not be empty"),
@@ -168,9 +179,11 @@ def test_send_bodies_is_a_send_of_bare_messages(client: Client, clock: ManualClo
     ]
     for bad, error, says in refusals:
         with pytest.raises(error, match=says):
-            q.send_bodies(bad)
+            q.sending(bad)
     assert q.stats().total == 0
-    ids = q.send_bodies([b"a", "\u00e9".encode(), b"c"])
+    op = q.sending([b"a", "\u00e9".encode(), b"c"])
+    assert op.bodies == (b"a", "\u00e9".encode(), b"c") and op.delay == 5
+    ids = [r.id for r in q.run_send(op)]
     # the store's own path and the contract's default (built on `send`) agree
     ids += Backend.send_bodies(client.backend, "q", [b"d"], 5.0)
     assert len(set(ids)) == 4
@@ -182,9 +195,17 @@ def test_send_bodies_is_a_send_of_bare_messages(client: Client, clock: ManualClo
     assert all(m.receive_count == 1 and not m.attributes for m in got.values())
     if has(client, Capability.TOTALS):
         assert q.stats().sent == 4
+    # bare sends gathered together stay bare; a send of messages among them makes them all so
+    bare = Send.joined([q.sending([b"x"]), q.sending([b"y", b"z"])])
+    assert bare.bodies == (b"x", b"y", b"z")
+    mixed = Send.joined(
+        [q.sending([b"x"]), q.sending([SendEntry(entry_id="0", body="t", delay=0)])]
+    )
+    assert mixed.bodies is None and [m.body for m in mixed.messages] == [b"x", b"t"]
+    assert [m.delay for m in mixed.messages] == [5, 0]
     fifo = client.create_queue("f.fifo", fifo=True)
     with pytest.raises(InvalidInput, match="group"):  # what a FIFO queue needs is said
-        fifo.send_bodies([b"a"])
+        fifo.sending([b"a"])
     assert fifo.stats().total == 0
 
 

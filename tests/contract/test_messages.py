@@ -90,6 +90,45 @@ def test_a_receive_is_checked_once_into_a_value_run_in_a_thread_or_the_event_loo
     assert len(q.run_receive(q.receiving(10, wait=0))) == 5
 
 
+def test_deletes_and_changes_of_visibility_are_checked_once_into_values(
+    client: Client, clock: ManualClock
+) -> None:
+    """`Queue.deleting` and `Queue.changing_visibility` refuse a bad batch before anything
+    is done; a timeout out of range refuses its entry alone; the values they make run in
+    store calls of `batch_limit` entries, any number of them when gathered (most=None)."""
+    from conveyor import ChangeVisibility, Delete, InvalidInput
+    from conveyor.exceptions import EmptyBatch, TooManyEntries
+
+    q = client.create_queue("ops", visibility_timeout=30)
+    with pytest.raises(EmptyBatch):
+        q.deleting([])
+    with pytest.raises(TooManyEntries):
+        q.deleting(["r"] * 11, most=10)
+    with pytest.raises(InvalidInput, match="not one string"):
+        q.deleting("abc")
+    with pytest.raises(InvalidInput, match="entry id"):
+        q.changing_visibility({"bad id!": ("r", 5)})
+    n = q.backend.batch_limit + 3
+    q.send_batch([f"m{i}" for i in range(n)])
+    got = q.receive(n, wait=0)
+    assert len(got) == n
+    receipts = [m.receipt or "" for m in got]
+    change = q.changing_visibility(
+        [(receipts[0], 43201), *((r, 0) for r in receipts[1:])], most=None
+    )
+    assert isinstance(change, ChangeVisibility) and isinstance(change.changes[0], InvalidInput)
+    errors = q.run_change_visibility(change)
+    assert isinstance(errors[0], InvalidInput) and errors[1:] == [None] * (n - 1)
+    again = q.receive(n, wait=0)  # all but the first visible again at once
+    assert sorted(m.id for m in again) == sorted(m.id for m in got[1:])
+    op = q.deleting([receipts[0], *(m.receipt or "" for m in again)], most=None)
+    assert isinstance(op, Delete) and list(op.entry_ids) == [str(i) for i in range(n)]
+    assert q.run_delete(op) == [None] * n
+    clock.advance(30)
+    assert q.receive(10, wait=0) == []
+    assert q.stats().total == 0
+
+
 def test_a_receive_with_no_visibility_timeout_gives_each_message_once(
     client: Client, clock: ManualClock
 ) -> None:

@@ -211,14 +211,14 @@ class MessageActions:
         """SendMessageBatch of entries that are an id and a body each (the common batch):
         the bodies go to the store as they are, without an entry object each."""
         try:  # no result object an entry where none is refused
-            sent = queue.send_bodies(bodies)
+            sent = queue.run_send(queue.sending(bodies))
         except MessageTooLong:  # refused before anything was sent: answered entry by entry
             pass
         else:
             self.metrics.sent(name, len(sent))
             return {
                 "Successful": [
-                    {"Id": i, "MessageId": m, "MD5OfMessageBody": md5_hex(b)}
+                    {"Id": i, "MessageId": m.id, "MD5OfMessageBody": md5_hex(b)}
                     for i, m, b in zip(ids, sent, bodies, strict=True)
                 ]
             }
