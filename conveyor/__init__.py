@@ -49,7 +49,8 @@ if TYPE_CHECKING:
         TypedValue,
     )
     from .producer import Producer
-    from .queues import ChangeVisibility, Delete, Queue, Receive, Send, SendEntry
+    from .queues import ChangeVisibility, Delete, Queue, Receive
+    from .sends import Send, SendEntry
     from .urls import open_backend
     from .worker import Worker
 
@@ -90,8 +91,8 @@ _EXPORTS = {
     "QueueStats": "models",
     "ReceiptHandleInvalid": "exceptions",
     "Receive": "queues",
-    "Send": "queues",
-    "SendEntry": "queues",
+    "Send": "sends",
+    "SendEntry": "sends",
     "SendResult": "models",
     "StoreUnavailable": "exceptions",
     "SystemClock": "clock",

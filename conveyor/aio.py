@@ -31,7 +31,8 @@ from .models import (
     QueueStats,
     SendResult,
 )
-from .queues import RECEIVE, Body, Queue, Receive, SendEntry, Wait, decode_message
+from .queues import RECEIVE, Queue, Receive, Wait, decode_message
+from .sends import Body, SendEntry
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -23,7 +23,8 @@ from .models import (
     SendResult,
 )
 from .pipeline import QueuePipeline
-from .queues import Body, Queue, SendEntry, encode_body, plain_message
+from .queues import Queue
+from .sends import Body, SendEntry, encode_body, plain_message
 from .urls import open_backend
 from .validation import (
     INTERNAL_TOPICS,

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from .backends.base import Bounds, Pipeline
 from .models import ArchivedMessage, Message, NewMessage
-from .queues import Queue, SendEntry, decode_archived, decode_message
+from .queues import Queue, decode_archived, decode_message
+from .sends import SendEntry
 
 
 class QueuePipeline:

@@ -11,7 +11,8 @@ from typing import Any
 
 from .exceptions import ConveyorError, InvalidInput, StoreUnavailable
 from .models import BatchResult, SendResult
-from .queues import Body, Queue, SendEntry
+from .queues import Queue
+from .sends import Body, SendEntry
 from .validation import MAX_BATCH, SDK_BATCH
 
 log = logging.getLogger("conveyor.producer")

@@ -1,5 +1,6 @@
-"""`Queue`: a handle on one queue (the message operations), and the message helpers
-shared by the SDK and the servers: send entries, body encoding and decoding."""
+"""`Queue`: a handle on one queue (the message operations, each checked once into a value:
+`Send` in sends.py, `Receive`, `Delete`, `ChangeVisibility` here), and the message helpers
+shared by the SDK and the servers: decoding bodies, the steps of a long poll."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import dataclasses
 import json
 import zlib
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from . import tracing
 from .backends.base import Backend, Editing
 from .catalog import Catalog
-from .exceptions import BatchRequestTooLong, ConveyorError, InvalidInput
+from .exceptions import ConveyorError, InvalidInput
 from .models import (
     ArchivedMessage,
     Attributes,
@@ -27,32 +28,32 @@ from .models import (
     QueueInfo,
     QueueStats,
     SendResult,
-    bare_message,
     batch_result,
-    new_message,
     sent_result,
+)
+from .sends import (
+    MAX_BATCH_BYTES,
+    Body,
+    Send,
+    SendChecks,
+    SendEntry,
+    check_batch_bytes,
+    encode_body,
 )
 from .validation import (
     INDEX_IDS,
     MAX_BATCH,
     MAX_FAIL_DELAY,
-    MAX_MESSAGE_ATTRIBUTES,
-    MAX_MESSAGE_BYTES,
     MAX_OFFSET,
     MAX_PEEK,
     MAX_VISIBILITY,
     SDK_BATCH,
-    attribute_size,
     check_batch,
     check_batch_size,
     check_body_size,
     check_count,
-    check_deadline,
-    check_delay,
-    check_group_id,
     check_max_messages,
     check_message_attributes,
-    check_message_id,
     check_number,
     check_priority,
     check_queue_name,
@@ -61,9 +62,7 @@ from .validation import (
     check_wait,
 )
 
-Body = bytes | str
 T = TypeVar("T")
-MAX_BATCH_BYTES = 1048576
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,42 +74,6 @@ class Receive:
     most: int
     visibility_timeout: float
     wait: float
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    """A send to one queue, each message checked and encoded once (`Queue.sending`), done
-    in one store call (`Queue.run_send`): all of it or, on an error, none.
-
-    `bodies`, where it is set, holds bare bodies that go to the store as they are (a
-    standard queue that compresses nothing, ids made by the store, the queue's `delay`):
-    the cheapest send. Otherwise `messages` holds the messages as the store takes them."""
-
-    messages: tuple[NewMessage, ...] = ()
-    bodies: tuple[bytes, ...] | None = None
-    delay: float = 0.0
-
-    def __len__(self) -> int:
-        return len(self.messages) if self.bodies is None else len(self.bodies)
-
-    def as_messages(self) -> list[NewMessage]:
-        """The messages of this send, bare bodies made into messages."""
-        if self.bodies is None:
-            return list(self.messages)
-        return [bare_message(b, self.delay) for b in self.bodies]
-
-    @staticmethod
-    def joined(sends: Sequence[Send]) -> Send:
-        """Sends to one queue as one (the push gateway gathers them): bare bodies stay
-        bare where every send is bare with the same delay."""
-        if len(sends) == 1:
-            return sends[0]
-        first = sends[0]
-        if first.bodies is not None and all(
-            s.bodies is not None and s.delay == first.delay for s in sends
-        ):
-            return Send(bodies=tuple(b for s in sends for b in s.bodies or ()), delay=first.delay)
-        return Send(messages=tuple(m for s in sends for m in s.as_messages()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,31 +96,6 @@ class ChangeVisibility:
     changes: tuple[tuple[str, float] | ConveyorError, ...]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SendEntry:
-    """One entry of `Queue.send_batch`."""
-
-    entry_id: str
-    body: Body
-    id: str | None = None
-    delay: float | None = None
-    group_id: str | None = None
-    dedup_id: str | None = None
-    priority: int = 0
-    attributes: Attributes = field(default_factory=dict)
-    deadline: float | None = None
-
-
-def encode_body(body: Body) -> bytes:
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    raise InvalidInput(
-        f"message body must be str or bytes, got {type(body).__name__} (use send_json for objects)"
-    )
-
-
 def decode_message(message: Message) -> Message:
     if message.compressed:
         return message.replace(body=zlib.decompress(message.body), compressed=False)
@@ -177,10 +115,7 @@ class Queue:
         self.catalog = catalog
         self.name = name
         self._backend = catalog.backend
-        features = catalog.capabilities
-        self._sender_ids = Capability.SENDER_IDS in features
-        self._priority = Capability.PRIORITY in features
-        self._deadlines = Capability.AT_MOST_ONCE in features
+        self._checks = SendChecks(catalog, name)
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
@@ -224,124 +159,7 @@ class Queue:
         refused raises, and nothing is sent. `ids` gives bare bodies the ids their senders
         chose (None: made by the store). Up to `most` entries, at SQS's 10 within 1 MiB of
         bodies together; None for any number (a job stages its parts so)."""
-        if isinstance(entries, str | bytes):
-            raise InvalidInput("pass a list of entries or bodies, not one body")
-        entries = entries if isinstance(entries, list | tuple) else list(entries)
-        if most is not None:
-            check_batch_size(len(entries), most)
-            if most <= MAX_BATCH:
-                _check_batch_bytes(
-                    sum(len(e.body if isinstance(e, SendEntry) else e) for e in entries)
-                )
-        attrs = self.info.attributes
-        if ids is None:
-            if (
-                not attrs.fifo
-                and attrs.compress_over is None
-                and not tracing.ON
-                and all(type(e) is bytes and 0 < len(e) <= attrs.max_message_bytes for e in entries)
-            ):
-                return Send(bodies=cast(tuple[bytes, ...], tuple(entries)), delay=attrs.delay)
-            return Send(
-                messages=tuple(
-                    self._prepare(attrs, e)
-                    if isinstance(e, SendEntry)
-                    else self._prepare_body(attrs, e)
-                    for e in entries
-                )
-            )
-        return Send(
-            messages=tuple(
-                self._prepare(attrs, e)
-                if isinstance(e, SendEntry)
-                else self._prepare_body(attrs, e, i)
-                for i, e in zip(ids, entries, strict=True)
-            )
-        )
-
-    def _prepare(self, attrs: QueueAttributes, entry: SendEntry) -> NewMessage:
-        body = entry.body if type(entry.body) is bytes else encode_body(entry.body)
-        attributes: dict[str, Any] = {}
-        size = len(body)
-        if entry.attributes:
-            attributes = dict(entry.attributes)
-            check_message_attributes(attributes)
-            size += attribute_size(attributes)
-        if size > attrs.max_message_bytes or not body:
-            check_body_size(body, attributes, attrs.max_message_bytes)
-        if entry.priority:
-            check_priority(entry.priority)
-            if not self._priority:
-                raise self.catalog.unsupported("message priorities")
-        if entry.id is not None:
-            check_message_id(entry.id)
-            if not self._sender_ids:
-                raise self.catalog.unsupported("message ids chosen by senders (it makes its own)")
-        if entry.deadline is not None:
-            check_deadline(entry.deadline, self.catalog.clock.now())
-            if not self._deadlines:
-                raise self.catalog.unsupported("message deadlines")
-        if entry.group_id is not None:  # standard queues take groups too (fair queues)
-            check_group_id(entry.group_id)
-        if attrs.fifo:
-            if entry.group_id is None:
-                raise InvalidInput(f"queue {self.name!r} is FIFO: every message needs a group_id")
-            if entry.dedup_id is None and not attrs.content_based_dedup:
-                raise InvalidInput(
-                    f"queue {self.name!r} is FIFO without content-based de-duplication:"
-                    " give a dedup_id, or turn on content_based_dedup"
-                )
-            if entry.delay:  # 0 is accepted, as SQS accepts DelaySeconds=0
-                raise InvalidInput(
-                    "FIFO queues take no per-message delay: set the queue's delay instead"
-                )
-            entry = dataclasses.replace(entry, delay=None)
-            if entry.priority:
-                raise InvalidInput("FIFO queues deliver in send order: priority must be 0")
-        if entry.dedup_id is not None:
-            check_group_id(entry.dedup_id, "dedup_id")
-        delay = attrs.delay if entry.delay is None else check_delay(entry.delay)
-        if tracing.ON:  # the current span's context, where it fits
-            attributes = tracing.with_context(
-                attributes, MAX_MESSAGE_ATTRIBUTES - len(attributes), attrs.max_message_bytes - size
-            )
-        body, compressed = _packed(attrs, body)
-        return new_message(
-            {
-                "id": entry.id or "",
-                "body": body,
-                "attributes": attributes,
-                "group_id": entry.group_id,
-                "dedup_id": entry.dedup_id,
-                "priority": entry.priority,
-                "deadline": entry.deadline,
-                "delay": delay,
-                "compressed": compressed,
-                "generated_id": entry.id is None,
-            }
-        )
-
-    def _prepare_body(
-        self, attrs: QueueAttributes, body: Body, message_id: str | None = None
-    ) -> NewMessage:
-        """`_prepare` for a bare body and an id (no delay, group, attributes or deadline)."""
-        if type(body) is not bytes:
-            body = encode_body(body)
-        if len(body) > attrs.max_message_bytes or not body:
-            check_body_size(body, {}, attrs.max_message_bytes)
-        if (
-            attrs.fifo
-            or (message_id is not None and not self._sender_ids)
-            or tracing.ON  # a trace context to add
-        ):
-            # says what a FIFO queue needs, or that the store makes its own ids
-            return self._prepare(attrs, SendEntry(entry_id="0", body=body, id=message_id))
-        if message_id is not None:
-            check_message_id(message_id)
-        compressed = False
-        if attrs.compress_over is not None and len(body) > attrs.compress_over:
-            body, compressed = _packed(attrs, body)
-        return bare_message(body, attrs.delay, message_id, compressed)
+        return self._checks.sending(self.info.attributes, entries, ids, most)
 
     @tracing.store_call("send")
     def run_send(self, op: Send) -> list[SendResult]:
@@ -377,7 +195,7 @@ class Queue:
             and not attributes
             and deadline is None
         ):
-            return self._backend.send(self.name, [self._prepare_body(attrs, body)])[0]
+            return self._backend.send(self.name, [self._checks.body(attrs, body)])[0]
         entry = SendEntry(
             entry_id="0",
             body=body,
@@ -389,7 +207,7 @@ class Queue:
             attributes=attributes or {},
             deadline=deadline,
         )
-        return self._backend.send(self.name, [self._prepare(attrs, entry)])[0]
+        return self._backend.send(self.name, [self._checks.entry(attrs, entry)])[0]
 
     def send_json(self, value: Any, **options: Any) -> SendResult:
         return self.send(json.dumps(value, separators=(",", ":")), **options)
@@ -422,7 +240,7 @@ class Queue:
                 if isinstance(b, bytes | str)
             )
         if len(entries) <= MAX_BATCH:
-            _check_batch_bytes(total)
+            check_batch_bytes(total)
         attrs = self.info.attributes
         prepared: list[NewMessage] = []
         sent_ids: list[str] = []
@@ -430,9 +248,9 @@ class Queue:
         for entry_id, e in zip(ids, entries, strict=True):
             try:
                 prepared.append(
-                    self._prepare(attrs, e)
+                    self._checks.entry(attrs, e)
                     if isinstance(e, SendEntry)
-                    else self._prepare_body(attrs, e)
+                    else self._checks.body(attrs, e)
                 )
             except ConveyorError as exc:
                 failed[entry_id] = BatchResult(entry_id=entry_id, error=exc)
@@ -830,35 +648,6 @@ def long_poll(
         interval = min(interval * 2, backend.poll_interval)
 
 
-def plain_message(entry: SendEntry) -> NewMessage:
-    """An entry as a message to any queue: checked as every send is, sent as it is (no
-    delay, no compression), with the entry's id. Topics publish this."""
-    body = encode_body(entry.body)
-    attributes = dict(entry.attributes)
-    check_message_attributes(attributes)
-    check_body_size(body, attributes, MAX_MESSAGE_BYTES)  # each queue checks its own limit too
-    if entry.priority:
-        check_priority(entry.priority)
-    return NewMessage(
-        id=entry.id or "",
-        generated_id=entry.id is None,
-        body=body,
-        attributes=attributes,
-        group_id=entry.group_id,
-        dedup_id=entry.dedup_id,
-        priority=entry.priority,
-        deadline=entry.deadline,
-    )
-
-
-def _check_batch_bytes(total: int) -> None:
-    """A batch's bodies together are within MAX_BATCH_BYTES."""
-    if total > MAX_BATCH_BYTES:
-        raise BatchRequestTooLong(
-            f"batch bodies total {total} bytes; a batch carries at most {MAX_BATCH_BYTES}"
-        )
-
-
 def _entries(
     entries: Sequence[T] | Mapping[str, T], most: int | None
 ) -> tuple[Sequence[str], list[T]]:
@@ -875,12 +664,3 @@ def _entries(
         check_batch_size(len(items), most)
     n = len(items)
     return (INDEX_IDS[:n] if n <= len(INDEX_IDS) else [str(i) for i in range(n)]), items
-
-
-def _packed(attrs: QueueAttributes, body: bytes) -> tuple[bytes, bool]:
-    """The body compressed if the queue compresses bodies this long and it gets smaller."""
-    if attrs.compress_over is not None and len(body) > attrs.compress_over:
-        packed = zlib.compress(body, 6)
-        if len(packed) < len(body):
-            return packed, True
-    return body, False

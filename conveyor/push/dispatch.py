@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast
 from ..aio import long_poll_async
 from ..exceptions import ConveyorError
 from ..models import Message, SendResult
-from ..queues import Send, decode_message
+from ..queues import decode_message
+from ..sends import Send
 from . import shares
 from .peers import Delivery, Peer
 

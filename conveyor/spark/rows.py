@@ -10,7 +10,8 @@ from typing import Any
 
 from ..exceptions import InvalidInput
 from ..models import ArchivedMessage, AttributeValue, Message, NewMessage, TypedValue
-from ..queues import Queue, SendEntry
+from ..queues import Queue
+from ..sends import SendEntry
 
 SCHEMA = (
     "id STRING, queue STRING, body BINARY, body_text STRING, attributes MAP<STRING, STRING>,"

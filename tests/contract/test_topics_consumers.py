@@ -13,7 +13,7 @@ from conveyor import (
     TopicDoesNotExist,
 )
 from conveyor.models import Capability as Capability
-from conveyor.queues import SendEntry
+from conveyor.sends import SendEntry
 
 from .conftest import needs
 

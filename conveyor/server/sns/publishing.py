@@ -16,7 +16,7 @@ from typing import Any
 
 from ...exceptions import ConveyorError, InvalidInput, NotFound, QueueDoesNotExist, SnsError
 from ...models import AttributeValue, SendResult, TypedValue
-from ...queues import SendEntry
+from ...sends import SendEntry
 from ..sqs.message_attributes import TRACE_TYPE
 from ..sqs.names import Caller
 from ..sqs.params import TRACE_PARAM

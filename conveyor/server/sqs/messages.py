@@ -24,8 +24,9 @@ from ...exceptions import (
     ReceiptHandleInvalid,
 )
 from ...models import Capability, Message, TypedValue
-from ...queues import MAX_BATCH_BYTES, Queue, SendEntry
+from ...queues import Queue
 from ...receipts import parse_receipt, seconds_since_claim
+from ...sends import MAX_BATCH_BYTES, SendEntry
 from ...validation import MAX_VISIBILITY
 from ..metrics import Metrics
 from .message_attributes import (
