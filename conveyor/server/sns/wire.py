@@ -4,12 +4,13 @@ protocol numbers them, and the XML of answers and errors (as `sqs.wire` is for S
 from __future__ import annotations
 
 import base64
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
 from ...exceptions import ConveyorError, InvalidInput, SnsError
-from ..sqs.wire import XML_DECLARATION, XML_UNSAFE, in_order
+from ..front.query_xml import Entries as Entries
+from ..front.query_xml import QueryXml
+from ..sqs.wire import in_order
 
 XMLNS = "http://sns.amazonaws.com/doc/2010-03-31/"
 STS_XMLNS = "https://sts.amazonaws.com/doc/2011-06-15/"
@@ -25,10 +26,6 @@ def invalid(message: str) -> SnsError:
 
 def not_found(message: str) -> SnsError:
     return SnsError("NotFound", message, 404)
-
-
-class Entries(dict[str, str]):
-    """A map rendered as <entry><key/><value/></entry> (Attributes)."""
 
 
 def numbered(node: Any) -> list[Any]:
@@ -76,46 +73,17 @@ NO_RESULT = frozenset(
 )
 
 
+WRITER = QueryXml(XMLNS, wrapped=True, escape=True)
+
+
 def sns_response(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
     xmlns = STS_XMLNS if action == "GetCallerIdentity" else XMLNS
-    root = ET.Element(f"{action}Response", xmlns=xmlns)
-    if action not in NO_RESULT or result:
-        body = ET.SubElement(root, f"{action}Result")
-        for key, value in result.items():
-            _xml(ET.SubElement(body, key), value)
-    meta = ET.SubElement(root, "ResponseMetadata")
-    ET.SubElement(meta, "RequestId").text = request_id
-    return XML_DECLARATION + ET.tostring(root).replace(b"\r", b"&#xD;")
-
-
-def _xml(element: ET.Element, value: Any) -> None:
-    if isinstance(value, Entries):
-        for k, v in value.items():
-            entry = ET.SubElement(element, "entry")
-            ET.SubElement(entry, "key").text = k
-            ET.SubElement(entry, "value").text = _text(v)
-    elif isinstance(value, list):
-        for item in value:
-            _xml(ET.SubElement(element, "member"), item)
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            _xml(ET.SubElement(element, k), v)
-    else:
-        element.text = _text(value)
-
-
-def _text(value: Any) -> str:
-    return XML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
+    with_result = action not in NO_RESULT or bool(result)
+    return WRITER.answer(action, result, request_id, xmlns=xmlns, with_result=with_result)
 
 
 def sns_error_body(error: ConveyorError, request_id: str) -> bytes:
-    root = ET.Element("ErrorResponse", xmlns=XMLNS)
-    err = ET.SubElement(root, "Error")
-    ET.SubElement(err, "Type").text = "Sender" if error.sender_fault else "Receiver"
-    ET.SubElement(err, "Code").text = error.code
-    ET.SubElement(err, "Message").text = _text(error.message)
-    ET.SubElement(root, "RequestId").text = request_id
-    return XML_DECLARATION + ET.tostring(root)
+    return WRITER.error(error.sender_fault, error.code, error.message, request_id)
 
 
 def sns_error(exc: ConveyorError) -> ConveyorError:

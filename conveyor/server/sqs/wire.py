@@ -16,12 +16,13 @@ import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
-from xml.etree import ElementTree as ET
 
 import orjson
 
 from ...exceptions import ConveyorError, MalformedRequest
 from ...validation import parse_json_text
+from ..front.query_xml import XML_DECLARATION, QueryXml
+from ..front.query_xml import XML_UNSAFE as XML_UNSAFE
 
 _small_md5: Callable[[bytes], hashlib._Hash] | None
 try:  # CPython's built-in MD5, absent from builds made without it
@@ -31,7 +32,6 @@ except ImportError:  # pragma: no cover - CPython's builds on PyPI and Debian ha
 
 XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
-XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 
 # Query names of list members and map entries, and the JSON names they stand for.
 QUERY_LISTS = {
@@ -85,8 +85,6 @@ JSON_ERROR_TYPES = {
     "InvalidAction": "UnknownOperationException",
     "MalformedQueryString": "SerializationException",
 }
-# characters SQS does not take in bodies and attribute values (XML 1.0's, minus surrogates)
-XML_UNSAFE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 # the ASCII characters XML 1.0 allows, deleted by bytes.translate to find any other
 _XML_ASCII = bytes([0x9, 0xA, 0xD, *range(0x20, 0x80)])
 
@@ -250,65 +248,20 @@ def in_order(node: dict[str, Any]) -> list[Any] | None:
 # -- Query responses ----------------------------------------------------------------------
 
 
+WRITER = QueryXml(
+    XMLNS, wrapped=False, escape=False, lists=XML_LISTS, maps=XML_MAPS, result_entries="Successful"
+)
+
+
 def query_response(action: str, result: Mapping[str, Any], request_id: str) -> bytes:
-    root = ET.Element(f"{action}Response", xmlns=XMLNS)
-    body = ET.SubElement(root, f"{action}Result")
-    for key, value in result.items():
-        _xml(body, key, value, action)
-    meta = ET.SubElement(root, "ResponseMetadata")
-    ET.SubElement(meta, "RequestId").text = request_id
-    # a raw CR would reach the client as LF (XML parsers normalise line ends): SQS writes
-    # &#xD;, which comes back as the CR it was
-    return XML_DECLARATION + ET.tostring(root).replace(b"\r", b"&#xD;")
-
-
-def _xml(parent: ET.Element, key: str, value: Any, action: str) -> None:
-    if key == "Successful":
-        for item in value:
-            _xml_struct(ET.SubElement(parent, f"{action}ResultEntry"), item, action)
-    elif key in XML_LISTS and isinstance(value, list):
-        for item in value:
-            _xml_value(ET.SubElement(parent, XML_LISTS[key]), item, action)
-    elif key in XML_MAPS and isinstance(value, Mapping):
-        tag, k_name, v_name = XML_MAPS[key]
-        for name, item in value.items():
-            entry = ET.SubElement(parent, tag)
-            ET.SubElement(entry, k_name).text = name
-            _xml_value(ET.SubElement(entry, v_name), item, action)
-    elif isinstance(value, list):
-        for item in value:
-            _xml_value(ET.SubElement(parent, key), item, action)
-    else:
-        _xml_value(ET.SubElement(parent, key), value, action)
-
-
-def _xml_value(el: ET.Element, value: Any, action: str) -> None:
-    if isinstance(value, Mapping):
-        _xml_struct(el, value, action)
-    elif isinstance(value, bool):
-        el.text = "true" if value else "false"
-    else:
-        el.text = str(value)
-
-
-def _xml_struct(el: ET.Element, value: Mapping[str, Any], action: str) -> None:
-    for key, item in value.items():
-        _xml(el, key, item, action)
+    return WRITER.answer(action, result, request_id)
 
 
 def query_error(error: ConveyorError, request_id: str) -> bytes:
     if sqs_code(error) == "UnknownOperationException":
         return XML_DECLARATION + b"<UnknownOperationException/>"  # SQS's whole answer
-    root = ET.Element("ErrorResponse", xmlns=XMLNS)
-    err = ET.SubElement(root, "Error")
-    ET.SubElement(err, "Type").text = "Sender" if error.sender_fault else "Receiver"
-    ET.SubElement(err, "Code").text = sqs_code(error)
-    # names and values echoed in a message may hold what XML cannot carry (NUL, U+FFFF)
-    message = XML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", sqs_message(error, "query"))
-    ET.SubElement(err, "Message").text = message
-    ET.SubElement(err, "Detail")
-    ET.SubElement(root, "RequestId").text = request_id
-    return XML_DECLARATION + ET.tostring(root)
+    message = sqs_message(error, "query")
+    return WRITER.error(error.sender_fault, sqs_code(error), message, request_id, detail=True)
 
 
 # -- JSON ---------------------------------------------------------------------------------
