@@ -180,6 +180,13 @@ class ConveyorServer:
             build_ui(self.client, self.history, check_token, self.auth, self.connections)
         )
 
+        self._operations(app)
+        answer_errors(app)
+        return app
+
+    def _operations(self, app: FastAPI) -> None:
+        """The operator's routes: readiness, liveness, metrics, the SNS signing certificate."""
+
         @app.get(
             "/healthz",
             tags=["operations"],
@@ -232,61 +239,65 @@ class ConveyorServer:
             body = await asyncio.to_thread(self.metrics.exposition)
             return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-        @app.exception_handler(ConveyorError)
-        async def on_error(request: Request, exc: ConveyorError) -> Response:
-            return json_response(exc)
 
-        @app.exception_handler(RequestValidationError)
-        async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
-            for e in exc.errors():  # a bad name is said as the SDK says it
-                loc = tuple(e["loc"])
-                if loc in (("path", "queue"), ("path", "topic")):
-                    check = check_queue_name if loc[1] == "queue" else check_topic_name
-                    try:
-                        check(str(e.get("input", "")))
-                    except InvalidInput as bad:
-                        return json_response(bad)
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
-            return JSONResponse(
-                {"error": f"invalid request: {problems}", "code": InvalidInput.code},
-                status_code=400,
-            )
+def answer_errors(app: FastAPI) -> None:
+    """Every error the REST API and the operator's routes meet, answered in the one error
+    shape ({"error", "code"}): Conveyor's own, invalid requests, routing's, a client gone
+    mid-request, and a crash (logged)."""
 
-        @app.exception_handler(StarletteHTTPException)
-        async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
-            # routing's own answers (404, 405 with its Allow header) in the one error shape
-            try:
-                code = HTTPStatus(exc.status_code).phrase.replace(" ", "").replace("-", "")
-            except ValueError:
-                code = f"HTTP{exc.status_code}"
-            headers = dict(exc.headers or {})
-            if exc.status_code == 405:  # every method of the path, not the first route's
-                headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
-            return JSONResponse(
-                {"error": str(exc.detail), "code": code},
-                status_code=exc.status_code,
-                headers=headers,
-            )
+    @app.exception_handler(ConveyorError)
+    async def on_error(request: Request, exc: ConveyorError) -> Response:
+        return json_response(exc)
 
-        @app.exception_handler(ClientDisconnect)
-        async def on_gone(request: Request, exc: ClientDisconnect) -> Response:
-            log.debug("%s %s: the client went away mid-request", request.method, request.url.path)
-            return Response(status_code=499)
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
+        for e in exc.errors():  # a bad name is said as the SDK says it
+            loc = tuple(e["loc"])
+            if loc in (("path", "queue"), ("path", "topic")):
+                check = check_queue_name if loc[1] == "queue" else check_topic_name
+                try:
+                    check(str(e.get("input", "")))
+                except InvalidInput as bad:
+                    return json_response(bad)
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        return JSONResponse(
+            {"error": f"invalid request: {problems}", "code": InvalidInput.code},
+            status_code=400,
+        )
 
-        @app.exception_handler(Exception)
-        async def on_crash(request: Request, exc: Exception) -> Response:
-            log.exception("%s %s failed", request.method, request.url.path)
-            return JSONResponse(
-                {
-                    "error": "internal error (the server log has the details)",
-                    "code": "InternalError",
-                },
-                status_code=500,
-            )
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
+        # routing's own answers (404, 405 with its Allow header) in the one error shape
+        try:
+            code = HTTPStatus(exc.status_code).phrase.replace(" ", "").replace("-", "")
+        except ValueError:
+            code = f"HTTP{exc.status_code}"
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # every method of the path, not the first route's
+            headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
+        return JSONResponse(
+            {"error": str(exc.detail), "code": code},
+            status_code=exc.status_code,
+            headers=headers,
+        )
 
-        return app
+    @app.exception_handler(ClientDisconnect)
+    async def on_gone(request: Request, exc: ClientDisconnect) -> Response:
+        log.debug("%s %s: the client went away mid-request", request.method, request.url.path)
+        return Response(status_code=499)
+
+    @app.exception_handler(Exception)
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return JSONResponse(
+            {
+                "error": "internal error (the server log has the details)",
+                "code": "InternalError",
+            },
+            status_code=500,
+        )
 
 
 def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
