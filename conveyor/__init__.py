@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     )
     from .producer import Producer
     from .queues import ChangeVisibility, Delete, Queue, Receive
-    from .sends import Send, SendEntry
+    from .sends import Send, SendEntry, Sent
     from .urls import open_backend
     from .worker import Worker
 
@@ -94,6 +94,7 @@ _EXPORTS = {
     "Send": "sends",
     "SendEntry": "sends",
     "SendResult": "models",
+    "Sent": "sends",
     "StoreUnavailable": "exceptions",
     "SystemClock": "clock",
     "TopicDoesNotExist": "exceptions",
@@ -145,6 +146,7 @@ __all__ = [
     "Send",
     "SendEntry",
     "SendResult",
+    "Sent",
     "StoreUnavailable",
     "SystemClock",
     "TopicDoesNotExist",

@@ -29,7 +29,6 @@ from .models import (
     QueueStats,
     SendResult,
     batch_result,
-    sent_result,
 )
 from .sends import (
     MAX_BATCH_BYTES,
@@ -37,6 +36,7 @@ from .sends import (
     Send,
     SendChecks,
     SendEntry,
+    Sent,
     check_batch_bytes,
     encode_body,
 )
@@ -162,14 +162,13 @@ class Queue:
         return self._checks.sending(self.info.attributes, entries, ids, most)
 
     @tracing.store_call("send")
-    def run_send(self, op: Send) -> list[SendResult]:
+    def run_send(self, op: Send) -> Sent:
         """Do a checked send (`sending`) in one store call: all of it or, on an error,
-        none. Results in order."""
+        none. What it did, in send order."""
         if op.bodies is not None:
-            return [
-                sent_result(i) for i in self._backend.send_bodies(self.name, op.bodies, op.delay)
-            ]
-        return self._backend.send(self.name, op.messages)
+            return Sent(self._backend.send_bodies(self.name, op.bodies, op.delay))
+        results = self._backend.send(self.name, op.messages)
+        return Sent([r.id for r in results], results)
 
     @tracing.store_call("send")
     def send(

@@ -18,8 +18,10 @@ from .models import (
     Capability,
     NewMessage,
     QueueAttributes,
+    SendResult,
     bare_message,
     new_message,
+    sent_result,
 )
 from .validation import (
     MAX_BATCH,
@@ -89,6 +91,25 @@ class Send:
         ):
             return Send(bodies=tuple(b for s in sends for b in s.bodies or ()), delay=first.delay)
         return Send(messages=tuple(m for s in sends for m in s.as_messages()))
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a `Send` did, in send order: the messages' ids, and each one's `SendResult`
+    (whether the queue had it already, its FIFO sequence number) as `results`. A send of
+    bare bodies has its ids alone: none of them is a duplicate or has a sequence number."""
+
+    ids: list[str]
+    details: list[SendResult] | None = None  # None: a send of bare bodies
+
+    @property
+    def results(self) -> list[SendResult]:
+        if self.details is not None:
+            return self.details
+        return [sent_result(i) for i in self.ids]
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 class SendChecks:

@@ -111,7 +111,7 @@ class QueueOps:
             except ConveyorError as exc:  # refused alone; the others go on
                 results.append(exc)
         if ready:
-            sent = queue.run_send(Send.joined([op for _, op in ready]))
+            sent = queue.run_send(Send.joined([op for _, op in ready])).results
             for (i, _), result in zip(ready, sent, strict=True):
                 results[i] = result
         return cast(list[SendResult | Exception], results)

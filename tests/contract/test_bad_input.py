@@ -162,7 +162,7 @@ def test_a_send_is_checked_once_into_a_value_then_sent_all_or_nothing(client: Cl
     assert op.bodies is None and len(op.messages) == 3
     with pytest.raises(dataclasses.FrozenInstanceError):
         op.delay = 1.0  # type: ignore[misc]
-    sent = q.run_send(op)
+    sent = q.run_send(op).results
     got = {m.id: m.text for m in q.receive(10)}
     assert [got[r.id] for r in sent] == ["a", "b", "c"] and not any(r.duplicate for r in sent)
 
@@ -183,7 +183,9 @@ def test_a_send_of_bare_bodies_goes_to_the_store_as_they_are(
     assert q.stats().total == 0
     op = q.sending([b"a", "\u00e9".encode(), b"c"])
     assert op.bodies == (b"a", "\u00e9".encode(), b"c") and op.delay == 5
-    ids = [r.id for r in q.run_send(op)]
+    done = q.run_send(op)
+    assert [r.id for r in done.results] == done.ids and not any(r.duplicate for r in done.results)
+    ids = list(done.ids)
     # the store's own path and the contract's default (built on `send`) agree
     ids += Backend.send_bodies(client.backend, "q", [b"d"], 5.0)
     assert len(set(ids)) == 4

@@ -219,8 +219,8 @@ class MessageActions:
             self.metrics.sent(name, len(sent))
             return {
                 "Successful": [
-                    {"Id": i, "MessageId": m.id, "MD5OfMessageBody": md5_hex(b)}
-                    for i, m, b in zip(ids, sent, bodies, strict=True)
+                    {"Id": i, "MessageId": m, "MD5OfMessageBody": md5_hex(b)}
+                    for i, m, b in zip(ids, sent.ids, bodies, strict=True)
                 ]
             }
         successful: list[Result] = []
