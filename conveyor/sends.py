@@ -1,6 +1,6 @@
 """A send before the store sees it: the entries a caller gives (`SendEntry`, bare bodies),
-how each is checked and encoded against its queue (`SendChecks`), and the checked value
-that one store call does (`Send`)."""
+how each is checked and encoded against its queue (`SendChecks`), the checked value that
+one store call does (`Send`), and what it did (`Sent`)."""
 
 from __future__ import annotations
 
