@@ -31,8 +31,8 @@ from .models import (
     QueueStats,
     SendResult,
 )
-from .queues import RECEIVE, Queue, Receive, Wait, decode_message
-from .sends import Body, SendEntry
+from .queues import RECEIVE, ChangeVisibility, Delete, Queue, Receive, Wait, decode_message
+from .sends import Body, Send, SendEntry, Sent
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -286,6 +286,19 @@ class AsyncQueue:
             claim() if op.wait <= 0 else long_poll_async(queue, op.wait, claim, stop, self.waits)
         )
         return [decode_message(m) for m in got]
+
+    async def run_send(self, op: Send) -> Sent:
+        """Do a checked send (`Queue.sending`) in one store call, from the event loop."""
+        return await offload_write(self.backend, self.sync.run_send, op)
+
+    async def run_delete(self, op: Delete) -> list[Exception | None]:
+        """Do a checked delete (`Queue.deleting`), from the event loop."""
+        return await offload_write(self.backend, self.sync.run_delete, op)
+
+    async def run_change_visibility(self, op: ChangeVisibility) -> list[Exception | None]:
+        """Do a checked change of visibility (`Queue.changing_visibility`), from the event
+        loop."""
+        return await offload_write(self.backend, self.sync.run_change_visibility, op)
 
     async def delete(self, receipt: str) -> None:
         await offload_write(self.backend, self.sync.delete, receipt)

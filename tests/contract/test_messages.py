@@ -124,6 +124,24 @@ def test_deletes_and_changes_of_visibility_are_checked_once_into_values(
     op = q.deleting([receipts[0], *(m.receipt or "" for m in again)], most=None)
     assert isinstance(op, Delete) and list(op.entry_ids) == [str(i) for i in range(n)]
     assert q.run_delete(op) == [None] * n
+    # the same values, done from an event loop
+    import asyncio
+
+    from conveyor import AsyncClient
+
+    aq = AsyncClient(client=client).queue("ops")
+
+    async def from_the_loop() -> list[Exception | None]:
+        sent = await aq.run_send(q.sending([b"x", b"y"]))
+        got = await aq.receive(2, wait=0)
+        assert sorted(m.id for m in got) == sorted(sent.ids)
+        moved = await aq.run_change_visibility(
+            q.changing_visibility([(m.receipt or "", 60) for m in got])
+        )
+        assert moved == [None, None]
+        return await aq.run_delete(q.deleting([m.receipt or "" for m in got]))
+
+    assert asyncio.run(from_the_loop()) == [None, None]
     clock.advance(30)
     assert q.receive(10, wait=0) == []
     assert q.stats().total == 0
