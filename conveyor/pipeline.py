@@ -57,7 +57,7 @@ class QueuePipeline:
     ) -> int:
         """Insert entries hidden under (sink, batch, part, attempt), each checked and
         encoded as a send to the queue would be; how many were staged."""
-        prepared = self.queue.sending(list(entries), most=None).as_messages()
+        prepared = self.queue.sending(entries, most=None).as_messages()
         return self.stage_prepared(sink, batch, part, attempt, prepared)
 
     def stage_prepared(

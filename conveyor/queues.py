@@ -37,6 +37,7 @@ from .sends import (
     SendChecks,
     SendEntry,
     Sent,
+    body_bytes,
     check_batch_bytes,
     encode_body,
 )
@@ -233,11 +234,7 @@ class Queue:
                 e.entry_id if isinstance(e, SendEntry) else str(i) for i, e in enumerate(entries)
             ]
             check_batch(ids, SDK_BATCH)
-            total = sum(
-                len(b)
-                for b in (e.body if isinstance(e, SendEntry) else e for e in entries)
-                if isinstance(b, bytes | str)
-            )
+            total = body_bytes(entries)
         if len(entries) <= MAX_BATCH:
             check_batch_bytes(total)
         attrs = self.info.attributes
@@ -246,11 +243,7 @@ class Queue:
         failed: dict[str, BatchResult] = {}
         for entry_id, e in zip(ids, entries, strict=True):
             try:
-                prepared.append(
-                    self._checks.entry(attrs, e)
-                    if isinstance(e, SendEntry)
-                    else self._checks.body(attrs, e)
-                )
+                prepared.append(self._checks.one(attrs, e))
             except ConveyorError as exc:
                 failed[entry_id] = BatchResult(entry_id=entry_id, error=exc)
                 continue

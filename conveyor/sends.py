@@ -151,20 +151,21 @@ class SendChecks:
             ):  # the cheapest send: the bodies go to the store as they are
                 return Send(bodies=tuple(bodies), delay=attrs.delay)
         elif most is not None and most <= MAX_BATCH:
-            check_batch_bytes(sum(len(e.body if isinstance(e, SendEntry) else e) for e in entries))
+            check_batch_bytes(body_bytes(entries))
         if ids is None:
-            return Send(
-                messages=tuple(
-                    self.entry(attrs, e) if isinstance(e, SendEntry) else self.body(attrs, e)
-                    for e in entries
-                )
-            )
+            return Send(messages=tuple(self.one(attrs, e) for e in entries))
         return Send(
-            messages=tuple(
-                self.entry(attrs, e) if isinstance(e, SendEntry) else self.body(attrs, e, i)
-                for i, e in zip(ids, entries, strict=True)
-            )
+            messages=tuple(self.one(attrs, e, i) for i, e in zip(ids, entries, strict=True))
         )
+
+    def one(
+        self, attrs: QueueAttributes, entry: SendEntry | Body, message_id: str | None = None
+    ) -> NewMessage:
+        """`entry` for a `SendEntry`, `body` for a bare body (with the id its sender chose,
+        if any)."""
+        if isinstance(entry, SendEntry):
+            return self.entry(attrs, entry)
+        return self.body(attrs, entry, message_id)
 
     def entry(self, attrs: QueueAttributes, entry: SendEntry) -> NewMessage:
         """An entry checked against the queue's attributes `attrs` and encoded as the store
@@ -279,6 +280,16 @@ def plain_message(entry: SendEntry) -> NewMessage:
         dedup_id=entry.dedup_id,
         priority=entry.priority,
         deadline=entry.deadline,
+    )
+
+
+def body_bytes(entries: Iterable[SendEntry | Body]) -> int:
+    """The length of the bodies of a batch's entries together (a body that is neither
+    bytes nor str counts nothing here: its entry is refused when it is checked)."""
+    return sum(
+        len(b)
+        for b in (e.body if isinstance(e, SendEntry) else e for e in entries)
+        if isinstance(b, bytes | str)
     )
 
 

@@ -188,7 +188,7 @@ def messages_from(queue: Queue, batch: Any) -> list[NewMessage]:
     if plain is not None:
         ids, bodies = plain
         return queue.sending(bodies, ids=ids, most=None).as_messages()
-    return queue.sending(list(_entries(batch)), most=None).as_messages()
+    return queue.sending(_entries(batch), most=None).as_messages()
 
 
 def _entries(batch: Any) -> Iterator[SendEntry]:

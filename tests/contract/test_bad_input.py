@@ -156,6 +156,11 @@ def test_a_send_is_checked_once_into_a_value_then_sent_all_or_nothing(client: Cl
         q.sending(["m"] * 11)
     with pytest.raises(InvalidInput, match="not one body"):
         q.sending("abc")
+    bad: list[Any] = [b"ok", 42]
+    with pytest.raises(InvalidInput, match="must be str or bytes"):  # a typed error, no len()
+        q.sending(bad)
+    assert q.send_batch(bad)[1].error is not None and q.stats().total == 1
+    q.purge()
     assert len(q.sending(["m"] * 11, most=None)) == 11  # a job's part: any number
     assert q.stats().total == 0
     op = q.sending([SendEntry(entry_id="0", body="a", priority=0), b"b", "c"])
