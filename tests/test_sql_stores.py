@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,10 +27,11 @@ from conveyor import (
     Worker,
 )
 from conveyor.backends.sql import accounts as sql_accounts
-from conveyor.backends.sql.connections import CursorExec, ServerConnections
+from conveyor.backends.sql.connections import CursorExec, Params, ServerConnections
 from conveyor.backends.sql.postgres import TYPES as POSTGRES_TYPES
 from conveyor.backends.sql.postgres import PostgresConnections
 from conveyor.backends.sql.schema import server_migrations
+from conveyor.backends.sql.statements import WALK
 from conveyor.backends.sql.store import SQLStore
 from conveyor.models import NewMessage
 from conveyor.urls import open_backend
@@ -588,14 +589,10 @@ def test_paging_reads_one_range_of_the_order_index(kind: str, urls: list[str]) -
         d = backend.dialect
         qid, _ = backend.lookup("deep")
         middle = q.peek(limit=1500)[-1].sequence or 0
-        cond, params = d.after(middle)
+        values = {"page": 100, **d.after_values(middle)}
 
         def plan(cur: Any) -> str:
-            cur.execute(
-                f"EXPLAIN SELECT {d.key} FROM {d.messages(qid)} WHERE {d.scope(qid)} AND {cond}"
-                f" ORDER BY {d.order} LIMIT 100",
-                params,
-            )
+            cur.execute(f"EXPLAIN {d.sql(WALK, qid)}", values)
             return "\n".join(str(row) for row in cur.fetchall())
 
         explained = run_cursor(backend, plan)
@@ -634,7 +631,7 @@ def test_ids_are_found_through_the_id_index_whatever_the_statistics(
         class Explain(CursorExec):
             plans: list[str] = []
 
-            def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+            def rows(self, sql: str, params: Params = ()) -> list[Any]:
                 self.plans.append("\n".join(str(r) for r in super().rows("EXPLAIN " + sql, params)))
                 return super().rows(sql, params)
 

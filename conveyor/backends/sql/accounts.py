@@ -11,9 +11,20 @@ from typing import TYPE_CHECKING, Generic
 
 from ...models import QueueAttributes, QueueStats
 from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, deadline_rules
-from .connections import E, marks
+from .connections import E
 from .estimates import LastCounts, Totals
 from .pipeline import HIDDEN
+from .statement import spread
+from .statements import (
+    ADD_EXPIRED,
+    ANY_EXPIRED_DEDUP,
+    COUNT_MESSAGES,
+    DELETE_KEYS,
+    FORGET_EXPIRED_DEDUP,
+    QUEUE_TOTALS,
+    SWEEP_DEADLINES,
+    SWEEP_RETAINED,
+)
 from .totals import RunningTotals, write_counts
 
 if TYPE_CHECKING:
@@ -39,7 +50,7 @@ class SQLAccounts(Generic[E]):
         """Write the running totals counted here."""
         rows = self.totals.take()
         if rows:
-            self.store.write(lambda ex: write_counts(ex, self.store.dialect.prefix, rows))
+            self.store.write(lambda ex: write_counts(ex, self.store.dialect, rows))
 
     def forget(self, qid: int, name: str) -> None:
         """A queue deleted: what was counted of it here goes with it."""
@@ -65,55 +76,37 @@ class SQLAccounts(Generic[E]):
             return
         self._swept[qid] = now
         d = self.store.dialect
-        t, scope = d.messages(qid), d.scope(qid)
         horizon = now - attrs.retention
         cut, _ = deadline_rules(attrs, now)
+        dedup = {"qid": qid, "now": now}
 
         def expired(ex: E) -> set[int]:
             keys = {
                 int(key)
                 for (key,) in ex.rows(
-                    f"SELECT {d.key} FROM (SELECT {d.key}, sent_at FROM {t} WHERE {scope}"
-                    f" ORDER BY {d.order} LIMIT {SWEEP_ROWS}) h WHERE sent_at < %s",
-                    (horizon,),
+                    d.sql(SWEEP_RETAINED, qid), {"rows": SWEEP_ROWS, "horizon": horizon}
                 )
             }
             keys.update(
                 int(key)
-                for (key,) in ex.rows(
-                    f"SELECT {d.key} FROM {t} WHERE deadline <= %s AND {scope} LIMIT {SWEEP_ROWS}",
-                    (cut,),
-                )
+                for (key,) in ex.rows(d.sql(SWEEP_DEADLINES, qid), {"rows": SWEEP_ROWS, "cut": cut})
             )
             return keys
 
         def stale(ex: E) -> bool:
             """Whether anything is to be removed (a read: most sweeps find nothing)."""
-            return bool(expired(ex)) or bool(
-                ex.rows(
-                    f"SELECT 1 FROM {d.prefix}dedup WHERE queue_id = %s AND expires_at <= %s"
-                    " LIMIT 1",
-                    (qid, now),
-                )
-            )
+            return bool(expired(ex)) or bool(ex.rows(d.sql(ANY_EXPIRED_DEDUP), dedup))
 
         def run(ex: E) -> int:
             keys = expired(ex)
             if keys:
                 ordered = sorted(keys)
-                cond = f"{d.key_scope(qid)} AND {d.key} IN ({marks(ordered)})"
                 if attrs.archive:
-                    self.store.editor.archive(ex, qid, name, now, "expired", cond, tuple(ordered))
-                gone = ex.run(f"DELETE FROM {t} WHERE {cond}", ordered)
+                    self.store.editor.archive(ex, qid, name, now, "expired", ordered)
+                gone = ex.run(d.sql(DELETE_KEYS, qid, len(ordered)), spread("keys", ordered))
                 if gone:
-                    ex.run(
-                        f"UPDATE {d.prefix}queues SET expired = expired + %s WHERE id = %s",
-                        (gone, qid),
-                    )
-            ex.run(
-                f"DELETE FROM {d.prefix}dedup WHERE queue_id = %s AND expires_at <= %s",
-                (qid, now),
-            )
+                    ex.run(d.sql(ADD_EXPIRED), {"n": gone, "qid": qid})
+            ex.run(d.sql(FORGET_EXPIRED_DEDUP), dedup)
             return len(keys)
 
         while self.store.read(stale) and self.store.write(run) >= SWEEP_ROWS and force:
@@ -160,13 +153,13 @@ class SQLAccounts(Generic[E]):
         def run(ex: E) -> QueueStats:
             qid, _ = self.store.queue_row(ex, name)
             counts = ex.one(
-                "SELECT coalesce(sum(CASE WHEN visible_at <= %s THEN 1 ELSE 0 END), 0),"
-                " coalesce(sum(CASE WHEN visible_at > %s AND receive_count = 0 THEN 1 ELSE 0"
-                " END), 0), coalesce(sum(CASE WHEN visible_at > %s AND receive_count > 0 THEN 1"
-                f" ELSE 0 END), 0), min(sent_at) FROM {d.messages(qid)} WHERE {d.scope(qid)}"
-                " AND visible_at < %s"  # not what a job staged, hidden until it publishes
-                " AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)",  # nor expired
-                (now, now, now, HIDDEN, now - attrs.retention, deadline_rules(attrs, now)[0]),
+                d.sql(COUNT_MESSAGES, qid),
+                {
+                    "now": now,
+                    "hidden": HIDDEN,
+                    "horizon": now - attrs.retention,
+                    "cut": deadline_rules(attrs, now)[0],
+                },
             )
             totals = self.totals_now(ex, qid)
             assert counts is not None and totals is not None
@@ -199,11 +192,7 @@ class SQLAccounts(Generic[E]):
 
     def _totals_of(self, ex: E, qid: int) -> Totals | None:
         """The queue's running totals as its row holds them (None: no such queue)."""
-        prefix = self.store.dialect.prefix
-        row = ex.one(
-            f"SELECT sent, received, deleted, dead, expired FROM {prefix}queues WHERE id = %s",
-            (qid,),
-        )
+        row = ex.one(self.store.dialect.sql(QUEUE_TOTALS), {"qid": qid})
         if row is None:
             return None
         sent, received, deleted, dead, expired = row

@@ -12,9 +12,9 @@ import logging
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 from ...exceptions import ConveyorError, StoreUnavailable
 from ...notify import HUB
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("conveyor.store")
 
 T = TypeVar("T")
+# a statement's parameters: by name (statements.py) or, for the texts a dialect still
+# composes itself, in order
+Params: TypeAlias = Mapping[str, Any] | Sequence[Any]
 
 
 class Exec(ABC):
@@ -40,20 +43,20 @@ class Exec(ABC):
     in_doubt = False
 
     @abstractmethod
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    def rows(self, sql: str, params: Params = ()) -> list[Row]:
         """Run a statement that returns rows (a SELECT, or a change RETURNING); its rows."""
 
-    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+    def one(self, sql: str, params: Params = ()) -> Row | None:
         """Run a statement; its first row, or None."""
         found = self.rows(sql, params)
         return found[0] if found else None
 
     @abstractmethod
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+    def run(self, sql: str, params: Params = ()) -> int:
         """Run a statement; how many rows it changed."""
 
     @abstractmethod
-    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    def run_many(self, sql: str, rows: Sequence[Params]) -> None:
         """Run a statement once per row of parameters."""
 
 
@@ -69,7 +72,7 @@ class CursorExec(Exec):
         self.cur = cur
         self.in_doubt = in_doubt
 
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    def rows(self, sql: str, params: Params = ()) -> list[Row]:
         # only statements that return rows come here; asking the cursor for its description
         # first would cost a column object per column on psycopg
         cur = self.cur
@@ -77,11 +80,11 @@ class CursorExec(Exec):
         found = cur.fetchall()
         return found if type(found) is list else list(found)
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+    def run(self, sql: str, params: Params = ()) -> int:
         self.cur.execute(sql, params)
         return int(self.cur.rowcount)
 
-    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    def run_many(self, sql: str, rows: Sequence[Params]) -> None:
         if rows:
             self.cur.executemany(sql, rows)
 

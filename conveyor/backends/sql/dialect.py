@@ -10,13 +10,15 @@ The SQL store (`store.py`) holds every rule of the queue contract once and asks 
   (a sequence) and delivery order is ``(queue_id, nprio, seq)`` with ``nprio`` minus the
   priority. `ServerDialect` holds what the two share.
 
-Statements take ``%s`` parameters. Table names come from the dialect alone (the prefix is
-checked against ``PREFIX_RE``, queue ids are integers); names, ids and bodies are always
+Statements are named once in `statements.py`; each dialect compiles them for its driver
+(`Dialect.sql`), filling their slots with its tables' names (the prefix checked against
+``PREFIX_RE``, queue ids integers) and its own words. Names, ids and bodies are always
 parameters.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
@@ -26,9 +28,27 @@ from ...exceptions import InvalidInput
 from ...ids import new_ids
 from ..rules import ClaimTerms, order_after, order_key
 from .connections import CursorExec, E, marks
-from .inflight import CLAIMED_UNTIL, claim_params
+from .inflight import claim_values
 from .rows import Fields, Row, claimed
 from .schema import Step
+from .statement import SQLITE, Compiler, Style, each, spread
+from .statements import (
+    ANY_READY,
+    CLAIM_KEYS,
+    FIND_MANY,
+    RECORD_LEASES,
+    ROWS_OF_KEYS,
+    WALK,
+    WALK_LOCKING,
+    WALK_VISIBLE,
+    WALK_VISIBLE_LOCKING,
+)
+
+# the tables every store keeps besides its messages (their names take the prefix)
+TABLES = (
+    "queues", "dedup", "archive", "topics", "subscriptions", "consumers", "leases", "streams",
+    "stages", "sinks", "listeners", "schema",
+)  # fmt: skip
 
 PREFIX_RE = re.compile(r"[a-z][a-z0-9_]{0,29}")
 
@@ -76,11 +96,55 @@ class Dialect(ABC, Generic[E]):
     # no count); else counted in memory and written within a second (totals.py)
     totals_with_writes = False
     polls_idle = False  # receives of an idle queue look before they take the write lock
+    # the messages a stream's leases hold are deleted by one statement (DELETE_LEASED); else
+    # by their claims' tokens, as deletes by receipt
+    deletes_leased = False
 
     @property
     def single_delete(self) -> bool:
         """Whether delete_held is one statement."""
         return False
+
+    # -- statements -----------------------------------------------------------------------
+
+    def style(self) -> Style:
+        """How the driver takes parameters and quotes names."""
+        return SQLITE
+
+    @functools.cached_property
+    def sql(self) -> Compiler:
+        """The driver's text of a statement (`statements.py`): ``d.sql(STATEMENT, qid)``."""
+        return Compiler(self.name, self.style(), self.slot_names, self.slot_words)
+
+    def slot_names(self, qid: int) -> dict[str, str]:
+        """The tables (and indexes) a statement's slots name, for queue `qid` (0: none)."""
+        names = {table: f"{self.prefix}{table}" for table in TABLES}
+        if qid:
+            names["messages"] = self.messages(qid)
+        return names
+
+    def slot_words(self, qid: int) -> dict[str, str]:
+        """The dialect's own words a statement's slots hold, for queue `qid` (0: none)."""
+        words = {
+            "key": self.key,
+            "order": self.order,
+            "columns": self.columns,
+            "priority": self.priority,
+            "for_update": self.for_update,
+            "skip_locked": self.skip_locked,
+            "after": self.after_words,
+        }
+        if qid:
+            words.update(
+                scope=self.scope(qid), key_scope=self.key_scope(qid), id_scope=self.id_scope(qid)
+            )
+        return words
+
+    after_words = ""  # the condition selecting rows after a place (`after_values`)
+
+    def after_values(self, after: int) -> dict[str, Any]:
+        """The parameters of ``{after}`` for rows after place `after` in delivery order."""
+        raise NotImplementedError
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -105,10 +169,6 @@ class Dialect(ABC, Generic[E]):
     @abstractmethod
     def sequence(self, key: int, priority: int) -> int:
         """A row's place in delivery order (Message.sequence)."""
-
-    @abstractmethod
-    def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
-        """A condition selecting rows after place `after` in delivery order."""
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -205,21 +265,14 @@ class Dialect(ABC, Generic[E]):
         for i in range(0, len(ids), 1000):
             chunk = ids[i : i + 1000]
             for key, visible_at in ex.rows(
-                f"SELECT {self.key}, visible_at FROM {self.messages(qid)}"
-                f" WHERE {self.id_scope(qid)} AND id IN ({marks(chunk)})",
-                chunk,
+                self.sql(FIND_MANY, qid, len(chunk)), spread("ids", chunk)
             ):
                 found.append((int(key), float(visible_at)))
         return found
 
     def any_ready(self, ex: E, qid: int, now: float) -> bool:
         """Whether queue `qid` has a message visible at `now` (a read, no lock taken)."""
-        found = ex.one(
-            f"SELECT 1 FROM {self.messages(qid)} WHERE {self.scope(qid)} AND visible_at <= %s"
-            " LIMIT 1",
-            (now,),
-        )
-        return found is not None
+        return ex.one(self.sql(ANY_READY, qid), {"now": now}) is not None
 
     def walk_page(
         self, ex: E, qid: int, after: int, now: float, page: int, *, fifo: bool, lock: bool
@@ -242,13 +295,12 @@ class Dialect(ABC, Generic[E]):
     def _walk(
         self, ex: E, qid: int, after: int, now: float | None, page: int, lock: bool
     ) -> list[Row]:
-        visible = "" if now is None else " AND visible_at <= %s"
-        cond, params = self.after(after)
+        if now is None:
+            statement = WALK_LOCKING if lock else WALK
+        else:
+            statement = WALK_VISIBLE_LOCKING if lock else WALK_VISIBLE
         return ex.rows(
-            f"SELECT {self.key}, {self.priority}, group_id, visible_at, receive_count, deadline,"
-            f" sent_at FROM {self.messages(qid)} WHERE {self.scope(qid)} AND {cond}{visible}"
-            f" ORDER BY {self.order} LIMIT %s{self.skip_locked if lock else ''}",
-            (*params, page) if now is None else (*params, now, page),
+            self.sql(statement, qid), {"now": now, "page": page, **self.after_values(after)}
         )
 
     @abstractmethod
@@ -261,17 +313,9 @@ class Dialect(ABC, Generic[E]):
     ) -> list[Row]:
         """Claim the rows of `keys` (chosen by a walk of the queue's head); the rows as the
         claim left them, in any order."""
-        t, scope = self.messages(qid), self.key_scope(qid)
-        found = ex.rows(
-            f"SELECT {self.columns} FROM {t} WHERE {scope} AND {self.key} IN ({marks(keys)})",
-            keys,
-        )
-        ex.run(
-            f"UPDATE {t} SET visible_at = {CLAIMED_UNTIL}, receive_count = receive_count + 1,"
-            " first_received_at = coalesce(first_received_at, %s), version = version + 1,"
-            f" token = %s WHERE {scope} AND {self.key} IN ({marks(keys)})",
-            (*claim_params(terms, token), *keys),
-        )
+        n, chosen = len(keys), spread("keys", keys)
+        found = ex.rows(self.sql(ROWS_OF_KEYS, qid, n), chosen)
+        ex.run(self.sql(CLAIM_KEYS, qid, n), {**claim_values(terms, token), **chosen})
         return [claimed(row, terms) for row in found]
 
     @abstractmethod
@@ -286,18 +330,17 @@ class Dialect(ABC, Generic[E]):
 
     # -- bulk (the pipeline) --------------------------------------------------------------
 
-    def insert_many(self, ex: E, sql: str, rows: Sequence[Sequence[Any]], types: str) -> None:
-        """Run a one-row ``INSERT ... VALUES (%s, ...)`` for many rows, in few statements
-        (`types`: the columns' SQL types, comma-separated)."""
-        if not rows:
-            return
-        row_marks = f"({marks(rows[0])})"
+    def record_leases(
+        self, ex: E, qid: int, stream: str, lease: int, token: str, rows: Sequence[tuple[int, str]]
+    ) -> None:
+        """Record claims (row key, message id) under a lease, all under one token, in few
+        statements."""
+        shared = {"qid": qid, "stream": stream, "lease": lease, "token": token}
         for i in range(0, len(rows), 1000):
             chunk = rows[i : i + 1000]
-            ex.run(
-                sql.replace(row_marks, ", ".join([row_marks] * len(chunk)), 1),
-                [v for row in chunk for v in row],
-            )
+            values = each(("row_key", "message_id"), chunk)
+            values.update(shared)
+            ex.run(self.sql(RECORD_LEASES, 0, len(chunk)), values)
 
     def lease_claim(
         self, ex: E, qid: int, stream: str, lease: int, limit: int, terms: ClaimTerms,
@@ -306,11 +349,6 @@ class Dialect(ABC, Generic[E]):
         """Claim up to `limit` ready messages of a plain queue and record each claim under
         (stream, lease) without reading the messages; how many. None where the dialect has
         no such statement (the pipeline then receives and records)."""
-        return None
-
-    def leased(self, qid: int, stream: str, upto: int) -> tuple[str, tuple[Any, ...]] | None:
-        """A condition selecting the rows leases <= `upto` of `stream` still hold (key and
-        claim token both), for one DELETE; None where the dialect has none."""
         return None
 
 
@@ -351,8 +389,16 @@ class ServerDialect(Dialect[CursorExec]):
         return order_key(priority, key)
 
     def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
+        """A condition selecting rows after place `after` in delivery order, ``%s``
+        parameters (`after_words` with `after_values` in statements.py)."""
         priority, seq = order_after(after)
         return "(nprio > %s OR (nprio = %s AND seq > %s))", (-priority, -priority, seq)
+
+    after_words = "(nprio > :after_nprio OR (nprio = :after_nprio AND seq > :after_seq))"
+
+    def after_values(self, after: int) -> dict[str, Any]:
+        priority, seq = order_after(after)
+        return {"after_nprio": -priority, "after_seq": seq}
 
     def schema_version(self, ex: CursorExec) -> int:
         table = f"{self.prefix}schema"

@@ -12,15 +12,33 @@ from ...models import ArchivedMessage, Message, MessageState, MessageUpdate, Que
 from ..base import Editing
 from ..codec import encode_attributes
 from ..errors import in_flight, no_dead_letter_policy, no_dead_letter_queue, no_message, no_source
-from .connections import Exec, marks
+from .connections import Exec
 from .pipeline import HIDDEN
 from .rows import (
-    ARCHIVE_COLUMNS,
     Fields,
     Row,
     row_archived,
     row_fields,
     row_message,
+)
+from .statement import Statement, spread
+from .statements import (
+    ADD_DEAD,
+    ADD_EXPIRED,
+    ARCHIVE_HELD,
+    ARCHIVE_KEYS,
+    DELETE_KEY,
+    DELETE_KEYS,
+    FAIL_MESSAGE,
+    LIST_ARCHIVE,
+    LIST_DELAYED,
+    LIST_IN_FLIGHT,
+    LIST_MESSAGES,
+    LIST_READY,
+    MESSAGE_ROW,
+    REDRIVE_PICK,
+    RESET_MESSAGE,
+    UPDATE_MESSAGE,
 )
 
 if TYPE_CHECKING:
@@ -41,34 +59,29 @@ class SQLEditor(Editing):
         queue: str,
         now: float,
         outcome: str,
-        cond: str,
-        params: Sequence[Any],
+        keys: Sequence[int],
+        token: str | None = None,
     ) -> None:
-        """Copy the queue's rows that `cond` selects to the archive."""
-        d = self.d
-        ex.run(
-            f"INSERT INTO {d.prefix}archive ({ARCHIVE_COLUMNS}) SELECT %s, id, body, attributes,"
-            f" group_id, {d.priority}, sent_at, first_received_at, %s, receive_count, %s,"
-            f" compressed FROM {d.messages(qid)} WHERE {cond}",
-            (queue, now, outcome, *params),
-        )
+        """Copy the queue's rows of `keys` to the archive (only those `token` holds, if
+        given)."""
+        values = {"queue": queue, "now": now, "outcome": outcome, **spread("keys", keys)}
+        if token is None:
+            statement = ARCHIVE_KEYS
+        else:
+            statement, values["token"] = ARCHIVE_HELD, token
+        ex.run(self.d.sql(statement, qid, len(keys)), values)
 
     def expire(
         self, ex: Exec, qid: int, queue: str, attrs: QueueAttributes, key: int, now: float
     ) -> None:
         d = self.d
-        cond = f"{d.key_scope(qid)} AND {d.key} = %s"
         if attrs.archive:
-            self.archive(ex, qid, queue, now, "expired", cond, (key,))
-        ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", (key,))
-        ex.run(f"UPDATE {d.prefix}queues SET expired = expired + 1 WHERE id = %s", (qid,))
+            self.archive(ex, qid, queue, now, "expired", [key])
+        ex.run(d.sql(DELETE_KEY, qid), {"key": key})
+        ex.run(d.sql(ADD_EXPIRED), {"n": 1, "qid": qid})
 
     def _row(self, ex: Exec, qid: int, key: int) -> Row:
-        d = self.d
-        row = ex.one(
-            f"SELECT {d.columns} FROM {d.messages(qid)} WHERE {d.key_scope(qid)} AND {d.key} = %s",
-            (key,),
-        )
+        row = ex.one(self.d.sql(MESSAGE_ROW, qid), {"key": key})
         assert row is not None
         return row
 
@@ -77,13 +90,10 @@ class SQLEditor(Editing):
         `dest` (the same queue, for a new priority); the new row's key. A message of the
         same id in `dest` is replaced."""
         d = self.d
-        ex.run(f"DELETE FROM {d.messages(qid)} WHERE {d.key_scope(qid)} AND {d.key} = %s", (key,))
+        ex.run(d.sql(DELETE_KEY, qid), {"key": key})
         old = d.find(ex, dest, fields.id)
         if old is not None:
-            ex.run(
-                f"DELETE FROM {d.messages(dest)} WHERE {d.key_scope(dest)} AND {d.key} = %s",
-                (old,),
-            )
+            ex.run(d.sql(DELETE_KEY, dest), {"key": old})
         stored = d.insert_one(ex, dest, fields)
         assert stored is not None
         return stored[0]
@@ -115,7 +125,7 @@ class SQLEditor(Editing):
         self, ex: Exec, qid: int, queue: str, dlq_id: int, key: int, error: str | None
     ) -> int:
         moved = self.move(ex, qid, key, dlq_id, dead_from=queue, error=error)
-        ex.run(f"UPDATE {self.d.prefix}queues SET dead = dead + 1 WHERE id = %s", (qid,))
+        ex.run(self.d.sql(ADD_DEAD), {"qid": qid})
         return moved
 
     # -- inspection and editing -----------------------------------------------------------
@@ -139,24 +149,17 @@ class SQLEditor(Editing):
     ) -> list[Message]:
         d = self.d
         now = self.store.clock.now()
-        where, extra = {  # (messages a job staged, hidden until it publishes, are not listed)
-            None: (" AND visible_at < %s", (HIDDEN,)),
-            MessageState.READY: (" AND visible_at <= %s", (now,)),
-            MessageState.DELAYED: (
-                " AND visible_at > %s AND visible_at < %s AND receive_count = 0",
-                (now, HIDDEN),
-            ),
-            MessageState.IN_FLIGHT: (" AND visible_at > %s AND receive_count > 0", (now,)),
+        statement = {  # (messages a job staged, hidden until it publishes, are not listed)
+            None: LIST_MESSAGES,
+            MessageState.READY: LIST_READY,
+            MessageState.DELAYED: LIST_DELAYED,
+            MessageState.IN_FLIGHT: LIST_IN_FLIGHT,
         }[state]
-        cond, params = d.after(after)
+        values = {"now": now, "hidden": HIDDEN, "limit": limit, **d.after_values(after)}
 
         def run(ex: Exec) -> list[Row]:
             qid, _ = self.store.queue_row(ex, queue)
-            return ex.rows(
-                f"SELECT {d.columns} FROM {d.messages(qid)} WHERE {d.scope(qid)} AND {cond}"
-                f"{where} ORDER BY {d.order} LIMIT %s",
-                (*params, *extra, limit),
-            )
+            return ex.rows(d.sql(statement, qid), values)
 
         return [self._message(queue, row) for row in self.store.read(run)]
 
@@ -187,10 +190,14 @@ class SQLEditor(Editing):
                 key = self._rewrite(ex, qid, key, qid, f._replace(priority=update.priority))
             else:
                 ex.run(
-                    f"UPDATE {d.messages(qid)} SET body = %s, compressed = %s, attributes = %s,"
-                    f" visible_at = %s, version = version + 1 WHERE {d.key_scope(qid)}"
-                    f" AND {d.key} = %s",
-                    (f.body, f.compressed, f.attributes, f.visible_at, key),
+                    d.sql(UPDATE_MESSAGE, qid),
+                    {
+                        "body": f.body,
+                        "compressed": f.compressed,
+                        "attributes": f.attributes,
+                        "visible_at": f.visible_at,
+                        "key": key,
+                    },
                 )
             d.notify_waiters(ex, queue)
             return self._row(ex, qid, key)
@@ -207,10 +214,9 @@ class SQLEditor(Editing):
         def run(ex: Exec) -> int:
             qid, attrs = self.store.queue_row(ex, queue)
             key, *_ = self._message_row(ex, qid, queue, message_id)
-            cond = f"{d.key_scope(qid)} AND {d.key} = %s"
             if attrs.archive:
-                self.archive(ex, qid, queue, now, "removed", cond, (key,))
-            ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", (key,))
+                self.archive(ex, qid, queue, now, "removed", [key])
+            ex.run(d.sql(DELETE_KEY, qid), {"key": key})
             return qid
 
         # an admin's delete is a delete
@@ -254,11 +260,7 @@ class SQLEditor(Editing):
             if ids is not None:
                 rows = [self._message_row(ex, qid, queue, mid) for mid in ids]
             else:
-                rows = ex.rows(
-                    f"SELECT {d.columns} FROM {d.messages(qid)} WHERE {d.scope(qid)}"
-                    f" AND visible_at <= %s ORDER BY {d.order} LIMIT %s{d.skip_locked}",
-                    (now, limit),
-                )
+                rows = ex.rows(d.sql(REDRIVE_PICK, qid), {"now": now, "limit": limit})
             picked: list[tuple[int, Fields]] = []
             for row in rows:
                 key, *_ = row
@@ -300,11 +302,7 @@ class SQLEditor(Editing):
         d = self.d
         for i in range(0, len(keys), 1000):
             part = keys[i : i + 1000]
-            ex.run(
-                f"DELETE FROM {d.messages(qid)} WHERE {d.key_scope(qid)}"
-                f" AND {d.key} IN ({marks(part)})",
-                part,
-            )
+            ex.run(d.sql(DELETE_KEYS, qid, len(part)), spread("keys", part))
 
     def _put_back(self, ex: Exec, dest: int, rows: Sequence[Fields]) -> None:
         """Write moved messages at the back of queue `dest`, replacing messages of the same
@@ -315,25 +313,19 @@ class SQLEditor(Editing):
         assert all(key is not None for key in stored)
 
     def reset_message(self, queue: str, message_id: str) -> Message:
-        return self._release(
-            queue, message_id, 0.0, "receive_count = 0, first_received_at = NULL, "
-        )
+        return self._release(queue, message_id, 0.0, RESET_MESSAGE)
 
     def fail_message(self, queue: str, message_id: str, delay: float = 0.0) -> Message:
-        return self._release(queue, message_id, delay, "")
+        return self._release(queue, message_id, delay, FAIL_MESSAGE)
 
-    def _release(self, queue: str, message_id: str, delay: float, extra: str) -> Message:
+    def _release(self, queue: str, message_id: str, delay: float, statement: Statement) -> Message:
         d = self.d
         now = self.store.clock.now()
 
         def run(ex: Exec) -> Row:
             qid, _ = self.store.queue_row(ex, queue)
             key, *_ = self._message_row(ex, qid, queue, message_id)
-            ex.run(
-                f"UPDATE {d.messages(qid)} SET {extra}visible_at = %s, token = NULL,"
-                f" version = version + 1 WHERE {d.key_scope(qid)} AND {d.key} = %s",
-                (now + delay, key),
-            )
+            ex.run(d.sql(statement, qid), {"visible_at": now + delay, "key": key})
             if delay == 0:
                 d.notify_waiters(ex, queue)
             return self._row(ex, qid, key)
@@ -347,11 +339,6 @@ class SQLEditor(Editing):
     def list_archive(
         self, queue: str, *, limit: int = 1000, after: int = 0
     ) -> list[ArchivedMessage]:
-        rows = self.store.read(
-            lambda ex: ex.rows(
-                f"SELECT {ARCHIVE_COLUMNS} FROM {self.d.prefix}archive"
-                " WHERE queue_name = %s ORDER BY seq LIMIT %s OFFSET %s",
-                (queue, limit, after),
-            )
-        )
+        values = {"queue": queue, "limit": limit, "skip": after}
+        rows = self.store.read(lambda ex: ex.rows(self.d.sql(LIST_ARCHIVE), values))
         return [row_archived(row) for row in rows]

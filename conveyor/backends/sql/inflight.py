@@ -37,6 +37,18 @@ READY = "visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > 
 CLAIMED_UNTIL = "CASE WHEN deadline > %s AND deadline < %s THEN deadline ELSE %s END"
 
 
+def claim_values(terms: ClaimTerms, token: str) -> dict[str, object]:
+    """The parameters of a claim (statements.CLAIM_SET and READY), but its limit."""
+    return {
+        "cut_from": terms.cut_from,
+        "until": terms.visible_at,
+        "now": terms.now,
+        "token": token,
+        "horizon": terms.horizon,
+        "expires": terms.expires,
+    }
+
+
 def claim_params(terms: ClaimTerms, token: str) -> tuple[float, float, float, float, str]:
     """The parameters of a claim's ``SET visible_at = CLAIMED_UNTIL, ...,
     first_received_at = coalesce(first_received_at, %s), ..., token = %s``."""

@@ -38,6 +38,7 @@ from .dialect import Bare, ServerDialect
 from .inflight import CLAIMED_UNTIL, READY, HeadWatch, claim_params
 from .rows import Fields, Row, claimed
 from .schema import ServerTypes, Step, server_migrations
+from .statement import MYSQL, Style
 from .store import SQLStore
 from .wakes import Wakes
 
@@ -304,6 +305,9 @@ class MySQLDialect(ServerDialect):
 
     def unlock_schema(self, ex: CursorExec) -> None:
         ex.rows("SELECT RELEASE_LOCK(%s)", (f"conveyor-schema-{self.prefix}",))
+
+    def style(self) -> Style:
+        return MYSQL
 
     def ignore(self, table: str, columns: str, key: str) -> str:
         return f"INSERT IGNORE INTO {table} ({columns}) VALUES ({marks(columns.split(','))})"

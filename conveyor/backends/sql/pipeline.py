@@ -22,17 +22,42 @@ from ...models import ArchivedMessage, Delivery, Message, NewMessage
 from ...receipts import claim_token
 from ..base import Bounds, Pipeline
 from ..rules import claim_terms, walks_head
-from .connections import Exec, marks
-from .rows import ARCHIVE_COLUMNS, Row, new_fields, row_archived, row_message
+from .connections import Exec
+from .rows import Row, new_fields, row_archived, row_message
+from .statement import Statement, spread
+from .statements import (
+    ABANDONED_STAGES,
+    ARCHIVE_BOUNDS,
+    ARCHIVE_LEASED,
+    CREATE_STAGE,
+    DELETE_KEYS,
+    DELETE_LEASED,
+    DELETE_LEASES,
+    DROP_STAGED,
+    DROP_STAGES,
+    FORGET_JOB_SINKS,
+    LEASE_BOUNDS,
+    LEASE_PAGE,
+    LEASE_ROWS,
+    LEASED_ROWS,
+    MESSAGE_BOUNDS,
+    PUBLISH_STAGED,
+    RESTAGE,
+    SCAN_ARCHIVE,
+    SCAN_MESSAGES,
+    SET_SINK_BATCH,
+    SET_STAGE_RANGE,
+    SET_STREAM_POSITION,
+    SINK_BATCH,
+    STAGES_OF_BATCH,
+    STREAM_POSITION,
+)
 
 if TYPE_CHECKING:
     from .store import SQLStore
 
 HIDDEN = 1e15  # staged messages have visible_at HIDDEN + their stage's tag: after any real time
 PAGE = 2000  # rows per statement when scanning or reading a lease
-LEASE_COLUMNS = "queue_id, stream, lease, row_key, message_id, token"
-LEASE_KEY = "queue_id, stream, lease, row_key"
-LEASE_TYPES = "bigint, text, bigint, bigint, text, text"
 LEASE_CHUNK = 5000  # messages claimed per receive when leasing, deleted per acknowledgement
 JOB_SINK_DAYS = 7  # how long a one-off job's commit record is kept
 STAGE_HOURS = 24  # a one-off job's staged rows older than this are its own dead job's
@@ -56,7 +81,6 @@ class SQLPipeline(Pipeline):
     def __init__(self, store: SQLStore[Any]) -> None:
         self.store = store
         self.d = store.dialect
-        self.p = store.dialect.prefix
 
     def _qid(self, ex: Exec, queue: str) -> int:
         qid, _ = self.store.queue_row(ex, queue)
@@ -69,17 +93,9 @@ class SQLPipeline(Pipeline):
 
         def run(ex: Exec) -> Row | None:
             if archive:
-                return ex.one(
-                    f"SELECT count(*), min(seq), max(seq) FROM {self.p}archive"
-                    " WHERE queue_name = %s",
-                    (queue,),
-                )
+                return ex.one(d.sql(ARCHIVE_BOUNDS), {"queue": queue})
             qid = self._qid(ex, queue)
-            return ex.one(
-                f"SELECT count(*), min({d.key}), max({d.key}) FROM {d.messages(qid)}"
-                f" WHERE {d.scope(qid)} AND visible_at < %s",
-                (HIDDEN,),
-            )
+            return ex.one(d.sql(MESSAGE_BOUNDS, qid), {"hidden": HIDDEN})
 
         return _bounds(self.store.read(run))
 
@@ -100,10 +116,8 @@ class SQLPipeline(Pipeline):
         def fetch(ex: Exec, after: int) -> Page:
             qid = self._qid(ex, queue)
             rows = ex.rows(
-                f"SELECT {d.columns} FROM {d.messages(qid)} WHERE {d.scope(qid)}"
-                f" AND {d.key} > %s AND {d.key} <= %s AND visible_at < %s ORDER BY {d.key}"
-                " LIMIT %s",
-                (after, high, HIDDEN, PAGE),
+                d.sql(SCAN_MESSAGES, qid),
+                {"after": after, "high": high, "hidden": HIDDEN, "page": PAGE},
             )
             return rows, _last_key(rows)
 
@@ -113,9 +127,8 @@ class SQLPipeline(Pipeline):
     def scan_archive(self, queue: str, low: int, high: int) -> Iterator[ArchivedMessage]:
         def fetch(ex: Exec, after: int) -> Page:
             rows = ex.rows(
-                f"SELECT seq, {ARCHIVE_COLUMNS} FROM {self.p}archive WHERE queue_name = %s"
-                " AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s",
-                (queue, after, high, PAGE),
+                self.d.sql(SCAN_ARCHIVE),
+                {"queue": queue, "after": after, "high": high, "page": PAGE},
             )
             return rows, _last_key(rows)
 
@@ -127,8 +140,7 @@ class SQLPipeline(Pipeline):
     def stream_position(self, queue: str, stream: str) -> int:
         def run(ex: Exec) -> int:
             row = ex.one(
-                f"SELECT acked FROM {self.p}streams WHERE queue_id = %s AND stream = %s",
-                (self._qid(ex, queue), stream),
+                self.d.sql(STREAM_POSITION), {"qid": self._qid(ex, queue), "stream": stream}
             )
             return _first(row, 0)
 
@@ -173,33 +185,23 @@ class SQLPipeline(Pipeline):
         )
         if not rows:
             return 0
-        leased = []
-        for row in rows:
-            key, message_id, *_ = row
-            leased.append((qid, stream, lease, key, message_id, token))
-        upsert = d.upsert(f"{self.p}leases", LEASE_COLUMNS, LEASE_KEY)
-        store.write(lambda ex: d.insert_many(ex, upsert, leased, LEASE_TYPES))
+        leased = [(int(key), str(message_id)) for key, message_id, *_ in rows]
+        store.write(lambda ex: d.record_leases(ex, qid, stream, lease, token, leased))
         return len(rows)
 
     def _lease_rows(self, queue: str, stream: str, upto: int) -> list[tuple[int, str]]:
         """(row key, claim token) of what leases <= `upto` hold."""
 
         def run(ex: Exec) -> list[Row]:
-            return ex.rows(
-                f"SELECT row_key, token FROM {self.p}leases"
-                " WHERE queue_id = %s AND stream = %s AND lease <= %s",
-                (self._qid(ex, queue), stream, upto),
-            )
+            values = {"qid": self._qid(ex, queue), "stream": stream, "upto": upto}
+            return ex.rows(self.d.sql(LEASE_ROWS), values)
 
         return [(int(key), str(token).strip()) for key, token in self.store.read(run)]
 
     def lease_bounds(self, queue: str, stream: str, first: int, last: int) -> Bounds:
         def run(ex: Exec) -> Row | None:
-            return ex.one(
-                f"SELECT count(*), min(row_key), max(row_key) FROM {self.p}leases"
-                " WHERE queue_id = %s AND stream = %s AND lease >= %s AND lease <= %s",
-                (self._qid(ex, queue), stream, first, last),
-            )
+            values = {"qid": self._qid(ex, queue), "stream": stream, "first": first, "last": last}
+            return ex.one(self.d.sql(LEASE_BOUNDS), values)
 
         return _bounds(self.store.read(run))
 
@@ -215,21 +217,22 @@ class SQLPipeline(Pipeline):
                 # may walk the whole queue
                 qid = self._qid(ex, queue)
                 held = ex.rows(
-                    f"SELECT row_key, token FROM {self.p}leases WHERE queue_id = %s"
-                    " AND stream = %s AND lease = %s AND row_key > %s AND row_key <= %s"
-                    " ORDER BY row_key LIMIT %s",
-                    (qid, stream, lease, after, high, PAGE),
+                    d.sql(LEASE_PAGE),
+                    {
+                        "qid": qid,
+                        "stream": stream,
+                        "lease": lease,
+                        "after": after,
+                        "high": high,
+                        "page": PAGE,
+                    },
                 )
                 if not held:
                     return [], None
                 tokens = {int(key): str(token).strip() for key, token in held}
                 # by key alone (keys are unique in the table, and the token must match): a
                 # prepared statement's generic plan could otherwise walk the whole queue
-                rows = ex.rows(
-                    f"SELECT {d.columns}, token FROM {d.messages(qid)}"
-                    f" WHERE {d.key} IN ({marks(held)}) ORDER BY {d.key}",
-                    list(tokens),
-                )
+                rows = ex.rows(d.sql(LEASED_ROWS, qid, len(tokens)), spread("keys", list(tokens)))
                 mine = []
                 for *row, token in rows:
                     key, *_ = row
@@ -241,24 +244,18 @@ class SQLPipeline(Pipeline):
                 yield row_message(queue, row, d.sequence)
 
     def acknowledge_leases(self, queue: str, stream: str, upto: int) -> int:
-        p = self.p
-        store = self.store
+        d, store = self.d, self.store
         deleted = self._delete_leased(queue, stream, upto)
-        upsert = self.d.upsert(
-            f"{p}streams", "queue_id, stream, acked, updated_at", "queue_id, stream"
-        )
 
         def run(ex: Exec) -> None:
             qid = self._qid(ex, queue)
-            ex.run(
-                f"DELETE FROM {p}leases WHERE queue_id = %s AND stream = %s AND lease <= %s",
-                (qid, stream, upto),
-            )
-            row = ex.one(
-                f"SELECT acked FROM {p}streams WHERE queue_id = %s AND stream = %s", (qid, stream)
-            )
+            ex.run(d.sql(DELETE_LEASES), {"qid": qid, "stream": stream, "upto": upto})
+            row = ex.one(d.sql(STREAM_POSITION), {"qid": qid, "stream": stream})
             acked = max(upto, _first(row, 0))
-            ex.run(upsert, (qid, stream, acked, store.clock.now()))
+            ex.run(
+                d.sql(SET_STREAM_POSITION),
+                {"qid": qid, "stream": stream, "acked": acked, "now": store.clock.now()},
+            )
 
         store.write(run)
         return deleted
@@ -267,16 +264,16 @@ class SQLPipeline(Pipeline):
         """Delete what leases <= `upto` still hold, as deletes by receipt would; how many."""
         store, d = self.store, self.d
         qid, attrs = store.lookup(queue)
-        leased = d.leased(qid, stream, upto)
-        if leased is not None:
+        if d.deletes_leased:
             # one statement: the rows the leases hold, where they still hold the claim
-            cond, params = leased
             now = store.clock.now()
+            values = {"qid": qid, "stream": stream, "upto": upto}
 
             def run(ex: Exec) -> int:
                 if attrs.archive:
-                    store.editor.archive(ex, qid, queue, now, "deleted", cond, params)
-                return ex.run(f"DELETE FROM {d.messages(qid)} WHERE {cond}", params)
+                    archived = {**values, "queue": queue, "now": now, "outcome": "deleted"}
+                    ex.run(d.sql(ARCHIVE_LEASED, qid), archived)
+                return ex.run(d.sql(DELETE_LEASED, qid), values)
 
             return store.counted_write(
                 run, "deleted", lambda n: [(qid, n)], single=not attrs.archive
@@ -296,7 +293,7 @@ class SQLPipeline(Pipeline):
         self, queue: str, sink: str, batch: int, part: int, attempt: int,
         messages: Sequence[NewMessage],
     ) -> int:  # fmt: skip
-        d, p = self.d, self.p
+        d = self.d
         now = self.store.clock.now()
         mine_ids = [m.generated_id or not m.id for m in messages]
         fresh = iter(d.new_ids(sum(mine_ids)) or ())
@@ -315,9 +312,15 @@ class SQLPipeline(Pipeline):
                 if not stages:  # a new batch: reclaim what one-off jobs that died left
                     self._drop_staged(ex, qid, self._abandoned(ex, qid, now - STAGE_HOURS * 3600))
                 ex.run(
-                    f"INSERT INTO {p}stages (queue_id, sink, batch, part, attempt, created_at)"
-                    " VALUES (%s, %s, %s, %s, %s, %s)",
-                    (qid, sink, batch, part, attempt, now),
+                    d.sql(CREATE_STAGE),
+                    {
+                        "qid": qid,
+                        "sink": sink,
+                        "batch": batch,
+                        "part": part,
+                        "attempt": attempt,
+                        "now": now,
+                    },
                 )
                 stages = self._stages(ex, qid, sink, batch)
                 mine = next(s for s in stages if (s.part, s.attempt) == (part, attempt))
@@ -335,84 +338,70 @@ class SQLPipeline(Pipeline):
                 taken = [k for k, v in d.find_many(ex, qid, present) if v in others]
                 if taken:
                     ex.run(
-                        f"UPDATE {d.messages(qid)} SET visible_at = %s"
-                        f" WHERE {d.key_scope(qid)} AND {d.key} IN ({marks(taken)})",
-                        (hidden, *taken),
+                        d.sql(RESTAGE, qid, len(taken)), {"hidden": hidden, **spread("keys", taken)}
                     )
                 keys += taken
             if keys:
                 low = min(keys) if mine.low is None else min(mine.low, *keys)
                 high = max(keys) if mine.high is None else max(mine.high, *keys)
-                ex.run(
-                    f"UPDATE {p}stages SET low = %s, high = %s WHERE tag = %s",
-                    (low, high, mine.tag),
-                )
+                ex.run(d.sql(SET_STAGE_RANGE), {"low": low, "high": high, "tag": mine.tag})
             return len(keys)
 
         return self.store.write(run)
 
     def _stages(self, ex: Exec, qid: int, sink: str, batch: int) -> list[Stage]:
         """The stages of (sink, batch)."""
-        return self._stage_rows(ex, "sink = %s AND batch = %s", (qid, sink, batch))
+        return self._stage_rows(ex, STAGES_OF_BATCH, {"qid": qid, "sink": sink, "batch": batch})
 
     def _abandoned(self, ex: Exec, qid: int, before: float) -> list[Stage]:
         """The stages of one-off jobs created before `before` (their jobs died unfinished)."""
-        return self._stage_rows(ex, "sink LIKE %s AND created_at < %s", (qid, "job:%", before))
+        values = {"qid": qid, "pattern": "job:%", "before": before}
+        return self._stage_rows(ex, ABANDONED_STAGES, values)
 
-    def _stage_rows(self, ex: Exec, cond: str, params: Sequence[Any]) -> list[Stage]:
-        rows = ex.rows(
-            f"SELECT tag, part, attempt, low, high FROM {self.p}stages"
-            f" WHERE queue_id = %s AND {cond}",
-            params,
-        )
+    def _stage_rows(self, ex: Exec, statement: Statement, values: dict[str, Any]) -> list[Stage]:
+        rows = ex.rows(self.d.sql(statement), values)
         return [
             Stage(int(tag), int(part), int(attempt), _int(low), _int(high))
             for tag, part, attempt, low, high in rows
         ]
 
-    def _tagged(self, qid: int, stages: Sequence[Stage]) -> tuple[str, list[Any]]:
-        """A condition on row key and visible_at selecting the stages' staged messages."""
+    def _staged(
+        self, ex: Exec, statement: Statement, qid: int, stages: Sequence[Stage], **more: Any
+    ) -> int:
+        """Run `statement` on the stages' staged messages (statements._STAGED); how many
+        rows it changed."""
         held = [(s.tag, s.low, s.high) for s in stages if s.low is not None and s.high is not None]
         if not held:
-            return "1 = 0", []
-        d = self.d
-        low = min(lo for _, lo, _ in held if lo is not None)
-        high = max(hi for _, _, hi in held if hi is not None)
-        # tags are unique across queues, so the key range and the tags select the rows alone
-        return (
-            f"{d.key_scope(qid)} AND {d.key} >= %s AND {d.key} <= %s"
-            f" AND visible_at IN ({marks(held)})",
-            [low, high, *(HIDDEN + tag for tag, _, _ in held)],
-        )
+            return 0
+        values = {
+            "low": min(lo for _, lo, _ in held if lo is not None),
+            "high": max(hi for _, _, hi in held if hi is not None),
+            **spread("tags", [HIDDEN + tag for tag, _, _ in held]),
+            **more,
+        }
+        return ex.run(self.d.sql(statement, qid, len(held)), values)
 
     def publish_staged(
         self, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]]
     ) -> int | None:
-        d, p = self.d, self.p
+        d = self.d
         store = self.store
         now = store.clock.now()
-        upsert = d.upsert(f"{p}sinks", "queue_id, sink, batch, committed_at", "queue_id, sink")
 
         def run(ex: Exec) -> tuple[int, int | None]:
             qid = self._qid(ex, queue)
-            done = ex.one(
-                f"SELECT batch FROM {p}sinks WHERE queue_id = %s AND sink = %s", (qid, sink)
-            )
+            done = ex.one(d.sql(SINK_BATCH), {"qid": qid, "sink": sink})
             stages = self._stages(ex, qid, sink, batch)
             published: int | None = None
             if _first(done, -1) < batch:
-                wanted = set(tags)
-                cond, params = self._tagged(
-                    qid, [s for s in stages if (s.part, s.attempt) in wanted]
-                )
-                published = ex.run(
-                    f"UPDATE {d.messages(qid)} SET visible_at = %s, sent_at = %s WHERE {cond}",
-                    (now, now, *params),
-                )
-                ex.run(upsert, (qid, sink, batch, now))
+                wanted = [s for s in stages if (s.part, s.attempt) in set(tags)]
+                published = self._staged(ex, PUBLISH_STAGED, qid, wanted, now=now)
                 ex.run(
-                    f"DELETE FROM {p}sinks WHERE sink LIKE %s AND committed_at < %s",
-                    ("job:%", now - JOB_SINK_DAYS * 86400),
+                    d.sql(SET_SINK_BATCH), {"qid": qid, "sink": sink, "batch": batch, "now": now}
+                )
+                ex.run(
+                    d.sql(FORGET_JOB_SINKS),
+                    {"pattern": "job:%", "before": now - JOB_SINK_DAYS * 86400},
                 )
             # what other attempts staged goes, and so do one-off jobs that died a day ago
             stale = self._abandoned(ex, qid, now - STAGE_HOURS * 3600)
@@ -440,11 +429,7 @@ class SQLPipeline(Pipeline):
             for i in range(0, len(ids), REMOVE_CHUNK):
                 keys = [key for key, _ in d.find_many(ex, qid, ids[i : i + REMOVE_CHUNK])]
                 if keys:
-                    gone += ex.run(
-                        f"DELETE FROM {d.messages(qid)} WHERE {d.key_scope(qid)}"
-                        f" AND {d.key} IN ({marks(keys)})",
-                        keys,
-                    )
+                    gone += ex.run(d.sql(DELETE_KEYS, qid, len(keys)), spread("keys", keys))
             return gone
 
         return self.store.write(run) if ids else 0
@@ -453,12 +438,9 @@ class SQLPipeline(Pipeline):
         """Delete the stages' messages still hidden, and the stages; how many messages went."""
         if not stages:
             return 0
-        cond, params = self._tagged(qid, stages)
-        gone = ex.run(f"DELETE FROM {self.d.messages(qid)} WHERE {cond}", params)
-        ex.run(
-            f"DELETE FROM {self.p}stages WHERE tag IN ({marks(stages)})",
-            [s.tag for s in stages],
-        )
+        gone = self._staged(ex, DROP_STAGED, qid, stages)
+        tags = [s.tag for s in stages]
+        ex.run(self.d.sql(DROP_STAGES, 0, len(tags)), spread("tags", tags))
         return gone
 
 

@@ -44,6 +44,8 @@ from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
 from .pg_inflight import HeldIndexes
 from .rows import Fields, Row
 from .schema import ServerTypes, Step, server_migrations
+from .statement import Style, postgres_style
+from .statements import RECORD_LEASES
 from .store import SQLStore
 
 log = logging.getLogger("conveyor.store")
@@ -306,6 +308,7 @@ class PostgresDialect(ServerDialect):
     name = "postgresql"
     single_insert = True
     single_claim = True
+    deletes_leased = True
 
     def __init__(self, db: PostgresConnections) -> None:
         super().__init__(db.prefix)
@@ -340,6 +343,11 @@ class PostgresDialect(ServerDialect):
         # through a deep queue cost the square of its depth
         priority, seq = order_after(after)
         return "(nprio, seq) > (%s, %s)", (-priority, seq)
+
+    after_words = "(nprio, seq) > (:after_nprio, :after_seq)"
+
+    def style(self) -> Style:
+        return postgres_style()
 
     def key_scope(self, qid: int) -> str:
         # `+ 0`: the driver prepares statements, and a generic plan would find rows through
@@ -593,18 +601,29 @@ class PostgresDialect(ServerDialect):
 
     # -- bulk -----------------------------------------------------------------------------
 
-    def insert_many(
-        self, ex: CursorExec, sql: str, rows: Sequence[Sequence[Any]], types: str
+    def record_leases(
+        self,
+        ex: CursorExec,
+        qid: int,
+        stream: str,
+        lease: int,
+        token: str,
+        rows: Sequence[tuple[int, str]],
     ) -> None:
         # one array per column (unnest): several times faster than VALUES lists
-        if not rows:
-            return
-        row_marks = f"({marks(rows[0])})"
-        arrays = ", ".join(f"%s::{t.strip()}[]" for t in types.split(","))
-        statement = sql.replace(f"VALUES {row_marks}", f"SELECT * FROM unnest({arrays})", 1)
         for i in range(0, len(rows), 1000):
             chunk = rows[i : i + 1000]
-            ex.run(statement, [list(c) for c in zip(*chunk, strict=True)])
+            ex.run(
+                self.sql(RECORD_LEASES),
+                {
+                    "qid": qid,
+                    "stream": stream,
+                    "lease": lease,
+                    "token": token,
+                    "row_keys": [key for key, _ in chunk],
+                    "message_ids": [message_id for _, message_id in chunk],
+                },
+            )
 
     def lease_claim(
         self, ex: CursorExec, qid: int, stream: str, lease: int, limit: int,
@@ -621,15 +640,4 @@ class PostgresDialect(ServerDialect):
             " (queue_id, stream, lease, row_key) DO UPDATE SET"
             " message_id = excluded.message_id, token = excluded.token",
             (*claim, qid, stream, lease, token),
-        )
-
-    def leased(self, qid: int, stream: str, upto: int) -> tuple[str, tuple[Any, ...]] | None:
-        # rows by seq (arrays, so the plan is by seq however large the queue), where they
-        # still hold one of the leases' claim tokens (a message claimed again since holds
-        # another)
-        held = f"FROM {self.prefix}leases WHERE queue_id = %s AND stream = %s AND lease <= %s"
-        return (
-            f"queue_id + 0 = %s AND seq = ANY(ARRAY(SELECT row_key {held}))"
-            f" AND token = ANY(ARRAY(SELECT DISTINCT token {held}))",
-            (qid, qid, stream, upto, qid, stream, upto),
         )

@@ -12,7 +12,29 @@ from ...models import Consumer, NewMessage, SendResult
 from ..base import Consumers, Topics, merge_settings, routed
 from ..errors import consumer_gone, no_topic, not_subscribed
 from .connections import Exec
-from .rows import CONSUMER_COLUMNS, row_consumer
+from .rows import row_consumer
+from .statements import (
+    CONSUMER_HEARTBEAT,
+    CONSUMER_REGISTERED,
+    CONSUMER_ROW,
+    CREATE_TOPIC,
+    DELETE_TOPIC,
+    DELETE_TOPIC_SUBSCRIPTIONS,
+    LIST_CONSUMERS,
+    LIST_QUEUE_CONSUMERS,
+    PRUNE_CONSUMERS,
+    REGISTER_CONSUMER,
+    SET_SUBSCRIPTION,
+    SET_TOPIC_SETTINGS,
+    SUBSCRIBE,
+    SUBSCRIBERS,
+    SUBSCRIPTION_LOCKED,
+    TOPIC_NAMES,
+    TOPIC_SETTINGS,
+    TOPIC_SETTINGS_LOCKED,
+    UNREGISTER_CONSUMER,
+    UNSUBSCRIBE,
+)
 
 if TYPE_CHECKING:
     from .store import SQLStore
@@ -23,37 +45,32 @@ class SQLRegistry(Topics, Consumers):
 
     def __init__(self, store: SQLStore[Any]) -> None:
         self.store = store
-        self.p = store.dialect.prefix
+        self.sql = store.dialect.sql
 
     # -- topics ---------------------------------------------------------------------------
 
     def _topic(self, ex: Exec, name: str, *, lock: bool = False) -> dict[str, str]:
-        row = ex.one(
-            f"SELECT settings FROM {self.p}topics WHERE name = %s"
-            f"{self.store.dialect.for_update if lock else ''}",
-            (name,),
-        )
+        row = ex.one(self.sql(TOPIC_SETTINGS_LOCKED if lock else TOPIC_SETTINGS), {"name": name})
         if row is None:
             raise no_topic(name)
         return _strings(row[0])
 
     def create_topic(self, name: str) -> bool:
-        d = self.store.dialect
-        statement = d.ignore(f"{self.p}topics", "name, created_at", "name")
-        now = self.store.clock.now()
-        created: int = self.store.write(lambda ex: ex.run(statement, (name, now)), single=True)
+        statement = self.sql(CREATE_TOPIC)
+        values = {"name": name, "now": self.store.clock.now()}
+        created: int = self.store.write(lambda ex: ex.run(statement, values), single=True)
         return created > 0
 
     def delete_topic(self, name: str) -> None:
         def run(ex: Exec) -> None:
             self._topic(ex, name)
-            ex.run(f"DELETE FROM {self.p}subscriptions WHERE topic = %s", (name,))
-            ex.run(f"DELETE FROM {self.p}topics WHERE name = %s", (name,))
+            ex.run(self.sql(DELETE_TOPIC_SUBSCRIPTIONS), {"topic": name})
+            ex.run(self.sql(DELETE_TOPIC), {"topic": name})
 
         self.store.write(run)
 
     def list_topics(self, prefix: str = "") -> list[str]:
-        return self.store.names("topics", prefix)
+        return self.store.names(TOPIC_NAMES, prefix)
 
     def topic_settings(self, name: str) -> dict[str, str]:
         return self.store.read(lambda ex: self._topic(ex, name))
@@ -61,10 +78,7 @@ class SQLRegistry(Topics, Consumers):
     def update_topic_settings(self, name: str, changes: Mapping[str, str | None]) -> dict[str, str]:
         def run(ex: Exec) -> dict[str, str]:
             settings = merge_settings(self._topic(ex, name, lock=True), changes)
-            ex.run(
-                f"UPDATE {self.p}topics SET settings = %s WHERE name = %s",
-                (json.dumps(settings), name),
-            )
+            ex.run(self.sql(SET_TOPIC_SETTINGS), {"settings": json.dumps(settings), "name": name})
             return settings
 
         return self.store.write(run)
@@ -72,45 +86,28 @@ class SQLRegistry(Topics, Consumers):
     def subscribe(
         self, topic: str, queue: str, attributes: Mapping[str, str] | None = None
     ) -> None:
-        p = self.p
-        statement = self.store.dialect.ignore(
-            f"{p}subscriptions", "topic, queue_id", "topic, queue_id"
-        )
-
         def run(ex: Exec) -> None:
             self._topic(ex, topic)
             qid, _ = self.store.queue_row(ex, queue)
-            ex.run(statement, (topic, qid))
+            ex.run(self.sql(SUBSCRIBE), {"topic": topic, "qid": qid})
             if attributes is not None:
                 ex.run(
-                    f"UPDATE {p}subscriptions SET attributes = %s"
-                    " WHERE topic = %s AND queue_id = %s",
-                    (json.dumps(dict(attributes)), topic, qid),
+                    self.sql(SET_SUBSCRIPTION),
+                    {"attributes": json.dumps(dict(attributes)), "topic": topic, "qid": qid},
                 )
 
         self.store.write(run)
 
     def unsubscribe(self, topic: str, queue: str) -> None:
-        p = self.p
-
         def run(ex: Exec) -> None:
             self._topic(ex, topic)
-            ex.run(
-                f"DELETE FROM {p}subscriptions WHERE topic = %s AND queue_id IN"
-                f" (SELECT id FROM {p}queues WHERE name = %s)",
-                (topic, queue),
-            )
+            ex.run(self.sql(UNSUBSCRIBE), {"topic": topic, "queue": queue})
 
         self.store.write(run)
 
     def _subscribers(self, ex: Exec, topic: str) -> dict[str, dict[str, str]]:
         self._topic(ex, topic)
-        p = self.p
-        rows = ex.rows(
-            f"SELECT q.name, s.attributes FROM {p}subscriptions s"
-            f" JOIN {p}queues q ON q.id = s.queue_id WHERE s.topic = %s ORDER BY q.name",
-            (topic,),
-        )
+        rows = ex.rows(self.sql(SUBSCRIBERS), {"topic": topic})
         return {name: _strings(attributes) for name, attributes in rows}
 
     def subscriptions(self, topic: str) -> dict[str, dict[str, str]]:
@@ -119,23 +116,16 @@ class SQLRegistry(Topics, Consumers):
     def update_subscription(
         self, topic: str, queue: str, changes: Mapping[str, str | None]
     ) -> dict[str, str]:
-        p, d = self.p, self.store.dialect
-
         def run(ex: Exec) -> dict[str, str]:
             self._topic(ex, topic)
-            row = ex.one(
-                f"SELECT s.queue_id, s.attributes FROM {p}subscriptions s"
-                f" JOIN {p}queues q ON q.id = s.queue_id"
-                f" WHERE s.topic = %s AND q.name = %s{d.for_update}",
-                (topic, queue),
-            )
+            row = ex.one(self.sql(SUBSCRIPTION_LOCKED), {"topic": topic, "queue": queue})
             if row is None:
                 raise not_subscribed(topic, queue)
             qid, current = row
             attributes = merge_settings(_strings(current), changes)
             ex.run(
-                f"UPDATE {p}subscriptions SET attributes = %s WHERE topic = %s AND queue_id = %s",
-                (json.dumps(attributes), topic, qid),
+                self.sql(SET_SUBSCRIPTION),
+                {"attributes": json.dumps(attributes), "topic": topic, "qid": qid},
             )
             return attributes
 
@@ -170,25 +160,23 @@ class SQLRegistry(Topics, Consumers):
 
     def register_consumer(self, consumer: Consumer) -> Consumer:
         now = self.store.clock.now()
-        p = self.p
-        upsert = self.store.dialect.upsert(f"{p}consumers", CONSUMER_COLUMNS, "id")
 
         def run(ex: Exec) -> float:
-            old = ex.one(f"SELECT registered_at FROM {p}consumers WHERE id = %s", (consumer.id,))
+            old = ex.one(self.sql(CONSUMER_REGISTERED), {"id": consumer.id})
             before = now
             if old is not None:
                 (before,) = old
             registered = consumer.registered_at or before
             ex.run(
-                upsert,
-                (
-                    consumer.id,
-                    consumer.queue,
-                    json.dumps(dict(consumer.info)),
-                    consumer.timeout,
-                    registered,
-                    now,
-                ),
+                self.sql(REGISTER_CONSUMER),
+                {
+                    "id": consumer.id,
+                    "queue_name": consumer.queue,
+                    "info": json.dumps(dict(consumer.info)),
+                    "timeout": consumer.timeout,
+                    "registered_at": registered,
+                    "heartbeat_at": now,
+                },
             )
             return float(registered)
 
@@ -199,18 +187,15 @@ class SQLRegistry(Topics, Consumers):
 
     def _prune(self, ex: Exec, now: float) -> None:
         """Live consumers drop the ones that missed their heartbeats."""
-        ex.run(f"DELETE FROM {self.p}consumers WHERE heartbeat_at + timeout < %s", (now,))
+        ex.run(self.sql(PRUNE_CONSUMERS), {"now": now})
 
     def heartbeat(self, consumer_id: str) -> Consumer:
         now = self.store.clock.now()
-        p = self.p
 
         def run(ex: Exec) -> Consumer:
             self._prune(ex, now)
-            ex.run(f"UPDATE {p}consumers SET heartbeat_at = %s WHERE id = %s", (now, consumer_id))
-            row = ex.one(
-                f"SELECT {CONSUMER_COLUMNS} FROM {p}consumers WHERE id = %s", (consumer_id,)
-            )
+            ex.run(self.sql(CONSUMER_HEARTBEAT), {"now": now, "id": consumer_id})
+            row = ex.one(self.sql(CONSUMER_ROW), {"id": consumer_id})
             if row is None:
                 raise consumer_gone(consumer_id)
             return row_consumer(row)
@@ -219,7 +204,7 @@ class SQLRegistry(Topics, Consumers):
 
     def unregister_consumer(self, consumer_id: str) -> None:
         self.store.write(
-            lambda ex: ex.run(f"DELETE FROM {self.p}consumers WHERE id = %s", (consumer_id,)),
+            lambda ex: ex.run(self.sql(UNREGISTER_CONSUMER), {"id": consumer_id}),
             single=True,
         )
 
@@ -228,12 +213,10 @@ class SQLRegistry(Topics, Consumers):
 
         def run(ex: Exec) -> list[Consumer]:
             self._prune(ex, now)
-            where, params = ("", ()) if queue is None else (" WHERE queue_name = %s", (queue,))
-            rows = ex.rows(
-                f"SELECT {CONSUMER_COLUMNS} FROM {self.p}consumers{where}"
-                " ORDER BY registered_at, id",
-                params,
-            )
+            if queue is None:
+                rows = ex.rows(self.sql(LIST_CONSUMERS))
+            else:
+                rows = ex.rows(self.sql(LIST_QUEUE_CONSUMERS), {"queue": queue})
             return [row_consumer(row) for row in rows]
 
         return self.store.write(run)

@@ -21,7 +21,6 @@ Connections, transactions and the order of writes: `conveyor.backends.sql.sqlite
 
 from __future__ import annotations
 
-import functools
 import random
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
@@ -33,29 +32,45 @@ from ...ids import row_id, row_ids, rowid_of
 from ...urls import check_options
 from ..base import WouldBlock
 from ..rules import BAND, ClaimTerms, band
-from .connections import marks
 from .dialect import Bare, Dialect, NotAllHeld
-from .inflight import CLAIMED_UNTIL, FRESH, HELD, READY, claim_params
+from .inflight import claim_values
 from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
-from .sqlite_connections import SQLiteConnections, SQLiteExec, qmarks
+from .sqlite_connections import SQLiteConnections, SQLiteExec
+from .statement import each, spread
+from .statements import (
+    SQLITE_ALL_COLUMNS,
+    SQLITE_ANY_FRESH,
+    SQLITE_ANY_HELD,
+    SQLITE_ANY_READY,
+    SQLITE_AT_HOME,
+    SQLITE_AT_ROWIDS,
+    SQLITE_BARE_ROWS,
+    SQLITE_CLAIM_INDEXED,
+    SQLITE_CLAIM_KEYS,
+    SQLITE_CLAIM_READY,
+    SQLITE_COLUMNS,
+    SQLITE_CREATE_QUEUE,
+    SQLITE_DELETE_HELD,
+    SQLITE_DELETE_HELD_RETURNING,
+    SQLITE_DROP_QUEUE,
+    SQLITE_INDEX_HELD,
+    SQLITE_INDEXED_ID,
+    SQLITE_LAST_ROWID,
+    SQLITE_LEASE_CLAIM,
+    SQLITE_MOVED_ROW,
+    SQLITE_OF_IDS,
+    SQLITE_RECORD_LEASE,
+    SQLITE_SEND_COLUMNS,
+    SQLITE_SENT_ROWS,
+    SQLITE_WALK_INDEXED,
+)
 from .store import SQLStore
 
 # rows per statement of `_bare_insert` and of rows written as sent
 BARE_ROWS = 50
 LOOKUP_ROWS = 500  # ids per statement when looking many up
 HELD_INDEX_AFTER = 20_000  # see SQLiteDialect.held_index_after
-
-COLUMNS = (
-    "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
-    " receive_count, first_received_at, version, source_queue, error, compressed"
-)
-# what a send writes (the receive state keeps its defaults)
-SEND_COLUMNS = (
-    "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
-    " compressed, indexed"
-)
-ALL_COLUMNS = f"{SEND_COLUMNS}, receive_count, first_received_at, version, source_queue, error"
 
 
 def file_of(rest: str) -> str:
@@ -115,10 +130,6 @@ def open_sqlite(
     )
 
 
-def _places(values: Sequence[Any]) -> str:
-    return ",".join("?" * len(values))
-
-
 class SQLiteDialect(Dialect[SQLiteExec]):
     """SQLite: a table per queue, the rowid its delivery order."""
 
@@ -126,9 +137,10 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     totals_with_writes = True
     key = "rowid"
     order = "rowid"
-    columns = COLUMNS
+    columns = SQLITE_COLUMNS
     priority = "priority"
     polls_idle = True
+    deletes_leased = True
 
     def __init__(self, on_loop: Callable[[], bool] = lambda: False) -> None:
         # VM steps of one claim (or look for a ready row) past which a queue's head is
@@ -142,14 +154,24 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     def messages(self, qid: int) -> str:
         return f"q{int(qid)}"
 
+    def slot_names(self, qid: int) -> dict[str, str]:
+        names = super().slot_names(qid)
+        if qid:
+            t = self.messages(qid)
+            for index in ("fresh", "held", "by_id", "by_deadline"):
+                names[f"{index}_index"] = f"{t}_{index}"
+        return names
+
     def scope(self, qid: int) -> str:
         return "1 = 1"
 
     def sequence(self, key: int, priority: int) -> int:
         return key
 
-    def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
-        return "rowid > %s", (after,)
+    after_words = "rowid > :after"
+
+    def after_values(self, after: int) -> dict[str, Any]:
+        return {"after": after}
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -161,37 +183,15 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         return int(version)
 
     def set_schema_version(self, ex: SQLiteExec, version: int) -> None:
+        # a pragma takes no parameters: the version is an integer
         ex.conn.execute(f"PRAGMA user_version = {int(version)}")
 
     def create_queue(self, ex: SQLiteExec, qid: int) -> None:
-        t = self.messages(qid)
-        for statement in (
-            f"""CREATE TABLE {t} (
-                id TEXT NOT NULL,
-                body BLOB NOT NULL,
-                attributes TEXT,
-                group_id TEXT,
-                dedup_id TEXT,
-                priority INTEGER NOT NULL DEFAULT 0,
-                deadline REAL,
-                sent_at REAL NOT NULL,
-                visible_at REAL NOT NULL,
-                receive_count INTEGER NOT NULL DEFAULT 0,
-                first_received_at REAL,
-                version INTEGER NOT NULL DEFAULT 1,
-                token TEXT,
-                source_queue TEXT,
-                error TEXT,
-                compressed INTEGER NOT NULL DEFAULT 0,
-                indexed INTEGER NOT NULL DEFAULT 0
-            )""",
-            f"CREATE UNIQUE INDEX {t}_by_id ON {t} (id) WHERE indexed",
-            f"CREATE INDEX {t}_by_deadline ON {t} (deadline) WHERE deadline IS NOT NULL",
-        ):
-            ex.conn.execute(statement)
+        for statement in SQLITE_CREATE_QUEUE:
+            ex.conn.execute(self.sql(statement, qid))
 
     def drop_queue(self, ex: SQLiteExec, qid: int) -> None:
-        ex.conn.execute(f"DROP TABLE {self.messages(qid)}")
+        ex.conn.execute(self.sql(SQLITE_DROP_QUEUE, qid))
 
     def dropped(self, exc: BaseException) -> bool:
         cause = exc.__cause__
@@ -202,12 +202,11 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     def new_ids(self, n: int) -> list[str] | None:
         return None  # ids are made as rows are written, and carry their rowid
 
-    @staticmethod
-    def _last_rowid(conn: sqlite3.Connection, t: str, priority: int) -> int:
+    def _last_rowid(self, conn: sqlite3.Connection, qid: int, priority: int) -> int:
         """The highest rowid in a priority's band (or the band's base when it is empty)."""
         base = band(priority)
         (last,) = conn.execute(
-            f"SELECT max(rowid) FROM {t} WHERE rowid BETWEEN ? AND ?", (base, base + BAND - 1)
+            self.sql(SQLITE_LAST_ROWID, qid), {"low": base, "high": base + BAND - 1}
         ).fetchone()
         return base if last is None else int(last)
 
@@ -216,16 +215,17 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     ) -> list[str]:
         """Consecutive rowids, one multi-row statement per BARE_ROWS bodies, the values the
         rows share bound once: most of what an insert costs from Python is binding."""
-        conn, t = ex.conn, self.messages(qid)
-        start = self._last_rowid(conn, t, bare.priority) + 1
+        conn = ex.conn
+        start = self._last_rowid(conn, qid, bare.priority) + 1
         n = len(bare.bodies)
         ids = row_ids(start, n)
         for i in range(0, n, BARE_ROWS):
             chunk = bare.bodies[i : i + BARE_ROWS]
-            params: list[Any] = [bare.priority, bare.now, bare.visible_at, start + i]
-            for message_id, body in zip(ids[i : i + BARE_ROWS], chunk, strict=True):
-                params += (message_id, body)
-            conn.execute(_bare_insert(t, len(chunk)), params)
+            values = each(_ID_BODY, list(zip(ids[i : i + BARE_ROWS], chunk, strict=True)))
+            values.update(
+                priority=bare.priority, now=bare.now, visible_at=bare.visible_at, start=start + i
+            )
+            conn.execute(self.sql(SQLITE_BARE_ROWS, qid, len(chunk)), values)
         return ids
 
     def _write_rows(
@@ -234,10 +234,9 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         """Insert rows at the back of their priority bands; per row (rowid, id), or None
         where `check` found the id present (rows before it in `rows` included). Ids are
         looked up, and rows as sent inserted, many to a statement."""
-        conn, t = ex.conn, self.messages(qid)
+        conn = ex.conn
         present = self._present(ex, qid, [r.id for r in rows if r.id]) if check else set()
         last: dict[int, int] = {}
-        full = f"INSERT INTO {t} ({ALL_COLUMNS}) VALUES ({marks(ALL_COLUMNS.split(','))})"
         out: list[tuple[int, str] | None] = []
         pending: list[tuple[Any, ...]] = []  # rows as sent, inserted BARE_ROWS a statement
         for row in rows:
@@ -248,7 +247,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
                 present.add(row.id)
             n = last.get(row.priority)
             rowid = last[row.priority] = (
-                self._last_rowid(conn, t, row.priority) if n is None else n
+                self._last_rowid(conn, qid, row.priority) if n is None else n
             ) + 1
             message_id = row.id or row_id(rowid, random.getrandbits(59))
             values = (
@@ -275,11 +274,12 @@ class SQLiteDialect(Dialect[SQLiteExec]):
                     row.source_queue,
                     row.error,
                 )
-                conn.execute(qmarks(full), (*values, *received))
+                moved = dict(zip(SQLITE_ALL_COLUMNS, (*values, *received), strict=True))
+                conn.execute(self.sql(SQLITE_MOVED_ROW, qid), moved)
             out.append((rowid, message_id))
         for i in range(0, len(pending), BARE_ROWS):
             part = pending[i : i + BARE_ROWS]
-            conn.execute(_sent_rows(t, len(part)), [v for values in part for v in values])
+            conn.execute(self.sql(SQLITE_SENT_ROWS, qid, len(part)), each(_SENT, part))
         return out
 
     def _present(self, ex: SQLiteExec, qid: int, ids: Sequence[str]) -> set[str]:
@@ -289,7 +289,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     def _lookup(self, ex: SQLiteExec, qid: int, ids: Sequence[str]) -> list[tuple[int, str, float]]:
         """(rowid, id, visible_at) of the queue's messages with these ids, a few hundred to
         a statement: by rowid for ids this store made up, by the partial index for others."""
-        conn, t = ex.conn, self.messages(qid)
+        conn = ex.conn
         made: dict[int, str] = {}
         others: list[str] = []
         for message_id in ids:
@@ -303,8 +303,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         for i in range(0, len(keys), LOOKUP_ROWS):
             rowids = keys[i : i + LOOKUP_ROWS]
             for rowid, message_id, visible_at in conn.execute(
-                f"SELECT rowid, id, visible_at FROM {t} WHERE rowid IN ({_places(rowids)})",
-                rowids,
+                self.sql(SQLITE_AT_ROWIDS, qid, len(rowids)), spread("rowids", rowids)
             ):
                 if made.get(rowid) == message_id:
                     found.append((int(rowid), message_id, float(visible_at)))
@@ -314,8 +313,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         for i in range(0, len(others), LOOKUP_ROWS):
             part = others[i : i + LOOKUP_ROWS]
             for rowid, message_id, visible_at in conn.execute(
-                f"SELECT rowid, id, visible_at FROM {t} WHERE indexed AND id IN ({_places(part)})",
-                part,
+                self.sql(SQLITE_OF_IDS, qid, len(part)), spread("ids", part)
             ):
                 found.append((int(rowid), message_id, float(visible_at)))
         return found
@@ -344,18 +342,16 @@ class SQLiteDialect(Dialect[SQLiteExec]):
 
     def find(self, ex: SQLiteExec, qid: int, message_id: str) -> int | None:
         """A primary-key lookup for ids this store made up, the partial index for others."""
-        conn, t = ex.conn, self.messages(qid)
+        conn = ex.conn
         rowid = rowid_of(message_id)
         if (
             rowid is not None
             and conn.execute(
-                f"SELECT 1 FROM {t} WHERE rowid = ? AND id = ?", (rowid, message_id)
+                self.sql(SQLITE_AT_HOME, qid), {"rowid": rowid, "id": message_id}
             ).fetchone()
         ):
             return rowid
-        for (key,) in conn.execute(
-            f"SELECT rowid FROM {t} WHERE indexed AND id = ?", (message_id,)
-        ):
+        for (key,) in conn.execute(self.sql(SQLITE_INDEXED_ID, qid), {"id": message_id}):
             return int(key)
         return None
 
@@ -365,19 +361,17 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     # -- claims and deletes ---------------------------------------------------------------
 
     def any_ready(self, ex: SQLiteExec, qid: int, now: float) -> bool:
-        t = self.messages(qid)
+        values = {"now": now}
         if qid in self.held_indexed:
             try:
                 return any(
-                    ex.conn.execute(f"{sql.format(t=t)} LIMIT 1", (now,)).fetchone() is not None
-                    for sql in (_ANY_FRESH, _ANY_HELD)
+                    ex.conn.execute(self.sql(statement, qid), values).fetchone() is not None
+                    for statement in (SQLITE_ANY_FRESH, SQLITE_ANY_HELD)
                 )
             except sqlite3.OperationalError as exc:
                 self._lost_held_index(qid, exc)
         with _Steps(ex.conn, self.held_index_after) as steps:
-            found = ex.conn.execute(
-                f"SELECT 1 FROM {t} WHERE visible_at <= ? LIMIT 1", (now,)
-            ).fetchone()
+            found = ex.conn.execute(self.sql(SQLITE_ANY_READY, qid), values).fetchone()
         if steps.many and found is None:
             # the head is deep in messages in flight: say "maybe", so that a claim comes
             # and indexes them (claim_ready)
@@ -392,24 +386,13 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         messages in flight (or delayed) gets two partial indexes the first time a claim
         walks past a great many of them: ready rows are then found without stepping over
         the others (the rows never received, in rowid order; the rest by visible_at)."""
-        t, now = self.messages(qid), terms.now
+        values = claim_values(terms, token)
+        values["limit"] = limit
         return self._held_or_plain(
             ex,
             qid,
-            lambda: ex.conn.execute(
-                f"{_claim(t)} ({_held_claim(t)}) RETURNING {COLUMNS}",
-                (
-                    *claim_params(terms, token),
-                    *(now, terms.horizon, terms.expires, limit),
-                    *(now, terms.horizon, terms.expires, limit),
-                    limit,
-                ),
-            ).fetchall(),
-            lambda: ex.conn.execute(
-                f"{_claim(t)} (SELECT rowid FROM {t} WHERE {_READY} ORDER BY rowid LIMIT ?)"
-                f" RETURNING {COLUMNS}",
-                (*claim_params(terms, token), now, terms.horizon, terms.expires, limit),
-            ).fetchall(),
+            lambda: ex.conn.execute(self.sql(SQLITE_CLAIM_INDEXED, qid), values).fetchall(),
+            lambda: ex.conn.execute(self.sql(SQLITE_CLAIM_READY, qid), values).fetchall(),
         )
 
     def walk_visible(
@@ -420,7 +403,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
             ex,
             qid,
             lambda: ex.conn.execute(
-                _held_walk(self.messages(qid)), (now, after, page, now, after, page, page)
+                self.sql(SQLITE_WALK_INDEXED, qid), {"now": now, "after": after, "page": page}
             ).fetchall(),
             lambda: plain(ex, qid, after, now, page, lock),
         )
@@ -439,7 +422,6 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         done on an event loop's thread: there the queue is marked, and the call that would
         index it raises WouldBlock, to be run again in a thread (its transaction rolled
         back, nothing changed)."""
-        t = self.messages(qid)
         if qid in self.held_indexed:
             try:
                 return held()
@@ -449,7 +431,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
             if self.on_loop():
                 self.held_wanted.add(qid)
                 raise WouldBlock
-            self._index_held(ex, t, qid)
+            self._index_held(ex, qid)
             return held()
         with _Steps(ex.conn, self.held_index_after) as steps:
             rows = plain()
@@ -457,14 +439,14 @@ class SQLiteDialect(Dialect[SQLiteExec]):
             if self.on_loop():
                 self.held_wanted.add(qid)  # indexed by the next claim, in a thread
             else:
-                self._index_held(ex, t, qid)
+                self._index_held(ex, qid)
         return rows
 
-    def _index_held(self, ex: SQLiteExec, t: str, qid: int) -> None:
+    def _index_held(self, ex: SQLiteExec, qid: int) -> None:
         """Index a queue's rows by whether they were ever received or delayed (in this
         transaction; kept until the queue is deleted)."""
-        for statement in _HELD_INDEXES:
-            ex.conn.execute(statement.format(t=t))
+        for statement in SQLITE_INDEX_HELD:
+            ex.conn.execute(self.sql(statement, qid))
         self.held_indexed.add(qid)
         self.held_wanted.discard(qid)
 
@@ -477,33 +459,26 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     def claim_keys(
         self, ex: SQLiteExec, qid: int, keys: Sequence[int], terms: ClaimTerms, token: str
     ) -> list[Row]:
-        return ex.conn.execute(
-            f"{_claim(self.messages(qid))} ({','.join('?' * len(keys))}) RETURNING {COLUMNS}",
-            (*claim_params(terms, token), *keys),
-        ).fetchall()
+        values = claim_values(terms, token)
+        values.update(spread("keys", keys))
+        return ex.conn.execute(self.sql(SQLITE_CLAIM_KEYS, qid, len(keys)), values).fetchall()
 
     def delete_held(
         self, ex: SQLiteExec, qid: int, token: str, keys: Sequence[int], exact: bool
     ) -> Collection[int]:
-        t = self.messages(qid)
-        where = f"token = ? AND rowid IN ({','.join('?' * len(keys))})"
+        values = spread("keys", keys)
+        values["token"] = token
         if not exact:
             # counting is cheaper than returning each row; anything short of every row
             # rolls the call back, to be run again exactly
-            if ex.conn.execute(f"DELETE FROM {t} WHERE {where}", (token, *keys)).rowcount != len(
-                keys
-            ):
-                raise NotAllHeld(t)
+            deleted = ex.conn.execute(self.sql(SQLITE_DELETE_HELD, qid, len(keys)), values)
+            if deleted.rowcount != len(keys):
+                raise NotAllHeld(self.messages(qid))
             return keys
-        rows = ex.conn.execute(f"DELETE FROM {t} WHERE {where} RETURNING rowid", (token, *keys))
+        rows = ex.conn.execute(self.sql(SQLITE_DELETE_HELD_RETURNING, qid, len(keys)), values)
         return [rowid for (rowid,) in rows.fetchall()]
 
     # -- bulk -----------------------------------------------------------------------------
-
-    def insert_many(
-        self, ex: SQLiteExec, sql: str, rows: Sequence[Sequence[Any]], types: str
-    ) -> None:
-        ex.run_many(sql, rows)
 
     def lease_claim(
         self, ex: SQLiteExec, qid: int, stream: str, lease: int, limit: int,
@@ -512,32 +487,25 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         # a claim that returns row keys alone (no bodies copied); the claims are recorded
         # straight from the table: the claimed rows are the ones in their key range that
         # hold the claim's token
-        t = self.messages(qid)
+        values = claim_values(terms, token)
+        values["limit"] = limit
         keys = [
             rowid
-            for (rowid,) in ex.conn.execute(
-                f"{_claim(t)} (SELECT rowid FROM {t} WHERE {_READY} ORDER BY rowid LIMIT ?)"
-                " RETURNING rowid",
-                (*claim_params(terms, token), terms.now, terms.horizon, terms.expires, limit),
-            ).fetchall()
+            for (rowid,) in ex.conn.execute(self.sql(SQLITE_LEASE_CLAIM, qid), values).fetchall()
         ]
         if keys:
             ex.conn.execute(
-                "INSERT INTO leases (queue_id, stream, lease, row_key, message_id, token)"
-                f" SELECT ?, ?, ?, rowid, id, token FROM {t}"
-                " WHERE rowid BETWEEN ? AND ? AND token = ? ON CONFLICT"
-                " (queue_id, stream, lease, row_key) DO UPDATE SET"
-                " message_id = excluded.message_id, token = excluded.token",
-                (qid, stream, lease, min(keys), max(keys), token),
+                self.sql(SQLITE_RECORD_LEASE, qid),
+                {
+                    "qid": qid,
+                    "stream": stream,
+                    "lease": lease,
+                    "low": min(keys),
+                    "high": max(keys),
+                    "token": token,
+                },
             )
         return len(keys)
-
-    def leased(self, qid: int, stream: str, upto: int) -> tuple[str, tuple[Any, ...]] | None:
-        return (
-            "(rowid, token) IN (SELECT row_key, token FROM leases"
-            " WHERE queue_id = %s AND stream = %s AND lease <= %s)",
-            (qid, stream, upto),
-        )
 
 
 def _id(stored: tuple[int, str] | None) -> str | None:
@@ -585,63 +553,5 @@ class _Steps:
         self.conn.set_progress_handler(None, 0)
 
 
-_READY = qmarks(READY)
-_UNTIL = qmarks(CLAIMED_UNTIL)
-_HELD_INDEXES = (
-    f"CREATE INDEX IF NOT EXISTS {{t}}_fresh ON {{t}} (receive_count) WHERE {FRESH}",
-    f"CREATE INDEX IF NOT EXISTS {{t}}_held ON {{t}} (visible_at) WHERE {HELD}",
-)
-_ANY_FRESH = f"SELECT 1 FROM {{t}} INDEXED BY {{t}}_fresh WHERE {FRESH} AND visible_at <= ?"
-_ANY_HELD = f"SELECT 1 FROM {{t}} INDEXED BY {{t}}_held WHERE {HELD} AND visible_at <= ?"
-
-
-@functools.lru_cache(maxsize=1024)
-def _held_claim(t: str) -> str:
-    """The rowids of the first ready rows of an indexed queue: the first fresh ones in
-    rowid order and the held ones that became visible first, merged in rowid order;
-    parameters: (now, horizon, expires, limit) twice, then limit."""
-    return (
-        f"SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_fresh WHERE {FRESH}"
-        f" AND {_READY} ORDER BY rowid LIMIT ?) UNION ALL SELECT rowid FROM (SELECT rowid"
-        f" FROM {t} INDEXED BY {t}_held WHERE {HELD} AND {_READY} ORDER BY visible_at, rowid"
-        " LIMIT ?) ORDER BY rowid LIMIT ?"
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def _held_walk(t: str) -> str:
-    """A page of the visible rows of an indexed queue after a rowid, as `_held_claim`
-    chooses them; parameters: (now, after, page) twice, then page."""
-    return (
-        f"SELECT rowid, priority, group_id, visible_at, receive_count, deadline, sent_at"
-        f" FROM {t} WHERE rowid IN (SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY"
-        f" {t}_fresh WHERE {FRESH} AND visible_at <= ? AND rowid > ? ORDER BY rowid LIMIT ?)"
-        f" UNION ALL SELECT rowid FROM (SELECT rowid FROM {t} INDEXED BY {t}_held WHERE"
-        f" {HELD} AND visible_at <= ? AND rowid > ? ORDER BY visible_at, rowid LIMIT ?)"
-        " ORDER BY rowid LIMIT ?) ORDER BY rowid"
-    )
-
-
-def _claim(t: str) -> str:
-    """The claim of a row set given after it (``... WHERE rowid IN``); parameters:
-    `claim_params`."""
-    return (
-        f"UPDATE {t} SET visible_at = {_UNTIL}, receive_count = receive_count + 1,"
-        " first_received_at = coalesce(first_received_at, ?), version = version + 1,"
-        " token = ? WHERE rowid IN"
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def _sent_rows(t: str, n: int) -> str:
-    """Insert n rows as sent (SEND_COLUMNS), in one statement."""
-    row = f"({marks(SEND_COLUMNS.split(','))})"
-    return f"INSERT INTO {t} ({SEND_COLUMNS}) VALUES {','.join([row] * n)}".replace("%s", "?")
-
-
-@functools.lru_cache(maxsize=1024)
-def _bare_insert(t: str, n: int) -> str:
-    """Insert n bodies that share priority, sent_at and visible_at (?1-?3), at consecutive
-    rowids from ?4, each with its id and body (?5 and ?6 for the first, and so on)."""
-    rows = ",".join(f"(?1, ?2, ?3, ?4 + {k}, ?{5 + 2 * k}, ?{6 + 2 * k})" for k in range(n))
-    return f"INSERT INTO {t} (priority, sent_at, visible_at, rowid, id, body) VALUES {rows}"
+_ID_BODY = ("id", "body")
+_SENT = SQLITE_SEND_COLUMNS

@@ -39,7 +39,7 @@ from ...exceptions import InvalidInput, StoreUnavailable
 from ...notify import HUB
 from ...tuning import keep_heap
 from ..base import Inline, RunAgain, WouldBlock
-from .connections import Connections, Exec
+from .connections import Connections, Exec, Params
 from .rows import Row
 from .sqlite_sync import Syncer, Worker, fsync_file, settle_all
 from .wakes import Wakes
@@ -109,13 +109,13 @@ class SQLiteExec(Exec):
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    def rows(self, sql: str, params: Params = ()) -> list[Row]:
         return self.conn.execute(qmarks(sql), params).fetchall()
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+    def run(self, sql: str, params: Params = ()) -> int:
         return self.conn.execute(qmarks(sql), params).rowcount
 
-    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    def run_many(self, sql: str, rows: Sequence[Params]) -> None:
         self.conn.executemany(qmarks(sql), rows)
 
 

@@ -63,7 +63,7 @@ from ..rules import (
     walks_head,
 )
 from .accounts import SQLAccounts
-from .connections import Connections, E, Exec, marks
+from .connections import Connections, E, Exec
 from .dialect import Bare, Dialect, NotAllHeld
 from .editing import SQLEditor
 from .pipeline import SQLPipeline
@@ -72,6 +72,25 @@ from .rows import (
     Row,
     new_fields,
     row_message,
+)
+from .statement import Statement
+from .statements import (
+    CHANGE_VISIBILITY,
+    CREATE_QUEUE,
+    DEDUP_SEEN,
+    DELETE_QUEUE,
+    FORGET_DEDUP,
+    PURGE,
+    QUEUE_ID,
+    QUEUE_INFO,
+    QUEUE_LEFTOVERS,
+    QUEUE_NAMES,
+    QUEUE_ROW,
+    QUEUE_ROW_LOCKED,
+    RATE_BUCKET,
+    REMEMBER_DEDUP,
+    SET_QUEUE_ATTRIBUTES,
+    SPEND_TOKENS,
 )
 from .totals import Total, add_total, last_counts
 
@@ -127,7 +146,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         self.bulk = SQLPipeline(self)
         if not dialect.totals_with_writes:  # counts held in memory: written however it ends
             totals = self.accounts.totals
-            at_end(self, last_counts, db, totals, dialect.prefix, forget=totals.take)
+            at_end(self, last_counts, db, totals, dialect, forget=totals.take)
 
     @property
     def key(self) -> str:
@@ -167,14 +186,14 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         queue raised by what `fn` did (`counts(result)`: (queue id, how many) pairs): in
         fn's own transaction where the dialect writes totals so (`totals_with_writes`), so
         that no way a process ends loses a count; else by the accounts (totals.py)."""
-        if self.dialect.totals_with_writes:
-            prefix = self.dialect.prefix
+        d = self.dialect
+        if d.totals_with_writes:
 
             def run(ex: E) -> T:
                 result = fn(ex)
                 for qid, n in counts(result):
                     if n:
-                        add_total(ex, prefix, qid, total, n)
+                        add_total(ex, d, qid, total, n)
                 return result
 
             return self.db.write(run, single=single, durable=durable)
@@ -271,11 +290,8 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
 
     def queue_row(self, ex: Exec, name: str, *, lock: bool = False) -> tuple[int, QueueAttributes]:
         """Read the queue's id and attributes (locking its row with `lock`)."""
-        row = ex.one(
-            f"SELECT id, attrs FROM {self.dialect.prefix}queues WHERE name = %s"
-            + (self.dialect.for_update if lock else ""),
-            (name,),
-        )
+        d = self.dialect
+        row = ex.one(d.sql(QUEUE_ROW_LOCKED if lock else QUEUE_ROW), {"name": name})
         if row is None:
             self._queues.pop(name, None)
             raise no_queue(name)
@@ -287,11 +303,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         return int(qid), attrs
 
     def _info(self, ex: Exec, name: str) -> tuple[int, QueueInfo]:
-        row = ex.one(
-            f"SELECT id, attrs, created_at, updated_at FROM {self.dialect.prefix}queues"
-            " WHERE name = %s",
-            (name,),
-        )
+        row = ex.one(self.dialect.sql(QUEUE_INFO), {"name": name})
         if row is None:
             raise no_queue(name)
         qid, text, created_at, updated_at = row
@@ -300,9 +312,10 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             name=name, attributes=attrs, created_at=created_at, updated_at=updated_at
         )
 
-    def names(self, table: str, prefix: str) -> list[str]:
-        """The names in a table of queues or topics that start with `prefix`, sorted."""
-        rows = self.read(lambda ex: ex.rows(f"SELECT name FROM {self.dialect.prefix}{table}"))
+    def names(self, statement: Statement, prefix: str) -> list[str]:
+        """The names of queues or topics (`statement` reads them all) that start with
+        `prefix`, sorted."""
+        rows = self.read(lambda ex: ex.rows(self.dialect.sql(statement)))
         return sorted(name for (name,) in rows if name.startswith(prefix))
 
     def close(self) -> None:
@@ -337,17 +350,13 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         d = self.dialect
 
         def run(ex: E) -> tuple[QueueInfo, bool]:
-            created = (
-                ex.run(
-                    d.ignore(
-                        f"{d.prefix}queues",
-                        "name, attrs, created_at, updated_at, tokens, tokens_at",
-                        "name",
-                    ),
-                    (name, attributes.to_json(), now, now, attributes.rate_limit or 0, now),
-                )
-                > 0
-            )
+            row = {
+                "name": name,
+                "attrs": attributes.to_json(),
+                "now": now,
+                "tokens": attributes.rate_limit or 0,
+            }
+            created = ex.run(d.sql(CREATE_QUEUE), row) > 0
             qid, info = self._info(ex, name)
             if not created:
                 if info.attributes != attributes:
@@ -361,14 +370,13 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
 
     def delete_queue(self, name: str) -> None:
         d = self.dialect
-        p = d.prefix
 
         def run(ex: E) -> int:
             qid, _ = self.queue_row(ex, name, lock=True)
-            ex.run(f"DELETE FROM {p}queues WHERE id = %s", (qid,))
+            ex.run(d.sql(DELETE_QUEUE), {"qid": qid})
             d.drop_queue(ex, qid)
-            for table in ("dedup", "subscriptions", "leases", "streams", "stages", "sinks"):
-                ex.run(f"DELETE FROM {p}{table} WHERE queue_id = %s", (qid,))
+            for statement in QUEUE_LEFTOVERS:
+                ex.run(d.sql(statement), {"qid": qid})
             return qid
 
         try:
@@ -378,7 +386,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         self.accounts.forget(qid, name)
 
     def list_queues(self, prefix: str = "") -> list[str]:
-        return self.names("queues", prefix)
+        return self.names(QUEUE_NAMES, prefix)
 
     def get_queue(self, name: str) -> QueueInfo:
         return self.read(lambda ex: self._info(ex, name)[1])
@@ -389,9 +397,8 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         def run(ex: E) -> QueueInfo:
             self.queue_row(ex, name, lock=True)
             ex.run(
-                f"UPDATE {self.dialect.prefix}queues SET attrs = %s, updated_at = %s"
-                " WHERE name = %s",
-                (attributes.to_json(), now, name),
+                self.dialect.sql(SET_QUEUE_ATTRIBUTES),
+                {"attrs": attributes.to_json(), "now": now, "name": name},
             )
             return self._info(ex, name)[1]
 
@@ -405,8 +412,8 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
 
         def run(ex: E) -> int:
             qid, _ = self.queue_row(ex, name)
-            ex.run(f"DELETE FROM {d.prefix}dedup WHERE queue_id = %s", (qid,))
-            return ex.run(f"DELETE FROM {d.messages(qid)} WHERE {d.scope(qid)}")
+            ex.run(d.sql(FORGET_DEDUP), {"qid": qid})
+            return ex.run(d.sql(PURGE, qid))
 
         purged = self.write(run)
         self.accounts.counts.forget(name)
@@ -535,7 +542,6 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         never seen out of order.
         """
         d = self.dialect
-        p = d.prefix
         fifo = attrs.fifo
         if fifo:
             self.queue_row(ex, queue, lock=True)
@@ -543,11 +549,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         for m in messages:
             shown, key = dedup(m, attrs)
             if key is not None:
-                seen = ex.one(
-                    f"SELECT message_id FROM {p}dedup WHERE queue_id = %s AND dkey = %s"
-                    " AND expires_at > %s",
-                    (qid, key, now),
-                )
+                seen = ex.one(d.sql(DEDUP_SEEN), {"qid": qid, "dkey": key, "now": now})
                 if seen is not None:
                     (original,) = seen
                     results.append(SendResult(id=original, duplicate=True))
@@ -562,10 +564,13 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             row_key, message_id = stored
             if key is not None:
                 ex.run(
-                    d.upsert(
-                        f"{p}dedup", "queue_id, dkey, message_id, expires_at", "queue_id, dkey"
-                    ),
-                    (qid, key, message_id, now + DEDUP_WINDOW),
+                    d.sql(REMEMBER_DEDUP),
+                    {
+                        "qid": qid,
+                        "dkey": key,
+                        "message_id": message_id,
+                        "expires_at": now + DEDUP_WINDOW,
+                    },
                 )
             results.append(
                 SendResult(id=message_id, sequence=d.sequence(row_key, 0) if fifo else None)
@@ -670,14 +675,11 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         hold the queue's row lock, other queues skip rows other receivers hold.
         """
         d = self.dialect
-        p = d.prefix
         now = terms.now
         limit = max_messages
         tokens = 0.0
         if attrs.fifo or attrs.rate_limit:
-            bucket = ex.one(
-                f"SELECT tokens, tokens_at FROM {p}queues WHERE id = %s{d.for_update}", (qid,)
-            )
+            bucket = ex.one(d.sql(RATE_BUCKET), {"qid": qid})
             if bucket is None:
                 return []
             if attrs.rate_limit:
@@ -687,7 +689,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         policy = attrs.dead_letter
         dlq_id: int | None = None
         if policy is not None:
-            found = ex.one(f"SELECT id FROM {p}queues WHERE name = %s", (policy.queue,))
+            found = ex.one(d.sql(QUEUE_ID), {"name": policy.queue})
             dlq_id = None if found is None else int(found[0])
         lock = not (attrs.fifo or attrs.rate_limit)
         chosen: list[int] = []
@@ -733,10 +735,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             place = {key: i for i, key in enumerate(chosen)}
             claimed.sort(key=lambda row: place[row[0]])
         if attrs.rate_limit:
-            ex.run(
-                f"UPDATE {p}queues SET tokens = %s, tokens_at = %s WHERE id = %s",
-                (tokens - len(claimed), now, qid),
-            )
+            ex.run(d.sql(SPEND_TOKENS), {"tokens": tokens - len(claimed), "now": now, "qid": qid})
         if dead and policy is not None:
             d.notify_waiters(ex, policy.queue)
         return claimed
@@ -771,8 +770,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             gone: set[tuple[str, int]] = set()
             for token, keys in by_token.items():
                 if attrs.archive:
-                    cond = f"{d.key_scope(qid)} AND token = %s AND {d.key} IN ({marks(keys)})"
-                    self.editor.archive(ex, qid, queue, now, "deleted", cond, (token, *keys))
+                    self.editor.archive(ex, qid, queue, now, "deleted", keys, token)
                 gone.update((token, row) for row in d.delete_held(ex, qid, token, keys, exact))
             return gone
 
@@ -790,10 +788,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         d = self.dialect
         now = self.clock.now()
         qid, _ = self.lookup(queue, now)
-        update = (
-            f"UPDATE {d.messages(qid)} SET visible_at = %s, version = version + 1"
-            f" WHERE {d.key_scope(qid)} AND {d.key} = %s AND token = %s"
-        )
+        update = d.sql(CHANGE_VISIBILITY, qid)
 
         def run(ex: E) -> tuple[list[Exception | None], bool]:
             results: list[Exception | None] = []
@@ -804,7 +799,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
                 except ConveyorError as exc:
                     results.append(exc)
                     continue
-                changed = ex.run(update, (now + timeout, key, token))
+                changed = ex.run(update, {"visible_at": now + timeout, "key": key, "token": token})
                 results.append(None if changed else stale_receipt(mid))
                 released = released or (changed > 0 and timeout == 0)
             if released:

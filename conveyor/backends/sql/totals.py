@@ -14,9 +14,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .connections import Connections, Exec
+from .statements import ADD_COUNTS, ADD_TOTAL
+
+if TYPE_CHECKING:
+    from .dialect import Dialect
 
 # (sent, received, deleted, queue id): the parameters of one UPDATE per queue
 CountRow = tuple[int, int, int, int]
@@ -69,22 +73,24 @@ class RunningTotals:
 Total = Literal["sent", "received", "deleted"]
 
 
-def add_total(ex: Exec, prefix: str, qid: int, total: Total, n: int) -> None:
+def add_total(ex: Exec, d: Dialect[Any], qid: int, total: Total, n: int) -> None:
     """Raise one running total of a queue by `n`, in the transaction of `ex`."""
-    ex.run(f"UPDATE {prefix}queues SET {total} = {total} + %s WHERE id = %s", (n, qid))
+    ex.run(d.sql(ADD_TOTAL[total]), {"n": n, "qid": qid})
 
 
-def write_counts(ex: Exec, prefix: str, rows: Sequence[CountRow]) -> None:
+def write_counts(ex: Exec, d: Dialect[Any], rows: Sequence[CountRow]) -> None:
     """Add counts to their queues' rows."""
     ex.run_many(
-        f"UPDATE {prefix}queues SET sent = sent + %s, received = received + %s,"
-        " deleted = deleted + %s WHERE id = %s",
-        rows,
+        d.sql(ADD_COUNTS),
+        [
+            {"sent": sent, "received": received, "deleted": deleted, "qid": qid}
+            for sent, received, deleted, qid in rows
+        ],
     )
 
 
-def last_counts(db: Connections[Any], totals: RunningTotals, prefix: str) -> None:
+def last_counts(db: Connections[Any], totals: RunningTotals, d: Dialect[Any]) -> None:
     """Write counts a store still holds when it is garbage collected or the process exits."""
     rows = totals.take()
     if rows:
-        db.last_write(lambda ex: write_counts(ex, prefix, rows))
+        db.last_write(lambda ex: write_counts(ex, d, rows))

@@ -1,0 +1,184 @@
+"""SQL statements named once, and compiled once for each database's driver.
+
+Each statement the SQL stores run is a `Statement`: a name, what it does in one line, and
+its text. The catalog of them is `statements.py`. Their text is SQL with four marks:
+
+- ``:name`` a parameter, given by name (``::``, PostgreSQL's cast, is not one);
+- ``:name*`` a list of values, one parameter each, comma-separated (``id IN (:ids*)``);
+- ``(...)*`` a row of values repeated once per row (a multi-row ``VALUES``): inside it
+  ``:name*`` is the row's own value, ``:name`` one all rows share, and ``#`` the row's
+  index (from 0);
+- ``{slot}`` a table's or an index's name, or a dialect's own words for something
+  (``{for_update}``), filled by the dialect that compiles the statement.
+
+A `Compiler` (one per dialect) turns a statement into its driver's text once and keeps it:
+names of tables are checked (``[a-z_][a-z0-9_]*``) and quoted by the driver's rules,
+parameters become the driver's own named form (``:name`` for sqlite3, ``%(name)s`` for
+psycopg and PyMySQL). Values are passed in a mapping; `spread` and `each` give the
+values of a list or of rows under the names the compiled text uses.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+KEEP = 4096  # compiled texts a `Compiler` keeps
+_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)(\*?)")
+_GROUP = re.compile(r"\(([^()]*)\)\*")
+_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+_SLOT = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Statement:
+    """One SQL statement: `name` (unique in the catalog), `doc` (what it does, one line)
+    and `text` (see the module's docstring for its marks); where a database words it its
+    own way, that database's text beside it (`sqlite`, `postgresql`, `mysql`). Compared by
+    identity."""
+
+    name: str
+    doc: str
+    text: str
+    sqlite: str | None = None
+    postgresql: str | None = None
+    mysql: str | None = None
+
+    def text_for(self, dialect: str) -> str:
+        """The text a dialect runs (its own wording, or the common one)."""
+        own: str | None = getattr(self, dialect)
+        return self.text if own is None else own
+
+    def params(self, dialect: str) -> list[str]:
+        """The names of its parameters in a dialect's text, in the order they first appear."""
+        return list(dict.fromkeys(m.group(1) for m in _PARAM.finditer(self.text_for(dialect))))
+
+
+def spread(name: str, values: Sequence[Any]) -> dict[str, Any]:
+    """The values of list parameter `name` (``:name*``) under their compiled names."""
+    return dict(zip(_listed(name, len(values)), values, strict=True))
+
+
+def each(names: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """The values of rows (``(...)*``; per row, the values of `names` in that order)
+    under their compiled names."""
+    return dict(zip(_rowed(names, len(rows)), [v for row in rows for v in row], strict=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _listed(name: str, n: int) -> tuple[str, ...]:
+    return tuple(f"{name}_{i}" for i in range(n))
+
+
+@functools.lru_cache(maxsize=256)
+def _rowed(names: tuple[str, ...], n: int) -> tuple[str, ...]:
+    return tuple(f"{name}_{i}" for i in range(n) for name in names)
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    """How a driver takes named parameters and quotes names."""
+
+    param: str  # a named parameter, with {} for its name
+    quote: Callable[[str], str]  # a checked name as the database reads it
+    percent: bool = False  # the driver reads % in the text: a literal % is written %%
+
+
+def _double_quoted(name: str) -> str:
+    return f'"{name}"'
+
+
+def _backquoted(name: str) -> str:
+    return f"`{name}`"
+
+
+SQLITE = Style(param=":{}", quote=_double_quoted)
+MYSQL = Style(param="%({})s", quote=_backquoted, percent=True)
+
+
+def postgres_style() -> Style:
+    """psycopg's named parameters; names quoted by psycopg's own `sql.Identifier`."""
+    from psycopg import sql
+
+    def quote(name: str) -> str:
+        return sql.Identifier(name).as_string(None)
+
+    return Style(param="%({})s", quote=quote, percent=True)
+
+
+def checked_name(name: str) -> str:
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a name a statement may hold: [a-z_][a-z0-9_]*")
+    return name
+
+
+class Compiler:
+    """Compiles statements for one dialect's driver and keeps what it compiled.
+
+    `names` gives the tables and indexes a statement's slots name (checked and quoted),
+    `words` the dialect's own words (SQL text, which may hold parameters of its own). Both
+    may depend on the queue (`qid`): SQLite keeps a table per queue, and the server stores
+    write a queue's id into the statements that find its rows by key (their plans must not
+    be generic across queues)."""
+
+    def __init__(
+        self,
+        dialect: str,
+        style: Style,
+        names: Callable[[int], Mapping[str, str]],
+        words: Callable[[int], Mapping[str, str]],
+    ) -> None:
+        self.dialect = dialect
+        self.style = style
+        self._names = names
+        self._words = words
+        self._done: dict[tuple[Statement, int, int], str] = {}
+
+    def __call__(self, statement: Statement, qid: int = 0, n: int = 0) -> str:
+        """The driver's text of `statement` for queue `qid`, its lists and rows of size `n`."""
+        key = (statement, qid, n)
+        text = self._done.get(key)
+        if text is None:
+            if len(self._done) >= KEEP:  # the oldest goes: a bound for many queues and sizes
+                del self._done[next(iter(self._done))]
+            text = self._done[key] = self.compile(statement, qid, n)
+        return text
+
+    def compile(self, statement: Statement, qid: int = 0, n: int = 0) -> str:
+        source = statement.text_for(self.dialect)
+        slots: dict[str, str] = {}
+        for slot in _SLOT.findall(source):
+            if slot in slots:
+                continue
+            names = self._names(qid)
+            if slot in names:
+                slots[slot] = self.style.quote(checked_name(names[slot]))
+                continue
+            words = self._words(qid)
+            if slot not in words:
+                raise KeyError(f"statement {statement.name}: no slot {slot!r} in this dialect")
+            slots[slot] = words[slot]
+        text = _SLOT.sub(lambda m: slots[m.group(1)], source)
+        if self.style.percent:
+            text = text.replace("%", "%%")
+        text = _GROUP.sub(lambda m: ", ".join(_row(m.group(1), k) for k in range(n)), text)
+        param = self.style.param
+
+        def one(m: re.Match[str]) -> str:
+            name, many = m.group(1), m.group(2)
+            if not many:
+                return param.format(name)
+            if n < 1:
+                raise ValueError(f"statement {statement.name}: a list of {n} values")
+            return ", ".join(param.format(f"{name}_{i}") for i in range(n))
+
+        return _PARAM.sub(one, text)
+
+
+def _row(group: str, k: int) -> str:
+    """One row of a repeated group: its own values named for row `k`, `#` its index."""
+    row = _PARAM.sub(lambda m: f":{m.group(1)}_{k}" if m.group(2) else m.group(0), group)
+    return f"({row.replace('#', str(k))})"

@@ -1,0 +1,839 @@
+"""Every statement the SQL stores run, named once (see `statement.py` for how one is written
+and compiled).
+
+Slots every dialect fills (`Dialect.slot_names`, `Dialect.slot_words`): the tables
+``{queues}``, ``{dedup}``, ``{archive}``, ``{topics}``, ``{subscriptions}``,
+``{consumers}``, ``{leases}``, ``{streams}``, ``{stages}``, ``{sinks}``; for one queue,
+``{messages}`` (its table: SQLite's own for the queue, the servers' shared one) and the
+conditions that keep a statement to its rows: ``{scope}`` (for a walk of the queue),
+``{key_scope}`` (for rows found by key), ``{id_scope}`` (by message id); the row key
+``{key}``, the delivery order ``{order}``, a message row's columns ``{columns}`` (as
+`rows.MessageRow` reads them) and its priority ``{priority}``; ``{after}``, the rows
+after a place in delivery order (parameters `Dialect.after_values`); ``{for_update}``
+and ``{skip_locked}``, row locks where the database has them (empty in SQLite).
+"""
+
+from __future__ import annotations
+
+from .rows import ARCHIVE_COLUMNS, CONSUMER_COLUMNS
+from .statement import Statement
+
+# -- queue rows ---------------------------------------------------------------------------
+
+QUEUE_ROW = Statement(
+    "queue_row",
+    "A queue's id and attributes, by its name.",
+    "SELECT id, attrs FROM {queues} WHERE name = :name",
+)
+QUEUE_ROW_LOCKED = Statement(
+    "queue_row_locked",
+    "A queue's id and attributes, by its name, its row locked until the transaction ends.",
+    "SELECT id, attrs FROM {queues} WHERE name = :name{for_update}",
+)
+QUEUE_INFO = Statement(
+    "queue_info",
+    "A queue's id, attributes and times, by its name.",
+    "SELECT id, attrs, created_at, updated_at FROM {queues} WHERE name = :name",
+)
+QUEUE_ID = Statement(
+    "queue_id",
+    "A queue's id, by its name.",
+    "SELECT id FROM {queues} WHERE name = :name",
+)
+QUEUE_NAMES = Statement(
+    "queue_names",
+    "The name of every queue.",
+    "SELECT name FROM {queues}",
+)
+CREATE_QUEUE = Statement(
+    "create_queue",
+    "A new queue's row, unless a queue of that name exists.",
+    "INSERT INTO {queues} (name, attrs, created_at, updated_at, tokens, tokens_at)"
+    " VALUES (:name, :attrs, :now, :now, :tokens, :now) ON CONFLICT (name) DO NOTHING",
+    mysql="INSERT IGNORE INTO {queues} (name, attrs, created_at, updated_at, tokens, tokens_at)"
+    " VALUES (:name, :attrs, :now, :now, :tokens, :now)",
+)
+DELETE_QUEUE = Statement(
+    "delete_queue",
+    "A queue's row, deleted.",
+    "DELETE FROM {queues} WHERE id = :qid",
+)
+# what a deleted queue leaves in the other tables, deleted with it
+QUEUE_LEFTOVERS = tuple(
+    Statement(
+        f"delete_queue_{table}",
+        f"A deleted queue's rows in {table}.",
+        f"DELETE FROM {{{table}}} WHERE queue_id = :qid",
+    )
+    for table in ("dedup", "subscriptions", "leases", "streams", "stages", "sinks")
+)
+FORGET_DEDUP = QUEUE_LEFTOVERS[0]
+SET_QUEUE_ATTRIBUTES = Statement(
+    "set_queue_attributes",
+    "A queue's new attributes.",
+    "UPDATE {queues} SET attrs = :attrs, updated_at = :now WHERE name = :name",
+)
+RATE_BUCKET = Statement(
+    "rate_bucket",
+    "A queue's receive tokens and when they were counted, its row locked.",
+    "SELECT tokens, tokens_at FROM {queues} WHERE id = :qid{for_update}",
+)
+SPEND_TOKENS = Statement(
+    "spend_tokens",
+    "A queue's receive tokens left after a receive.",
+    "UPDATE {queues} SET tokens = :tokens, tokens_at = :now WHERE id = :qid",
+)
+
+# -- running totals -----------------------------------------------------------------------
+
+ADD_COUNTS = Statement(
+    "add_counts",
+    "A queue's running totals of messages sent, received and deleted, raised.",
+    "UPDATE {queues} SET sent = sent + :sent, received = received + :received,"
+    " deleted = deleted + :deleted WHERE id = :qid",
+)
+ADD_EXPIRED = Statement(
+    "add_expired",
+    "A queue's running total of messages expired, raised.",
+    "UPDATE {queues} SET expired = expired + :n WHERE id = :qid",
+)
+ADD_DEAD = Statement(
+    "add_dead",
+    "A queue's running total of messages moved to its dead-letter queue, raised by one.",
+    "UPDATE {queues} SET dead = dead + 1 WHERE id = :qid",
+)
+# one total raised alone (SQLite: in each operation's own transaction, where a statement
+# that raised all three would cost a microsecond more)
+ADD_TOTAL = {
+    total: Statement(
+        f"add_{total}",
+        f"A queue's running total of messages {total}, raised.",
+        f"UPDATE {{queues}} SET {total} = {total} + :n WHERE id = :qid",
+    )
+    for total in ("sent", "received", "deleted")
+}
+QUEUE_TOTALS = Statement(
+    "queue_totals",
+    "A queue's running totals, as its row holds them.",
+    "SELECT sent, received, deleted, dead, expired FROM {queues} WHERE id = :qid",
+)
+COUNT_MESSAGES = Statement(
+    "count_messages",
+    "A queue's messages counted: ready, delayed, in flight, and the oldest one's send time"
+    " (leaving out what a job staged, hidden until it publishes, and what expired).",
+    "SELECT coalesce(sum(CASE WHEN visible_at <= :now THEN 1 ELSE 0 END), 0),"
+    " coalesce(sum(CASE WHEN visible_at > :now AND receive_count = 0 THEN 1 ELSE 0 END), 0),"
+    " coalesce(sum(CASE WHEN visible_at > :now AND receive_count > 0 THEN 1 ELSE 0 END), 0),"
+    " min(sent_at) FROM {messages} WHERE {scope} AND visible_at < :hidden"
+    " AND sent_at >= :horizon AND (deadline IS NULL OR deadline > :cut)",
+)
+
+# -- de-duplication -----------------------------------------------------------------------
+
+DEDUP_SEEN = Statement(
+    "dedup_seen",
+    "The message a live de-duplication key of a queue was sent as.",
+    "SELECT message_id FROM {dedup} WHERE queue_id = :qid AND dkey = :dkey AND expires_at > :now",
+)
+REMEMBER_DEDUP = Statement(
+    "remember_dedup",
+    "A de-duplication key, the message sent with it and when it expires (replacing an old one).",
+    "INSERT INTO {dedup} (queue_id, dkey, message_id, expires_at)"
+    " VALUES (:qid, :dkey, :message_id, :expires_at) ON CONFLICT (queue_id, dkey)"
+    " DO UPDATE SET message_id = excluded.message_id, expires_at = excluded.expires_at",
+    mysql="INSERT INTO {dedup} (queue_id, dkey, message_id, expires_at)"
+    " VALUES (:qid, :dkey, :message_id, :expires_at) ON DUPLICATE KEY UPDATE"
+    " message_id = VALUES(message_id), expires_at = VALUES(expires_at)",
+)
+ANY_EXPIRED_DEDUP = Statement(
+    "any_expired_dedup",
+    "Whether a queue holds de-duplication keys past their time.",
+    "SELECT 1 FROM {dedup} WHERE queue_id = :qid AND expires_at <= :now LIMIT 1",
+)
+FORGET_EXPIRED_DEDUP = Statement(
+    "forget_expired_dedup",
+    "A queue's de-duplication keys past their time, deleted.",
+    "DELETE FROM {dedup} WHERE queue_id = :qid AND expires_at <= :now",
+)
+
+# -- messages by key ----------------------------------------------------------------------
+
+MESSAGE_ROW = Statement(
+    "message_row",
+    "A message's row, by key.",
+    "SELECT {columns} FROM {messages} WHERE {key_scope} AND {key} = :key",
+)
+DELETE_KEY = Statement(
+    "delete_key",
+    "A message's row, by key, deleted.",
+    "DELETE FROM {messages} WHERE {key_scope} AND {key} = :key",
+)
+DELETE_KEYS = Statement(
+    "delete_keys",
+    "Messages' rows, by key, deleted.",
+    "DELETE FROM {messages} WHERE {key_scope} AND {key} IN (:keys*)",
+)
+FIND_MANY = Statement(
+    "find_many",
+    "The key and visible time of a queue's messages with these ids.",
+    "SELECT {key}, visible_at FROM {messages} WHERE {id_scope} AND id IN (:ids*)",
+)
+CHANGE_VISIBILITY = Statement(
+    "change_visibility",
+    "A message's new visible time, where its claim's token still holds it.",
+    "UPDATE {messages} SET visible_at = :visible_at, version = version + 1"
+    " WHERE {key_scope} AND {key} = :key AND token = :token",
+)
+PURGE = Statement(
+    "purge",
+    "Every message of a queue, deleted.",
+    "DELETE FROM {messages} WHERE {scope}",
+)
+
+# -- walks of a queue's head --------------------------------------------------------------
+
+ANY_READY = Statement(
+    "any_ready",
+    "Whether a queue has a message visible now (a read, no lock taken).",
+    "SELECT 1 FROM {messages} WHERE {scope} AND visible_at <= :now LIMIT 1",
+)
+_WALK = (
+    "SELECT {key}, {priority}, group_id, visible_at, receive_count, deadline, sent_at"
+    " FROM {messages} WHERE {scope} AND {after}"
+)
+WALK = Statement(
+    "walk",
+    "A page of a queue's rows after a place in delivery order: what a walk decides by.",
+    f"{_WALK} ORDER BY {{order}} LIMIT :page",
+)
+WALK_LOCKING = Statement(
+    "walk_locking",
+    "A page of a queue's rows after a place in delivery order, skipping and locking as a"
+    " claim does.",
+    f"{_WALK} ORDER BY {{order}} LIMIT :page{{skip_locked}}",
+)
+WALK_VISIBLE = Statement(
+    "walk_visible",
+    "A page of a queue's rows visible now after a place in delivery order.",
+    f"{_WALK} AND visible_at <= :now ORDER BY {{order}} LIMIT :page",
+)
+WALK_VISIBLE_LOCKING = Statement(
+    "walk_visible_locking",
+    "A page of a queue's rows visible now after a place in delivery order, skipping and"
+    " locking as a claim does.",
+    f"{_WALK} AND visible_at <= :now ORDER BY {{order}} LIMIT :page{{skip_locked}}",
+)
+SWEEP_RETAINED = Statement(
+    "sweep_retained",
+    "The keys of messages past retention among the first rows of a queue's head.",
+    "SELECT {key} FROM (SELECT {key}, sent_at FROM {messages} WHERE {scope}"
+    " ORDER BY {order} LIMIT :rows) h WHERE sent_at < :horizon",
+)
+SWEEP_DEADLINES = Statement(
+    "sweep_deadlines",
+    "The keys of messages past their deadline, from the deadline index.",
+    "SELECT {key} FROM {messages} WHERE deadline <= :cut AND {scope} LIMIT :rows",
+)
+
+# -- the archive ---------------------------------------------------------------------------
+
+_ARCHIVED = (
+    f"INSERT INTO {{archive}} ({ARCHIVE_COLUMNS}) SELECT :queue, id, body, attributes,"
+    " group_id, {priority}, sent_at, first_received_at, :now, receive_count, :outcome,"
+    " compressed FROM {messages} WHERE {key_scope} AND {key} IN (:keys*)"
+)
+ARCHIVE_KEYS = Statement(
+    "archive_keys",
+    "Messages, by key, copied to the archive with what became of them.",
+    _ARCHIVED,
+)
+ARCHIVE_HELD = Statement(
+    "archive_held",
+    "Messages, by key, that their claim's token still holds, copied to the archive.",
+    f"{_ARCHIVED} AND token = :token",
+)
+LIST_ARCHIVE = Statement(
+    "list_archive",
+    "A page of a queue's archived messages, oldest first.",
+    f"SELECT {ARCHIVE_COLUMNS} FROM {{archive}} WHERE queue_name = :queue ORDER BY seq"
+    " LIMIT :limit OFFSET :skip",
+)
+
+# -- inspection and editing ---------------------------------------------------------------
+
+_LISTED = "SELECT {columns} FROM {messages} WHERE {scope} AND {after}"
+LIST_MESSAGES = Statement(
+    "list_messages",
+    "A page of a queue's messages in delivery order (not those a job staged).",
+    f"{_LISTED} AND visible_at < :hidden ORDER BY {{order}} LIMIT :limit",
+)
+LIST_READY = Statement(
+    "list_ready",
+    "A page of a queue's messages visible now, in delivery order.",
+    f"{_LISTED} AND visible_at <= :now ORDER BY {{order}} LIMIT :limit",
+)
+LIST_DELAYED = Statement(
+    "list_delayed",
+    "A page of a queue's delayed messages (never received, not yet visible), in delivery order.",
+    f"{_LISTED} AND visible_at > :now AND visible_at < :hidden AND receive_count = 0"
+    " ORDER BY {order} LIMIT :limit",
+)
+LIST_IN_FLIGHT = Statement(
+    "list_in_flight",
+    "A page of a queue's messages in flight (received, not yet visible again), in delivery order.",
+    f"{_LISTED} AND visible_at > :now AND receive_count > 0 ORDER BY {{order}} LIMIT :limit",
+)
+UPDATE_MESSAGE = Statement(
+    "update_message",
+    "A message's body, attributes and visible time, edited in place.",
+    "UPDATE {messages} SET body = :body, compressed = :compressed, attributes = :attributes,"
+    " visible_at = :visible_at, version = version + 1 WHERE {key_scope} AND {key} = :key",
+)
+RESET_MESSAGE = Statement(
+    "reset_message",
+    "A message released as if never received: visible at the given time, claim dropped.",
+    "UPDATE {messages} SET receive_count = 0, first_received_at = NULL,"
+    " visible_at = :visible_at, token = NULL, version = version + 1"
+    " WHERE {key_scope} AND {key} = :key",
+)
+FAIL_MESSAGE = Statement(
+    "fail_message",
+    "A message released, its receives counted: visible at the given time, claim dropped.",
+    "UPDATE {messages} SET visible_at = :visible_at, token = NULL, version = version + 1"
+    " WHERE {key_scope} AND {key} = :key",
+)
+REDRIVE_PICK = Statement(
+    "redrive_pick",
+    "The first visible messages of a (dead-letter) queue, to move elsewhere.",
+    "SELECT {columns} FROM {messages} WHERE {scope} AND visible_at <= :now"
+    " ORDER BY {order} LIMIT :limit{skip_locked}",
+)
+
+# -- topics -------------------------------------------------------------------------------
+
+TOPIC_NAMES = Statement(
+    "topic_names",
+    "The name of every topic.",
+    "SELECT name FROM {topics}",
+)
+TOPIC_SETTINGS = Statement(
+    "topic_settings",
+    "A topic's settings.",
+    "SELECT settings FROM {topics} WHERE name = :name",
+)
+TOPIC_SETTINGS_LOCKED = Statement(
+    "topic_settings_locked",
+    "A topic's settings, its row locked until the transaction ends.",
+    "SELECT settings FROM {topics} WHERE name = :name{for_update}",
+)
+CREATE_TOPIC = Statement(
+    "create_topic",
+    "A new topic's row, unless a topic of that name exists.",
+    "INSERT INTO {topics} (name, created_at) VALUES (:name, :now) ON CONFLICT (name) DO NOTHING",
+    mysql="INSERT IGNORE INTO {topics} (name, created_at) VALUES (:name, :now)",
+)
+DELETE_TOPIC_SUBSCRIPTIONS = Statement(
+    "delete_topic_subscriptions",
+    "A topic's subscriptions, deleted.",
+    "DELETE FROM {subscriptions} WHERE topic = :topic",
+)
+DELETE_TOPIC = Statement(
+    "delete_topic",
+    "A topic's row, deleted.",
+    "DELETE FROM {topics} WHERE name = :topic",
+)
+SET_TOPIC_SETTINGS = Statement(
+    "set_topic_settings",
+    "A topic's new settings.",
+    "UPDATE {topics} SET settings = :settings WHERE name = :name",
+)
+SUBSCRIBE = Statement(
+    "subscribe",
+    "A queue subscribed to a topic, unless it is already.",
+    "INSERT INTO {subscriptions} (topic, queue_id) VALUES (:topic, :qid)"
+    " ON CONFLICT (topic, queue_id) DO NOTHING",
+    mysql="INSERT IGNORE INTO {subscriptions} (topic, queue_id) VALUES (:topic, :qid)",
+)
+SET_SUBSCRIPTION = Statement(
+    "set_subscription",
+    "A subscription's new attributes.",
+    "UPDATE {subscriptions} SET attributes = :attributes WHERE topic = :topic AND queue_id = :qid",
+)
+UNSUBSCRIBE = Statement(
+    "unsubscribe",
+    "A queue's subscription to a topic, by the queue's name, deleted.",
+    "DELETE FROM {subscriptions} WHERE topic = :topic AND queue_id IN"
+    " (SELECT id FROM {queues} WHERE name = :queue)",
+)
+SUBSCRIBERS = Statement(
+    "subscribers",
+    "The queues subscribed to a topic, by name, with each subscription's attributes.",
+    "SELECT q.name, s.attributes FROM {subscriptions} s JOIN {queues} q ON q.id = s.queue_id"
+    " WHERE s.topic = :topic ORDER BY q.name",
+)
+SUBSCRIPTION_LOCKED = Statement(
+    "subscription_locked",
+    "A queue's subscription to a topic (its queue id and attributes), its row locked.",
+    "SELECT s.queue_id, s.attributes FROM {subscriptions} s JOIN {queues} q"
+    " ON q.id = s.queue_id WHERE s.topic = :topic AND q.name = :queue{for_update}",
+)
+
+# -- consumers ----------------------------------------------------------------------------
+
+CONSUMER_REGISTERED = Statement(
+    "consumer_registered",
+    "When a consumer first registered.",
+    "SELECT registered_at FROM {consumers} WHERE id = :id",
+)
+REGISTER_CONSUMER = Statement(
+    "register_consumer",
+    "A consumer's row, written or replaced.",
+    f"INSERT INTO {{consumers}} ({CONSUMER_COLUMNS}) VALUES (:id, :queue_name, :info,"
+    " :timeout, :registered_at, :heartbeat_at) ON CONFLICT (id) DO UPDATE SET"
+    " queue_name = excluded.queue_name, info = excluded.info, timeout = excluded.timeout,"
+    " registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at",
+    mysql=f"INSERT INTO {{consumers}} ({CONSUMER_COLUMNS}) VALUES (:id, :queue_name, :info,"
+    " :timeout, :registered_at, :heartbeat_at) ON DUPLICATE KEY UPDATE"
+    " queue_name = VALUES(queue_name), info = VALUES(info), timeout = VALUES(timeout),"
+    " registered_at = VALUES(registered_at), heartbeat_at = VALUES(heartbeat_at)",
+)
+PRUNE_CONSUMERS = Statement(
+    "prune_consumers",
+    "The consumers that missed their heartbeats, deleted.",
+    "DELETE FROM {consumers} WHERE heartbeat_at + timeout < :now",
+)
+CONSUMER_HEARTBEAT = Statement(
+    "consumer_heartbeat",
+    "A consumer's heartbeat.",
+    "UPDATE {consumers} SET heartbeat_at = :now WHERE id = :id",
+)
+CONSUMER_ROW = Statement(
+    "consumer_row",
+    "A consumer's row.",
+    f"SELECT {CONSUMER_COLUMNS} FROM {{consumers}} WHERE id = :id",
+)
+UNREGISTER_CONSUMER = Statement(
+    "unregister_consumer",
+    "A consumer's row, deleted.",
+    "DELETE FROM {consumers} WHERE id = :id",
+)
+LIST_CONSUMERS = Statement(
+    "list_consumers",
+    "Every consumer, first registered first.",
+    f"SELECT {CONSUMER_COLUMNS} FROM {{consumers}} ORDER BY registered_at, id",
+)
+LIST_QUEUE_CONSUMERS = Statement(
+    "list_queue_consumers",
+    "The consumers of a queue, first registered first.",
+    f"SELECT {CONSUMER_COLUMNS} FROM {{consumers}} WHERE queue_name = :queue"
+    " ORDER BY registered_at, id",
+)
+
+# -- claims (every dialect) ---------------------------------------------------------------
+
+# what a claim takes: visible now, neither past retention (the horizon) nor expired by its
+# deadline (rules.deadline_rules); parameters `claim_values`
+READY = "visible_at <= :now AND sent_at >= :horizon AND (deadline IS NULL OR deadline > :expires)"
+# what a claim sets visible_at to (rules.claimed_until): the claim's end, or the deadline
+# where the queue's rules cut the claim there
+CLAIMED_UNTIL = "CASE WHEN deadline > :cut_from AND deadline < :until THEN deadline ELSE :until END"
+CLAIM_SET = (
+    f"visible_at = {CLAIMED_UNTIL}, receive_count = receive_count + 1,"
+    " first_received_at = coalesce(first_received_at, :now), version = version + 1,"
+    " token = :token"
+)
+ROWS_OF_KEYS = Statement(
+    "rows_of_keys",
+    "Messages' rows, by key.",
+    "SELECT {columns} FROM {messages} WHERE {key_scope} AND {key} IN (:keys*)",
+)
+CLAIM_KEYS = Statement(
+    "claim_keys",
+    "Messages, by key, claimed under a receive's token.",
+    f"UPDATE {{messages}} SET {CLAIM_SET} WHERE {{key_scope}} AND {{key}} IN (:keys*)",
+)
+
+# -- SQLite: a table per queue, its rowid the delivery order --------------------------------
+
+# a message row's columns, as rows.MessageRow reads them
+SQLITE_COLUMNS = (
+    "rowid, id, body, attributes, group_id, dedup_id, priority, deadline, sent_at, visible_at,"
+    " receive_count, first_received_at, version, source_queue, error, compressed"
+)
+# what a send writes (the receive state keeps its defaults)
+SQLITE_SEND_COLUMNS = (
+    "rowid", "id", "body", "attributes", "group_id", "dedup_id", "priority", "deadline",
+    "sent_at", "visible_at", "compressed", "indexed",
+)  # fmt: skip
+# ... and what else a row moved from elsewhere keeps
+SQLITE_ALL_COLUMNS = (
+    *SQLITE_SEND_COLUMNS, "receive_count", "first_received_at", "version", "source_queue",
+    "error",
+)  # fmt: skip
+# a row never received and not delayed is "fresh": ready (retention and deadline aside);
+# any other is "held", ready once its visible_at has passed (inflight.py)
+FRESH = "receive_count = 0 AND visible_at <= sent_at"
+HELD = "(receive_count > 0 OR visible_at > sent_at)"
+
+SQLITE_CREATE_QUEUE = (
+    Statement(
+        "sqlite_create_queue",
+        "A new queue's table.",
+        """CREATE TABLE {messages} (
+            id TEXT NOT NULL,
+            body BLOB NOT NULL,
+            attributes TEXT,
+            group_id TEXT,
+            dedup_id TEXT,
+            priority INTEGER NOT NULL DEFAULT 0,
+            deadline REAL,
+            sent_at REAL NOT NULL,
+            visible_at REAL NOT NULL,
+            receive_count INTEGER NOT NULL DEFAULT 0,
+            first_received_at REAL,
+            version INTEGER NOT NULL DEFAULT 1,
+            token TEXT,
+            source_queue TEXT,
+            error TEXT,
+            compressed INTEGER NOT NULL DEFAULT 0,
+            indexed INTEGER NOT NULL DEFAULT 0
+        )""",
+    ),
+    Statement(
+        "sqlite_index_ids",
+        "A new queue's index of the ids its senders chose (ids made here carry their rowid).",
+        "CREATE UNIQUE INDEX {by_id_index} ON {messages} (id) WHERE indexed",
+    ),
+    Statement(
+        "sqlite_index_deadlines",
+        "A new queue's index of the messages with a deadline.",
+        "CREATE INDEX {by_deadline_index} ON {messages} (deadline) WHERE deadline IS NOT NULL",
+    ),
+)
+SQLITE_DROP_QUEUE = Statement(
+    "sqlite_drop_queue",
+    "A deleted queue's table, dropped.",
+    "DROP TABLE {messages}",
+)
+SQLITE_INDEX_HELD = (
+    Statement(
+        "sqlite_index_fresh",
+        "A queue's index of its fresh rows, in rowid order (for a head deep in held rows).",
+        f"CREATE INDEX IF NOT EXISTS {{fresh_index}} ON {{messages}} (receive_count) WHERE {FRESH}",
+    ),
+    Statement(
+        "sqlite_index_held",
+        "A queue's index of its held rows, by when they become visible.",
+        f"CREATE INDEX IF NOT EXISTS {{held_index}} ON {{messages}} (visible_at) WHERE {HELD}",
+    ),
+)
+SQLITE_LAST_ROWID = Statement(
+    "sqlite_last_rowid",
+    "The highest rowid in a range (a priority's band).",
+    "SELECT max(rowid) FROM {messages} WHERE rowid BETWEEN :low AND :high",
+)
+SQLITE_BARE_ROWS = Statement(
+    "sqlite_bare_rows",
+    "Bodies inserted at consecutive rowids from :start, sharing priority and times.",
+    "INSERT INTO {messages} (priority, sent_at, visible_at, rowid, id, body)"
+    " VALUES (:priority, :now, :visible_at, :start + #, :id*, :body*)*",
+)
+SQLITE_SENT_ROWS = Statement(
+    "sqlite_sent_rows",
+    "Rows as sent, inserted.",
+    f"INSERT INTO {{messages}} ({', '.join(SQLITE_SEND_COLUMNS)})"
+    f" VALUES ({', '.join(f':{c}*' for c in SQLITE_SEND_COLUMNS)})*",
+)
+SQLITE_MOVED_ROW = Statement(
+    "sqlite_moved_row",
+    "A row moved from elsewhere (its receives and history kept), inserted.",
+    f"INSERT INTO {{messages}} ({', '.join(SQLITE_ALL_COLUMNS)})"
+    f" VALUES ({', '.join(f':{c}' for c in SQLITE_ALL_COLUMNS)})",
+)
+SQLITE_AT_ROWIDS = Statement(
+    "sqlite_at_rowids",
+    "The rowid, id and visible time of the rows at these rowids.",
+    "SELECT rowid, id, visible_at FROM {messages} WHERE rowid IN (:rowids*)",
+)
+SQLITE_OF_IDS = Statement(
+    "sqlite_of_ids",
+    "The rowid, id and visible time of the indexed rows with these ids.",
+    "SELECT rowid, id, visible_at FROM {messages} WHERE indexed AND id IN (:ids*)",
+)
+SQLITE_AT_HOME = Statement(
+    "sqlite_at_home",
+    "Whether the row at a rowid holds the message of that id.",
+    "SELECT 1 FROM {messages} WHERE rowid = :rowid AND id = :id",
+)
+SQLITE_INDEXED_ID = Statement(
+    "sqlite_indexed_id",
+    "The rowid of the indexed row with an id.",
+    "SELECT rowid FROM {messages} WHERE indexed AND id = :id",
+)
+SQLITE_ANY_READY = Statement(
+    "sqlite_any_ready",
+    "Whether a queue has a message visible now.",
+    "SELECT 1 FROM {messages} WHERE visible_at <= :now LIMIT 1",
+)
+SQLITE_ANY_FRESH = Statement(
+    "sqlite_any_fresh",
+    "Whether an indexed queue has a fresh message visible now.",
+    f"SELECT 1 FROM {{messages}} INDEXED BY {{fresh_index}} WHERE {FRESH}"
+    " AND visible_at <= :now LIMIT 1",
+)
+SQLITE_ANY_HELD = Statement(
+    "sqlite_any_held",
+    "Whether an indexed queue has a held message visible now.",
+    f"SELECT 1 FROM {{messages}} INDEXED BY {{held_index}} WHERE {HELD}"
+    " AND visible_at <= :now LIMIT 1",
+)
+_SQLITE_CLAIM = f"UPDATE {{messages}} SET {CLAIM_SET} WHERE rowid IN"
+SQLITE_CLAIM_READY = Statement(
+    "sqlite_claim_ready",
+    "A queue's first ready messages claimed, in rowid order.",
+    f"{_SQLITE_CLAIM} (SELECT rowid FROM {{messages}} WHERE {READY} ORDER BY rowid"
+    f" LIMIT :limit) RETURNING {SQLITE_COLUMNS}",
+)
+SQLITE_CLAIM_INDEXED = Statement(
+    "sqlite_claim_indexed",
+    "An indexed queue's first ready messages claimed: the first fresh ones in rowid order"
+    " and the held ones that became visible first, merged in rowid order.",
+    f"{_SQLITE_CLAIM} (SELECT rowid FROM (SELECT rowid FROM {{messages}} INDEXED BY"
+    f" {{fresh_index}} WHERE {FRESH} AND {READY} ORDER BY rowid LIMIT :limit) UNION ALL"
+    f" SELECT rowid FROM (SELECT rowid FROM {{messages}} INDEXED BY {{held_index}}"
+    f" WHERE {HELD} AND {READY} ORDER BY visible_at, rowid LIMIT :limit) ORDER BY rowid"
+    f" LIMIT :limit) RETURNING {SQLITE_COLUMNS}",
+)
+SQLITE_CLAIM_KEYS = Statement(
+    "sqlite_claim_keys",
+    "Messages, by rowid, claimed under a receive's token.",
+    f"{_SQLITE_CLAIM} (:keys*) RETURNING {SQLITE_COLUMNS}",
+)
+SQLITE_WALK_INDEXED = Statement(
+    "sqlite_walk_indexed",
+    "A page of an indexed queue's visible rows after a rowid, chosen as"
+    " sqlite_claim_indexed chooses them.",
+    "SELECT rowid, priority, group_id, visible_at, receive_count, deadline, sent_at"
+    " FROM {messages} WHERE rowid IN (SELECT rowid FROM (SELECT rowid FROM {messages}"
+    f" INDEXED BY {{fresh_index}} WHERE {FRESH} AND visible_at <= :now AND rowid > :after"
+    " ORDER BY rowid LIMIT :page) UNION ALL SELECT rowid FROM (SELECT rowid FROM {messages}"
+    f" INDEXED BY {{held_index}} WHERE {HELD} AND visible_at <= :now AND rowid > :after"
+    " ORDER BY visible_at, rowid LIMIT :page) ORDER BY rowid LIMIT :page) ORDER BY rowid",
+)
+SQLITE_DELETE_HELD = Statement(
+    "sqlite_delete_held",
+    "Messages, by rowid, that their claim's token still holds, deleted.",
+    "DELETE FROM {messages} WHERE token = :token AND rowid IN (:keys*)",
+)
+SQLITE_DELETE_HELD_RETURNING = Statement(
+    "sqlite_delete_held_returning",
+    "Messages, by rowid, that their claim's token still holds, deleted; their rowids.",
+    "DELETE FROM {messages} WHERE token = :token AND rowid IN (:keys*) RETURNING rowid",
+)
+SQLITE_LEASE_CLAIM = Statement(
+    "sqlite_lease_claim",
+    "A queue's first ready messages claimed, in rowid order; their rowids alone.",
+    f"{_SQLITE_CLAIM} (SELECT rowid FROM {{messages}} WHERE {READY} ORDER BY rowid"
+    " LIMIT :limit) RETURNING rowid",
+)
+SQLITE_RECORD_LEASE = Statement(
+    "sqlite_record_lease",
+    "The claims of a lease recorded: the rows in a rowid range that hold its token.",
+    "INSERT INTO {leases} (queue_id, stream, lease, row_key, message_id, token)"
+    " SELECT :qid, :stream, :lease, rowid, id, token FROM {messages}"
+    " WHERE rowid BETWEEN :low AND :high AND token = :token ON CONFLICT"
+    " (queue_id, stream, lease, row_key) DO UPDATE SET message_id = excluded.message_id,"
+    " token = excluded.token",
+)
+
+# -- bulk access for parallel jobs (pipeline.py) -------------------------------------------
+
+MESSAGE_BOUNDS = Statement(
+    "message_bounds",
+    "How many messages a queue holds (not those a job staged) and its lowest and highest key.",
+    "SELECT count(*), min({key}), max({key}) FROM {messages} WHERE {scope}"
+    " AND visible_at < :hidden",
+)
+ARCHIVE_BOUNDS = Statement(
+    "archive_bounds",
+    "How many messages a queue's archive holds and its lowest and highest key.",
+    "SELECT count(*), min(seq), max(seq) FROM {archive} WHERE queue_name = :queue",
+)
+SCAN_MESSAGES = Statement(
+    "scan_messages",
+    "A page of a queue's messages in a key range, in key order (not those a job staged).",
+    "SELECT {columns} FROM {messages} WHERE {scope} AND {key} > :after AND {key} <= :high"
+    " AND visible_at < :hidden ORDER BY {key} LIMIT :page",
+)
+SCAN_ARCHIVE = Statement(
+    "scan_archive",
+    "A page of a queue's archived messages in a key range, in key order.",
+    f"SELECT seq, {ARCHIVE_COLUMNS} FROM {{archive}} WHERE queue_name = :queue"
+    " AND seq > :after AND seq <= :high ORDER BY seq LIMIT :page",
+)
+STREAM_POSITION = Statement(
+    "stream_position",
+    "The last lease a stream acknowledged.",
+    "SELECT acked FROM {streams} WHERE queue_id = :qid AND stream = :stream",
+)
+SET_STREAM_POSITION = Statement(
+    "set_stream_position",
+    "The last lease a stream acknowledged, written.",
+    "INSERT INTO {streams} (queue_id, stream, acked, updated_at)"
+    " VALUES (:qid, :stream, :acked, :now) ON CONFLICT (queue_id, stream) DO UPDATE SET"
+    " acked = excluded.acked, updated_at = excluded.updated_at",
+    mysql="INSERT INTO {streams} (queue_id, stream, acked, updated_at)"
+    " VALUES (:qid, :stream, :acked, :now) ON DUPLICATE KEY UPDATE acked = VALUES(acked),"
+    " updated_at = VALUES(updated_at)",
+)
+RECORD_LEASES = Statement(
+    "record_leases",
+    "Claims recorded under a lease: the row key and message id of each, one token for all.",
+    "INSERT INTO {leases} (queue_id, stream, lease, row_key, message_id, token)"
+    " VALUES (:qid, :stream, :lease, :row_key*, :message_id*, :token)* ON CONFLICT"
+    " (queue_id, stream, lease, row_key) DO UPDATE SET message_id = excluded.message_id,"
+    " token = excluded.token",
+    postgresql="INSERT INTO {leases} (queue_id, stream, lease, row_key, message_id, token)"
+    " SELECT :qid, :stream, :lease, k, m, :token FROM unnest(:row_keys::bigint[],"
+    " :message_ids::text[]) AS u(k, m) ON CONFLICT (queue_id, stream, lease, row_key)"
+    " DO UPDATE SET message_id = excluded.message_id, token = excluded.token",
+    mysql="INSERT INTO {leases} (queue_id, stream, lease, row_key, message_id, token)"
+    " VALUES (:qid, :stream, :lease, :row_key*, :message_id*, :token)* ON DUPLICATE KEY"
+    " UPDATE message_id = VALUES(message_id), token = VALUES(token)",
+)
+LEASE_ROWS = Statement(
+    "lease_rows",
+    "The row key and claim token of what a stream's leases up to one hold.",
+    "SELECT row_key, token FROM {leases} WHERE queue_id = :qid AND stream = :stream"
+    " AND lease <= :upto",
+)
+LEASE_BOUNDS = Statement(
+    "lease_bounds",
+    "How many claims a range of a stream's leases holds, and their lowest and highest key.",
+    "SELECT count(*), min(row_key), max(row_key) FROM {leases} WHERE queue_id = :qid"
+    " AND stream = :stream AND lease >= :first AND lease <= :last",
+)
+LEASE_PAGE = Statement(
+    "lease_page",
+    "A page of one lease's claims in a key range, in key order.",
+    "SELECT row_key, token FROM {leases} WHERE queue_id = :qid AND stream = :stream"
+    " AND lease = :lease AND row_key > :after AND row_key <= :high ORDER BY row_key"
+    " LIMIT :page",
+)
+LEASED_ROWS = Statement(
+    "leased_rows",
+    "Messages' rows and claim tokens, by key alone (keys are unique in the table).",
+    "SELECT {columns}, token FROM {messages} WHERE {key} IN (:keys*) ORDER BY {key}",
+)
+DELETE_LEASES = Statement(
+    "delete_leases",
+    "A stream's leases up to one, deleted.",
+    "DELETE FROM {leases} WHERE queue_id = :qid AND stream = :stream AND lease <= :upto",
+)
+# the messages a stream's leases up to one still hold (with the lease's claim token): by
+# row key and token (SQLite); by key from arrays, so the plan is by key however large the
+# queue (PostgreSQL); MySQL deletes them by token (`Dialect.deletes_leased`)
+_LEASED = (
+    "(rowid, token) IN (SELECT row_key, token FROM {leases} WHERE queue_id = :qid"
+    " AND stream = :stream AND lease <= :upto)"
+)
+_PG_LEASED = (
+    "queue_id + 0 = :qid AND seq = ANY(ARRAY(SELECT row_key FROM {leases}"
+    " WHERE queue_id = :qid AND stream = :stream AND lease <= :upto))"
+    " AND token = ANY(ARRAY(SELECT DISTINCT token FROM {leases} WHERE queue_id = :qid"
+    " AND stream = :stream AND lease <= :upto))"
+)
+DELETE_LEASED = Statement(
+    "delete_leased",
+    "The messages a stream's leases up to one still hold, deleted.",
+    f"DELETE FROM {{messages}} WHERE {_LEASED}",
+    postgresql=f"DELETE FROM {{messages}} WHERE {_PG_LEASED}",
+)
+_ARCHIVED_FROM = (
+    f"INSERT INTO {{archive}} ({ARCHIVE_COLUMNS}) SELECT :queue, id, body, attributes,"
+    " group_id, {priority}, sent_at, first_received_at, :now, receive_count, :outcome,"
+    " compressed FROM {messages} WHERE"
+)
+ARCHIVE_LEASED = Statement(
+    "archive_leased",
+    "The messages a stream's leases up to one still hold, copied to the archive.",
+    f"{_ARCHIVED_FROM} {_LEASED}",
+    postgresql=f"{_ARCHIVED_FROM} {_PG_LEASED}",
+)
+CREATE_STAGE = Statement(
+    "create_stage",
+    "A task attempt's stage (its tag is made by the database).",
+    "INSERT INTO {stages} (queue_id, sink, batch, part, attempt, created_at)"
+    " VALUES (:qid, :sink, :batch, :part, :attempt, :now)",
+)
+_STAGE = "SELECT tag, part, attempt, low, high FROM {stages} WHERE queue_id = :qid"
+STAGES_OF_BATCH = Statement(
+    "stages_of_batch",
+    "The stages of a sink's batch.",
+    f"{_STAGE} AND sink = :sink AND batch = :batch",
+)
+ABANDONED_STAGES = Statement(
+    "abandoned_stages",
+    "The stages of one-off jobs (sinks named by a pattern) created before a time.",
+    f"{_STAGE} AND sink LIKE :pattern AND created_at < :before",
+)
+SET_STAGE_RANGE = Statement(
+    "set_stage_range",
+    "The key range a stage's messages lie in.",
+    "UPDATE {stages} SET low = :low, high = :high WHERE tag = :tag",
+)
+RESTAGE = Statement(
+    "restage",
+    "Messages an earlier attempt staged, by key, taken over by another stage.",
+    "UPDATE {messages} SET visible_at = :hidden WHERE {key_scope} AND {key} IN (:keys*)",
+)
+# the messages of stages: their key range and tags (tags are unique across queues, so the
+# range and the tags select the rows alone)
+_STAGED = "{key_scope} AND {key} >= :low AND {key} <= :high AND visible_at IN (:tags*)"
+PUBLISH_STAGED = Statement(
+    "publish_staged",
+    "Stages' messages made visible, as sent now.",
+    f"UPDATE {{messages}} SET visible_at = :now, sent_at = :now WHERE {_STAGED}",
+)
+DROP_STAGED = Statement(
+    "drop_staged",
+    "Stages' messages still hidden, deleted.",
+    f"DELETE FROM {{messages}} WHERE {_STAGED}",
+)
+DROP_STAGES = Statement(
+    "drop_stages",
+    "Stages, by tag, deleted.",
+    "DELETE FROM {stages} WHERE tag IN (:tags*)",
+)
+SINK_BATCH = Statement(
+    "sink_batch",
+    "The last batch a sink published to a queue.",
+    "SELECT batch FROM {sinks} WHERE queue_id = :qid AND sink = :sink",
+)
+SET_SINK_BATCH = Statement(
+    "set_sink_batch",
+    "The last batch a sink published to a queue, written.",
+    "INSERT INTO {sinks} (queue_id, sink, batch, committed_at) VALUES (:qid, :sink, :batch,"
+    " :now) ON CONFLICT (queue_id, sink) DO UPDATE SET batch = excluded.batch,"
+    " committed_at = excluded.committed_at",
+    mysql="INSERT INTO {sinks} (queue_id, sink, batch, committed_at) VALUES (:qid, :sink,"
+    " :batch, :now) ON DUPLICATE KEY UPDATE batch = VALUES(batch),"
+    " committed_at = VALUES(committed_at)",
+)
+FORGET_JOB_SINKS = Statement(
+    "forget_job_sinks",
+    "The commit records of one-off jobs (sinks named by a pattern) older than a time.",
+    "DELETE FROM {sinks} WHERE sink LIKE :pattern AND committed_at < :before",
+)
+
+
+def catalog() -> list[Statement]:
+    """Every statement above, in the order they are written."""
+    found: list[Statement] = []
+    for value in list(globals().values()):
+        if isinstance(value, Statement):
+            found.append(value)
+        elif isinstance(value, tuple | dict):
+            items = value.values() if isinstance(value, dict) else value
+            found += [s for s in items if isinstance(s, Statement)]
+    return list(dict.fromkeys(found))

@@ -1,0 +1,131 @@
+"""The SQL stores' statements: named once, each with what it does, compiled for each
+driver's parameters and quoting, and every one SQLite runs accepted by SQLite itself."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conveyor import Client
+from conveyor.backends.sql.statement import (
+    MYSQL,
+    SQLITE,
+    Compiler,
+    Statement,
+    Style,
+    each,
+    spread,
+)
+from conveyor.backends.sql.statements import (
+    FRESH,
+    SQLITE_CREATE_QUEUE,
+    SQLITE_DROP_QUEUE,
+    catalog,
+)
+from conveyor.backends.sql.store import SQLStore
+
+PYFORMAT = Style(param="%({})s", quote=lambda name: f'"{name}"', percent=True)
+
+
+def compiler(style: Style, dialect: str = "sqlite") -> Compiler:
+    return Compiler(
+        dialect,
+        style,
+        lambda qid: {"queues": "conveyor_queues", **({"messages": f"q{qid}"} if qid else {})},
+        lambda qid: {"for_update": " FOR UPDATE", "scope": f"queue_id = {qid}"},
+    )
+
+
+def test_every_statement_is_named_once_and_says_what_it_does() -> None:
+    statements = catalog()
+    names = [s.name for s in statements]
+    assert len(statements) > 100
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    for s in statements:
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", s.name), s.name
+        assert s.doc.endswith(".") and "\n" not in s.doc and s.doc[0].isupper(), s.name
+        for dialect in ("sqlite", "postgresql", "mysql"):
+            assert "%s" not in s.text_for(dialect), f"{s.name}: positional parameter"
+
+
+def test_a_statement_compiles_to_each_drivers_named_parameters() -> None:
+    s = Statement(
+        "t",
+        "A test.",
+        "SELECT x::bigint, '5%' FROM {queues} WHERE name = :name AND a = :name{for_update}",
+    )
+    assert compiler(SQLITE)(s) == (
+        "SELECT x::bigint, '5%' FROM \"conveyor_queues\" WHERE name = :name AND a = :name"
+        " FOR UPDATE"
+    )
+    assert compiler(MYSQL)(s) == (
+        "SELECT x::bigint, '5%%' FROM `conveyor_queues` WHERE name = %(name)s AND a = %(name)s"
+        " FOR UPDATE"
+    )
+    assert s.params("sqlite") == ["name"]
+
+
+def test_lists_and_rows_expand_to_their_size() -> None:
+    listed = Statement("l", "A list.", "DELETE FROM {messages} WHERE {scope} AND k IN (:keys*)")
+    assert compiler(PYFORMAT)(listed, 7, 3) == (
+        'DELETE FROM "q7" WHERE queue_id = 7 AND k IN (%(keys_0)s, %(keys_1)s, %(keys_2)s)'
+    )
+    assert spread("keys", [4, 5, 6]) == {"keys_0": 4, "keys_1": 5, "keys_2": 6}
+    rows = Statement("r", "Rows.", "INSERT INTO {queues} (a, b, c) VALUES (:a, :b*, :c + #)*")
+    assert compiler(SQLITE)(rows, 0, 2) == (
+        'INSERT INTO "conveyor_queues" (a, b, c) VALUES (:a, :b_0, :c + 0), (:a, :b_1, :c + 1)'
+    )
+    assert each(("b", "d"), [(1, 2), (3, 4)]) == {"b_0": 1, "d_0": 2, "b_1": 3, "d_1": 4}
+
+
+def test_a_statement_says_what_it_lacks() -> None:
+    c = compiler(SQLITE)
+    with pytest.raises(KeyError, match="no slot 'messages'"):
+        c(Statement("m", "A queue's table without a queue.", "SELECT 1 FROM {messages}"))
+    with pytest.raises(ValueError, match="a list of 0 values"):
+        c(Statement("e", "An empty list.", "SELECT 1 WHERE 1 IN (:keys*)"))
+    bad = Compiler("sqlite", SQLITE, lambda qid: {"queues": 'x"; DROP TABLE y; --'}, lambda qid: {})
+    with pytest.raises(ValueError, match="not a name"):
+        bad(Statement("q", "A name to quote.", "SELECT 1 FROM {queues}"))
+
+
+def test_a_dialects_own_wording_is_the_one_it_runs() -> None:
+    s = Statement("w", "Worded two ways.", "INSERT ... ON CONFLICT", mysql="INSERT IGNORE ...")
+    assert compiler(SQLITE, "sqlite")(s) == "INSERT ... ON CONFLICT"
+    assert compiler(MYSQL, "mysql")(s) == "INSERT IGNORE ..."
+
+
+class _Zeros(dict[str, int]):
+    def __missing__(self, key: str) -> int:
+        return 0
+
+
+def test_sqlite_accepts_every_statement_it_runs(tmp_path: Path) -> None:
+    """Each statement but those worded for the servers alone, compiled for queue 1 (its
+    partial indexes made) and a list of two, is prepared by SQLite against the store's
+    schema: a misspelt column or slot fails here, not in a receive."""
+    with Client(f"sqlite:///{tmp_path}/s.db") as client:
+        client.create_queue("q")
+        store = client.backend
+        assert isinstance(store, SQLStore)
+        d = store.dialect
+        conn = sqlite3.connect(tmp_path / "s.db")
+        try:
+            conn.execute(f"CREATE INDEX q1_fresh ON q1 (receive_count) WHERE {FRESH}")
+            conn.execute("CREATE INDEX q1_held ON q1 (visible_at)")
+            checked = 0
+            for s in catalog():
+                if s.name.startswith(("postgres_", "mysql_", "server_")):
+                    continue
+                if s in SQLITE_CREATE_QUEUE or s is SQLITE_DROP_QUEUE:
+                    continue  # run below, for a queue of their own
+                conn.execute(f"EXPLAIN {d.sql(s, 1, 2)}", _Zeros())
+                checked += 1
+            assert checked > 90
+            for s in (*SQLITE_CREATE_QUEUE, SQLITE_DROP_QUEUE):
+                conn.execute(d.sql(s, 2))
+        finally:
+            conn.close()
