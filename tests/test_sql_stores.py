@@ -31,7 +31,7 @@ from conveyor.backends.sql.connections import CursorExec, Params, ServerConnecti
 from conveyor.backends.sql.postgres import TYPES as POSTGRES_TYPES
 from conveyor.backends.sql.postgres import PostgresConnections
 from conveyor.backends.sql.schema import server_migrations
-from conveyor.backends.sql.statements import WALK
+from conveyor.backends.sql.statements import POSTGRES_DEEP_CLAIM, WALK
 from conveyor.backends.sql.store import SQLStore
 from conveyor.models import NewMessage
 from conveyor.urls import open_backend
@@ -310,7 +310,8 @@ def test_producer_batches_are_one_insert_and_workers_pop_batches(
             futures = [producer.send(f"m{i}") for i in range(100)]
             producer.flush()
         assert len({f.result().id for f in futures}) == 100
-        inserts = [s for s in statements if f"INSERT INTO {backend.dialect.prefix}messages" in s]
+        table = backend.dialect.sql.style.quote(f"{backend.dialect.prefix}messages")
+        inserts = [s for s in statements if f"INSERT INTO {table}" in s]
         assert len(inserts) == 10  # ten multi-row inserts, not a hundred
         assert q.stats().ready == 100
 
@@ -789,9 +790,10 @@ def test_a_queue_deep_in_messages_in_flight_is_claimed_from_indexes(
             assert {fresh_index, held_index} <= pg_indexes(backend)
 
             def plan(cur: Any) -> str:
+                claim = dict.fromkeys(["cut_from", "until", "now", "horizon", "expires"], 0)
                 cur.execute(
-                    f"EXPLAIN {watch.claim_sql(qid, d._set_claimed, d._claim_columns)}",
-                    (0, 0, 0, 10) * 2 + (10, 0, 0, 0, 0, "t"),  # limit, then claim_params
+                    f"EXPLAIN {d.sql(POSTGRES_DEEP_CLAIM, qid)}",
+                    {**claim, "token": "t", "limit": 10},
                 )
                 return "\n".join(str(row) for row in cur.fetchall())
 

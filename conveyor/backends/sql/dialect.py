@@ -27,7 +27,7 @@ from typing import Any, Generic, NamedTuple
 from ...exceptions import InvalidInput
 from ...ids import new_ids
 from ..rules import ClaimTerms, order_after, order_key
-from .connections import CursorExec, E, marks
+from .connections import CursorExec, E
 from .inflight import claim_values
 from .rows import Fields, Row, claimed
 from .schema import Step
@@ -38,6 +38,14 @@ from .statements import (
     FIND_MANY,
     RECORD_LEASES,
     ROWS_OF_KEYS,
+    SERVER_COLUMNS,
+    SERVER_CREATE_SCHEMA,
+    SERVER_DROP_QUEUE,
+    SERVER_FIND,
+    SERVER_FIRST_VERSION,
+    SERVER_SCHEMA_VERSION,
+    SERVER_SEND_COLUMNS,
+    SERVER_SET_VERSION,
     WALK,
     WALK_LOCKING,
     WALK_VISIBLE,
@@ -60,6 +68,11 @@ def check_prefix(prefix: str) -> str:
             " underscores, starting with a letter (for example prefix=conveyor_)"
         )
     return prefix
+
+
+def table_names(prefix: str) -> dict[str, str]:
+    """The names of a store's tables besides its messages, by what slots call them."""
+    return {table: f"{prefix}{table}" for table in TABLES}
 
 
 class Bare(NamedTuple):
@@ -118,7 +131,7 @@ class Dialect(ABC, Generic[E]):
 
     def slot_names(self, qid: int) -> dict[str, str]:
         """The tables (and indexes) a statement's slots name, for queue `qid` (0: none)."""
-        names = {table: f"{self.prefix}{table}" for table in TABLES}
+        names = table_names(self.prefix)
         if qid:
             names["messages"] = self.messages(qid)
         return names
@@ -200,21 +213,6 @@ class Dialect(ABC, Generic[E]):
     @abstractmethod
     def drop_queue(self, ex: E, qid: int) -> None:
         """Remove a deleted queue's messages."""
-
-    def ignore(self, table: str, columns: str, key: str) -> str:
-        """A one-row insert that does nothing where a row with that key exists."""
-        values = marks(columns.split(","))
-        return f"INSERT INTO {table} ({columns}) VALUES ({values}) ON CONFLICT ({key}) DO NOTHING"
-
-    def upsert(self, table: str, columns: str, key: str) -> str:
-        """A one-row insert that updates the other columns where a row with that key exists."""
-        cols = [c.strip() for c in columns.split(",")]
-        keys = {k.strip() for k in key.split(",")}
-        sets = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in keys)
-        return (
-            f"INSERT INTO {table} ({columns}) VALUES ({marks(cols)})"
-            f" ON CONFLICT ({key}) DO UPDATE SET {sets}"
-        )
 
     def dropped(self, exc: BaseException) -> bool:
         """Whether `exc` says a queue's table is gone (read its queue row again)."""
@@ -357,24 +355,12 @@ class ServerDialect(Dialect[CursorExec]):
 
     key = "seq"
     order = "nprio, seq"
-    columns = (
-        "seq, id, body, attributes, group_id, dedup_id, -nprio, deadline, sent_at, visible_at,"
-        " receive_count, first_received_at, version, source_queue, error, compressed"
-    )
+    columns = SERVER_COLUMNS
     priority = "-nprio"
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
-    # every column of a row but seq, as `Fields` gives them after the queue id
-    insert_columns = (
-        "queue_id, id, body, attributes, group_id, dedup_id, nprio, deadline, sent_at,"
-        " visible_at, compressed, receive_count, first_received_at, version, source_queue,"
-        " error"
-    )
     # the columns a send writes, as `send_values` orders them
-    send_columns = (
-        "queue_id, nprio, id, body, attributes, group_id, dedup_id, deadline, sent_at,"
-        " visible_at, compressed"
-    )
+    send_columns = ", ".join(SERVER_SEND_COLUMNS)
 
     def __init__(self, prefix: str) -> None:
         self.prefix = check_prefix(prefix)
@@ -388,41 +374,36 @@ class ServerDialect(Dialect[CursorExec]):
     def sequence(self, key: int, priority: int) -> int:
         return order_key(priority, key)
 
-    def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
-        """A condition selecting rows after place `after` in delivery order, ``%s``
-        parameters (`after_words` with `after_values` in statements.py)."""
-        priority, seq = order_after(after)
-        return "(nprio > %s OR (nprio = %s AND seq > %s))", (-priority, -priority, seq)
-
     after_words = "(nprio > :after_nprio OR (nprio = :after_nprio AND seq > :after_seq))"
 
     def after_values(self, after: int) -> dict[str, Any]:
         priority, seq = order_after(after)
         return {"after_nprio": -priority, "after_seq": seq}
 
+    def slot_words(self, qid: int) -> dict[str, str]:
+        words = super().slot_words(qid)
+        words["table_options"] = self.table_options
+        return words
+
     def schema_version(self, ex: CursorExec) -> int:
-        table = f"{self.prefix}schema"
-        ex.run(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER NOT NULL){self.table_options}")
-        row = ex.one(f"SELECT version FROM {table}")
+        ex.run(self.sql(SERVER_CREATE_SCHEMA))
+        row = ex.one(self.sql(SERVER_SCHEMA_VERSION))
         if row is None:
-            ex.run(f"INSERT INTO {table} (version) VALUES (0)")
+            ex.run(self.sql(SERVER_FIRST_VERSION))
             return 0
         (version,) = row
         return int(version)
 
     def set_schema_version(self, ex: CursorExec, version: int) -> None:
-        ex.run(f"UPDATE {self.prefix}schema SET version = %s", (version,))
+        ex.run(self.sql(SERVER_SET_VERSION), {"version": version})
 
     table_options = ""
 
     def drop_queue(self, ex: CursorExec, qid: int) -> None:
-        ex.run(f"DELETE FROM {self.prefix}messages WHERE queue_id = %s", (qid,))
+        ex.run(self.sql(SERVER_DROP_QUEUE, qid), {"qid": qid})
 
     def find(self, ex: CursorExec, qid: int, message_id: str) -> int | None:
-        found = ex.one(
-            f"SELECT seq FROM {self.prefix}messages WHERE id = %s AND queue_id = %s",
-            (message_id, qid),
-        )
+        found = ex.one(self.sql(SERVER_FIND, qid), {"id": message_id, "qid": qid})
         if found is None:
             return None
         (seq,) = found
@@ -431,8 +412,12 @@ class ServerDialect(Dialect[CursorExec]):
     @staticmethod
     def send_values(qid: int, row: Fields) -> tuple[Any, ...]:
         """A sent row's values, in the order of `send_columns`."""
+        return (qid, *ServerDialect.send_row(row))
+
+    @staticmethod
+    def send_row(row: Fields) -> tuple[Any, ...]:
+        """A sent row's values but its queue id, in the order of SERVER_SEND_COLUMNS."""
         return (
-            qid,
             -row.priority,
             row.id,
             row.body,
@@ -446,23 +431,20 @@ class ServerDialect(Dialect[CursorExec]):
         )
 
     @staticmethod
-    def all_values(qid: int, row: Fields) -> tuple[Any, ...]:
-        """A row's values, in the order of `insert_columns`."""
-        return (
-            qid,
-            row.id,
-            row.body,
-            row.attributes,
-            row.group_id,
-            row.dedup_id,
-            -row.priority,
-            row.deadline,
-            row.sent_at,
-            row.visible_at,
-            row.compressed,
-            row.receive_count,
-            row.first_received_at,
-            row.version,
-            row.source_queue,
-            row.error,
-        )
+    def sent_named(qid: int, row: Fields) -> dict[str, Any]:
+        """A sent row's values by column (SERVER_SEND_COLUMNS, the queue id as qid)."""
+        values = dict(zip(SERVER_SEND_COLUMNS[1:], ServerDialect.send_row(row), strict=True))
+        values["qid"] = qid
+        return values
+
+    @staticmethod
+    def moved_named(qid: int, row: Fields) -> dict[str, Any]:
+        """A moved row's values by column (SERVER_ALL_COLUMNS, the queue id as qid)."""
+        return {
+            **ServerDialect.sent_named(qid, row),
+            "receive_count": row.receive_count,
+            "first_received_at": row.first_received_at,
+            "version": row.version,
+            "source_queue": row.source_queue,
+            "error": row.error,
+        }

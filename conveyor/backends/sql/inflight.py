@@ -20,25 +20,17 @@ from collections.abc import Callable
 from ..rules import ClaimTerms
 from .connections import CursorExec
 from .rows import Row
+from .statement import Compiler
+from .statements import SERVER_ROWS_AHEAD, SERVER_ROWS_AHEAD_OF
 
 CHECK_AFTER = 0.005  # seconds a claim takes before the store looks at the queue's head
 ROWS = 5_000  # messages ahead of the first ready one that make a queue deep
 LOOK_EVERY = 1.0  # seconds between looks at one queue's head
 
-# a row never received and not delayed is "fresh": it is ready (retention and deadline
-# aside); any other row is "held" and ready once its visible_at has passed
-FRESH = "receive_count = 0 AND visible_at <= sent_at"
-HELD = "(receive_count > 0 OR visible_at > sent_at)"
-# what a claim takes: visible at now, not past retention (the horizon) nor expired by its
-# deadline; parameters: now, horizon, expires (rules.deadline_rules)
-READY = "visible_at <= %s AND sent_at >= %s AND (deadline IS NULL OR deadline > %s)"
-# what a claim sets visible_at to (rules.claimed_until): the claim's end, or the deadline
-# where the queue's rules cut the claim there; parameters: cut_from, visible_at, visible_at
-CLAIMED_UNTIL = "CASE WHEN deadline > %s AND deadline < %s THEN deadline ELSE %s END"
-
 
 def claim_values(terms: ClaimTerms, token: str) -> dict[str, object]:
-    """The parameters of a claim (statements.CLAIM_SET and READY), but its limit."""
+    """The parameters of a claim (statements.CLAIM_SET and READY, whose FRESH and HELD
+    rows are the two kinds this module speaks of), but its limit."""
     return {
         "cut_from": terms.cut_from,
         "until": terms.visible_at,
@@ -49,17 +41,12 @@ def claim_values(terms: ClaimTerms, token: str) -> dict[str, object]:
     }
 
 
-def claim_params(terms: ClaimTerms, token: str) -> tuple[float, float, float, float, str]:
-    """The parameters of a claim's ``SET visible_at = CLAIMED_UNTIL, ...,
-    first_received_at = coalesce(first_received_at, %s), ..., token = %s``."""
-    return terms.cut_from, terms.visible_at, terms.visible_at, terms.now, token
-
-
 class HeadWatch:
     """Which queues are deep, found by their slow claims."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, sql: Compiler) -> None:
         self.prefix = prefix
+        self.sql = sql  # the dialect's statements
         self.check_after = CHECK_AFTER
         self.rows = ROWS  # 0: every queue is deep from the start
         self.deep: set[int] = set()
@@ -95,12 +82,12 @@ class HeadWatch:
 
     def _many_ahead(self, ex: CursorExec, qid: int, first: tuple[int, int] | None) -> bool:
         """Whether `rows` messages lie ahead of `first` (nprio, seq; None: in the queue)."""
-        ahead = "" if first is None else f" AND (nprio, seq) < ({first[0]}, {first[1]})"
-        found = ex.one(
-            f"SELECT count(*) FROM (SELECT 1 FROM {self.prefix}messages WHERE queue_id = %s"
-            f"{ahead} LIMIT %s) a",
-            (qid, self.rows),
-        )
+        values = {"qid": qid, "rows": self.rows}
+        if first is None:
+            found = ex.one(self.sql(SERVER_ROWS_AHEAD, qid), values)
+        else:
+            values["nprio"], values["seq"] = first
+            found = ex.one(self.sql(SERVER_ROWS_AHEAD_OF, qid), values)
         return found is not None and int(found[0]) >= self.rows
 
     def deepen(self, qid: int) -> None:

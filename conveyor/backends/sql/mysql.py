@@ -33,12 +33,33 @@ from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import check_options, redact
 from ..rules import ClaimTerms
-from .connections import CursorExec, ServerConnections, marks
+from .connections import CursorExec, ServerConnections
 from .dialect import Bare, ServerDialect
-from .inflight import CLAIMED_UNTIL, READY, HeadWatch, claim_params
+from .inflight import HeadWatch, claim_values
 from .rows import Fields, Row, claimed
 from .schema import ServerTypes, Step, server_migrations
-from .statement import MYSQL, Style
+from .statement import MYSQL, Statement, Style, each, spread
+from .statements import (
+    MARIADB_DELETE_HELD,
+    MYSQL_BARE_ROWS,
+    MYSQL_CLAIM_PICK,
+    MYSQL_CLAIM_SEQS,
+    MYSQL_DEEP_CLAIM_PICK,
+    MYSQL_DEEP_WALK,
+    MYSQL_DEEP_WALK_LOCKING,
+    MYSQL_DELETE_SEQS,
+    MYSQL_HELD,
+    MYSQL_LOCK_SCHEMA,
+    MYSQL_NEW_MOVED_ROW,
+    MYSQL_NEW_SENT_ROW,
+    MYSQL_NEW_SENT_ROWS,
+    MYSQL_OF_IDS,
+    MYSQL_READ_ONLY,
+    MYSQL_SENT_ROWS,
+    MYSQL_UNLOCK_SCHEMA,
+    MYSQL_VERSION,
+    SERVER_SEND_COLUMNS,
+)
 from .store import SQLStore
 from .wakes import Wakes
 
@@ -168,7 +189,7 @@ class MySQLConnections(ServerConnections):
                 continue
             try:
                 with conn.cursor() as cur:
-                    cur.execute("SELECT @@read_only")
+                    cur.execute(MYSQL_READ_ONLY.text)
                     (read_only,) = cur.fetchone()
             except pymysql.Error as exc:
                 _discard(conn)
@@ -245,7 +266,7 @@ class MySQLConnections(ServerConnections):
     def _connect_once(self) -> None:
         conn = self._get()
         with conn.cursor() as cur:
-            cur.execute("SELECT VERSION()")
+            cur.execute(MYSQL_VERSION.text)
             (version,) = cur.fetchone()
             # MariaDB deletes and says what it deleted in one statement; MySQL 8 cannot
             self.mariadb = "mariadb" in str(version).lower()
@@ -291,7 +312,8 @@ class MySQLDialect(ServerDialect):
     def __init__(self, prefix: str, db: MySQLConnections) -> None:
         super().__init__(prefix)
         self.db = db
-        self.heads = HeadWatch(prefix)  # queues whose heads are deep in messages in flight
+        # queues whose heads are deep in messages in flight
+        self.heads = HeadWatch(prefix, self.sql)
 
     @property
     def single_delete(self) -> bool:
@@ -301,35 +323,33 @@ class MySQLDialect(ServerDialect):
         return server_migrations(TYPES, self.prefix)
 
     def lock_schema(self, ex: CursorExec) -> None:
-        ex.rows("SELECT GET_LOCK(%s, 60)", (f"conveyor-schema-{self.prefix}",))
+        ex.rows(self.sql(MYSQL_LOCK_SCHEMA), {"name": f"conveyor-schema-{self.prefix}"})
 
     def unlock_schema(self, ex: CursorExec) -> None:
-        ex.rows("SELECT RELEASE_LOCK(%s)", (f"conveyor-schema-{self.prefix}",))
+        ex.rows(self.sql(MYSQL_UNLOCK_SCHEMA), {"name": f"conveyor-schema-{self.prefix}"})
 
     def style(self) -> Style:
         return MYSQL
 
-    def ignore(self, table: str, columns: str, key: str) -> str:
-        return f"INSERT IGNORE INTO {table} ({columns}) VALUES ({marks(columns.split(','))})"
-
-    def upsert(self, table: str, columns: str, key: str) -> str:
-        cols = [c.strip() for c in columns.split(",")]
-        keys = {k.strip() for k in key.split(",")}
-        sets = ", ".join(f"{c} = VALUES({c})" for c in cols if c not in keys)
-        return (
-            f"INSERT INTO {table} ({columns}) VALUES ({marks(cols)}) ON DUPLICATE KEY UPDATE {sets}"
-        )
+    def slot_names(self, qid: int) -> dict[str, str]:
+        names = super().slot_names(qid)
+        names["messages_held_index"] = f"{self.prefix}messages_held"
+        return names
 
     # -- writes ---------------------------------------------------------------------------
 
+    def _sent_rows(
+        self, ex: CursorExec, statement: Statement, qid: int, rows: Sequence[Fields]
+    ) -> None:
+        """One multi-row INSERT of rows as sent (`statement`: MYSQL_SENT_ROWS or
+        MYSQL_NEW_SENT_ROWS)."""
+        values = each(_SENT, [self.send_row(row) for row in rows])
+        values["qid"] = qid
+        ex.run(self.sql(statement, qid, len(rows)), values)
+
     def _insert_all(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> None:
         """One multi-row INSERT of rows none of whose ids can be present."""
-        values = [self.send_values(qid, row) for row in rows]
-        ex.run(
-            f"INSERT INTO {self.prefix}messages ({self.send_columns}) VALUES"
-            f" {', '.join([f'({marks(values[0])})'] * len(values))}",
-            [v for row in values for v in row],
-        )
+        self._sent_rows(ex, MYSQL_SENT_ROWS, qid, rows)
 
     def insert_bare(
         self, ex: CursorExec, qid: int, queue: str, bare: Bare, retry: bool
@@ -342,15 +362,11 @@ class MySQLDialect(ServerDialect):
                 )
                 self.insert_one(ex, qid, row)
             return ids
-        # named parameters: the driver escapes each value once (it quotes parameters into
-        # the statement in Python), so what the rows share is escaped once, not per row
-        params: dict[str, Any] = {
-            "q": qid, "p": -bare.priority, "t": bare.now, "v": bare.visible_at,
-        }  # fmt: skip
-        for k, (message_id, body) in enumerate(zip(ids, bare.bodies, strict=True)):
-            params[f"i{k}"] = message_id
-            params[f"b{k}"] = body
-        ex.cur.execute(_bare_insert(self.prefix, len(ids)), params)
+        # the driver escapes each value once (it quotes parameters into the statement in
+        # Python), so what the rows share is escaped once, not per row
+        values = each(_ID_BODY, list(zip(ids, bare.bodies, strict=True)))
+        values.update(qid=qid, nprio=-bare.priority, now=bare.now, visible_at=bare.visible_at)
+        ex.cur.execute(self.sql(MYSQL_BARE_ROWS, qid, len(ids)), values)
         return ids
 
     def insert(
@@ -373,14 +389,11 @@ class MySQLDialect(ServerDialect):
 
     def insert_one(self, ex: CursorExec, qid: int, row: Fields) -> tuple[int, str] | None:
         if row.as_sent:
-            columns, values = self.send_columns, self.send_values(qid, row)
+            statement, values = MYSQL_NEW_SENT_ROW, self.sent_named(qid, row)
         else:
-            columns, values = self.insert_columns, self.all_values(qid, row)
+            statement, values = MYSQL_NEW_MOVED_ROW, self.moved_named(qid, row)
         cur = ex.cur
-        cur.execute(
-            f"INSERT IGNORE INTO {self.prefix}messages ({columns}) VALUES ({marks(values)})",
-            values,
-        )
+        cur.execute(self.sql(statement, qid), values)
         return (int(cur.lastrowid), row.id) if cur.rowcount > 0 else None
 
     def insert_keyed(
@@ -395,45 +408,32 @@ class MySQLDialect(ServerDialect):
             chunk = rows[i : i + 1000]
             self._insert_all(ex, qid, chunk)
             ids = [row.id for row in chunk]
-            for seq, message_id in self._with_ids(ex, qid, "seq, id", ids):
+            for seq, message_id, _ in self._with_ids(ex, qid, ids):
                 keys[message_id] = int(seq)
         return [keys.get(row.id) for row in rows]
 
-    def _with_ids(self, ex: CursorExec, qid: int, columns: str, ids: Sequence[str]) -> list[Row]:
-        """`columns` of the queue's messages with these ids (through the id index)."""
-        return ex.rows(
-            f"SELECT {columns} FROM {self.prefix}messages WHERE {self.id_scope(qid)}"
-            f" AND id IN ({marks(ids)})",
-            ids,
-        )
+    def _with_ids(self, ex: CursorExec, qid: int, ids: Sequence[str]) -> list[Row]:
+        """(key, id, visible_at) of the queue's messages with these ids (the id index)."""
+        return ex.rows(self.sql(MYSQL_OF_IDS, qid, len(ids)), spread("ids", ids))
 
     def _insert_chosen(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> list[int | None]:
         """Rows with ids chosen by senders (an import), a thousand to a statement: the ids the
         queue holds are skipped (and a second row of one id), the others inserted, and the
         keys read back by id and visible_at (what another writer inserted meanwhile under
         one of these ids does not carry this write's visible_at)."""
-        p = self.prefix
         keys: dict[str, int] = {}
         for i in range(0, len(rows), 1000):
             chunk = rows[i : i + 1000]
             ids = [row.id for row in chunk]
-            held = {str(message_id) for (message_id,) in self._with_ids(ex, qid, "id", ids)}
+            held = {str(message_id) for _, message_id, _ in self._with_ids(ex, qid, ids)}
             fresh: dict[str, Fields] = {}
             for row in chunk:
                 if row.id not in held:
                     fresh.setdefault(row.id, row)
             if not fresh:
                 continue
-            values = [self.send_values(qid, row) for row in fresh.values()]
-            ex.run(
-                f"INSERT IGNORE INTO {p}messages ({self.send_columns}) VALUES"
-                f" {', '.join([f'({marks(values[0])})'] * len(values))}",
-                [v for row in values for v in row],
-            )
-            new_ids = list(fresh)
-            for seq, message_id, visible_at in self._with_ids(
-                ex, qid, "seq, id, visible_at", new_ids
-            ):
+            self._sent_rows(ex, MYSQL_NEW_SENT_ROWS, qid, list(fresh.values()))
+            for seq, message_id, visible_at in self._with_ids(ex, qid, list(fresh)):
                 if float(visible_at) == fresh[str(message_id)].visible_at:
                     keys[str(message_id)] = int(seq)
         return [keys.pop(row.id, None) for row in rows]
@@ -443,49 +443,28 @@ class MySQLDialect(ServerDialect):
     def claim_ready(
         self, ex: CursorExec, qid: int, limit: int, terms: ClaimTerms, token: str
     ) -> list[Row]:
-        now = terms.now
+        values = claim_values(terms, token)
+        values.update(qid=qid, limit=limit)
         if self.heads.is_deep(qid):
-            ready = (now, terms.horizon, terms.expires)
-            rows = self._deep(ex, qid, self.columns, READY, ready, now, limit)
+            rows = self._deep(ex, MYSQL_DEEP_CLAIM_PICK, qid, values, limit)
         else:
             rows = self.heads.watched(
-                ex,
-                qid,
-                lambda: ex.rows(
-                    f"SELECT {self.columns} FROM {self.prefix}messages WHERE queue_id = %s"
-                    f" AND {READY} ORDER BY nprio, seq LIMIT %s FOR UPDATE SKIP LOCKED",
-                    (qid, now, terms.horizon, terms.expires, limit),
-                ),
-                priority_at=6,
+                ex, qid, lambda: ex.rows(self.sql(MYSQL_CLAIM_PICK, qid), values), priority_at=6
             )
         if not rows:
             return []
         keys = [key for key, *_ in rows]
-        ex.run(
-            f"UPDATE {self.prefix}messages SET visible_at = {CLAIMED_UNTIL},"
-            " receive_count = receive_count + 1,"
-            " first_received_at = coalesce(first_received_at, %s), version = version + 1,"
-            f" token = %s WHERE seq IN ({marks(keys)})",
-            (*claim_params(terms, token), *keys),
-        )
+        values.update(spread("keys", keys))
+        ex.run(self.sql(MYSQL_CLAIM_SEQS, qid, len(keys)), values)
         return [claimed(row, terms) for row in rows]
 
     def walk_visible(
         self, ex: CursorExec, qid: int, after: int, now: float, page: int, lock: bool
     ) -> list[Row]:
         if self.heads.is_deep(qid):
-            cond, params = self.after(after)
-            return self._deep(
-                ex,
-                qid,
-                "seq, -nprio, group_id, visible_at, receive_count, deadline, sent_at",
-                f"visible_at <= %s AND {cond}",
-                (now, *params),
-                now,
-                page,
-                lock=lock,
-                priority_at=1,
-            )
+            values = {"qid": qid, "now": now, "limit": page, **self.after_values(after)}
+            statement = MYSQL_DEEP_WALK_LOCKING if lock else MYSQL_DEEP_WALK
+            return self._deep(ex, statement, qid, values, page, priority_at=1)
         plain = super().walk_visible
         return self.heads.watched(
             ex, qid, lambda: plain(ex, qid, after, now, page, lock), priority_at=1
@@ -494,64 +473,34 @@ class MySQLDialect(ServerDialect):
     def _deep(
         self,
         ex: CursorExec,
+        statement: Statement,
         qid: int,
-        columns: str,
-        where: str,
-        params: tuple[Any, ...],
-        now: float,
+        values: dict[str, Any],
         limit: int,
         *,
-        lock: bool = True,
         priority_at: int = 6,
     ) -> list[Row]:
-        """The first `limit` rows of a deep queue meeting `where`, in delivery order: the
-        first never received (held_at NULL) in delivery order and the held ones visible at
-        `now`, those visible first, both read from the held_at index (`inflight.py`);
-        `priority_at`: where -nprio is among `columns`."""
-        locked = " FOR UPDATE SKIP LOCKED" if lock else ""
-        part = (
-            f"SELECT {columns} FROM {self.prefix}messages FORCE INDEX ({self.prefix}messages_held)"
-            f" WHERE queue_id = %s AND {where} AND held_at"
-        )
-        rows = ex.rows(
-            f"({part} IS NULL ORDER BY nprio, seq LIMIT %s{locked}) UNION ALL"
-            f" ({part} <= %s ORDER BY held_at, nprio, seq LIMIT %s{locked})",
-            (qid, *params, limit, qid, *params, now, limit),
-        )
+        """The first `limit` rows of a deep queue that `statement` reads (statements.py's
+        `_mysql_deep`), in delivery order; `priority_at`: where -nprio is in its rows."""
+        rows = ex.rows(self.sql(statement, qid), values)
         rows.sort(key=lambda r: (-int(r[priority_at]), int(r[0])))
         return rows[:limit]
 
     def delete_held(
         self, ex: CursorExec, qid: int, token: str, keys: Sequence[int], exact: bool
     ) -> Collection[int]:
-        p = self.prefix
+        values = {"qid": qid, "token": token, **spread("keys", keys)}
         if self.db.mariadb:
-            rows = ex.rows(
-                f"DELETE FROM {p}messages WHERE queue_id = %s AND token = %s"
-                f" AND seq IN ({marks(keys)}) RETURNING seq",
-                (qid, token, *keys),
-            )
+            rows = ex.rows(self.sql(MARIADB_DELETE_HELD, qid, len(keys)), values)
             return [int(seq) for (seq,) in rows]
-        found = [
-            int(seq)
-            for (seq,) in ex.rows(
-                f"SELECT seq FROM {p}messages WHERE queue_id = %s AND token = %s"
-                f" AND seq IN ({marks(keys)}) FOR UPDATE",
-                (qid, token, *keys),
-            )
-        ]
+        found = [int(seq) for (seq,) in ex.rows(self.sql(MYSQL_HELD, qid, len(keys)), values)]
         if found:
-            ex.run(f"DELETE FROM {p}messages WHERE seq IN ({marks(found)})", found)
+            ex.run(self.sql(MYSQL_DELETE_SEQS, qid, len(found)), spread("keys", found))
         return found
 
 
-@functools.lru_cache(maxsize=64)
-def _bare_insert(prefix: str, n: int) -> str:
-    rows = ", ".join(f"(%(q)s, %(p)s, %(i{k})s, %(b{k})s, %(t)s, %(v)s)" for k in range(n))
-    return (
-        f"INSERT INTO {prefix}messages (queue_id, nprio, id, body, sent_at, visible_at)"
-        f" VALUES {rows}"
-    )
+_ID_BODY = ("id", "body")
+_SENT = SERVER_SEND_COLUMNS[1:]
 
 
 def _discard(conn: Conn) -> None:

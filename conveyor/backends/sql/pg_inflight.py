@@ -16,17 +16,24 @@ from typing import Any
 import psycopg
 
 from .connections import CursorExec
-from .inflight import FRESH, HELD, READY, HeadWatch
+from .inflight import HeadWatch
+from .statement import Compiler
+from .statements import (
+    POSTGRES_DROP_HELD_INDEXES,
+    POSTGRES_HELD_INDEXES,
+    POSTGRES_INDEXES_EXIST,
+    POSTGRES_VALID_INDEXES,
+)
 
 log = logging.getLogger("conveyor.store")
 
 
 class HeldIndexes(HeadWatch):
     """Which queues have their in-flight indexes (`deep`: once both are valid), and
-    building them; with `rows` 0, every queue is indexed as it is made (`statements`)."""
+    building them; with `rows` 0, every queue is indexed as it is made."""
 
-    def __init__(self, conninfo: str, prefix: str, options: str) -> None:
-        super().__init__(prefix)
+    def __init__(self, conninfo: str, prefix: str, options: str, sql: Compiler) -> None:
+        super().__init__(prefix, sql)
         self.conninfo = conninfo
         self.options = options
         self._building: dict[int, threading.Thread] = {}
@@ -35,39 +42,6 @@ class HeldIndexes(HeadWatch):
 
     def names(self, qid: int) -> tuple[str, str]:
         return f"{self.prefix}m{int(qid)}_fresh", f"{self.prefix}m{int(qid)}_held"
-
-    # -- statements -----------------------------------------------------------------------
-
-    def _candidates(self, qid: int, where: str, lock: bool) -> str:
-        """CTEs f and h: the first fresh rows in delivery order and the held ones visible
-        first, `where` (with its parameters) added to both."""
-        m, q = f"{self.prefix}messages", int(qid)
-        locked = " FOR UPDATE SKIP LOCKED" if lock else ""
-        return (
-            f"WITH f AS (SELECT seq, nprio FROM {m} WHERE queue_id = {q} AND {FRESH} AND {where}"
-            f" ORDER BY nprio, seq LIMIT %s{locked}), h AS (SELECT seq, nprio FROM {m}"
-            f" WHERE queue_id = {q} AND {HELD} AND {where} ORDER BY visible_at, nprio, seq"
-            f" LIMIT %s{locked}),"
-            " c AS (SELECT seq FROM (SELECT * FROM f UNION ALL SELECT * FROM h) u"
-            " ORDER BY nprio, seq LIMIT %s)"
-        )
-
-    def claim_sql(self, qid: int, set_claimed: str, columns: str) -> str:
-        """The claim of an indexed queue; parameters: (now, horizon, expires, limit) twice,
-        limit, then `claim_params`."""
-        return (
-            f"{self._candidates(qid, READY, True)} UPDATE {self.prefix}messages m"
-            f" SET {set_claimed} FROM c WHERE m.seq = c.seq RETURNING {columns}"
-        )
-
-    def walk_sql(self, qid: int, after: str, lock: bool) -> str:
-        """A page of the visible rows of an indexed queue after a position (the condition
-        `after`), in delivery order; parameters: (now, after's, page) twice, then page."""
-        return (
-            f"{self._candidates(qid, f'visible_at <= %s AND {after}', lock)}"
-            " SELECT seq, -nprio, group_id, visible_at, receive_count, deadline, sent_at"
-            f" FROM {self.prefix}messages WHERE seq IN (SELECT seq FROM c) ORDER BY nprio, seq"
-        )
 
     # -- finding out and building ---------------------------------------------------------
 
@@ -86,27 +60,14 @@ class HeldIndexes(HeadWatch):
             self._building[qid] = thread
             thread.start()
 
-    def statements(self, qid: int, *, concurrently: bool = True) -> list[str]:
-        """The two indexes of a queue, `CONCURRENTLY` (outside a transaction) or not."""
-        fresh, held = self.names(qid)
-        m, q = f"{self.prefix}messages", int(qid)
-        how = "CONCURRENTLY IF NOT EXISTS" if concurrently else "IF NOT EXISTS"
-        return [
-            f"CREATE INDEX {how} {fresh} ON {m} (nprio, seq) WHERE queue_id = {q} AND {FRESH}",
-            f"CREATE INDEX {how} {held} ON {m} (visible_at, nprio, seq)"
-            f" WHERE queue_id = {q} AND {HELD}",
-        ]
-
     def _build(self, qid: int) -> None:
         fresh, held = self.names(qid)
         try:
             with psycopg.connect(self.conninfo, autocommit=True, options=self.options) as conn:
-                for statement in self.statements(qid):
-                    conn.execute(statement)
+                for statement in POSTGRES_HELD_INDEXES:
+                    conn.execute(self.sql(statement, qid))
                 valid = conn.execute(
-                    "SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid IN"
-                    " (to_regclass(%s), to_regclass(%s))",
-                    (fresh, held),
+                    self.sql(POSTGRES_VALID_INDEXES), {"fresh": fresh, "held": held}
                 ).fetchone()
                 if valid is not None and valid[0] == 2:
                     self.deep.add(qid)
@@ -130,7 +91,7 @@ class HeldIndexes(HeadWatch):
         background (a plain DROP INDEX would lock the table for every queue)."""
         self.deep.discard(qid)
         fresh, held = self.names(qid)
-        found = ex.one("SELECT to_regclass(%s), to_regclass(%s)", (fresh, held))
+        found = ex.one(self.sql(POSTGRES_INDEXES_EXIST), {"fresh": fresh, "held": held})
         if found is None or found == (None, None):
             return
 
@@ -147,5 +108,5 @@ class HeldIndexes(HeadWatch):
         thread.start()
 
     def _drop_indexes(self, conn: psycopg.Connection[Any], qid: int) -> None:
-        for name in self.names(qid):
-            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        for statement in POSTGRES_DROP_HELD_INDEXES:
+            conn.execute(self.sql(statement, qid))

@@ -16,7 +16,6 @@ long poll held by another at once. Implements every contract.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import secrets
@@ -36,16 +35,41 @@ from ...clock import Clock
 from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import redact
-from ..rules import ClaimTerms, order_after
-from .connections import CursorExec, ServerConnections, first_line, marks
-from .dialect import Bare, ServerDialect
-from .inflight import CLAIMED_UNTIL, claim_params
+from ..rules import ClaimTerms
+from .connections import CursorExec, ServerConnections, first_line
+from .dialect import Bare, ServerDialect, table_names
+from .inflight import claim_values
 from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
 from .pg_inflight import HeldIndexes
 from .rows import Fields, Row
 from .schema import ServerTypes, Step, server_migrations
-from .statement import Style, postgres_style
-from .statements import RECORD_LEASES
+from .statement import Compiler, Statement, Style, each, postgres_style
+from .statements import (
+    POSTGRES_ANY_LISTENER,
+    POSTGRES_ARRAY_ROWS,
+    POSTGRES_AUTOVACUUM,
+    POSTGRES_CLAIM_KEYS,
+    POSTGRES_CLAIM_READY,
+    POSTGRES_COPY_ROWS,
+    POSTGRES_DEEP_CLAIM,
+    POSTGRES_DEEP_WALK,
+    POSTGRES_DEEP_WALK_LOCKING,
+    POSTGRES_DELETE_HELD,
+    POSTGRES_FIND_MANY,
+    POSTGRES_HELD_INDEXES_NOW,
+    POSTGRES_KEYED_ROWS,
+    POSTGRES_LEASE_CLAIM,
+    POSTGRES_LISTEN,
+    POSTGRES_LISTENER_BEAT,
+    POSTGRES_LISTENER_GONE,
+    POSTGRES_LOCK_SCHEMA,
+    POSTGRES_NEW_MOVED_ROW,
+    POSTGRES_NEW_SENT_ROW,
+    POSTGRES_NOTIFY,
+    POSTGRES_PLAIN_ROWS,
+    POSTGRES_RESERVE_SEQS,
+    RECORD_LEASES,
+)
 from .store import SQLStore
 
 log = logging.getLogger("conveyor.store")
@@ -84,13 +108,7 @@ POOL_TIMEOUT = 5.0  # how long an operation waits for a connection when all are 
 # rows with ids chosen by senders from which an insert tries COPY first (a savepoint and a
 # reservation of seqs cost two more round trips: worth it for bulk moves, not for a send)
 COPY_IDS_AT = 100
-_ARRAYS = (
-    "%b::bigint[], %b::int[], %b::text[], %b::bytea[], %b::text[], %b::text[], %b::text[],"
-    " %b::float8[], %b::float8[], %b::float8[], %b::smallint[]"
-)
 _VALUES_ROWS = 10  # plain batches up to this size insert with a VALUES list
-# a plain row: queue_id, id, body, sent_at and visible_at; every other column its default
-_PLAIN_VALUES = "(%s, 0, %s, %s, NULL, NULL, NULL, NULL, %s, %s, 0)"
 _COPY_TYPES = [
     "int8", "int8", "int4", "text", "bytea", "text", "text", "text", "float8", "float8", "float8",
     "int2",
@@ -145,6 +163,8 @@ class PostgresConnections(ServerConnections):
         self.display = redact(conninfo)
         self.prefix = prefix
         self.channel = f"{prefix}messages"
+        names = {**table_names(prefix), "channel": self.channel}
+        self.sql = Compiler("postgresql", postgres_style(), lambda qid: names, lambda qid: {})
         self.reconnect_timeout = reconnect_timeout
         self._pool = ConnectionPool(
             conninfo,
@@ -207,10 +227,7 @@ class PostgresConnections(ServerConnections):
         now = time.monotonic()
         if now - self._listened_at >= 1.0:
             self._listened_at = now
-            found = ex.one(
-                f"SELECT 1 FROM {self.prefix}listeners WHERE seen_at > %s LIMIT 1",
-                (time.time() - LISTENER_TTL,),
-            )
+            found = ex.one(self.sql(POSTGRES_ANY_LISTENER), {"since": time.time() - LISTENER_TTL})
             self._anyone_listens = found is not None
         return self._anyone_listens
 
@@ -240,14 +257,11 @@ class PostgresConnections(ServerConnections):
         """LISTEN on the store's channel and wake this process's waiters; reconnects."""
         delay = 0.1
         lost = False
-        beat_sql = (
-            f"INSERT INTO {self.prefix}listeners (id, seen_at) VALUES (%s, %s)"
-            " ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at"
-        )
+        beat_sql = self.sql(POSTGRES_LISTENER_BEAT)
         while not self._closed.is_set():
             try:
                 with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f"LISTEN {self.channel}")
+                    conn.execute(self.sql(POSTGRES_LISTEN))
                     self._listening.set()
                     if lost:
                         log.warning("listening for sends on %s again", self.display)
@@ -257,12 +271,10 @@ class PostgresConnections(ServerConnections):
                     while not self._closed.is_set():
                         if time.monotonic() - beat >= LISTENER_BEAT:
                             beat = time.monotonic()
-                            conn.execute(beat_sql, (self._listener_id, time.time()))
+                            conn.execute(beat_sql, {"id": self._listener_id, "now": time.time()})
                         for note in conn.notifies(timeout=1.0):
                             HUB.notify(key, note.payload)
-                    conn.execute(
-                        f"DELETE FROM {self.prefix}listeners WHERE id = %s", (self._listener_id,)
-                    )
+                    conn.execute(self.sql(POSTGRES_LISTENER_GONE), {"id": self._listener_id})
             except psycopg.errors.UndefinedTable:
                 log.warning(
                     "the tables with prefix %r are gone from %s: no longer listening for sends",
@@ -285,14 +297,6 @@ class PostgresConnections(ServerConnections):
                 delay = min(delay * 2, 2.0)
 
 
-@functools.lru_cache(maxsize=64)
-def _plain_insert(prefix: str, n: int) -> str:
-    return (
-        f"INSERT INTO {prefix}messages ({ServerDialect.send_columns})"
-        f" VALUES {', '.join([_PLAIN_VALUES] * n)}"
-    )
-
-
 def _plain(row: Fields) -> bool:
     return (
         row.priority == 0
@@ -313,41 +317,25 @@ class PostgresDialect(ServerDialect):
     def __init__(self, db: PostgresConnections) -> None:
         super().__init__(db.prefix)
         self.db = db
-        p = self.prefix
-        self._claim_columns = self.columns.replace("-nprio", "-m.nprio").replace(
-            "seq, ", "m.seq, ", 1
-        )
-        self._set_claimed = (
-            f"visible_at = {CLAIMED_UNTIL.replace('deadline', 'm.deadline')},"
-            " receive_count = m.receive_count + 1,"
-            " first_received_at = coalesce(m.first_received_at, %s), version = m.version + 1,"
-            " token = %s"
-        )
-        # the claim of a queue's first ready messages, one statement; parameters:
-        # claim_params, queue id, now, retention horizon, expires, limit
-        self._ready_claim = (
-            f"UPDATE {p}messages m SET {self._set_claimed} FROM (SELECT seq FROM {p}messages"
-            " WHERE queue_id = %s AND visible_at <= %s AND sent_at >= %s"
-            " AND (deadline IS NULL OR deadline > %s) ORDER BY nprio, seq LIMIT %s"
-            " FOR UPDATE SKIP LOCKED) c WHERE m.seq = c.seq"
-        )
-        self.held = HeldIndexes(db.conninfo, p, PLANNER_OPTIONS)
+        self.held = HeldIndexes(db.conninfo, self.prefix, PLANNER_OPTIONS, self.sql)
 
     @property
     def single_delete(self) -> bool:
         return True
 
-    def after(self, after: int) -> tuple[str, tuple[Any, ...]]:
-        # a row comparison is one range of the order index; the OR form the other stores
-        # use made PostgreSQL walk the index from the queue's head and filter, so paging
-        # through a deep queue cost the square of its depth
-        priority, seq = order_after(after)
-        return "(nprio, seq) > (%s, %s)", (-priority, seq)
-
+    # a row comparison is one range of the order index; the OR form the other stores use
+    # made PostgreSQL walk the index from the queue's head and filter, so paging through a
+    # deep queue cost the square of its depth
     after_words = "(nprio, seq) > (:after_nprio, :after_seq)"
 
     def style(self) -> Style:
         return postgres_style()
+
+    def slot_names(self, qid: int) -> dict[str, str]:
+        names = super().slot_names(qid)
+        if qid:
+            names["fresh_index"], names["held_index"] = self.held.names(qid)
+        return names
 
     def key_scope(self, qid: int) -> str:
         # `+ 0`: the driver prepares statements, and a generic plan would find rows through
@@ -364,10 +352,7 @@ class PostgresDialect(ServerDialect):
         found: list[tuple[int, float]] = []
         for i in range(0, len(ids), 1000):
             for key, visible_at in ex.rows(
-                "SELECT m.seq, m.visible_at FROM unnest(%s::text[]) AS x(id) CROSS JOIN"
-                f" LATERAL (SELECT seq, visible_at FROM {self.prefix}messages WHERE id = x.id"
-                f" AND {self.key_scope(qid)} LIMIT 1) m",
-                (list(ids[i : i + 1000]),),
+                self.sql(POSTGRES_FIND_MANY, qid), {"ids": list(ids[i : i + 1000])}
             ):
                 found.append((int(key), float(visible_at)))
         return found
@@ -376,7 +361,7 @@ class PostgresDialect(ServerDialect):
         return server_migrations(TYPES, self.prefix)
 
     def advice(self, ex: CursorExec) -> list[str]:
-        found = ex.one("SELECT current_setting('autovacuum')")
+        found = ex.one(self.sql(POSTGRES_AUTOVACUUM))
         if found is None or found[0] == "on":
             return []
         return [
@@ -387,25 +372,30 @@ class PostgresDialect(ServerDialect):
         ]
 
     def lock_schema(self, ex: CursorExec) -> None:
-        ex.rows("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(self.prefix.encode()),))
+        ex.rows(self.sql(POSTGRES_LOCK_SCHEMA), {"key": zlib.crc32(self.prefix.encode())})
 
     # -- writes ---------------------------------------------------------------------------
 
     def _insert(
-        self, ex: CursorExec, queue: str, insert: str, params: list[Any], fresh: bool
+        self,
+        ex: CursorExec,
+        qid: int,
+        queue: str,
+        inserts: dict[str, Statement],
+        n: int,
+        values: dict[str, Any],
+        fresh: bool,
     ) -> set[str] | None:
-        """Run an insert of message rows, with the notification of listening processes;
-        the ids inserted, or None when `fresh` (all of them: ids made for this attempt)."""
-        if not fresh:
-            # a speculative insert costs more: only where a sender chose the ids, or on retry
-            insert += " ON CONFLICT (queue_id, id) DO NOTHING RETURNING id"
+        """Run an insert of message rows (`inserts`: its four kinds, statements.py's
+        `_pg_inserts`), with the notification of listening processes; the ids inserted, or
+        None when `fresh` (all of them: ids made for this attempt)."""
+        # a speculative insert costs more: only where a sender chose the ids, or on retry
+        kind = "plain" if fresh else "new"
         if self.db.listened(ex):
-            if fresh:
-                insert += " RETURNING id"
-            insert = f"WITH ins AS ({insert}) SELECT ins.id FROM ins, (SELECT pg_notify(%s, %s)) n"
-            params += [self.db.channel, queue]
+            kind += "_notify"
+            values["channel"], values["queue"] = self.db.channel, queue
         cur = ex.cur
-        cur.execute(insert, params)
+        cur.execute(self.sql(inserts[kind], qid, n), values)
         if fresh:
             return None
         return {message_id for (message_id,) in cur.fetchall()}
@@ -413,23 +403,16 @@ class PostgresDialect(ServerDialect):
     def _rows_insert(
         self, ex: CursorExec, qid: int, queue: str, rows: Sequence[Fields], fresh: bool
     ) -> set[str] | None:
-        params: list[Any]
         if len(rows) <= _VALUES_ROWS and all(_plain(row) for row in rows):
             # the common batch (no priority, attributes, group, deadline or compression):
-            # five scalar parameters a row, which the driver dumps in C and, under its limit
+            # four scalar parameters a row, which the driver dumps in C and, under its limit
             # of 50, converts once per batch size (arrays cost it ~0.5 ms more a statement)
-            params = []
-            for row in rows:
-                params += (qid, row.id, row.body, row.sent_at, row.visible_at)
-            return self._insert(ex, queue, _plain_insert(self.prefix, len(rows)), params, fresh)
+            values = each(_PLAIN, [(r.id, r.body, r.sent_at, r.visible_at) for r in rows])
+            values["qid"] = qid
+            return self._insert(ex, qid, queue, POSTGRES_PLAIN_ROWS, len(rows), values, fresh)
         # one array per column: the same statement (prepared once) for any batch size
-        insert = (
-            f"INSERT INTO {self.prefix}messages ({self.send_columns})"
-            f" SELECT * FROM unnest({_ARRAYS})"
-        )
-        values = [self.send_values(qid, row) for row in rows]
-        params = [list(column) for column in zip(*values, strict=True)]
-        return self._insert(ex, queue, insert, params, fresh)
+        arrays = _arrays(qid, rows)
+        return self._insert(ex, qid, queue, POSTGRES_ARRAY_ROWS, 0, arrays, fresh)
 
     def insert_bare(
         self, ex: CursorExec, qid: int, queue: str, bare: Bare, retry: bool
@@ -442,10 +425,10 @@ class PostgresDialect(ServerDialect):
             ]
             self._rows_insert(ex, qid, queue, rows, not retry)
             return ids
-        params: list[Any] = []
-        for i, body in zip(ids, bare.bodies, strict=True):
-            params += (qid, i, body, bare.now, bare.visible_at)
-        self._insert(ex, queue, _plain_insert(self.prefix, len(ids)), params, not retry)
+        pairs = zip(ids, bare.bodies, strict=True)
+        values = each(_PLAIN, [(i, body, bare.now, bare.visible_at) for i, body in pairs])
+        values["qid"] = qid
+        self._insert(ex, qid, queue, POSTGRES_PLAIN_ROWS, len(ids), values, not retry)
         return ids
 
     def insert(
@@ -472,15 +455,10 @@ class PostgresDialect(ServerDialect):
 
     def insert_one(self, ex: CursorExec, qid: int, row: Fields) -> tuple[int, str] | None:
         if row.as_sent:
-            columns, values = self.send_columns, self.send_values(qid, row)
+            statement, values = POSTGRES_NEW_SENT_ROW, self.sent_named(qid, row)
         else:
-            columns, values = self.insert_columns, self.all_values(qid, row)
-        found = ex.one(
-            f"INSERT INTO {self.prefix}messages ({columns}) VALUES ({marks(values)})"
-            " ON CONFLICT (queue_id, id) DO NOTHING"
-            " RETURNING seq",
-            values,
-        )
+            statement, values = POSTGRES_NEW_MOVED_ROW, self.moved_named(qid, row)
+        found = ex.one(self.sql(statement, qid), values)
         if found is None:
             return None
         (seq,) = found
@@ -499,14 +477,10 @@ class PostgresDialect(ServerDialect):
                     return list(self._copy_rows(ex, qid, rows))
             # one statement of one array per column; the rows whose id the queue holds are
             # skipped, and so is a second row of one id
-            values = [self.send_values(qid, row) for row in rows]
             stored = {
                 str(message_id): int(seq)
                 for seq, message_id in ex.rows(
-                    f"INSERT INTO {self.prefix}messages ({self.send_columns})"
-                    f" SELECT * FROM unnest({_ARRAYS})"
-                    " ON CONFLICT (queue_id, id) DO NOTHING RETURNING seq, id",
-                    [list(column) for column in zip(*values, strict=True)],
+                    self.sql(POSTGRES_KEYED_ROWS, qid), _arrays(qid, rows)
                 )
             }
             return [stored.pop(row.id, None) for row in rows]
@@ -515,17 +489,14 @@ class PostgresDialect(ServerDialect):
     def _copy_rows(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> list[int]:
         """Insert rows with seqs reserved up front by one binary COPY (several times an
         INSERT's speed); their seqs."""
-        p = self.prefix
         seqs = [
             int(seq)
             for (seq,) in ex.rows(
-                f"SELECT nextval(pg_get_serial_sequence('{p}messages', 'seq'))"
-                " FROM generate_series(1, %s)",
-                (len(rows),),
+                self.sql(POSTGRES_RESERVE_SEQS),
+                {"table": f"{self.prefix}messages", "n": len(rows)},
             )
         ]
-        copy = f"COPY {p}messages (seq, {self.send_columns}) FROM STDIN (FORMAT BINARY)"
-        with ex.cur.copy(copy) as cp:
+        with ex.cur.copy(self.sql(POSTGRES_COPY_ROWS, qid)) as cp:
             cp.set_types(_COPY_TYPES)
             for seq, row in zip(seqs, rows, strict=True):
                 cp.write_row((seq, *self.send_values(qid, row)))
@@ -536,28 +507,21 @@ class PostgresDialect(ServerDialect):
     def claim_ready(
         self, ex: CursorExec, qid: int, limit: int, terms: ClaimTerms, token: str
     ) -> list[Row]:
-        now, horizon = terms.now, terms.horizon
+        values = claim_values(terms, token)
+        values.update(qid=qid, limit=limit)
         if qid in self.held.deep:  # its head is deep in messages in flight
-            return ex.rows(
-                self.held.claim_sql(qid, self._set_claimed, self._claim_columns),
-                (now, horizon, terms.expires, limit) * 2 + (limit, *claim_params(terms, token)),
-            )
+            return ex.rows(self.sql(POSTGRES_DEEP_CLAIM, qid), values)
         return self.held.watched(
-            ex,
-            qid,
-            lambda: ex.rows(
-                f"{self._ready_claim} RETURNING {self._claim_columns}",
-                (*claim_params(terms, token), qid, now, horizon, terms.expires, limit),
-            ),
-            priority_at=6,
+            ex, qid, lambda: ex.rows(self.sql(POSTGRES_CLAIM_READY, qid), values), priority_at=6
         )
 
     def walk_visible(
         self, ex: CursorExec, qid: int, after: int, now: float, page: int, lock: bool
     ) -> list[Row]:
         if qid in self.held.deep:
-            cond, params = self.after(after)
-            return ex.rows(self.held.walk_sql(qid, cond, lock), (now, *params, page) * 2 + (page,))
+            statement = POSTGRES_DEEP_WALK_LOCKING if lock else POSTGRES_DEEP_WALK
+            values = {"now": now, "limit": page, **self.after_values(after)}
+            return ex.rows(self.sql(statement, qid), values)
         return self.held.watched(
             ex,
             qid,
@@ -568,8 +532,8 @@ class PostgresDialect(ServerDialect):
     def create_queue(self, ex: CursorExec, qid: int) -> None:
         super().create_queue(ex, qid)
         if not self.held.rows:
-            for statement in self.held.statements(qid, concurrently=False):
-                ex.run(statement)
+            for statement in POSTGRES_HELD_INDEXES_NOW:
+                ex.run(self.sql(statement, qid))
             self.held.deep.add(qid)
 
     def drop_queue(self, ex: CursorExec, qid: int) -> None:
@@ -579,25 +543,22 @@ class PostgresDialect(ServerDialect):
     def claim_keys(
         self, ex: CursorExec, qid: int, keys: Sequence[int], terms: ClaimTerms, token: str
     ) -> list[Row]:
-        return ex.rows(
-            f"UPDATE {self.prefix}messages m SET {self._set_claimed} WHERE m.queue_id + 0 = %s"
-            f" AND m.seq = ANY(%s::bigint[]) RETURNING {self._claim_columns}",
-            (*claim_params(terms, token), qid, int_array(keys)),
-        )
+        values = claim_values(terms, token)
+        values.update(qid=qid, keys=int_array(keys))
+        return ex.rows(self.sql(POSTGRES_CLAIM_KEYS, qid), values)
 
     def delete_held(
         self, ex: CursorExec, qid: int, token: str, keys: Sequence[int], exact: bool
     ) -> Collection[int]:
         rows = ex.rows(
-            f"DELETE FROM {self.prefix}messages WHERE queue_id + 0 = %s AND token = %s"
-            " AND seq = ANY(%s::bigint[]) RETURNING seq",
-            (qid, token, int_array(keys)),
+            self.sql(POSTGRES_DELETE_HELD, qid),
+            {"qid": qid, "token": token, "keys": int_array(keys)},
         )
         return [int(seq) for (seq,) in rows]
 
     def notify_waiters(self, ex: CursorExec, queue: str) -> None:
         if self.db.listened(ex):
-            ex.rows("SELECT pg_notify(%s, %s)", (self.db.channel, queue))
+            ex.rows(self.sql(POSTGRES_NOTIFY), {"channel": self.db.channel, "queue": queue})
 
     # -- bulk -----------------------------------------------------------------------------
 
@@ -631,13 +592,26 @@ class PostgresDialect(ServerDialect):
     ) -> int | None:  # fmt: skip
         # one statement claims the head of a plain queue and records the claims in the
         # lease (no bodies sent back, no messages built)
-        now = terms.now
-        claim = (*claim_params(terms, token), qid, now, terms.horizon, terms.expires, limit)
-        return ex.run(
-            f"WITH claimed AS ({self._ready_claim} RETURNING m.seq, m.id)"
-            f" INSERT INTO {self.prefix}leases (queue_id, stream, lease, row_key, message_id,"
-            " token) SELECT %s, %s, %s, seq, id, %s FROM claimed ON CONFLICT"
-            " (queue_id, stream, lease, row_key) DO UPDATE SET"
-            " message_id = excluded.message_id, token = excluded.token",
-            (*claim, qid, stream, lease, token),
-        )
+        values = claim_values(terms, token)
+        values.update(qid=qid, limit=limit, stream=stream, lease=lease)
+        return ex.run(self.sql(POSTGRES_LEASE_CLAIM, qid), values)
+
+
+_PLAIN = ("id", "body", "sent_at", "visible_at")  # a plain row's own values
+
+
+def _arrays(qid: int, rows: Sequence[Fields]) -> dict[str, Any]:
+    """Rows as sent, one array a column (statements.py's `_ARRAYS`)."""
+    return {
+        "qids": [qid] * len(rows),
+        "nprios": [-row.priority for row in rows],
+        "ids": [row.id for row in rows],
+        "bodies": [row.body for row in rows],
+        "attributes": [row.attributes for row in rows],
+        "group_ids": [row.group_id for row in rows],
+        "dedup_ids": [row.dedup_id for row in rows],
+        "deadlines": [row.deadline for row in rows],
+        "sent_ats": [row.sent_at for row in rows],
+        "visible_ats": [row.visible_at for row in rows],
+        "compressed": [row.compressed for row in rows],
+    }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .connections import Exec
-from .inflight import HELD
+from .statements import HELD
 
 Step = Sequence[str] | Callable[[Any], None]
 """One schema version's change: statements, or a function of an Exec."""

@@ -46,6 +46,7 @@ class Statement:
     sqlite: str | None = None
     postgresql: str | None = None
     mysql: str | None = None
+    binary: bool = False  # parameters go in binary where the driver can (psycopg's %b)
 
     def text_for(self, dialect: str) -> str:
         """The text a dialect runs (its own wording, or the common one)."""
@@ -85,6 +86,7 @@ class Style:
     param: str  # a named parameter, with {} for its name
     quote: Callable[[str], str]  # a checked name as the database reads it
     percent: bool = False  # the driver reads % in the text: a literal % is written %%
+    binary: str | None = None  # a named parameter sent in binary (`Statement.binary`)
 
 
 def _double_quoted(name: str) -> str:
@@ -106,7 +108,7 @@ def postgres_style() -> Style:
     def quote(name: str) -> str:
         return sql.Identifier(name).as_string(None)
 
-    return Style(param="%({})s", quote=quote, percent=True)
+    return Style(param="%({})s", quote=quote, percent=True, binary="%({})b")
 
 
 def checked_name(name: str) -> str:
@@ -166,6 +168,8 @@ class Compiler:
             text = text.replace("%", "%%")
         text = _GROUP.sub(lambda m: ", ".join(_row(m.group(1), k) for k in range(n)), text)
         param = self.style.param
+        if statement.binary and self.style.binary:
+            param = self.style.binary
 
         def one(m: re.Match[str]) -> str:
             name, many = m.group(1), m.group(2)

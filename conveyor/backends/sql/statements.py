@@ -827,6 +827,438 @@ FORGET_JOB_SINKS = Statement(
 )
 
 
+# -- PostgreSQL and MySQL: every queue in one messages table, seq the row key --------------
+
+# a message row's columns, as rows.MessageRow reads them
+SERVER_COLUMNS = (
+    "seq, id, body, attributes, group_id, dedup_id, -nprio, deadline, sent_at, visible_at,"
+    " receive_count, first_received_at, version, source_queue, error, compressed"
+)
+# what a send writes, the queue id first and shared by a statement's rows (`ServerDialect`)
+SERVER_SEND_COLUMNS = (
+    "queue_id", "nprio", "id", "body", "attributes", "group_id", "dedup_id", "deadline",
+    "sent_at", "visible_at", "compressed",
+)  # fmt: skip
+# ... and what else a row moved from elsewhere keeps
+SERVER_ALL_COLUMNS = (
+    *SERVER_SEND_COLUMNS, "receive_count", "first_received_at", "version", "source_queue",
+    "error",
+)  # fmt: skip
+_SEND_INTO = f"INSERT INTO {{messages}} ({', '.join(SERVER_SEND_COLUMNS)})"
+# one row of a multi-row insert of rows as sent (`ServerDialect.send_row`)
+_SENT_ROW = f"(:qid, {', '.join(f':{c}*' for c in SERVER_SEND_COLUMNS[1:])})*"
+_ONE_SENT = f"(:qid, {', '.join(f':{c}' for c in SERVER_SEND_COLUMNS[1:])})"
+_ONE_MOVED = f"(:qid, {', '.join(f':{c}' for c in SERVER_ALL_COLUMNS[1:])})"
+
+SERVER_CREATE_SCHEMA = Statement(
+    "server_create_schema",
+    "The table holding the schema's version, made where it is missing.",
+    "CREATE TABLE IF NOT EXISTS {schema} (version INTEGER NOT NULL){table_options}",
+)
+SERVER_SCHEMA_VERSION = Statement(
+    "server_schema_version",
+    "The schema's version.",
+    "SELECT version FROM {schema}",
+)
+SERVER_FIRST_VERSION = Statement(
+    "server_first_version",
+    "The schema's version row, at version 0.",
+    "INSERT INTO {schema} (version) VALUES (0)",
+)
+SERVER_SET_VERSION = Statement(
+    "server_set_version",
+    "The schema's new version.",
+    "UPDATE {schema} SET version = :version",
+)
+SERVER_DROP_QUEUE = Statement(
+    "server_drop_queue",
+    "A deleted queue's messages, deleted.",
+    "DELETE FROM {messages} WHERE queue_id = :qid",
+)
+SERVER_FIND = Statement(
+    "server_find",
+    "A message's key, by its queue and id.",
+    "SELECT seq FROM {messages} WHERE id = :id AND queue_id = :qid",
+)
+SERVER_ROWS_AHEAD = Statement(
+    "server_rows_ahead",
+    "How many of a queue's messages there are, counted up to a limit.",
+    "SELECT count(*) FROM (SELECT 1 FROM {messages} WHERE queue_id = :qid LIMIT :rows) a",
+)
+SERVER_ROWS_AHEAD_OF = Statement(
+    "server_rows_ahead_of",
+    "How many of a queue's messages lie ahead of a place in delivery order, counted up to a limit.",
+    "SELECT count(*) FROM (SELECT 1 FROM {messages} WHERE queue_id = :qid"
+    " AND (nprio, seq) < (:nprio, :seq) LIMIT :rows) a",
+)
+
+# -- MySQL and MariaDB ---------------------------------------------------------------------
+
+MYSQL_READ_ONLY = Statement(
+    "mysql_read_only",
+    "Whether the server takes no writes (a replica, or a primary set read-only).",
+    "SELECT @@read_only",
+)
+MYSQL_VERSION = Statement(
+    "mysql_version",
+    "The server's version (MariaDB says so in it).",
+    "SELECT VERSION()",
+)
+MYSQL_LOCK_SCHEMA = Statement(
+    "mysql_lock_schema",
+    "The lock that serialises migrations, waited for up to a minute.",
+    "SELECT GET_LOCK(:name, 60)",
+)
+MYSQL_UNLOCK_SCHEMA = Statement(
+    "mysql_unlock_schema",
+    "The lock that serialises migrations, released.",
+    "SELECT RELEASE_LOCK(:name)",
+)
+MYSQL_SENT_ROWS = Statement(
+    "mysql_sent_rows",
+    "Rows as sent, none of whose ids the queue can hold, inserted.",
+    f"{_SEND_INTO} VALUES {_SENT_ROW}",
+)
+MYSQL_NEW_SENT_ROWS = Statement(
+    "mysql_new_sent_rows",
+    "Rows as sent, inserted where the queue holds none of their ids.",
+    f"INSERT IGNORE {_SEND_INTO[len('INSERT ') :]} VALUES {_SENT_ROW}",
+)
+MYSQL_BARE_ROWS = Statement(
+    "mysql_bare_rows",
+    "Bodies inserted, sharing queue, priority and times (the driver escapes what they share once).",
+    "INSERT INTO {messages} (queue_id, nprio, id, body, sent_at, visible_at)"
+    " VALUES (:qid, :nprio, :id*, :body*, :now, :visible_at)*",
+)
+MYSQL_NEW_SENT_ROW = Statement(
+    "mysql_new_sent_row",
+    "A row as sent, inserted unless the queue holds its id.",
+    f"INSERT IGNORE {_SEND_INTO[len('INSERT ') :]} VALUES {_ONE_SENT}",
+)
+MYSQL_NEW_MOVED_ROW = Statement(
+    "mysql_new_moved_row",
+    "A row moved from elsewhere (its receives and history kept), inserted unless the queue"
+    " holds its id.",
+    f"INSERT IGNORE INTO {{messages}} ({', '.join(SERVER_ALL_COLUMNS)}) VALUES {_ONE_MOVED}",
+)
+MYSQL_OF_IDS = Statement(
+    "mysql_of_ids",
+    "The key, id and visible time of a queue's messages with these ids (the id index).",
+    "SELECT seq, id, visible_at FROM {messages} WHERE {id_scope} AND id IN (:ids*)",
+)
+MYSQL_CLAIM_PICK = Statement(
+    "mysql_claim_pick",
+    "A queue's first ready messages in delivery order, locked, others' locks skipped.",
+    f"SELECT {{columns}} FROM {{messages}} WHERE queue_id = :qid AND {READY}"
+    " ORDER BY nprio, seq LIMIT :limit FOR UPDATE SKIP LOCKED",
+)
+MYSQL_CLAIM_SEQS = Statement(
+    "mysql_claim_seqs",
+    "Messages, by key, claimed under a receive's token.",
+    f"UPDATE {{messages}} SET {CLAIM_SET} WHERE seq IN (:keys*)",
+)
+
+
+def _mysql_deep(columns: str, where: str, locked: str) -> str:
+    """The first rows of a deep queue meeting `where`: the fresh ones (held_at NULL) in
+    delivery order and the held ones visible now, those visible first, both read from the
+    held_at index (`inflight.py`); merged in delivery order by the caller."""
+    part = (
+        f"SELECT {columns} FROM {{messages}} FORCE INDEX ({{messages_held_index}})"
+        f" WHERE queue_id = :qid AND {where} AND held_at"
+    )
+    return (
+        f"({part} IS NULL ORDER BY nprio, seq LIMIT :limit{locked}) UNION ALL"
+        f" ({part} <= :now ORDER BY held_at, nprio, seq LIMIT :limit{locked})"
+    )
+
+
+_WALKED = "seq, -nprio, group_id, visible_at, receive_count, deadline, sent_at"
+MYSQL_DEEP_CLAIM_PICK = Statement(
+    "mysql_deep_claim_pick",
+    "A deep queue's first ready messages, from its held_at index, locked.",
+    _mysql_deep("{columns}", READY, " FOR UPDATE SKIP LOCKED"),
+)
+MYSQL_DEEP_WALK = Statement(
+    "mysql_deep_walk",
+    "A page of a deep queue's visible rows after a place in delivery order.",
+    _mysql_deep(_WALKED, "visible_at <= :now AND {after}", ""),
+)
+MYSQL_DEEP_WALK_LOCKING = Statement(
+    "mysql_deep_walk_locking",
+    "A page of a deep queue's visible rows after a place in delivery order, locked, others'"
+    " locks skipped.",
+    _mysql_deep(_WALKED, "visible_at <= :now AND {after}", " FOR UPDATE SKIP LOCKED"),
+)
+MARIADB_DELETE_HELD = Statement(
+    "mariadb_delete_held",
+    "Messages, by key, that their claim's token still holds, deleted; their keys.",
+    "DELETE FROM {messages} WHERE queue_id = :qid AND token = :token AND seq IN (:keys*)"
+    " RETURNING seq",
+)
+MYSQL_HELD = Statement(
+    "mysql_held",
+    "The keys of messages that their claim's token still holds, locked for a delete.",
+    "SELECT seq FROM {messages} WHERE queue_id = :qid AND token = :token AND seq IN (:keys*)"
+    " FOR UPDATE",
+)
+MYSQL_DELETE_SEQS = Statement(
+    "mysql_delete_seqs",
+    "Messages, by key alone, deleted.",
+    "DELETE FROM {messages} WHERE seq IN (:keys*)",
+)
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------
+
+POSTGRES_LOCK_SCHEMA = Statement(
+    "postgres_lock_schema",
+    "The lock that serialises migrations, held until the transaction ends.",
+    "SELECT pg_advisory_xact_lock(:key)",
+)
+POSTGRES_AUTOVACUUM = Statement(
+    "postgres_autovacuum",
+    "Whether the server runs autovacuum.",
+    "SELECT current_setting('autovacuum')",
+)
+POSTGRES_ANY_LISTENER = Statement(
+    "postgres_any_listener",
+    "Whether any process listening for sends beat since a time.",
+    "SELECT 1 FROM {listeners} WHERE seen_at > :since LIMIT 1",
+)
+POSTGRES_LISTENER_BEAT = Statement(
+    "postgres_listener_beat",
+    "A listening process's beat.",
+    "INSERT INTO {listeners} (id, seen_at) VALUES (:id, :now) ON CONFLICT (id) DO UPDATE SET"
+    " seen_at = excluded.seen_at",
+)
+POSTGRES_LISTENER_GONE = Statement(
+    "postgres_listener_gone",
+    "A process that stops listening, struck off.",
+    "DELETE FROM {listeners} WHERE id = :id",
+)
+POSTGRES_LISTEN = Statement(
+    "postgres_listen",
+    "Notifications on the store's channel, listened for.",
+    "LISTEN {channel}",
+)
+POSTGRES_NOTIFY = Statement(
+    "postgres_notify",
+    "Listening processes told of a write to a queue, when the transaction commits.",
+    "SELECT pg_notify(:channel, :queue)",
+)
+
+
+def _pg_inserts(name: str, doc: str, insert: str, binary: bool) -> dict[str, Statement]:
+    """An insert of message rows as `plain` (the ids made for this attempt), `new` (rows
+    whose id the queue holds skipped; the ids inserted), and each with the listening
+    processes notified in the same statement (`plain_notify`, `new_notify`)."""
+    new = f"{insert} ON CONFLICT (queue_id, id) DO NOTHING RETURNING id"
+    notified = "SELECT ins.id FROM ins, (SELECT pg_notify(:channel, :queue)) n"
+    texts = {
+        "plain": (insert, ""),
+        "new": (new, ", skipping ids the queue holds; the ids inserted"),
+        "plain_notify": (
+            f"WITH ins AS ({insert} RETURNING id) {notified}",
+            ", listening processes notified",
+        ),
+        "new_notify": (
+            f"WITH ins AS ({new}) {notified}",
+            ", skipping ids the queue holds, listening processes notified; the ids inserted",
+        ),
+    }
+    return {
+        kind: Statement(f"{name}_{kind}" if kind != "plain" else name, f"{doc}{more}.", text,
+                        binary=binary)
+        for kind, (text, more) in texts.items()
+    }  # fmt: skip
+
+
+POSTGRES_PLAIN_ROWS = _pg_inserts(
+    "postgres_plain_rows",
+    "Rows as sent with no options (no priority, attributes, group, deadline or compression),"
+    " five values a row, inserted",
+    f"{_SEND_INTO} VALUES (:qid, 0, :id*, :body*, NULL, NULL, NULL, NULL, :sent_at*,"
+    " :visible_at*, 0)*",
+    binary=False,
+)
+# one array per column: the same statement (prepared once) for any number of rows; binary
+# parameters, so the arrays cross without text quoting and escaping
+_ARRAYS = (
+    "unnest(:qids::bigint[], :nprios::int[], :ids::text[], :bodies::bytea[],"
+    " :attributes::text[], :group_ids::text[], :dedup_ids::text[], :deadlines::float8[],"
+    " :sent_ats::float8[], :visible_ats::float8[], :compressed::smallint[])"
+)
+POSTGRES_ARRAY_ROWS = _pg_inserts(
+    "postgres_array_rows",
+    "Rows as sent, one array a column, inserted",
+    f"{_SEND_INTO} SELECT * FROM {_ARRAYS}",
+    binary=True,
+)
+POSTGRES_KEYED_ROWS = Statement(
+    "postgres_keyed_rows",
+    "Rows as sent, one array a column, inserted where the queue holds none of their ids;"
+    " the key and id of each inserted.",
+    f"{_SEND_INTO} SELECT * FROM {_ARRAYS} ON CONFLICT (queue_id, id) DO NOTHING RETURNING seq, id",
+    binary=True,
+)
+POSTGRES_NEW_SENT_ROW = Statement(
+    "postgres_new_sent_row",
+    "A row as sent, inserted unless the queue holds its id; its key.",
+    f"{_SEND_INTO} VALUES {_ONE_SENT} ON CONFLICT (queue_id, id) DO NOTHING RETURNING seq",
+)
+POSTGRES_NEW_MOVED_ROW = Statement(
+    "postgres_new_moved_row",
+    "A row moved from elsewhere (its receives and history kept), inserted unless the queue"
+    " holds its id; its key.",
+    f"INSERT INTO {{messages}} ({', '.join(SERVER_ALL_COLUMNS)}) VALUES {_ONE_MOVED}"
+    " ON CONFLICT (queue_id, id) DO NOTHING RETURNING seq",
+)
+POSTGRES_RESERVE_SEQS = Statement(
+    "postgres_reserve_seqs",
+    "Keys for rows to come, taken from the messages table's sequence.",
+    "SELECT nextval(pg_get_serial_sequence(:table, 'seq')) FROM generate_series(1, :n)",
+)
+POSTGRES_COPY_ROWS = Statement(
+    "postgres_copy_rows",
+    "Rows as sent with their keys, copied in (binary COPY).",
+    f"COPY {{messages}} (seq, {', '.join(SERVER_SEND_COLUMNS)}) FROM STDIN (FORMAT BINARY)",
+)
+POSTGRES_FIND_MANY = Statement(
+    "postgres_find_many",
+    "The key and visible time of a queue's messages with these ids: one probe of the id"
+    " index per id, whatever the statistics say.",
+    "SELECT m.seq, m.visible_at FROM unnest(:ids::text[]) AS x(id) CROSS JOIN LATERAL"
+    " (SELECT seq, visible_at FROM {messages} WHERE id = x.id AND {key_scope} LIMIT 1) m",
+)
+# a claim's changes to the rows of an UPDATE ... FROM, and the claimed rows it returns
+_PG_CLAIM_SET = (
+    "visible_at = CASE WHEN m.deadline > :cut_from AND m.deadline < :until THEN m.deadline"
+    " ELSE :until END, receive_count = m.receive_count + 1,"
+    " first_received_at = coalesce(m.first_received_at, :now), version = m.version + 1,"
+    " token = :token"
+)
+_PG_CLAIMED = SERVER_COLUMNS.replace("-nprio", "-m.nprio").replace("seq, ", "m.seq, ", 1)
+_PG_READY_CLAIM = (
+    f"UPDATE {{messages}} m SET {_PG_CLAIM_SET} FROM (SELECT seq FROM {{messages}}"
+    f" WHERE queue_id = :qid AND {READY} ORDER BY nprio, seq LIMIT :limit"
+    " FOR UPDATE SKIP LOCKED) c WHERE m.seq = c.seq"
+)
+POSTGRES_CLAIM_READY = Statement(
+    "postgres_claim_ready",
+    "A queue's first ready messages claimed, others' locks skipped.",
+    f"{_PG_READY_CLAIM} RETURNING {_PG_CLAIMED}",
+)
+POSTGRES_LEASE_CLAIM = Statement(
+    "postgres_lease_claim",
+    "A queue's first ready messages claimed and their claims recorded under a lease.",
+    f"WITH claimed AS ({_PG_READY_CLAIM} RETURNING m.seq, m.id) INSERT INTO {{leases}}"
+    " (queue_id, stream, lease, row_key, message_id, token) SELECT :qid, :stream, :lease,"
+    " seq, id, :token FROM claimed ON CONFLICT (queue_id, stream, lease, row_key)"
+    " DO UPDATE SET message_id = excluded.message_id, token = excluded.token",
+)
+POSTGRES_CLAIM_KEYS = Statement(
+    "postgres_claim_keys",
+    "Messages, by key, claimed under a receive's token.",
+    f"UPDATE {{messages}} m SET {_PG_CLAIM_SET} WHERE m.queue_id + 0 = :qid"
+    f" AND m.seq = ANY(:keys::bigint[]) RETURNING {_PG_CLAIMED}",
+)
+POSTGRES_DELETE_HELD = Statement(
+    "postgres_delete_held",
+    "Messages, by key, that their claim's token still holds, deleted; their keys.",
+    "DELETE FROM {messages} WHERE queue_id + 0 = :qid AND token = :token"
+    " AND seq = ANY(:keys::bigint[]) RETURNING seq",
+)
+
+
+def _pg_deep(where: str, locked: str) -> str:
+    """CTEs f and h: the first fresh rows of an indexed queue in delivery order and the
+    held ones visible first, `where` added to both; c: the first of both."""
+    return (
+        f"WITH f AS (SELECT seq, nprio FROM {{messages}} WHERE {{scope}} AND {FRESH}"
+        f" AND {where} ORDER BY nprio, seq LIMIT :limit{locked}), h AS (SELECT seq, nprio"
+        f" FROM {{messages}} WHERE {{scope}} AND {HELD} AND {where}"
+        f" ORDER BY visible_at, nprio, seq LIMIT :limit{locked}),"
+        " c AS (SELECT seq FROM (SELECT * FROM f UNION ALL SELECT * FROM h) u"
+        " ORDER BY nprio, seq LIMIT :limit)"
+    )
+
+
+POSTGRES_DEEP_CLAIM = Statement(
+    "postgres_deep_claim",
+    "An indexed queue's first ready messages claimed, read from its two partial indexes.",
+    f"{_pg_deep(READY, ' FOR UPDATE SKIP LOCKED')} UPDATE {{messages}} m SET {_PG_CLAIM_SET}"
+    f" FROM c WHERE m.seq = c.seq RETURNING {_PG_CLAIMED}",
+)
+_PG_DEEP_WALK = (
+    " SELECT seq, -nprio, group_id, visible_at, receive_count, deadline, sent_at"
+    " FROM {messages} WHERE seq IN (SELECT seq FROM c) ORDER BY nprio, seq"
+)
+POSTGRES_DEEP_WALK = Statement(
+    "postgres_deep_walk",
+    "A page of an indexed queue's visible rows after a place in delivery order.",
+    f"{_pg_deep('visible_at <= :now AND {after}', '')}{_PG_DEEP_WALK}",
+)
+POSTGRES_DEEP_WALK_LOCKING = Statement(
+    "postgres_deep_walk_locking",
+    "A page of an indexed queue's visible rows after a place in delivery order, locked,"
+    " others' locks skipped.",
+    f"{_pg_deep('visible_at <= :now AND {after}', ' FOR UPDATE SKIP LOCKED')}{_PG_DEEP_WALK}",
+)
+POSTGRES_HELD_INDEXES = (
+    Statement(
+        "postgres_index_fresh",
+        "A deep queue's index of its fresh rows in delivery order, built without blocking writers.",
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {{fresh_index}} ON {{messages}} (nprio, seq)"
+        f" WHERE {{scope}} AND {FRESH}",
+    ),
+    Statement(
+        "postgres_index_held",
+        "A deep queue's index of its held rows by when they become visible, built without"
+        " blocking writers.",
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {{held_index}} ON {{messages}}"
+        f" (visible_at, nprio, seq) WHERE {{scope}} AND {HELD}",
+    ),
+)
+POSTGRES_HELD_INDEXES_NOW = (
+    Statement(
+        "postgres_index_fresh_now",
+        "A new queue's index of its fresh rows in delivery order (every queue indexed).",
+        f"CREATE INDEX IF NOT EXISTS {{fresh_index}} ON {{messages}} (nprio, seq)"
+        f" WHERE {{scope}} AND {FRESH}",
+    ),
+    Statement(
+        "postgres_index_held_now",
+        "A new queue's index of its held rows by when they become visible (every queue indexed).",
+        f"CREATE INDEX IF NOT EXISTS {{held_index}} ON {{messages}} (visible_at, nprio, seq)"
+        f" WHERE {{scope}} AND {HELD}",
+    ),
+)
+POSTGRES_VALID_INDEXES = Statement(
+    "postgres_valid_indexes",
+    "How many of two indexes, by name, exist and are valid.",
+    "SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid IN"
+    " (to_regclass(:fresh), to_regclass(:held))",
+)
+POSTGRES_INDEXES_EXIST = Statement(
+    "postgres_indexes_exist",
+    "Which of two indexes, by name, exist.",
+    "SELECT to_regclass(:fresh), to_regclass(:held)",
+)
+POSTGRES_DROP_HELD_INDEXES = (
+    Statement(
+        "postgres_drop_fresh_index",
+        "A deleted queue's index of fresh rows, dropped without blocking writers.",
+        "DROP INDEX CONCURRENTLY IF EXISTS {fresh_index}",
+    ),
+    Statement(
+        "postgres_drop_held_index",
+        "A deleted queue's index of held rows, dropped without blocking writers.",
+        "DROP INDEX CONCURRENTLY IF EXISTS {held_index}",
+    ),
+)
+
+
 def catalog() -> list[Statement]:
     """Every statement above, in the order they are written."""
     found: list[Statement] = []
