@@ -13,6 +13,7 @@ from conveyor import Client, DeadLetterPolicy, ManualClock, SendEntry
 from conveyor.backends.base import Pipeline
 from conveyor.backends.sql.pipeline import HIDDEN, STAGE_HOURS, SQLPipeline
 from conveyor.backends.sql.sqlite_connections import SQLiteConnections
+from conveyor.backends.sql.statement import Statement
 from conveyor.backends.sql.store import SQLStore
 from conveyor.models import NewMessage
 
@@ -167,6 +168,13 @@ def test_a_bulk_import_skips_the_ids_the_queue_holds_and_repeats(
     assert r.stats().ready == 300
 
 
+_STAGED_ROWS = Statement(
+    "staged_rows",
+    "How many of a queue's rows are staged and not published.",
+    "SELECT count(*) FROM {messages} WHERE {scope} AND visible_at >= :hidden",
+)
+
+
 def staged_rows(store: Pipeline, queue: str) -> int:
     """Rows of `queue` staged and not published (hidden at visible_at >= HIDDEN)."""
     assert isinstance(store, SQLPipeline)
@@ -175,10 +183,7 @@ def staged_rows(store: Pipeline, queue: str) -> int:
 
     def count(ex: Any) -> int:
         qid, _ = sql.queue_row(ex, queue)
-        (n,) = ex.one(
-            f"SELECT count(*) FROM {d.messages(qid)} WHERE {d.scope(qid)} AND visible_at >= %s",
-            (HIDDEN,),
-        )
+        (n,) = ex.one(d.sql(_STAGED_ROWS, qid), {"hidden": HIDDEN})
         return int(n)
 
     return sql.read(count)
@@ -238,17 +243,21 @@ def test_an_upgrade_drops_what_the_old_staging_left_hidden(kind: str, tmp_path: 
 
             def downgrade(ex: Any) -> None:
                 qid, _ = store.queue_row(ex, "q")
-                ex.run(
-                    f"UPDATE {d.messages(qid)} SET visible_at = 1e15 WHERE {d.scope(qid)}"
-                    " AND body = %s",
-                    (b"old",),
-                )
+                hide = Statement(
+                    "hide", "A message hidden as staged.",
+                    "UPDATE {messages} SET visible_at = 1e15 WHERE {scope} AND body = :body",
+                )  # fmt: skip
+                ex.run(d.sql(hide, qid), {"body": b"old"})
                 ex.run(f"DROP TABLE {p}stages")
                 ex.run(
                     f"CREATE TABLE {p}staged (queue_id BIGINT, sink VARCHAR(255), batch BIGINT,"
                     " part INTEGER, attempt INTEGER, mkey BIGINT)"
                 )
-                ex.run(f"INSERT INTO {p}staged VALUES (%s, 'job:x', 0, 0, 0, 1)", (qid,))
+                staged = Statement(
+                    "staged", "A stage as version 3 kept it.",
+                    f"INSERT INTO {p}staged VALUES (:qid, 'job:x', 0, 0, 0, 1)",
+                )  # fmt: skip
+                ex.run(d.sql(staged), {"qid": qid})
                 # the later versions' columns, which the upgrade adds again
                 ex.run(f"ALTER TABLE {p}topics DROP COLUMN settings")
                 ex.run(f"ALTER TABLE {p}subscriptions DROP COLUMN attributes")

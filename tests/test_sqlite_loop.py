@@ -201,7 +201,7 @@ def test_a_write_that_fails_in_a_loop_turn_is_undone_alone_and_a_failed_commit_f
 
     def insert(v: int, parent: int | None = None, fail: bool = False) -> Callable[[Any], None]:
         def fn(ex: SQLiteExec) -> None:
-            ex.run("INSERT INTO t VALUES (%s, %s)", (v, parent))
+            ex.run("INSERT INTO t VALUES (:v, :parent)", {"v": v, "parent": parent})
             if fail:
                 raise ValueError(v)
 
@@ -569,7 +569,10 @@ def test_writes_handed_over_while_the_lock_was_free_go_back_to_the_loop(
 
         def insert(v: str, hold: bool = False) -> None:
             def fn(ex: SQLiteExec) -> None:
-                ex.run("INSERT INTO t VALUES (%s, %s)", (v, threading.current_thread().name))
+                ex.run(
+                    "INSERT INTO t VALUES (:v, :thread)",
+                    {"v": v, "thread": threading.current_thread().name},
+                )
 
             db.write(fn)
             if hold:

@@ -210,7 +210,7 @@ def test_writes_of_many_threads_commit_in_groups_and_fail_alone(tmp_path: Path) 
 
     def insert(v: int) -> Callable[[SQLiteExec], int]:
         def fn(ex: SQLiteExec) -> int:
-            ex.run("INSERT INTO t VALUES (%s)", (v,))
+            ex.run("INSERT INTO t VALUES (:v)", {"v": v})
             if v == 3:
                 raise ValueError("this write fails")
             return v

@@ -1,5 +1,6 @@
-"""How the SQL store reaches its database: an `Exec` per operation (statements with ``%s``
-parameters), and a `Connections` object that runs operations in transactions.
+"""How the SQL store reaches its database: an `Exec` per operation (statements compiled for
+its driver, `statement.py`, with their parameters by name), and a `Connections` object that
+runs operations in transactions.
 
 Each database supplies its own `Connections`: SQLite's per-thread connections with
 ``BEGIN IMMEDIATE``; and, for PostgreSQL and MySQL, `ServerConnections`, which runs an
@@ -27,14 +28,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("conveyor.store")
 
 T = TypeVar("T")
-# a statement's parameters: by name (statements.py) or, for the texts a dialect still
-# composes itself, in order
+# a statement's parameters: by name (statements.py); in order for the few texts that take
+# them so (a pragma, a probe of the server)
 Params: TypeAlias = Mapping[str, Any] | Sequence[Any]
 
 
 class Exec(ABC):
     """One operation's access to its database, inside the operation's transaction (or in
-    autocommit for reads and single statements). Statements take ``%s`` parameters.
+    autocommit for reads and single statements). Statements come compiled for the driver
+    (`Dialect.sql`), their parameters given by name.
 
     `in_doubt`: an earlier attempt of this operation lost its connection after it began, so
     it may have committed (only the answer was lost). A write that cannot run twice checks
@@ -64,7 +66,7 @@ E = TypeVar("E", bound=Exec)
 
 
 class CursorExec(Exec):
-    """An `Exec` on a DB-API cursor that takes ``%s`` parameters (psycopg, PyMySQL)."""
+    """An `Exec` on a DB-API cursor (psycopg, PyMySQL), parameters ``%(name)s``."""
 
     __slots__ = ("cur", "in_doubt")
 
@@ -267,11 +269,6 @@ class ServerConnections(Connections[CursorExec]):
 
     def _reconnected(self, lost_at: float) -> None:
         log.warning("reconnected to %s after %.1f s", self.display, time.monotonic() - lost_at)
-
-
-def marks(values: Sequence[Any]) -> str:
-    """``%s, %s, ...`` for an IN (...) of `values`."""
-    return ", ".join(["%s"] * len(values))
 
 
 def _gave_up(kind: str, scheme: str, display: str, seconds: float, exc: BaseException) -> str:

@@ -56,11 +56,6 @@ AUTOCHECKPOINT = 1000  # SQLite's default: pages of log after which a commit che
 LOCK_WAITED = 0.001  # seconds a BEGIN took that say it waited for the lock
 
 
-@functools.lru_cache(maxsize=4096)
-def qmarks(sql: str) -> str:
-    return sql.replace("%s", "?")
-
-
 # what to do about the errors an operator can do something about, by SQLite's error names
 ADVICE = {
     "SQLITE_FULL": "its disk is full: free space there or move the store; reads go on meanwhile",
@@ -102,7 +97,7 @@ def failure(what: str, exc: sqlite3.Error) -> StoreUnavailable:
 
 
 class SQLiteExec(Exec):
-    """An `Exec` on a sqlite3 connection (``%s`` parameters become ``?``)."""
+    """An `Exec` on a sqlite3 connection (sqlite3 binds the named parameters itself)."""
 
     __slots__ = ("conn",)
 
@@ -110,13 +105,13 @@ class SQLiteExec(Exec):
         self.conn = conn
 
     def rows(self, sql: str, params: Params = ()) -> list[Row]:
-        return self.conn.execute(qmarks(sql), params).fetchall()
+        return self.conn.execute(sql, params).fetchall()
 
     def run(self, sql: str, params: Params = ()) -> int:
-        return self.conn.execute(qmarks(sql), params).rowcount
+        return self.conn.execute(sql, params).rowcount
 
     def run_many(self, sql: str, rows: Sequence[Params]) -> None:
-        self.conn.executemany(qmarks(sql), rows)
+        self.conn.executemany(sql, rows)
 
 
 class _Tx:
