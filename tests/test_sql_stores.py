@@ -28,9 +28,8 @@ from conveyor import (
 )
 from conveyor.backends.sql import accounts as sql_accounts
 from conveyor.backends.sql.connections import CursorExec, Params, ServerConnections
-from conveyor.backends.sql.postgres import TYPES as POSTGRES_TYPES
 from conveyor.backends.sql.postgres import PostgresConnections
-from conveyor.backends.sql.schema import server_migrations
+from conveyor.backends.sql.schema import SERVER_MIGRATIONS
 from conveyor.backends.sql.statements import POSTGRES_DEEP_CLAIM, WALK
 from conveyor.backends.sql.store import SQLStore
 from conveyor.models import NewMessage
@@ -69,7 +68,7 @@ def fresh(kind: str, urls: list[str], **options: str) -> str:
     return url
 
 
-SCHEMA_VERSION = len(server_migrations(POSTGRES_TYPES, "x"))
+SCHEMA_VERSION = len(SERVER_MIGRATIONS)
 
 
 def sql_backend(url: str) -> SQLStore[Any]:

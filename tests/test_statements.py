@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conveyor import Client
+from conveyor.backends.sql import schema
 from conveyor.backends.sql.statement import (
     MYSQL,
     SQLITE,
@@ -40,7 +41,7 @@ def compiler(style: Style, dialect: str = "sqlite") -> Compiler:
 
 
 def test_every_statement_is_named_once_and_says_what_it_does() -> None:
-    statements = catalog()
+    statements = catalog() + schema.catalog()
     names = [s.name for s in statements]
     assert len(statements) > 100
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

@@ -18,6 +18,7 @@ parameters.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from abc import ABC, abstractmethod
@@ -30,7 +31,7 @@ from ..rules import ClaimTerms, order_after, order_key
 from .connections import CursorExec, E
 from .inflight import claim_values
 from .rows import Fields, Row, claimed
-from .schema import Step
+from .schema import SERVER_MIGRATIONS, ServerTypes, Step
 from .statement import SQLITE, Compiler, Style, each, spread
 from .statements import (
     ANY_READY,
@@ -55,8 +56,19 @@ from .statements import (
 # the tables every store keeps besides its messages (their names take the prefix)
 TABLES = (
     "queues", "dedup", "archive", "topics", "subscriptions", "consumers", "leases", "streams",
-    "stages", "sinks", "listeners", "schema",
+    "stages", "sinks", "listeners", "schema", "staged", "queues_v5",
 )  # fmt: skip
+# the servers' shared messages table and the indexes the schema names, by what slots call
+# them (their names take the prefix)
+INDEXES = {
+    "messages_table": "messages",
+    "messages_order": "messages_order",
+    "messages_by_id": "messages_by_id",
+    "messages_by_deadline": "messages_by_deadline",
+    "messages_seq": "messages_seq",
+    "messages_held_index": "messages_held",
+    "archive_by_queue": "archive_by_queue",
+}
 
 PREFIX_RE = re.compile(r"[a-z][a-z0-9_]{0,29}")
 
@@ -72,7 +84,9 @@ def check_prefix(prefix: str) -> str:
 
 def table_names(prefix: str) -> dict[str, str]:
     """The names of a store's tables besides its messages, by what slots call them."""
-    return {table: f"{prefix}{table}" for table in TABLES}
+    names = {table: f"{prefix}{table}" for table in TABLES}
+    names.update((slot, f"{prefix}{name}") for slot, name in INDEXES.items())
+    return names
 
 
 class Bare(NamedTuple):
@@ -380,10 +394,15 @@ class ServerDialect(Dialect[CursorExec]):
         priority, seq = order_after(after)
         return {"after_nprio": -priority, "after_seq": seq}
 
+    types: ServerTypes  # how the database spells the schema's types (schema.py)
+
     def slot_words(self, qid: int) -> dict[str, str]:
         words = super().slot_words(qid)
-        words["table_options"] = self.table_options
+        words.update(dataclasses.asdict(self.types))
         return words
+
+    def migrations(self) -> list[Step]:
+        return list(SERVER_MIGRATIONS)
 
     def schema_version(self, ex: CursorExec) -> int:
         ex.run(self.sql(SERVER_CREATE_SCHEMA))
@@ -396,8 +415,6 @@ class ServerDialect(Dialect[CursorExec]):
 
     def set_schema_version(self, ex: CursorExec, version: int) -> None:
         ex.run(self.sql(SERVER_SET_VERSION), {"version": version})
-
-    table_options = ""
 
     def drop_queue(self, ex: CursorExec, qid: int) -> None:
         ex.run(self.sql(SERVER_DROP_QUEUE, qid), {"qid": qid})

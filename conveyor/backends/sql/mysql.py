@@ -37,7 +37,7 @@ from .connections import CursorExec, ServerConnections
 from .dialect import Bare, ServerDialect
 from .inflight import HeadWatch, claim_values
 from .rows import Fields, Row, claimed
-from .schema import ServerTypes, Step, server_migrations
+from .schema import ServerTypes
 from .statement import MYSQL, Statement, Style, each, spread
 from .statements import (
     MARIADB_DELETE_HELD,
@@ -69,8 +69,6 @@ TYPES = ServerTypes(
     "DOUBLE",
     # binary collation: queue names and ids compare exactly, as on every other store
     " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-    clustered_order=True,
-    retype="ALTER TABLE {table} MODIFY {column} {type} NOT NULL",
 )
 
 # lost or refused connections, server shutting down, connection killed
@@ -302,7 +300,7 @@ class MySQLConnections(ServerConnections):
 
 class MySQLDialect(ServerDialect):
     name = "mysql"
-    table_options = TYPES.table_options
+    types = TYPES
 
     def id_scope(self, qid: int) -> str:
         # `+ 0`: no index serves the queue alone, so ids are found through the index of
@@ -319,9 +317,6 @@ class MySQLDialect(ServerDialect):
     def single_delete(self) -> bool:
         return self.db.mariadb  # DELETE ... RETURNING
 
-    def migrations(self) -> list[Step]:
-        return server_migrations(TYPES, self.prefix)
-
     def lock_schema(self, ex: CursorExec) -> None:
         ex.rows(self.sql(MYSQL_LOCK_SCHEMA), {"name": f"conveyor-schema-{self.prefix}"})
 
@@ -330,11 +325,6 @@ class MySQLDialect(ServerDialect):
 
     def style(self) -> Style:
         return MYSQL
-
-    def slot_names(self, qid: int) -> dict[str, str]:
-        names = super().slot_names(qid)
-        names["messages_held_index"] = f"{self.prefix}messages_held"
-        return names
 
     # -- writes ---------------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from .inflight import claim_values
 from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
 from .pg_inflight import HeldIndexes
 from .rows import Fields, Row
-from .schema import ServerTypes, Step, server_migrations
+from .schema import ServerTypes
 from .statement import Compiler, Statement, Style, each, postgres_style
 from .statements import (
     POSTGRES_ANY_LISTENER,
@@ -310,6 +310,7 @@ def _plain(row: Fields) -> bool:
 
 class PostgresDialect(ServerDialect):
     name = "postgresql"
+    types = TYPES
     single_insert = True
     single_claim = True
     deletes_leased = True
@@ -356,9 +357,6 @@ class PostgresDialect(ServerDialect):
             ):
                 found.append((int(key), float(visible_at)))
         return found
-
-    def migrations(self) -> list[Step]:
-        return server_migrations(TYPES, self.prefix)
 
     def advice(self, ex: CursorExec) -> list[str]:
         found = ex.one(self.sql(POSTGRES_AUTOVACUUM))

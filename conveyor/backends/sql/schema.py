@@ -6,6 +6,12 @@ consumers, and the pipeline's leases, streams, stages and sinks (plus ``listener
 processes LISTEN). Messages live in one ``messages`` table on PostgreSQL and MySQL, and in a
 table per queue in SQLite (see `dialect.py`). Each family keeps its own list of versions,
 so existing databases upgrade step by step.
+
+Each change is a named `Statement` (`statement.py`), compiled by the dialect that runs it:
+its slots name the tables and indexes (with the store's prefix) and, on the servers, the
+types the database spells its own way (`ServerTypes`: ``{serial}``, ``{blob}``,
+``{double}``, ``{text_key}``, ``{message_id}``, ``{long_key}``, ``{table_options}``,
+``{message_options}``, ``{partial_where}``).
 """
 
 from __future__ import annotations
@@ -14,13 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .connections import Exec
+from .statement import Compiler, Statement
 from .statements import HELD
 
-Step = Sequence[str] | Callable[[Any], None]
-"""One schema version's change: statements, or a function of an Exec."""
+Step = Sequence[Statement] | Callable[[Any, Compiler], None]
+"""One schema version's change: statements, or a function of an Exec and the dialect's
+statements."""
 
-# the queues table but its id
+# the queues table but its id (SQLite)
 QUEUE_COLUMNS = (
     "name TEXT NOT NULL UNIQUE, "
     "attrs TEXT NOT NULL, "
@@ -36,147 +43,10 @@ QUEUE_COLUMNS = (
 )
 
 
-def pipeline_ddl(p: str, key: str, text: str, double: str, options: str = "") -> list[str]:
-    """Tables of the pipeline features; `key` is the type of a message's id."""
-    return [
-        f"""CREATE TABLE {p}leases (
-            queue_id BIGINT NOT NULL,
-            stream {text} NOT NULL,
-            lease BIGINT NOT NULL,
-            row_key BIGINT NOT NULL,
-            message_id {text} NOT NULL,
-            token CHAR(16) NOT NULL,
-            PRIMARY KEY (queue_id, stream, lease, row_key)
-        ){options}""",
-        f"""CREATE TABLE {p}streams (
-            queue_id BIGINT NOT NULL,
-            stream {text} NOT NULL,
-            acked BIGINT NOT NULL,
-            updated_at {double} NOT NULL,
-            PRIMARY KEY (queue_id, stream)
-        ){options}""",
-        f"""CREATE TABLE {p}staged (
-            queue_id BIGINT NOT NULL,
-            sink {text} NOT NULL,
-            batch BIGINT NOT NULL,
-            part INTEGER NOT NULL,
-            attempt INTEGER NOT NULL,
-            mkey {key} NOT NULL,
-            PRIMARY KEY (queue_id, sink, batch, mkey)
-        ){options}""",
-        f"""CREATE TABLE {p}sinks (
-            queue_id BIGINT NOT NULL,
-            sink {text} NOT NULL,
-            batch BIGINT NOT NULL,
-            committed_at {double} NOT NULL,
-            PRIMARY KEY (queue_id, sink)
-        ){options}""",
-    ]
-
-
-def stages_ddl(p: str, serial: str, text: str, double: str, options: str = "") -> list[str]:
-    """The table of staging task attempts (replaced the per-message `staged` table)."""
-    return [
-        f"""CREATE TABLE {p}stages (
-            tag {serial},
-            queue_id BIGINT NOT NULL,
-            sink {text} NOT NULL,
-            batch BIGINT NOT NULL,
-            part INTEGER NOT NULL,
-            attempt INTEGER NOT NULL,
-            low BIGINT,
-            high BIGINT,
-            created_at {double} NOT NULL,
-            UNIQUE (queue_id, sink, batch, part, attempt)
-        ){options}""",
-    ]
-
-
-# -- SQLite ---------------------------------------------------------------------------------
-
-
-def _drop_old_staging(ex: Exec) -> None:
-    for (qid,) in ex.rows("SELECT DISTINCT queue_id FROM staged"):
-        ex.run(f"DELETE FROM q{int(qid)} WHERE visible_at >= 1e15")
-    ex.run("DROP TABLE staged")
-
-
-def _queue_ids_never_reused(ex: Exec) -> None:
-    ex.run(f"CREATE TABLE queues_v5 (id INTEGER PRIMARY KEY AUTOINCREMENT, {QUEUE_COLUMNS})")
-    ex.run("INSERT INTO queues_v5 SELECT * FROM queues")
-    ex.run("DROP TABLE queues")
-    ex.run("ALTER TABLE queues_v5 RENAME TO queues")
-
-
-SQLITE_MIGRATIONS: list[Step] = [
-    [
-        f"CREATE TABLE queues (id INTEGER PRIMARY KEY, {QUEUE_COLUMNS})",
-        """CREATE TABLE dedup (
-            queue_id INTEGER NOT NULL,
-            key TEXT NOT NULL,
-            message_id TEXT NOT NULL,
-            expires_at REAL NOT NULL,
-            PRIMARY KEY (queue_id, key)
-        ) WITHOUT ROWID""",
-        """CREATE TABLE archive (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            queue TEXT NOT NULL,
-            id TEXT NOT NULL,
-            body BLOB NOT NULL,
-            attributes TEXT,
-            group_id TEXT,
-            priority INTEGER NOT NULL,
-            sent_at REAL NOT NULL,
-            first_received_at REAL,
-            removed_at REAL NOT NULL,
-            receive_count INTEGER NOT NULL,
-            outcome TEXT NOT NULL,
-            compressed INTEGER NOT NULL DEFAULT 0
-        )""",
-        "CREATE INDEX archive_by_queue ON archive (queue, seq)",
-        "CREATE TABLE topics (name TEXT PRIMARY KEY, created_at REAL NOT NULL)",
-        """CREATE TABLE subscriptions (
-            topic TEXT NOT NULL,
-            queue_id INTEGER NOT NULL,
-            PRIMARY KEY (topic, queue_id)
-        ) WITHOUT ROWID""",
-        """CREATE TABLE consumers (
-            id TEXT PRIMARY KEY,
-            queue TEXT,
-            info TEXT NOT NULL,
-            timeout REAL NOT NULL,
-            registered_at REAL NOT NULL,
-            heartbeat_at REAL NOT NULL
-        )""",
-    ],
-    # leases, stream positions, staged writes and sink commits (pipeline.py)
-    pipeline_ddl("", "", "TEXT", "REAL", " WITHOUT ROWID"),
-    # staged writes tag messages by visible_at, one stages row per task attempt; what was
-    # staged the old way is dropped (its job can no longer publish it)
-    _drop_old_staging,
-    stages_ddl("", "INTEGER PRIMARY KEY AUTOINCREMENT", "TEXT", "REAL"),
-    # queue ids are never used again, so an id a process remembers cannot name another queue
-    _queue_ids_never_reused,
-    # the columns take the names they have on PostgreSQL and MySQL, so one statement serves
-    [
-        "ALTER TABLE dedup RENAME COLUMN key TO dkey",
-        "ALTER TABLE archive RENAME COLUMN queue TO queue_name",
-        "ALTER TABLE consumers RENAME COLUMN queue TO queue_name",
-    ],
-    # topic settings and subscription attributes (string maps as JSON)
-    [
-        "ALTER TABLE topics ADD COLUMN settings TEXT",
-        "ALTER TABLE subscriptions ADD COLUMN attributes TEXT",
-    ],
-]
-
-
-# -- PostgreSQL and MySQL -------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ServerTypes:
-    """How PostgreSQL and MySQL spell the schema's types and table options."""
+    """How PostgreSQL and MySQL spell the schema's types and table options (the words of
+    the schema's slots)."""
 
     serial: str  # an auto-numbered BIGINT primary key
     blob: str
@@ -186,153 +56,498 @@ class ServerTypes:
     message_id: str = "VARCHAR(128)"
     message_options: str = ""  # extra storage options of the messages table
     partial_where: str = ""  # how an index covers only rows with a deadline, where possible
-    clustered_order: bool = False  # delivery order is the messages' primary key (InnoDB)
     long_key: str = "VARCHAR(512)"  # topic names: 256 characters and a region:account: prefix
-    retype: str = "ALTER TABLE {table} ALTER COLUMN {column} TYPE {type}"
 
 
-def server_migrations(d: ServerTypes, p: str) -> list[Step]:
-    """Statements per schema version; the version table records how far a database is."""
-    f, o, k, i = d.double, d.table_options, d.text_key, d.message_id
-    return [
-        [
-            f"""CREATE TABLE {p}queues (
-                id {d.serial},
-                name {k} NOT NULL UNIQUE,
+# -- both: the pipeline's tables (pipeline.py) ------------------------------------------------
+
+CREATE_LEASES = Statement(
+    "create_leases",
+    "The table of claims made under a stream's leases.",
+    """CREATE TABLE {leases} (
+        queue_id BIGINT NOT NULL,
+        stream {text_key} NOT NULL,
+        lease BIGINT NOT NULL,
+        row_key BIGINT NOT NULL,
+        message_id {text_key} NOT NULL,
+        token CHAR(16) NOT NULL,
+        PRIMARY KEY (queue_id, stream, lease, row_key)
+    ){table_options}""",
+    sqlite="""CREATE TABLE {leases} (
+        queue_id BIGINT NOT NULL,
+        stream TEXT NOT NULL,
+        lease BIGINT NOT NULL,
+        row_key BIGINT NOT NULL,
+        message_id TEXT NOT NULL,
+        token CHAR(16) NOT NULL,
+        PRIMARY KEY (queue_id, stream, lease, row_key)
+    ) WITHOUT ROWID""",
+)
+CREATE_STREAMS = Statement(
+    "create_streams",
+    "The table of each stream's last acknowledged lease.",
+    """CREATE TABLE {streams} (
+        queue_id BIGINT NOT NULL,
+        stream {text_key} NOT NULL,
+        acked BIGINT NOT NULL,
+        updated_at {double} NOT NULL,
+        PRIMARY KEY (queue_id, stream)
+    ){table_options}""",
+    sqlite="""CREATE TABLE {streams} (
+        queue_id BIGINT NOT NULL,
+        stream TEXT NOT NULL,
+        acked BIGINT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (queue_id, stream)
+    ) WITHOUT ROWID""",
+)
+CREATE_STAGED = Statement(
+    "create_staged",
+    "The table of staged messages, one row each (replaced by stages in the next version).",
+    """CREATE TABLE {staged} (
+        queue_id BIGINT NOT NULL,
+        sink {text_key} NOT NULL,
+        batch BIGINT NOT NULL,
+        part INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        mkey {message_id} NOT NULL,
+        PRIMARY KEY (queue_id, sink, batch, mkey)
+    ){table_options}""",
+    sqlite="""CREATE TABLE {staged} (
+        queue_id BIGINT NOT NULL,
+        sink TEXT NOT NULL,
+        batch BIGINT NOT NULL,
+        part INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        mkey NOT NULL,
+        PRIMARY KEY (queue_id, sink, batch, mkey)
+    ) WITHOUT ROWID""",
+)
+CREATE_SINKS = Statement(
+    "create_sinks",
+    "The table of each sink's last published batch.",
+    """CREATE TABLE {sinks} (
+        queue_id BIGINT NOT NULL,
+        sink {text_key} NOT NULL,
+        batch BIGINT NOT NULL,
+        committed_at {double} NOT NULL,
+        PRIMARY KEY (queue_id, sink)
+    ){table_options}""",
+    sqlite="""CREATE TABLE {sinks} (
+        queue_id BIGINT NOT NULL,
+        sink TEXT NOT NULL,
+        batch BIGINT NOT NULL,
+        committed_at REAL NOT NULL,
+        PRIMARY KEY (queue_id, sink)
+    ) WITHOUT ROWID""",
+)
+PIPELINE_TABLES = (CREATE_LEASES, CREATE_STREAMS, CREATE_STAGED, CREATE_SINKS)
+CREATE_STAGES = Statement(
+    "create_stages",
+    "The table of staging task attempts (their tags and the key ranges they wrote).",
+    """CREATE TABLE {stages} (
+        tag {serial},
+        queue_id BIGINT NOT NULL,
+        sink {text_key} NOT NULL,
+        batch BIGINT NOT NULL,
+        part INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        low BIGINT,
+        high BIGINT,
+        created_at {double} NOT NULL,
+        UNIQUE (queue_id, sink, batch, part, attempt)
+    ){table_options}""",
+    sqlite="""CREATE TABLE {stages} (
+        tag INTEGER PRIMARY KEY AUTOINCREMENT,
+        queue_id BIGINT NOT NULL,
+        sink TEXT NOT NULL,
+        batch BIGINT NOT NULL,
+        part INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        low BIGINT,
+        high BIGINT,
+        created_at REAL NOT NULL,
+        UNIQUE (queue_id, sink, batch, part, attempt)
+    )""",
+)
+DROP_STAGED = Statement(
+    "drop_staged_table",
+    "The table of staged messages, dropped.",
+    "DROP TABLE {staged}",
+)
+ADD_TOPIC_SETTINGS = Statement(
+    "add_topic_settings",
+    "Topics' settings, a JSON string map.",
+    "ALTER TABLE {topics} ADD COLUMN settings TEXT",
+)
+ADD_SUBSCRIPTION_ATTRIBUTES = Statement(
+    "add_subscription_attributes",
+    "Subscriptions' attributes, a JSON string map.",
+    "ALTER TABLE {subscriptions} ADD COLUMN attributes TEXT",
+)
+
+# -- SQLite ---------------------------------------------------------------------------------
+
+SQLITE_QUEUED_STAGES = Statement(
+    "sqlite_queued_stages",
+    "The queues that hold messages staged the old way.",
+    "SELECT DISTINCT queue_id FROM {staged}",
+)
+SQLITE_DROP_STAGED_ROWS = Statement(
+    "sqlite_drop_staged_rows",
+    "A queue's messages staged the old way, deleted.",
+    "DELETE FROM {messages} WHERE visible_at >= 1e15",
+)
+
+
+def _drop_old_staging(ex: Any, sql: Compiler) -> None:
+    for (qid,) in ex.rows(sql(SQLITE_QUEUED_STAGES)):
+        ex.run(sql(SQLITE_DROP_STAGED_ROWS, int(qid)))
+    ex.run(sql(DROP_STAGED))
+
+
+SQLITE_QUEUE_IDS_ONCE = (
+    Statement(
+        "sqlite_queues_v5",
+        "The queues table again, its ids never used twice.",
+        f"CREATE TABLE {{queues_v5}} (id INTEGER PRIMARY KEY AUTOINCREMENT, {QUEUE_COLUMNS})",
+    ),
+    Statement(
+        "sqlite_queues_v5_copy",
+        "Every queue copied to the new queues table.",
+        "INSERT INTO {queues_v5} SELECT * FROM {queues}",
+    ),
+    Statement(
+        "sqlite_queues_drop_v4",
+        "The old queues table, dropped.",
+        "DROP TABLE {queues}",
+    ),
+    Statement(
+        "sqlite_queues_v5_renamed",
+        "The new queues table, named queues.",
+        "ALTER TABLE {queues_v5} RENAME TO {queues}",
+    ),
+)
+
+SQLITE_MIGRATIONS: list[Step] = [
+    (
+        Statement(
+            "sqlite_create_queues",
+            "The queues table.",
+            f"CREATE TABLE {{queues}} (id INTEGER PRIMARY KEY, {QUEUE_COLUMNS})",
+        ),
+        Statement(
+            "sqlite_create_dedup",
+            "The table of de-duplication keys.",
+            """CREATE TABLE {dedup} (
+                queue_id INTEGER NOT NULL,
+                key TEXT NOT NULL,
+                message_id TEXT NOT NULL,
+                expires_at REAL NOT NULL,
+                PRIMARY KEY (queue_id, key)
+            ) WITHOUT ROWID""",
+        ),
+        Statement(
+            "sqlite_create_archive",
+            "The archive of deleted, expired and removed messages.",
+            """CREATE TABLE {archive} (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                queue TEXT NOT NULL,
+                id TEXT NOT NULL,
+                body BLOB NOT NULL,
+                attributes TEXT,
+                group_id TEXT,
+                priority INTEGER NOT NULL,
+                sent_at REAL NOT NULL,
+                first_received_at REAL,
+                removed_at REAL NOT NULL,
+                receive_count INTEGER NOT NULL,
+                outcome TEXT NOT NULL,
+                compressed INTEGER NOT NULL DEFAULT 0
+            )""",
+        ),
+        Statement(
+            "sqlite_index_archive",
+            "The archive's index by queue.",
+            "CREATE INDEX {archive_by_queue} ON {archive} (queue, seq)",
+        ),
+        Statement(
+            "sqlite_create_topics",
+            "The topics table.",
+            "CREATE TABLE {topics} (name TEXT PRIMARY KEY, created_at REAL NOT NULL)",
+        ),
+        Statement(
+            "sqlite_create_subscriptions",
+            "The table of topics' subscribed queues.",
+            """CREATE TABLE {subscriptions} (
+                topic TEXT NOT NULL,
+                queue_id INTEGER NOT NULL,
+                PRIMARY KEY (topic, queue_id)
+            ) WITHOUT ROWID""",
+        ),
+        Statement(
+            "sqlite_create_consumers",
+            "The consumer registry.",
+            """CREATE TABLE {consumers} (
+                id TEXT PRIMARY KEY,
+                queue TEXT,
+                info TEXT NOT NULL,
+                timeout REAL NOT NULL,
+                registered_at REAL NOT NULL,
+                heartbeat_at REAL NOT NULL
+            )""",
+        ),
+    ),
+    # leases, stream positions, staged writes and sink commits (pipeline.py)
+    PIPELINE_TABLES,
+    # staged writes tag messages by visible_at, one stages row per task attempt; what was
+    # staged the old way is dropped (its job can no longer publish it)
+    _drop_old_staging,
+    (CREATE_STAGES,),
+    # queue ids are never used again, so an id a process remembers cannot name another queue
+    SQLITE_QUEUE_IDS_ONCE,
+    # the columns take the names they have on PostgreSQL and MySQL, so one statement serves
+    (
+        Statement(
+            "sqlite_rename_dedup_key",
+            "The de-duplication key column, named as on the servers.",
+            "ALTER TABLE {dedup} RENAME COLUMN key TO dkey",
+        ),
+        Statement(
+            "sqlite_rename_archive_queue",
+            "The archive's queue column, named as on the servers.",
+            "ALTER TABLE {archive} RENAME COLUMN queue TO queue_name",
+        ),
+        Statement(
+            "sqlite_rename_consumers_queue",
+            "The consumers' queue column, named as on the servers.",
+            "ALTER TABLE {consumers} RENAME COLUMN queue TO queue_name",
+        ),
+    ),
+    # topic settings and subscription attributes (string maps as JSON)
+    (ADD_TOPIC_SETTINGS, ADD_SUBSCRIPTION_ATTRIBUTES),
+]
+
+
+# -- PostgreSQL and MySQL -------------------------------------------------------------------
+
+
+def _mysql_only(statements: Sequence[Statement]) -> Callable[[Any, Compiler], None]:
+    """A version whose change only MySQL/MariaDB makes (PostgreSQL records it alone)."""
+
+    def step(ex: Any, sql: Compiler) -> None:
+        if sql.dialect == "mysql":
+            for statement in statements:
+                ex.run(sql(statement))
+
+    return step
+
+
+# MySQL/MariaDB: delivery order becomes the messages' primary key. InnoDB keeps a table's
+# rows in primary-key order, so a claim then reads a queue's head straight from the table:
+# no lookup from a secondary index per row, and no deadlocks between claims (which locked
+# the order index, then the row) and deletes by seq (the row, then the order index). seq
+# keeps a unique index of its own. PostgreSQL keeps its heap and the order index.
+CLUSTERED_ORDER = Statement(
+    "mysql_clustered_order",
+    "Delivery order made the messages' primary key (InnoDB keeps rows in that order).",
+    "ALTER TABLE {messages_table} DROP PRIMARY KEY, ADD UNIQUE KEY {messages_seq} (seq),"
+    " ADD PRIMARY KEY (queue_id, nprio, seq), DROP INDEX {messages_order}",
+)
+# MySQL/MariaDB: an index of every queue's messages by the time they become visible, for
+# the claims of queues deep in messages in flight (`inflight.py`). `held_at` is NULL for a
+# message never received and not delayed, else its visible_at: a virtual column, so the
+# index is the only thing stored. MySQL has no partial indexes; its rows under NULL serve
+# the messages never received in delivery order, the others ready ones by time. PostgreSQL
+# builds partial indexes for deep queues alone instead.
+HELD_INDEX = Statement(
+    "mysql_held_index",
+    "Every message's time to become visible once held, and an index of queues by it.",
+    "ALTER TABLE {messages_table} ADD COLUMN held_at {double} AS"
+    f" (IF({HELD}, visible_at, NULL)) VIRTUAL,"
+    " ADD INDEX {messages_held_index} (queue_id, held_at, nprio, seq)",
+)
+
+SERVER_MIGRATIONS: list[Step] = [
+    (
+        Statement(
+            "server_create_queues",
+            "The queues table.",
+            """CREATE TABLE {queues} (
+                id {serial},
+                name {text_key} NOT NULL UNIQUE,
                 attrs TEXT NOT NULL,
-                created_at {f} NOT NULL,
-                updated_at {f} NOT NULL,
+                created_at {double} NOT NULL,
+                updated_at {double} NOT NULL,
                 sent BIGINT NOT NULL DEFAULT 0,
                 received BIGINT NOT NULL DEFAULT 0,
                 deleted BIGINT NOT NULL DEFAULT 0,
                 dead BIGINT NOT NULL DEFAULT 0,
                 expired BIGINT NOT NULL DEFAULT 0,
-                tokens {f} NOT NULL DEFAULT 0,
-                tokens_at {f} NOT NULL DEFAULT 0
-            ){o}""",
-            f"""CREATE TABLE {p}messages (
-                seq {d.serial},
+                tokens {double} NOT NULL DEFAULT 0,
+                tokens_at {double} NOT NULL DEFAULT 0
+            ){table_options}""",
+        ),
+        Statement(
+            "server_create_messages",
+            "The messages table, every queue's.",
+            """CREATE TABLE {messages_table} (
+                seq {serial},
                 queue_id BIGINT NOT NULL,
                 nprio INTEGER NOT NULL,
-                id {i} NOT NULL,
-                body {d.blob} NOT NULL,
+                id {message_id} NOT NULL,
+                body {blob} NOT NULL,
                 attributes TEXT,
-                group_id {i},
-                dedup_id {i},
-                deadline {f},
-                sent_at {f} NOT NULL,
-                visible_at {f} NOT NULL,
+                group_id {message_id},
+                dedup_id {message_id},
+                deadline {double},
+                sent_at {double} NOT NULL,
+                visible_at {double} NOT NULL,
                 receive_count INTEGER NOT NULL DEFAULT 0,
-                first_received_at {f},
+                first_received_at {double},
                 version INTEGER NOT NULL DEFAULT 1,
                 token CHAR(16),
-                source_queue {k},
+                source_queue {text_key},
                 error TEXT,
                 compressed SMALLINT NOT NULL DEFAULT 0
-            ){o}{d.message_options}""",
-            f"CREATE INDEX {p}messages_order ON {p}messages (queue_id, nprio, seq)",
-            # id first: only the order index may serve "this queue's messages" (a planner
-            # with stale statistics would otherwise scan a queue by id and sort it)
-            f"CREATE UNIQUE INDEX {p}messages_by_id ON {p}messages (id, queue_id)",
-            f"CREATE INDEX {p}messages_by_deadline ON {p}messages (deadline, queue_id)"
-            f"{d.partial_where}",
-            f"""CREATE TABLE {p}dedup (
+            ){table_options}{message_options}""",
+        ),
+        Statement(
+            "server_index_order",
+            "The messages' index in delivery order, queue by queue.",
+            "CREATE INDEX {messages_order} ON {messages_table} (queue_id, nprio, seq)",
+        ),
+        # id first: only the order index may serve "this queue's messages" (a planner with
+        # stale statistics would otherwise scan a queue by id and sort it)
+        Statement(
+            "server_index_ids",
+            "The messages' index by id.",
+            "CREATE UNIQUE INDEX {messages_by_id} ON {messages_table} (id, queue_id)",
+        ),
+        Statement(
+            "server_index_deadlines",
+            "The messages' index by deadline.",
+            "CREATE INDEX {messages_by_deadline} ON {messages_table} (deadline, queue_id)"
+            "{partial_where}",
+        ),
+        Statement(
+            "server_create_dedup",
+            "The table of de-duplication keys.",
+            """CREATE TABLE {dedup} (
                 queue_id BIGINT NOT NULL,
-                dkey {k} NOT NULL,
-                message_id {i} NOT NULL,
-                expires_at {f} NOT NULL,
+                dkey {text_key} NOT NULL,
+                message_id {message_id} NOT NULL,
+                expires_at {double} NOT NULL,
                 PRIMARY KEY (queue_id, dkey)
-            ){o}""",
-            f"""CREATE TABLE {p}archive (
-                seq {d.serial},
-                queue_name {k} NOT NULL,
-                id {i} NOT NULL,
-                body {d.blob} NOT NULL,
+            ){table_options}""",
+        ),
+        Statement(
+            "server_create_archive",
+            "The archive of deleted, expired and removed messages.",
+            """CREATE TABLE {archive} (
+                seq {serial},
+                queue_name {text_key} NOT NULL,
+                id {message_id} NOT NULL,
+                body {blob} NOT NULL,
                 attributes TEXT,
-                group_id {i},
+                group_id {message_id},
                 priority INTEGER NOT NULL,
-                sent_at {f} NOT NULL,
-                first_received_at {f},
-                removed_at {f} NOT NULL,
+                sent_at {double} NOT NULL,
+                first_received_at {double},
+                removed_at {double} NOT NULL,
                 receive_count INTEGER NOT NULL,
                 outcome VARCHAR(16) NOT NULL,
                 compressed SMALLINT NOT NULL DEFAULT 0
-            ){o}""",
-            f"CREATE INDEX {p}archive_by_queue ON {p}archive (queue_name, seq)",
-            f"CREATE TABLE {p}topics (name {k} NOT NULL PRIMARY KEY, created_at {f} NOT NULL){o}",
-            f"""CREATE TABLE {p}subscriptions (
-                topic {k} NOT NULL,
+            ){table_options}""",
+        ),
+        Statement(
+            "server_index_archive",
+            "The archive's index by queue.",
+            "CREATE INDEX {archive_by_queue} ON {archive} (queue_name, seq)",
+        ),
+        Statement(
+            "server_create_topics",
+            "The topics table.",
+            "CREATE TABLE {topics} (name {text_key} NOT NULL PRIMARY KEY,"
+            " created_at {double} NOT NULL){table_options}",
+        ),
+        Statement(
+            "server_create_subscriptions",
+            "The table of topics' subscribed queues.",
+            """CREATE TABLE {subscriptions} (
+                topic {text_key} NOT NULL,
                 queue_id BIGINT NOT NULL,
                 PRIMARY KEY (topic, queue_id)
-            ){o}""",
-            f"""CREATE TABLE {p}consumers (
-                id {k} NOT NULL PRIMARY KEY,
-                queue_name {k},
+            ){table_options}""",
+        ),
+        Statement(
+            "server_create_consumers",
+            "The consumer registry.",
+            """CREATE TABLE {consumers} (
+                id {text_key} NOT NULL PRIMARY KEY,
+                queue_name {text_key},
                 info TEXT NOT NULL,
-                timeout {f} NOT NULL,
-                registered_at {f} NOT NULL,
-                heartbeat_at {f} NOT NULL
-            ){o}""",
-        ],
-        [
-            # processes holding long polls; senders notify only while one is alive
-            f"""CREATE TABLE {p}listeners (
-                id {k} NOT NULL PRIMARY KEY,
-                seen_at {f} NOT NULL
-            ){o}""",
-        ],
-        # leases, stream positions, staged writes and sink commits (pipeline.py)
-        pipeline_ddl(p, i, k, f, o),
-        # staged writes tag messages by visible_at, one stages row per task attempt; what
-        # was staged the old way is dropped (its job can no longer publish it)
-        [
-            f"DELETE FROM {p}messages WHERE visible_at >= 1e15",
-            f"DROP TABLE {p}staged",
-            *stages_ddl(p, d.serial, k, f, o),
-        ],
-        clustered_order(d, p),
-        # topic settings and subscription attributes (string maps as JSON); topic names as
-        # long as SNS allows
-        [
-            f"ALTER TABLE {p}topics ADD COLUMN settings TEXT",
-            f"ALTER TABLE {p}subscriptions ADD COLUMN attributes TEXT",
-            d.retype.format(table=f"{p}topics", column="name", type=d.long_key),
-            d.retype.format(table=f"{p}subscriptions", column="topic", type=d.long_key),
-        ],
-        held_index(d, p),
-    ]
+                timeout {double} NOT NULL,
+                registered_at {double} NOT NULL,
+                heartbeat_at {double} NOT NULL
+            ){table_options}""",
+        ),
+    ),
+    # processes holding long polls; senders notify only while one is alive
+    (
+        Statement(
+            "server_create_listeners",
+            "The table of processes listening for sends, and when each last beat.",
+            """CREATE TABLE {listeners} (
+                id {text_key} NOT NULL PRIMARY KEY,
+                seen_at {double} NOT NULL
+            ){table_options}""",
+        ),
+    ),
+    # leases, stream positions, staged writes and sink commits (pipeline.py)
+    PIPELINE_TABLES,
+    # staged writes tag messages by visible_at, one stages row per task attempt; what was
+    # staged the old way is dropped (its job can no longer publish it)
+    (
+        Statement(
+            "server_drop_staged_rows",
+            "Messages staged the old way, deleted.",
+            "DELETE FROM {messages_table} WHERE visible_at >= 1e15",
+        ),
+        DROP_STAGED,
+        CREATE_STAGES,
+    ),
+    _mysql_only([CLUSTERED_ORDER]),
+    # topic settings and subscription attributes (string maps as JSON); topic names as
+    # long as SNS allows
+    (
+        ADD_TOPIC_SETTINGS,
+        ADD_SUBSCRIPTION_ATTRIBUTES,
+        Statement(
+            "server_long_topic_names",
+            "Topic names as long as SNS allows.",
+            "ALTER TABLE {topics} ALTER COLUMN name TYPE {long_key}",
+            mysql="ALTER TABLE {topics} MODIFY name {long_key} NOT NULL",
+        ),
+        Statement(
+            "server_long_subscription_topics",
+            "Subscriptions' topic names as long as SNS allows.",
+            "ALTER TABLE {subscriptions} ALTER COLUMN topic TYPE {long_key}",
+            mysql="ALTER TABLE {subscriptions} MODIFY topic {long_key} NOT NULL",
+        ),
+    ),
+    _mysql_only([HELD_INDEX]),
+]
 
 
-def held_index(d: ServerTypes, p: str) -> list[str]:
-    """MySQL/MariaDB: an index of every queue's messages by the time they become visible,
-    for the claims of queues deep in messages in flight (`inflight.py`).
-
-    `held_at` is NULL for a message never received and not delayed, else its visible_at: a
-    virtual column, so the index is the only thing stored. MySQL has no partial indexes; its
-    rows under NULL serve the messages never received in delivery order, the others ready
-    ones by time. PostgreSQL builds partial indexes for deep queues alone instead.
-    """
-    if not d.clustered_order:
-        return []
-    return [
-        f"ALTER TABLE {p}messages ADD COLUMN held_at {d.double} AS"
-        f" (IF({HELD}, visible_at, NULL)) VIRTUAL,"
-        f" ADD INDEX {p}messages_held (queue_id, held_at, nprio, seq)"
-    ]
-
-
-def clustered_order(d: ServerTypes, p: str) -> list[str]:
-    """MySQL/MariaDB: delivery order becomes the messages' primary key.
-
-    InnoDB keeps a table's rows in primary-key order, so a claim then reads a queue's head
-    straight from the table: no lookup from a secondary index per row, and no deadlocks
-    between claims (which locked the order index, then the row) and deletes by seq (the row,
-    then the order index). seq keeps a unique index of its own. PostgreSQL keeps its heap
-    and the order index.
-    """
-    if not d.clustered_order:
-        return []
-    return [
-        f"ALTER TABLE {p}messages DROP PRIMARY KEY, ADD UNIQUE KEY {p}messages_seq (seq),"
-        f" ADD PRIMARY KEY (queue_id, nprio, seq), DROP INDEX {p}messages_order"
-    ]
+def catalog() -> list[Statement]:
+    """Every statement of the schema's versions."""
+    found: list[Statement] = []
+    for step in (*SQLITE_MIGRATIONS, *SERVER_MIGRATIONS):
+        if not callable(step):
+            found += step
+    found += [
+        SQLITE_QUEUED_STAGES, SQLITE_DROP_STAGED_ROWS, *SQLITE_QUEUE_IDS_ONCE, CLUSTERED_ORDER,
+        HELD_INDEX,
+    ]  # fmt: skip
+    return list(dict.fromkeys(found))

@@ -237,10 +237,10 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
                 for version in range(current, len(steps)):
                     step = steps[version]
                     if callable(step):
-                        step(ex)
+                        step(ex, d.sql)
                     else:
                         for statement in step:
-                            ex.run(statement)
+                            ex.run(d.sql(statement))
                     d.set_schema_version(ex, version + 1)
                 return current
             finally:
