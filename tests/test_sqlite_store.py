@@ -451,13 +451,15 @@ def test_claims_of_an_indexed_queue_read_only_its_indexes(tmp_path: Path) -> Non
         q = client.create_queue("plan")
         q.send("a")
         assert [m.text for m in q.receive()] == ["a"]
+        from conveyor.backends.sql.statement import positional
         from conveyor.backends.sql.statements import SQLITE_CLAIM_INDEXED
 
         claim = client.backend.dialect.sql(SQLITE_CLAIM_INDEXED, 1)  # type: ignore[attr-defined]
         values = dict.fromkeys(["cut_from", "until", "now", "horizon", "expires", "token"], 0)
         conn = sqlite3.connect(tmp_path / "q.db")
         try:
-            plan = conn.execute(f"EXPLAIN QUERY PLAN {claim}", {**values, "limit": 10}).fetchall()
+            bound = positional(claim, {**values, "limit": 10})
+            plan = conn.execute(f"EXPLAIN QUERY PLAN {claim}", bound).fetchall()
             details = " | ".join(str(row[-1]) for row in plan)
             assert "USING INDEX q1_fresh" in details and "USING INDEX q1_held" in details
             assert "SCAN q1" not in details.replace("SCAN q1_", "")

@@ -11,6 +11,7 @@ import pytest
 
 from conveyor import Client
 from conveyor.backends.sql import schema
+from conveyor.backends.sql.rows import MessageRow
 from conveyor.backends.sql.statement import (
     MYSQL,
     SQLITE,
@@ -18,10 +19,13 @@ from conveyor.backends.sql.statement import (
     Statement,
     Style,
     each,
+    positional,
     spread,
 )
 from conveyor.backends.sql.statements import (
     FRESH,
+    SERVER_COLUMNS,
+    SQLITE_COLUMNS,
     SQLITE_CREATE_QUEUE,
     SQLITE_DROP_QUEUE,
     catalog,
@@ -58,10 +62,11 @@ def test_a_statement_compiles_to_each_drivers_named_parameters() -> None:
         "A test.",
         "SELECT x::bigint, '5%' FROM {queues} WHERE name = :name AND a = :name{for_update}",
     )
-    assert compiler(SQLITE)(s) == (
-        "SELECT x::bigint, '5%' FROM \"conveyor_queues\" WHERE name = :name AND a = :name"
-        " FOR UPDATE"
+    sqlite = compiler(SQLITE)(s)
+    assert sqlite == (
+        "SELECT x::bigint, '5%' FROM \"conveyor_queues\" WHERE name = ?1 AND a = ?1 FOR UPDATE"
     )
+    assert positional(sqlite, {"name": "q", "other": 1}) == ("q",)
     assert compiler(MYSQL)(s) == (
         "SELECT x::bigint, '5%%' FROM `conveyor_queues` WHERE name = %(name)s AND a = %(name)s"
         " FOR UPDATE"
@@ -76,9 +81,12 @@ def test_lists_and_rows_expand_to_their_size() -> None:
     )
     assert spread("keys", [4, 5, 6]) == {"keys_0": 4, "keys_1": 5, "keys_2": 6}
     rows = Statement("r", "Rows.", "INSERT INTO {queues} (a, b, c) VALUES (:a, :b*, :c + #)*")
-    assert compiler(SQLITE)(rows, 0, 2) == (
-        'INSERT INTO "conveyor_queues" (a, b, c) VALUES (:a, :b_0, :c + 0), (:a, :b_1, :c + 1)'
+    text = compiler(SQLITE)(rows, 0, 2)
+    assert (
+        text == 'INSERT INTO "conveyor_queues" (a, b, c) VALUES (?1, ?2, ?3 + 0), (?1, ?4, ?3 + 1)'
     )
+    values = {"a": 1, "c": 3, **each(("b",), [(20,), (21,)])}
+    assert positional(text, values) == (1, 20, 3, 21)
     assert each(("b", "d"), [(1, 2), (3, 4)]) == {"b_0": 1, "d_0": 2, "b_1": 3, "d_1": 4}
 
 
@@ -123,10 +131,20 @@ def test_sqlite_accepts_every_statement_it_runs(tmp_path: Path) -> None:
                     continue
                 if s in SQLITE_CREATE_QUEUE or s is SQLITE_DROP_QUEUE:
                     continue  # run below, for a queue of their own
-                conn.execute(f"EXPLAIN {d.sql(s, 1, 2)}", _Zeros())
+                sql = d.sql(s, 1, 2)
+                conn.execute(f"EXPLAIN {sql}", positional(sql, _Zeros()))
                 checked += 1
             assert checked > 90
             for s in (*SQLITE_CREATE_QUEUE, SQLITE_DROP_QUEUE):
                 conn.execute(d.sql(s, 2))
         finally:
             conn.close()
+
+
+def test_a_message_rows_columns_are_the_ones_message_row_names() -> None:
+    """Every dialect reads a message row in MessageRow's order, each column under its name
+    (the key and the priority in each database's own terms)."""
+    own = {"rowid": "key", "seq": "key", "-nprio": "priority"}
+    for columns in (SQLITE_COLUMNS, SERVER_COLUMNS):
+        names = [own.get(c.strip(), c.strip()) for c in columns.split(",")]
+        assert names == list(MessageRow._fields)

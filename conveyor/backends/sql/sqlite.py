@@ -32,12 +32,13 @@ from ...ids import row_id, row_ids, rowid_of
 from ...urls import check_options
 from ..base import WouldBlock
 from ..rules import BAND, ClaimTerms, band
+from .connections import Params
 from .dialect import Bare, Dialect, NotAllHeld
 from .inflight import claim_values
 from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
 from .sqlite_connections import SQLiteConnections, SQLiteExec
-from .statement import each, spread
+from .statement import Numbered, each, positional, spread
 from .statements import (
     SQLITE_ALL_COLUMNS,
     SQLITE_ANY_FRESH,
@@ -188,10 +189,10 @@ class SQLiteDialect(Dialect[SQLiteExec]):
 
     def create_queue(self, ex: SQLiteExec, qid: int) -> None:
         for statement in SQLITE_CREATE_QUEUE:
-            ex.conn.execute(self.sql(statement, qid))
+            _run(ex.conn, self.sql(statement, qid))
 
     def drop_queue(self, ex: SQLiteExec, qid: int) -> None:
-        ex.conn.execute(self.sql(SQLITE_DROP_QUEUE, qid))
+        _run(ex.conn, self.sql(SQLITE_DROP_QUEUE, qid))
 
     def dropped(self, exc: BaseException) -> bool:
         cause = exc.__cause__
@@ -205,8 +206,8 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     def _last_rowid(self, conn: sqlite3.Connection, qid: int, priority: int) -> int:
         """The highest rowid in a priority's band (or the band's base when it is empty)."""
         base = band(priority)
-        (last,) = conn.execute(
-            self.sql(SQLITE_LAST_ROWID, qid), {"low": base, "high": base + BAND - 1}
+        (last,) = _run(
+            conn, self.sql(SQLITE_LAST_ROWID, qid), {"low": base, "high": base + BAND - 1}
         ).fetchone()
         return base if last is None else int(last)
 
@@ -225,7 +226,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
             values.update(
                 priority=bare.priority, now=bare.now, visible_at=bare.visible_at, start=start + i
             )
-            conn.execute(self.sql(SQLITE_BARE_ROWS, qid, len(chunk)), values)
+            _run(conn, self.sql(SQLITE_BARE_ROWS, qid, len(chunk)), values)
         return ids
 
     def _write_rows(
@@ -275,11 +276,11 @@ class SQLiteDialect(Dialect[SQLiteExec]):
                     row.error,
                 )
                 moved = dict(zip(SQLITE_ALL_COLUMNS, (*values, *received), strict=True))
-                conn.execute(self.sql(SQLITE_MOVED_ROW, qid), moved)
+                _run(conn, self.sql(SQLITE_MOVED_ROW, qid), moved)
             out.append((rowid, message_id))
         for i in range(0, len(pending), BARE_ROWS):
             part = pending[i : i + BARE_ROWS]
-            conn.execute(self.sql(SQLITE_SENT_ROWS, qid, len(part)), each(_SENT, part))
+            _run(conn, self.sql(SQLITE_SENT_ROWS, qid, len(part)), each(_SENT, part))
         return out
 
     def _present(self, ex: SQLiteExec, qid: int, ids: Sequence[str]) -> set[str]:
@@ -302,8 +303,8 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         keys = list(made)
         for i in range(0, len(keys), LOOKUP_ROWS):
             rowids = keys[i : i + LOOKUP_ROWS]
-            for rowid, message_id, visible_at in conn.execute(
-                self.sql(SQLITE_AT_ROWIDS, qid, len(rowids)), spread("rowids", rowids)
+            for rowid, message_id, visible_at in _run(
+                conn, self.sql(SQLITE_AT_ROWIDS, qid, len(rowids)), spread("rowids", rowids)
             ):
                 if made.get(rowid) == message_id:
                     found.append((int(rowid), message_id, float(visible_at)))
@@ -312,8 +313,8 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         others += [m for m in made.values() if m not in at_home]
         for i in range(0, len(others), LOOKUP_ROWS):
             part = others[i : i + LOOKUP_ROWS]
-            for rowid, message_id, visible_at in conn.execute(
-                self.sql(SQLITE_OF_IDS, qid, len(part)), spread("ids", part)
+            for rowid, message_id, visible_at in _run(
+                conn, self.sql(SQLITE_OF_IDS, qid, len(part)), spread("ids", part)
             ):
                 found.append((int(rowid), message_id, float(visible_at)))
         return found
@@ -346,12 +347,12 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         rowid = rowid_of(message_id)
         if (
             rowid is not None
-            and conn.execute(
-                self.sql(SQLITE_AT_HOME, qid), {"rowid": rowid, "id": message_id}
+            and _run(
+                conn, self.sql(SQLITE_AT_HOME, qid), {"rowid": rowid, "id": message_id}
             ).fetchone()
         ):
             return rowid
-        for (key,) in conn.execute(self.sql(SQLITE_INDEXED_ID, qid), {"id": message_id}):
+        for (key,) in _run(conn, self.sql(SQLITE_INDEXED_ID, qid), {"id": message_id}):
             return int(key)
         return None
 
@@ -365,13 +366,13 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         if qid in self.held_indexed:
             try:
                 return any(
-                    ex.conn.execute(self.sql(statement, qid), values).fetchone() is not None
+                    _run(ex.conn, self.sql(statement, qid), values).fetchone() is not None
                     for statement in (SQLITE_ANY_FRESH, SQLITE_ANY_HELD)
                 )
             except sqlite3.OperationalError as exc:
                 self._lost_held_index(qid, exc)
         with _Steps(ex.conn, self.held_index_after) as steps:
-            found = ex.conn.execute(self.sql(SQLITE_ANY_READY, qid), values).fetchone()
+            found = _run(ex.conn, self.sql(SQLITE_ANY_READY, qid), values).fetchone()
         if steps.many and found is None:
             # the head is deep in messages in flight: say "maybe", so that a claim comes
             # and indexes them (claim_ready)
@@ -391,8 +392,8 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         return self._held_or_plain(
             ex,
             qid,
-            lambda: ex.conn.execute(self.sql(SQLITE_CLAIM_INDEXED, qid), values).fetchall(),
-            lambda: ex.conn.execute(self.sql(SQLITE_CLAIM_READY, qid), values).fetchall(),
+            lambda: _run(ex.conn, self.sql(SQLITE_CLAIM_INDEXED, qid), values).fetchall(),
+            lambda: _run(ex.conn, self.sql(SQLITE_CLAIM_READY, qid), values).fetchall(),
         )
 
     def walk_visible(
@@ -402,8 +403,10 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         return self._held_or_plain(
             ex,
             qid,
-            lambda: ex.conn.execute(
-                self.sql(SQLITE_WALK_INDEXED, qid), {"now": now, "after": after, "page": page}
+            lambda: _run(
+                ex.conn,
+                self.sql(SQLITE_WALK_INDEXED, qid),
+                {"now": now, "after": after, "page": page},
             ).fetchall(),
             lambda: plain(ex, qid, after, now, page, lock),
         )
@@ -446,7 +449,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         """Index a queue's rows by whether they were ever received or delayed (in this
         transaction; kept until the queue is deleted)."""
         for statement in SQLITE_INDEX_HELD:
-            ex.conn.execute(self.sql(statement, qid))
+            _run(ex.conn, self.sql(statement, qid))
         self.held_indexed.add(qid)
         self.held_wanted.discard(qid)
 
@@ -461,7 +464,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     ) -> list[Row]:
         values = claim_values(terms, token)
         values.update(spread("keys", keys))
-        return ex.conn.execute(self.sql(SQLITE_CLAIM_KEYS, qid, len(keys)), values).fetchall()
+        return _run(ex.conn, self.sql(SQLITE_CLAIM_KEYS, qid, len(keys)), values).fetchall()
 
     def delete_held(
         self, ex: SQLiteExec, qid: int, token: str, keys: Sequence[int], exact: bool
@@ -471,11 +474,11 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         if not exact:
             # counting is cheaper than returning each row; anything short of every row
             # rolls the call back, to be run again exactly
-            deleted = ex.conn.execute(self.sql(SQLITE_DELETE_HELD, qid, len(keys)), values)
+            deleted = _run(ex.conn, self.sql(SQLITE_DELETE_HELD, qid, len(keys)), values)
             if deleted.rowcount != len(keys):
                 raise NotAllHeld(self.messages(qid))
             return keys
-        rows = ex.conn.execute(self.sql(SQLITE_DELETE_HELD_RETURNING, qid, len(keys)), values)
+        rows = _run(ex.conn, self.sql(SQLITE_DELETE_HELD_RETURNING, qid, len(keys)), values)
         return [rowid for (rowid,) in rows.fetchall()]
 
     # -- bulk -----------------------------------------------------------------------------
@@ -491,10 +494,11 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         values["limit"] = limit
         keys = [
             rowid
-            for (rowid,) in ex.conn.execute(self.sql(SQLITE_LEASE_CLAIM, qid), values).fetchall()
+            for (rowid,) in _run(ex.conn, self.sql(SQLITE_LEASE_CLAIM, qid), values).fetchall()
         ]
         if keys:
-            ex.conn.execute(
+            _run(
+                ex.conn,
                 self.sql(SQLITE_RECORD_LEASE, qid),
                 {
                     "qid": qid,
@@ -506,6 +510,13 @@ class SQLiteDialect(Dialect[SQLiteExec]):
                 },
             )
         return len(keys)
+
+
+def _run(conn: sqlite3.Connection, sql: str, values: Params = ()) -> sqlite3.Cursor:
+    """Run a compiled statement, its named values bound by position (`positional`)."""
+    if type(values) is dict and type(sql) is Numbered:  # the common case, without a call
+        return conn.execute(sql, sql.pick(values))
+    return conn.execute(sql, positional(sql, values))
 
 
 def _id(stored: tuple[int, str] | None) -> str | None:

@@ -42,6 +42,7 @@ from ..base import Inline, RunAgain, WouldBlock
 from .connections import Connections, Exec, Params
 from .rows import Row
 from .sqlite_sync import Syncer, Worker, fsync_file, settle_all
+from .statement import Numbered, positional
 from .wakes import Wakes
 
 if TYPE_CHECKING:  # the event loop's parts import it themselves: the SDK runs without it
@@ -97,7 +98,7 @@ def failure(what: str, exc: sqlite3.Error) -> StoreUnavailable:
 
 
 class SQLiteExec(Exec):
-    """An `Exec` on a sqlite3 connection (sqlite3 binds the named parameters itself)."""
+    """An `Exec` on a sqlite3 connection: named values bound by position (`positional`)."""
 
     __slots__ = ("conn",)
 
@@ -105,13 +106,17 @@ class SQLiteExec(Exec):
         self.conn = conn
 
     def rows(self, sql: str, params: Params = ()) -> list[Row]:
-        return self.conn.execute(sql, params).fetchall()
+        if type(params) is dict and type(sql) is Numbered:  # the common case, without a call
+            return self.conn.execute(sql, sql.pick(params)).fetchall()
+        return self.conn.execute(sql, positional(sql, params)).fetchall()
 
     def run(self, sql: str, params: Params = ()) -> int:
-        return self.conn.execute(sql, params).rowcount
+        if type(params) is dict and type(sql) is Numbered:
+            return self.conn.execute(sql, sql.pick(params)).rowcount
+        return self.conn.execute(sql, positional(sql, params)).rowcount
 
     def run_many(self, sql: str, rows: Sequence[Params]) -> None:
-        self.conn.executemany(sql, rows)
+        self.conn.executemany(sql, [positional(sql, row) for row in rows])
 
 
 class _Tx:

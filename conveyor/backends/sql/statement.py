@@ -13,14 +13,17 @@ its text. The catalog of them is `statements.py`. Their text is SQL with four ma
 
 A `Compiler` (one per dialect) turns a statement into its driver's text once and keeps it:
 names of tables are checked (``[a-z_][a-z0-9_]*``) and quoted by the driver's rules,
-parameters become the driver's own named form (``:name`` for sqlite3, ``%(name)s`` for
-psycopg and PyMySQL). Values are passed in a mapping; `spread` and `each` give the
-values of a list or of rows under the names the compiled text uses.
+parameters become the driver's own named form (``%(name)s`` for psycopg and PyMySQL) or,
+for sqlite3, numbered ones bound by position (`Numbered`, `positional`). Values are passed
+in a mapping; `spread` and `each` give the values of a list or of rows under the names the
+compiled text uses.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,7 +69,7 @@ def spread(name: str, values: Sequence[Any]) -> dict[str, Any]:
 def each(names: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
     """The values of rows (``(...)*``; per row, the values of `names` in that order)
     under their compiled names."""
-    return dict(zip(_rowed(names, len(rows)), [v for row in rows for v in row], strict=True))
+    return dict(zip(_rowed(names, len(rows)), itertools.chain.from_iterable(rows), strict=True))
 
 
 @functools.lru_cache(maxsize=256)
@@ -86,6 +89,10 @@ class Style:
     param: str  # a named parameter, with {} for its name
     quote: Callable[[str], str]  # a checked name as the database reads it
     percent: bool = False  # the driver reads % in the text: a literal % is written %%
+    # parameters are numbered (``?1``, ``?2``; one number a name) and bound by position from
+    # the named values (`positional`): sqlite3 lets go of the GIL once for each parameter it
+    # binds by name, and so hands it to another thread several times a statement
+    numbered: bool = False
     binary: str | None = None  # a named parameter sent in binary (`Statement.binary`)
 
 
@@ -97,7 +104,7 @@ def _backquoted(name: str) -> str:
     return f"`{name}`"
 
 
-SQLITE = Style(param=":{}", quote=_double_quoted)
+SQLITE = Style(param="?{}", quote=_double_quoted, numbered=True)
 MYSQL = Style(param="%({})s", quote=_backquoted, percent=True)
 
 
@@ -170,16 +177,53 @@ class Compiler:
         param = self.style.param
         if statement.binary and self.style.binary:
             param = self.style.binary
+        order: dict[str, int] = {}  # numbered styles: each name's number, from 1
+
+        def mark(name: str) -> str:
+            if not self.style.numbered:
+                return param.format(name)
+            return param.format(order.setdefault(name, len(order) + 1))
 
         def one(m: re.Match[str]) -> str:
             name, many = m.group(1), m.group(2)
             if not many:
-                return param.format(name)
+                return mark(name)
             if n < 1:
                 raise ValueError(f"statement {statement.name}: a list of {n} values")
-            return ", ".join(param.format(f"{name}_{i}") for i in range(n))
+            return ", ".join(mark(f"{name}_{i}") for i in range(n))
 
-        return _PARAM.sub(one, text)
+        text = _PARAM.sub(one, text)
+        if self.style.numbered:
+            return Numbered(text, tuple(order))
+        return text
+
+
+class Numbered(str):
+    """A statement's text whose parameters are numbered (``?1``): `order`, the names of its
+    parameters in their numbers' order; `pick`, their values from a mapping, in that order
+    (`positional`)."""
+
+    order: tuple[str, ...]
+    pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+
+    def __new__(cls, text: str, order: tuple[str, ...]) -> Numbered:
+        self = super().__new__(cls, text)
+        self.order = order
+        if len(order) > 1:
+            self.pick = operator.itemgetter(*order)
+        else:
+            self.pick = lambda values: tuple(values[name] for name in order)
+        return self
+
+
+def positional(
+    sql: str, params: Mapping[str, Any] | Sequence[Any]
+) -> Mapping[str, Any] | Sequence[Any]:
+    """The parameters of `sql` as its driver binds them: named values in the order of a
+    `Numbered` text's parameters; anything else as it is (a text of the driver's own)."""
+    if isinstance(sql, Numbered) and isinstance(params, Mapping):
+        return sql.pick(params)
+    return params
 
 
 def _row(group: str, k: int) -> str:
