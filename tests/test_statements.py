@@ -16,8 +16,10 @@ from conveyor.backends.sql.statement import (
     MYSQL,
     SQLITE,
     Compiler,
+    Numbered,
     Statement,
     Style,
+    by_rows,
     each,
     positional,
     spread,
@@ -148,3 +150,20 @@ def test_a_message_rows_columns_are_the_ones_message_row_names() -> None:
     for columns in (SQLITE_COLUMNS, SERVER_COLUMNS):
         names = [own.get(c.strip(), c.strip()) for c in columns.split(",")]
         assert names == list(MessageRow._fields)
+
+
+def test_rows_bind_straight_from_their_values() -> None:
+    """Rows whose own values all follow what they share bind without a mapping; others by
+    name, to the same values."""
+    after = Statement(
+        "f", "Rows after what they share.", "INSERT INTO {queues} VALUES (:a, :b*, :c*)*"
+    )
+    text = compiler(SQLITE)(after, 0, 2)
+    assert isinstance(text, Numbered) and text.layout == (("a",), ("b", "c"))
+    assert by_rows(text, {"a": 1}, ("b", "c"), [(2, 3), (4, 5)]) == (1, 2, 3, 4, 5)
+    mixed = Statement(
+        "m", "A shared value after a row's own.", "INSERT INTO {queues} VALUES (:b*, :a)*"
+    )
+    text = compiler(SQLITE)(mixed, 0, 2)  # numbered b_0, a, b_1
+    assert isinstance(text, Numbered) and text.layout is None
+    assert by_rows(text, {"a": 1}, ("b",), [(2,), (4,)]) == (2, 1, 4)

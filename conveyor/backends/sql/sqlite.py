@@ -38,7 +38,7 @@ from .inflight import claim_values
 from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
 from .sqlite_connections import SQLiteConnections, SQLiteExec
-from .statement import Numbered, each, positional, spread
+from .statement import Numbered, by_rows, positional, spread
 from .statements import (
     SQLITE_ALL_COLUMNS,
     SQLITE_ANY_FRESH,
@@ -222,11 +222,15 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         ids = row_ids(start, n)
         for i in range(0, n, BARE_ROWS):
             chunk = bare.bodies[i : i + BARE_ROWS]
-            values = each(_ID_BODY, list(zip(ids[i : i + BARE_ROWS], chunk, strict=True)))
-            values.update(
-                priority=bare.priority, now=bare.now, visible_at=bare.visible_at, start=start + i
-            )
-            _run(conn, self.sql(SQLITE_BARE_ROWS, qid, len(chunk)), values)
+            rows = list(zip(ids[i : i + BARE_ROWS], chunk, strict=True))
+            shared = {
+                "priority": bare.priority,
+                "now": bare.now,
+                "visible_at": bare.visible_at,
+                "start": start + i,
+            }
+            sql = self.sql(SQLITE_BARE_ROWS, qid, len(chunk))
+            conn.execute(sql, by_rows(sql, shared, _ID_BODY, rows))
         return ids
 
     def _write_rows(
@@ -280,7 +284,8 @@ class SQLiteDialect(Dialect[SQLiteExec]):
             out.append((rowid, message_id))
         for i in range(0, len(pending), BARE_ROWS):
             part = pending[i : i + BARE_ROWS]
-            _run(conn, self.sql(SQLITE_SENT_ROWS, qid, len(part)), each(_SENT, part))
+            sql = self.sql(SQLITE_SENT_ROWS, qid, len(part))
+            conn.execute(sql, by_rows(sql, {}, _SENT, part))
         return out
 
     def _present(self, ex: SQLiteExec, qid: int, ids: Sequence[str]) -> set[str]:

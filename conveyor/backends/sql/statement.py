@@ -194,7 +194,7 @@ class Compiler:
 
         text = _PARAM.sub(one, text)
         if self.style.numbered:
-            return Numbered(text, tuple(order))
+            return Numbered(text, tuple(order), _row_layout(source, tuple(order), n))
         return text
 
 
@@ -205,15 +205,53 @@ class Numbered(str):
 
     order: tuple[str, ...]
     pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    # rows (``(...)*``) whose values all come after what they share, in the rows' order:
+    # the names they share, then one row's own names (`by_rows`)
+    layout: tuple[tuple[str, ...], tuple[str, ...]] | None
 
-    def __new__(cls, text: str, order: tuple[str, ...]) -> Numbered:
+    def __new__(
+        cls,
+        text: str,
+        order: tuple[str, ...],
+        layout: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
+    ) -> Numbered:
         self = super().__new__(cls, text)
         self.order = order
+        self.layout = layout
         if len(order) > 1:
             self.pick = operator.itemgetter(*order)
         else:
             self.pick = lambda values: tuple(values[name] for name in order)
         return self
+
+
+def by_rows(
+    sql: str, shared: dict[str, Any], names: tuple[str, ...], rows: Sequence[Sequence[Any]]
+) -> Mapping[str, Any] | Sequence[Any]:
+    """The parameters of a statement of rows (``(...)*``): `shared`, the values the rows
+    share, and `rows`, each row's own values in the order of `names`; as positional values
+    built straight from the rows where the text's numbers allow (the shared values first,
+    then row after row), else by name."""
+    if isinstance(sql, Numbered) and sql.layout is not None and sql.layout[1] == names:
+        head = tuple(shared[name] for name in sql.layout[0])
+        return (*head, *itertools.chain.from_iterable(rows))
+    values = each(names, rows)
+    values.update(shared)
+    return positional(sql, values)
+
+
+def _row_layout(
+    source: str, order: tuple[str, ...], n: int
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The layout `Numbered.layout` speaks of, where `order` has it."""
+    group = _GROUP.search(source)
+    if group is None or n < 1:
+        return None
+    own = tuple(m.group(1) for m in _PARAM.finditer(group.group(1)) if m.group(2))
+    shared = order[: len(order) - len(own) * n]
+    if order[len(shared) :] != _rowed(own, n) or any(name in own for name in shared):
+        return None
+    return shared, own
 
 
 def positional(
