@@ -11,6 +11,7 @@ import pytest
 
 from conveyor import Client
 from conveyor.backends.sql import schema
+from conveyor.backends.sql import statement as statement_module
 from conveyor.backends.sql.rows import MessageRow
 from conveyor.backends.sql.statement import (
     MYSQL,
@@ -167,3 +168,12 @@ def test_rows_bind_straight_from_their_values() -> None:
     text = compiler(SQLITE)(mixed, 0, 2)  # numbered b_0, a, b_1
     assert isinstance(text, Numbered) and text.layout is None
     assert by_rows(text, {"a": 1}, ("b",), [(2,), (4,)]) == (2, 1, 4)
+
+
+def test_a_compiler_keeps_a_bounded_number_of_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(statement_module, "KEEP", 3)
+    c = compiler(SQLITE)
+    listed = Statement("l", "A list.", "SELECT 1 FROM {queues} WHERE id IN (:ids*)")
+    texts = [c(listed, 0, n) for n in range(1, 8)]
+    assert len(c._done) <= 3
+    assert texts[6] == c(listed, 0, 7) and texts[6].count("?") == 7

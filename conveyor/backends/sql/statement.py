@@ -151,8 +151,8 @@ class Compiler:
         key = (statement, qid, n)
         text = self._done.get(key)
         if text is None:
-            if len(self._done) >= KEEP:  # the oldest goes: a bound for many queues and sizes
-                del self._done[next(iter(self._done))]
+            if len(self._done) >= KEEP:  # a bound for many queues and sizes; clear() is
+                self._done.clear()  # one step, safe while other threads read and write it
             text = self._done[key] = self.compile(statement, qid, n)
         return text
 
