@@ -10,7 +10,14 @@ conditions that keep a statement to its rows: ``{scope}`` (for a walk of the que
 ``{key}``, the delivery order ``{order}``, a message row's columns ``{columns}`` (as
 `rows.MessageRow` reads them) and its priority ``{priority}``; ``{after}``, the rows
 after a place in delivery order (parameters `Dialect.after_values`); ``{for_update}``
-and ``{skip_locked}``, row locks where the database has them (empty in SQLite).
+and ``{skip_locked}``, row locks where the database has them (empty in SQLite). SQLite
+adds its per-queue indexes (``{fresh_index}``, ``{held_index}``, ``{by_id_index}``,
+``{by_deadline_index}``), PostgreSQL a deep queue's two indexes and its ``{channel}``,
+MySQL the ``{messages_held_index}`` its deep claims force.
+
+Sections run from what every store runs to what one database runs alone; a statement a
+database words its own way carries that text beside the common one (`Statement.mysql`).
+The schema's versions are in `schema.py`.
 """
 
 from __future__ import annotations
