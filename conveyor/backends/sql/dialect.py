@@ -32,7 +32,7 @@ from .connections import CursorExec, E
 from .inflight import claim_values
 from .rows import Fields, Row, claimed
 from .schema import SERVER_MIGRATIONS, ServerTypes, Step
-from .statement import SQLITE, Compiler, Style, each, spread
+from .statement import SQLITE, Compiler, Style, by_rows, spread
 from .statements import (
     ANY_READY,
     CLAIM_KEYS,
@@ -167,11 +167,11 @@ class Dialect(ABC, Generic[E]):
             )
         return words
 
-    after_words = ""  # the condition selecting rows after a place (`after_values`)
+    after_words: str  # the condition selecting rows after a place (`after_values`)
 
+    @abstractmethod
     def after_values(self, after: int) -> dict[str, Any]:
         """The parameters of ``{after}`` for rows after place `after` in delivery order."""
-        raise NotImplementedError
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -276,7 +276,7 @@ class Dialect(ABC, Generic[E]):
         found: list[tuple[int, float]] = []
         for i in range(0, len(ids), 1000):
             chunk = ids[i : i + 1000]
-            for key, visible_at in ex.rows(
+            for key, _, visible_at in ex.rows(
                 self.sql(FIND_MANY, qid, len(chunk)), spread("ids", chunk)
             ):
                 found.append((int(key), float(visible_at)))
@@ -350,9 +350,8 @@ class Dialect(ABC, Generic[E]):
         shared = {"qid": qid, "stream": stream, "lease": lease, "token": token}
         for i in range(0, len(rows), 1000):
             chunk = rows[i : i + 1000]
-            values = each(("row_key", "message_id"), chunk)
-            values.update(shared)
-            ex.run(self.sql(RECORD_LEASES, 0, len(chunk)), values)
+            sql = self.sql(RECORD_LEASES, 0, len(chunk))
+            ex.run(sql, by_rows(sql, shared, ("row_key", "message_id"), chunk))
 
     def lease_claim(
         self, ex: E, qid: int, stream: str, lease: int, limit: int, terms: ClaimTerms,

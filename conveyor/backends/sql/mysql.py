@@ -38,8 +38,9 @@ from .dialect import Bare, ServerDialect
 from .inflight import HeadWatch, claim_values
 from .rows import Fields, Row, claimed
 from .schema import ServerTypes
-from .statement import MYSQL, Statement, Style, each, spread
+from .statement import MYSQL, Statement, Style, by_rows, spread
 from .statements import (
+    FIND_MANY,
     MARIADB_DELETE_HELD,
     MYSQL_BARE_ROWS,
     MYSQL_CLAIM_PICK,
@@ -53,7 +54,6 @@ from .statements import (
     MYSQL_NEW_MOVED_ROW,
     MYSQL_NEW_SENT_ROW,
     MYSQL_NEW_SENT_ROWS,
-    MYSQL_OF_IDS,
     MYSQL_READ_ONLY,
     MYSQL_SENT_ROWS,
     MYSQL_UNLOCK_SCHEMA,
@@ -333,9 +333,8 @@ class MySQLDialect(ServerDialect):
     ) -> None:
         """One multi-row INSERT of rows as sent (`statement`: MYSQL_SENT_ROWS or
         MYSQL_NEW_SENT_ROWS)."""
-        values = each(_SENT, [self.send_row(row) for row in rows])
-        values["qid"] = qid
-        ex.run(self.sql(statement, qid, len(rows)), values)
+        sql = self.sql(statement, qid, len(rows))
+        ex.run(sql, by_rows(sql, {"qid": qid}, _SENT, [self.send_row(row) for row in rows]))
 
     def _insert_all(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> None:
         """One multi-row INSERT of rows none of whose ids can be present."""
@@ -354,9 +353,16 @@ class MySQLDialect(ServerDialect):
             return ids
         # the driver escapes each value once (it quotes parameters into the statement in
         # Python), so what the rows share is escaped once, not per row
-        values = each(_ID_BODY, list(zip(ids, bare.bodies, strict=True)))
-        values.update(qid=qid, nprio=-bare.priority, now=bare.now, visible_at=bare.visible_at)
-        ex.cur.execute(self.sql(MYSQL_BARE_ROWS, qid, len(ids)), values)
+        shared = {
+            "qid": qid,
+            "nprio": -bare.priority,
+            "now": bare.now,
+            "visible_at": bare.visible_at,
+        }
+        sql = self.sql(MYSQL_BARE_ROWS, qid, len(ids))
+        ex.cur.execute(
+            sql, by_rows(sql, shared, _ID_BODY, list(zip(ids, bare.bodies, strict=True)))
+        )
         return ids
 
     def insert(
@@ -404,7 +410,7 @@ class MySQLDialect(ServerDialect):
 
     def _with_ids(self, ex: CursorExec, qid: int, ids: Sequence[str]) -> list[Row]:
         """(key, id, visible_at) of the queue's messages with these ids (the id index)."""
-        return ex.rows(self.sql(MYSQL_OF_IDS, qid, len(ids)), spread("ids", ids))
+        return ex.rows(self.sql(FIND_MANY, qid, len(ids)), spread("ids", ids))
 
     def _insert_chosen(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> list[int | None]:
         """Rows with ids chosen by senders (an import), a thousand to a statement: the ids the

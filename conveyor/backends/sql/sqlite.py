@@ -32,18 +32,17 @@ from ...ids import row_id, row_ids, rowid_of
 from ...urls import check_options
 from ..base import WouldBlock
 from ..rules import BAND, ClaimTerms, band
-from .connections import Params
 from .dialect import Bare, Dialect, NotAllHeld
 from .inflight import claim_values
 from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
-from .sqlite_connections import SQLiteConnections, SQLiteExec
-from .statement import Numbered, by_rows, positional, spread
+from .sqlite_connections import SQLiteConnections, SQLiteExec, execute
+from .statement import by_rows, spread
 from .statements import (
+    ANY_READY,
     SQLITE_ALL_COLUMNS,
     SQLITE_ANY_FRESH,
     SQLITE_ANY_HELD,
-    SQLITE_ANY_READY,
     SQLITE_AT_HOME,
     SQLITE_AT_ROWIDS,
     SQLITE_BARE_ROWS,
@@ -189,10 +188,10 @@ class SQLiteDialect(Dialect[SQLiteExec]):
 
     def create_queue(self, ex: SQLiteExec, qid: int) -> None:
         for statement in SQLITE_CREATE_QUEUE:
-            _run(ex.conn, self.sql(statement, qid))
+            execute(ex.conn, self.sql(statement, qid))
 
     def drop_queue(self, ex: SQLiteExec, qid: int) -> None:
-        _run(ex.conn, self.sql(SQLITE_DROP_QUEUE, qid))
+        execute(ex.conn, self.sql(SQLITE_DROP_QUEUE, qid))
 
     def dropped(self, exc: BaseException) -> bool:
         cause = exc.__cause__
@@ -206,7 +205,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     def _last_rowid(self, conn: sqlite3.Connection, qid: int, priority: int) -> int:
         """The highest rowid in a priority's band (or the band's base when it is empty)."""
         base = band(priority)
-        (last,) = _run(
+        (last,) = execute(
             conn, self.sql(SQLITE_LAST_ROWID, qid), {"low": base, "high": base + BAND - 1}
         ).fetchone()
         return base if last is None else int(last)
@@ -280,7 +279,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
                     row.error,
                 )
                 moved = dict(zip(SQLITE_ALL_COLUMNS, (*values, *received), strict=True))
-                _run(conn, self.sql(SQLITE_MOVED_ROW, qid), moved)
+                execute(conn, self.sql(SQLITE_MOVED_ROW, qid), moved)
             out.append((rowid, message_id))
         for i in range(0, len(pending), BARE_ROWS):
             part = pending[i : i + BARE_ROWS]
@@ -308,7 +307,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         keys = list(made)
         for i in range(0, len(keys), LOOKUP_ROWS):
             rowids = keys[i : i + LOOKUP_ROWS]
-            for rowid, message_id, visible_at in _run(
+            for rowid, message_id, visible_at in execute(
                 conn, self.sql(SQLITE_AT_ROWIDS, qid, len(rowids)), spread("rowids", rowids)
             ):
                 if made.get(rowid) == message_id:
@@ -318,7 +317,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         others += [m for m in made.values() if m not in at_home]
         for i in range(0, len(others), LOOKUP_ROWS):
             part = others[i : i + LOOKUP_ROWS]
-            for rowid, message_id, visible_at in _run(
+            for rowid, message_id, visible_at in execute(
                 conn, self.sql(SQLITE_OF_IDS, qid, len(part)), spread("ids", part)
             ):
                 found.append((int(rowid), message_id, float(visible_at)))
@@ -352,12 +351,12 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         rowid = rowid_of(message_id)
         if (
             rowid is not None
-            and _run(
+            and execute(
                 conn, self.sql(SQLITE_AT_HOME, qid), {"rowid": rowid, "id": message_id}
             ).fetchone()
         ):
             return rowid
-        for (key,) in _run(conn, self.sql(SQLITE_INDEXED_ID, qid), {"id": message_id}):
+        for (key,) in execute(conn, self.sql(SQLITE_INDEXED_ID, qid), {"id": message_id}):
             return int(key)
         return None
 
@@ -371,13 +370,13 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         if qid in self.held_indexed:
             try:
                 return any(
-                    _run(ex.conn, self.sql(statement, qid), values).fetchone() is not None
+                    execute(ex.conn, self.sql(statement, qid), values).fetchone() is not None
                     for statement in (SQLITE_ANY_FRESH, SQLITE_ANY_HELD)
                 )
             except sqlite3.OperationalError as exc:
                 self._lost_held_index(qid, exc)
         with _Steps(ex.conn, self.held_index_after) as steps:
-            found = _run(ex.conn, self.sql(SQLITE_ANY_READY, qid), values).fetchone()
+            found = execute(ex.conn, self.sql(ANY_READY, qid), values).fetchone()
         if steps.many and found is None:
             # the head is deep in messages in flight: say "maybe", so that a claim comes
             # and indexes them (claim_ready)
@@ -397,8 +396,8 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         return self._held_or_plain(
             ex,
             qid,
-            lambda: _run(ex.conn, self.sql(SQLITE_CLAIM_INDEXED, qid), values).fetchall(),
-            lambda: _run(ex.conn, self.sql(SQLITE_CLAIM_READY, qid), values).fetchall(),
+            lambda: execute(ex.conn, self.sql(SQLITE_CLAIM_INDEXED, qid), values).fetchall(),
+            lambda: execute(ex.conn, self.sql(SQLITE_CLAIM_READY, qid), values).fetchall(),
         )
 
     def walk_visible(
@@ -408,7 +407,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         return self._held_or_plain(
             ex,
             qid,
-            lambda: _run(
+            lambda: execute(
                 ex.conn,
                 self.sql(SQLITE_WALK_INDEXED, qid),
                 {"now": now, "after": after, "page": page},
@@ -454,7 +453,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         """Index a queue's rows by whether they were ever received or delayed (in this
         transaction; kept until the queue is deleted)."""
         for statement in SQLITE_INDEX_HELD:
-            _run(ex.conn, self.sql(statement, qid))
+            execute(ex.conn, self.sql(statement, qid))
         self.held_indexed.add(qid)
         self.held_wanted.discard(qid)
 
@@ -469,7 +468,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     ) -> list[Row]:
         values = claim_values(terms, token)
         values.update(spread("keys", keys))
-        return _run(ex.conn, self.sql(SQLITE_CLAIM_KEYS, qid, len(keys)), values).fetchall()
+        return execute(ex.conn, self.sql(SQLITE_CLAIM_KEYS, qid, len(keys)), values).fetchall()
 
     def delete_held(
         self, ex: SQLiteExec, qid: int, token: str, keys: Sequence[int], exact: bool
@@ -479,11 +478,11 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         if not exact:
             # counting is cheaper than returning each row; anything short of every row
             # rolls the call back, to be run again exactly
-            deleted = _run(ex.conn, self.sql(SQLITE_DELETE_HELD, qid, len(keys)), values)
+            deleted = execute(ex.conn, self.sql(SQLITE_DELETE_HELD, qid, len(keys)), values)
             if deleted.rowcount != len(keys):
                 raise NotAllHeld(self.messages(qid))
             return keys
-        rows = _run(ex.conn, self.sql(SQLITE_DELETE_HELD_RETURNING, qid, len(keys)), values)
+        rows = execute(ex.conn, self.sql(SQLITE_DELETE_HELD_RETURNING, qid, len(keys)), values)
         return [rowid for (rowid,) in rows.fetchall()]
 
     # -- bulk -----------------------------------------------------------------------------
@@ -499,10 +498,10 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         values["limit"] = limit
         keys = [
             rowid
-            for (rowid,) in _run(ex.conn, self.sql(SQLITE_LEASE_CLAIM, qid), values).fetchall()
+            for (rowid,) in execute(ex.conn, self.sql(SQLITE_LEASE_CLAIM, qid), values).fetchall()
         ]
         if keys:
-            _run(
+            execute(
                 ex.conn,
                 self.sql(SQLITE_RECORD_LEASE, qid),
                 {
@@ -515,13 +514,6 @@ class SQLiteDialect(Dialect[SQLiteExec]):
                 },
             )
         return len(keys)
-
-
-def _run(conn: sqlite3.Connection, sql: str, values: Params = ()) -> sqlite3.Cursor:
-    """Run a compiled statement, its named values bound by position (`positional`)."""
-    if type(values) is dict and type(sql) is Numbered:  # the common case, without a call
-        return conn.execute(sql, sql.pick(values))
-    return conn.execute(sql, positional(sql, values))
 
 
 def _id(stored: tuple[int, str] | None) -> str | None:

@@ -97,6 +97,13 @@ def failure(what: str, exc: sqlite3.Error) -> StoreUnavailable:
     return StoreUnavailable(f"{what}: {exc}" + (f" ({advice})" if advice else ""))
 
 
+def execute(conn: sqlite3.Connection, sql: str, params: Params = ()) -> sqlite3.Cursor:
+    """Run a statement, a compiled one's named values bound by position (`positional`)."""
+    if type(params) is dict and type(sql) is Numbered:  # the common case, without a call
+        return conn.execute(sql, sql.pick(params))
+    return conn.execute(sql, positional(sql, params))
+
+
 class SQLiteExec(Exec):
     """An `Exec` on a sqlite3 connection: named values bound by position (`positional`)."""
 
@@ -106,14 +113,10 @@ class SQLiteExec(Exec):
         self.conn = conn
 
     def rows(self, sql: str, params: Params = ()) -> list[Row]:
-        if type(params) is dict and type(sql) is Numbered:  # the common case, without a call
-            return self.conn.execute(sql, sql.pick(params)).fetchall()
-        return self.conn.execute(sql, positional(sql, params)).fetchall()
+        return execute(self.conn, sql, params).fetchall()
 
     def run(self, sql: str, params: Params = ()) -> int:
-        if type(params) is dict and type(sql) is Numbered:
-            return self.conn.execute(sql, sql.pick(params)).rowcount
-        return self.conn.execute(sql, positional(sql, params)).rowcount
+        return execute(self.conn, sql, params).rowcount
 
     def run_many(self, sql: str, rows: Sequence[Params]) -> None:
         self.conn.executemany(sql, [positional(sql, row) for row in rows])

@@ -182,8 +182,8 @@ DELETE_KEYS = Statement(
 )
 FIND_MANY = Statement(
     "find_many",
-    "The key and visible time of a queue's messages with these ids.",
-    "SELECT {key}, visible_at FROM {messages} WHERE {id_scope} AND id IN (:ids*)",
+    "The key, id and visible time of a queue's messages with these ids (the id index).",
+    "SELECT {key}, id, visible_at FROM {messages} WHERE {id_scope} AND id IN (:ids*)",
 )
 CHANGE_VISIBILITY = Statement(
     "change_visibility",
@@ -577,11 +577,6 @@ SQLITE_INDEXED_ID = Statement(
     "The rowid of the indexed row with an id.",
     "SELECT rowid FROM {messages} WHERE indexed AND id = :id",
 )
-SQLITE_ANY_READY = Statement(
-    "sqlite_any_ready",
-    "Whether a queue has a message visible now.",
-    "SELECT 1 FROM {messages} WHERE visible_at <= :now LIMIT 1",
-)
 SQLITE_ANY_FRESH = Statement(
     "sqlite_any_fresh",
     "Whether an indexed queue has a fresh message visible now.",
@@ -947,11 +942,6 @@ MYSQL_NEW_MOVED_ROW = Statement(
     "A row moved from elsewhere (its receives and history kept), inserted unless the queue"
     " holds its id.",
     f"INSERT IGNORE INTO {{messages}} ({', '.join(SERVER_ALL_COLUMNS)}) VALUES {_ONE_MOVED}",
-)
-MYSQL_OF_IDS = Statement(
-    "mysql_of_ids",
-    "The key, id and visible time of a queue's messages with these ids (the id index).",
-    "SELECT seq, id, visible_at FROM {messages} WHERE {id_scope} AND id IN (:ids*)",
 )
 MYSQL_CLAIM_PICK = Statement(
     "mysql_claim_pick",
