@@ -258,6 +258,12 @@ class OutcomeUnknown(StoreUnavailable):
         )
 
 
+class StagedWritesLost(StoreUnavailable):
+    """A job's publish found less in the store than its tasks staged (a database restart
+    empties an unlogged staging table; a stage left a day is taken for a dead job's and
+    cleared). Nothing was published: run the job again."""
+
+
 class SnsError(ConveyorError):
     """An error of the SNS API, with SNS's own code and status (its codes are not SQS's:
     `InvalidParameter`, `NotFound`, `AuthorizationError`, ...)."""

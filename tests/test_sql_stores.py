@@ -107,7 +107,7 @@ def test_upgrade_from_an_older_schema(kind: str, urls: list[str]) -> None:
 
     def downgrade(cur: Any) -> None:
         p = old.dialect.prefix
-        for table in ("listeners", "leases", "streams", "stages", "sinks"):
+        for table in ("listeners", "leases", "streams", "stages", "sinks", "staging"):
             cur.execute(f"DROP TABLE {p}{table}")
         cur.execute(f"ALTER TABLE {p}topics DROP COLUMN settings")
         cur.execute(f"ALTER TABLE {p}subscriptions DROP COLUMN attributes")

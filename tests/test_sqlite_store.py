@@ -85,7 +85,7 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
         client.create_queue("a")
         client.create_queue("b").send("kept")
     # make it a file of version 4: queue ids without AUTOINCREMENT, the columns' old names,
-    # and topics without settings
+    # topics without settings, stages without their count
     conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
     conn.executescript(
         f"""
@@ -99,6 +99,7 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
         ALTER TABLE consumers RENAME COLUMN queue_name TO queue;
         ALTER TABLE topics DROP COLUMN settings;
         ALTER TABLE subscriptions DROP COLUMN attributes;
+        ALTER TABLE stages DROP COLUMN staged;
         PRAGMA user_version = 4;
         """
     )

@@ -540,10 +540,13 @@ class Pipeline(ABC):
         self, queue: str, sink: str, batch: int, part: int, attempt: int,
         messages: Sequence[NewMessage],
     ) -> int:  # fmt: skip
-        """Insert messages hidden under (sink, batch, part, attempt); how many were staged.
+        """Stage messages, hidden, under (sink, batch, part, attempt); how many were staged.
+        Staging no messages records the attempt's stage all the same (publishing asks for
+        every stage it is told of).
 
-        A message whose id the queue holds already is skipped, unless an earlier attempt of
-        this sink's batch staged it: then this attempt takes it over.
+        A message whose id the queue holds is skipped, when it is staged or (on a store that
+        stages aside, PostgreSQL and MySQL) when it is published. A message an earlier
+        attempt of this sink's batch staged is this attempt's, if this attempt is published.
         """
 
     @abstractmethod
@@ -551,8 +554,10 @@ class Pipeline(ABC):
         self, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]]
     ) -> int | None:
         """Make visible what (part, attempt) in `tags` staged for (sink, batch), drop what
-        other attempts staged, and record the batch, in one transaction. None if the batch
-        was published before (nothing changes but the other attempts' rows going)."""
+        other attempts staged, and record the batch, in one transaction; how many messages
+        the queue gained. None if the batch was published before (nothing changes but the
+        other attempts' rows going). Raises StagedWritesLost, publishing nothing, where a
+        stage of `tags` is missing or holds fewer rows than it staged."""
 
     @abstractmethod
     def discard_staged(self, queue: str, sink: str, batch: int) -> int:

@@ -343,6 +343,7 @@ class Staging:
         part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
         queue = self.conn.queue
         count = 0
+        staged = False
         chunk: list[NewMessage] = []
         try:
             for records in iterator:
@@ -352,7 +353,9 @@ class Staging:
                         self.sink, batch, part, attempt, chunk[:STAGE_CHUNK]
                     )
                     del chunk[:STAGE_CHUNK]
-            if chunk:
+                    staged = True
+            if chunk or not staged:
+                # (an empty partition still records its stage: publishing asks for each)
                 count += queue.stage_prepared(self.sink, batch, part, attempt, chunk)
         finally:
             self.conn.close()

@@ -192,6 +192,17 @@ def test_a_failed_task_is_retried_without_duplicates(
     assert len(got) == 4000 and set(got) == {f"m{i}" for i in range(4000)}
 
 
+def test_a_write_with_empty_partitions_publishes_what_the_others_staged(
+    spark: Any, store: str, client: Client
+) -> None:
+    """Tasks of empty partitions record their stage too (publishing asks for every
+    stage the job names, and refuses where one is missing)."""
+    client.create_queue("few")
+    df = spark.createDataFrame([("a",), ("b",)], "body STRING").repartition(4)
+    write(df, store, "few")
+    assert sorted(bodies(client, "few")) == ["a", "b"]
+
+
 DRIVER = """
 import sys, time
 from pyspark.sql import functions as F

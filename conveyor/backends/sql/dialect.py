@@ -44,9 +44,12 @@ from .statements import (
     SERVER_DROP_QUEUE,
     SERVER_FIND,
     SERVER_FIRST_VERSION,
+    SERVER_PUBLISH_STAGING,
     SERVER_SCHEMA_VERSION,
     SERVER_SEND_COLUMNS,
     SERVER_SET_VERSION,
+    SERVER_STAGING_ROWS,
+    STAGING_COLUMNS,
     WALK,
     WALK_LOCKING,
     WALK_VISIBLE,
@@ -56,7 +59,7 @@ from .statements import (
 # the tables every store keeps besides its messages (their names take the prefix)
 TABLES = (
     "queues", "dedup", "archive", "topics", "subscriptions", "consumers", "leases", "streams",
-    "stages", "sinks", "listeners", "schema", "staged", "queues_v5",
+    "stages", "sinks", "listeners", "schema", "staged", "queues_v5", "staging",
 )  # fmt: skip
 # the servers' shared messages table and the indexes the schema names, by what slots call
 # them (their names take the prefix)
@@ -126,6 +129,10 @@ class Dialect(ABC, Generic[E]):
     # the messages a stream's leases hold are deleted by one statement (DELETE_LEASED); else
     # by their claims' tokens, as deletes by receipt
     deletes_leased = False
+    # a job's staged messages wait in a staging table of their own (`stage_aside`) and are
+    # copied into the queue when it publishes; else they wait in the queue's own table,
+    # hidden, and publishing makes them visible (pipeline.py)
+    stages_aside = False
 
     @property
     def single_delete(self) -> bool:
@@ -353,6 +360,17 @@ class Dialect(ABC, Generic[E]):
             sql = self.sql(RECORD_LEASES, 0, len(chunk))
             ex.run(sql, by_rows(sql, shared, ("row_key", "message_id"), chunk))
 
+    def stage_aside(self, ex: E, tag: int, start: int, rows: Sequence[Fields]) -> None:
+        """Write stage `tag`'s rows to the staging table, numbered from `start` (the
+        dialects that stage aside)."""
+        raise NotImplementedError(f"{self.name} stages in the queue's own table")
+
+    def publish_aside(self, ex: E, qid: int, tags: Sequence[int], now: float) -> int:
+        """Copy the rows of stages `tags` from the staging table into queue `qid` as sent at
+        `now`, skipping ids the queue holds; how many it gained (the dialects that stage
+        aside)."""
+        raise NotImplementedError(f"{self.name} stages in the queue's own table")
+
     def lease_claim(
         self, ex: E, qid: int, stream: str, lease: int, limit: int, terms: ClaimTerms,
         token: str,
@@ -374,6 +392,9 @@ class ServerDialect(Dialect[CursorExec]):
     skip_locked = " FOR UPDATE SKIP LOCKED"
     # the columns a send writes, as `send_values` orders them
     send_columns = ", ".join(SERVER_SEND_COLUMNS)
+    # an UPDATE of every staged row would leave a dead version of each (PostgreSQL) or undo
+    # for each (InnoDB) in the one transaction that publishes, while the job's tasks idle
+    stages_aside = True
 
     def __init__(self, prefix: str) -> None:
         self.prefix = check_prefix(prefix)
@@ -424,6 +445,17 @@ class ServerDialect(Dialect[CursorExec]):
             return None
         (seq,) = found
         return int(seq)
+
+    def stage_aside(self, ex: CursorExec, tag: int, start: int, rows: Sequence[Fields]) -> None:
+        sql = self.sql(SERVER_STAGING_ROWS, 0, len(rows))
+        shared = {"tag": tag, "start": start}
+        ex.run(sql, by_rows(sql, shared, STAGING_COLUMNS[2:], [self.send_row(r) for r in rows]))
+
+    def publish_aside(self, ex: CursorExec, qid: int, tags: Sequence[int], now: float) -> int:
+        if not tags:
+            return 0
+        values = {"qid": qid, "now": now, **spread("tags", tags)}
+        return ex.run(self.sql(SERVER_PUBLISH_STAGING, qid, len(tags)), values)
 
     @staticmethod
     def send_values(qid: int, row: Fields) -> tuple[Any, ...]:

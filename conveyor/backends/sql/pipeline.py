@@ -5,10 +5,14 @@ holds.
 - leases are rows of ``leases`` (queue, stream, lease number, row key, message id, claim
   token), written as messages are claimed; acknowledging deletes the rows that still carry
   their lease's token, then the lease rows, and records the stream's position;
-- staged writes insert messages with `visible_at` at HIDDEN + a tag: one ``stages`` row per
-  task attempt records the tag and the row-key range the attempt wrote, so publishing is one
-  range UPDATE per batch, not one per row. ``sinks`` records each sink's last published
-  batch.
+- staged writes: one ``stages`` row per task attempt records its tag and how many rows it
+  staged. PostgreSQL and MySQL write the rows to the ``staging`` table (unlogged on
+  PostgreSQL) and publish a batch with one INSERT ... SELECT into the queue, so every row is
+  written to the queue once; SQLite inserts them into the queue's own table with
+  `visible_at` at HIDDEN + the tag, the stage recording the row-key range, and publishes
+  with one range UPDATE (no row versions there: an update costs what an insert does, and
+  the ids it makes carry their row). Publishing checks that every stage is there with all
+  its rows, else publishes nothing. ``sinks`` records each sink's last published batch.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...exceptions import InvalidInput
+from ...exceptions import InvalidInput, StagedWritesLost
 from ...models import ArchivedMessage, Delivery, Message, NewMessage
 from ...receipts import claim_token
 from ..base import Bounds, Pipeline
@@ -27,6 +31,7 @@ from .rows import Row, new_fields, row_archived, row_message
 from .statement import Statement, spread
 from .statements import (
     ABANDONED_STAGES,
+    ADD_STAGED,
     ARCHIVE_BOUNDS,
     ARCHIVE_LEASED,
     CREATE_STAGE,
@@ -45,6 +50,8 @@ from .statements import (
     RESTAGE,
     SCAN_ARCHIVE,
     SCAN_MESSAGES,
+    SERVER_COUNT_STAGING,
+    SERVER_DROP_STAGING,
     SET_SINK_BATCH,
     SET_STAGE_RANGE,
     SET_STREAM_POSITION,
@@ -68,13 +75,15 @@ Page = tuple[list[Row], "int | None"]  # rows, and the key to go on after (None:
 
 @dataclass(frozen=True)
 class Stage:
-    """One task attempt's staged messages: visible_at HIDDEN + tag, row keys low..high."""
+    """One task attempt's staged messages: `staged` of them, tagged `tag` (in the queue's
+    own table: visible_at HIDDEN + tag, row keys low..high)."""
 
     tag: int
     part: int
     attempt: int
     low: int | None
     high: int | None
+    staged: int
 
 
 class SQLPipeline(Pipeline):
@@ -329,6 +338,13 @@ class SQLPipeline(Pipeline):
                 new_fields(m, i, None, now, False, hidden)
                 for m, i in zip(messages, ids, strict=True)
             ]
+            if d.stages_aside:
+                if rows:
+                    d.stage_aside(ex, mine.tag, mine.staged, rows)
+                    ex.run(d.sql(ADD_STAGED), {"n": len(rows), "tag": mine.tag})
+                return len(rows)
+            if not rows:
+                return 0
             stored = d.insert_keyed(ex, qid, rows, all(mine_ids))
             keys = [k for k in stored if k is not None]
             present = [row.id for row, k in zip(rows, stored, strict=True) if k is None]
@@ -361,8 +377,8 @@ class SQLPipeline(Pipeline):
     def _stage_rows(self, ex: Exec, statement: Statement, values: dict[str, Any]) -> list[Stage]:
         rows = ex.rows(self.d.sql(statement), values)
         return [
-            Stage(int(tag), int(part), int(attempt), _int(low), _int(high))
-            for tag, part, attempt, low, high in rows
+            Stage(int(tag), int(part), int(attempt), _int(low), _int(high), int(staged))
+            for tag, part, attempt, low, high, staged in rows
         ]
 
     def _staged(
@@ -395,7 +411,11 @@ class SQLPipeline(Pipeline):
             published: int | None = None
             if _first(done, -1) < batch:
                 wanted = [s for s in stages if (s.part, s.attempt) in set(tags)]
-                published = self._staged(ex, PUBLISH_STAGED, qid, wanted, now=now)
+                self._check_staged(ex, queue, sink, batch, tags, wanted)
+                if d.stages_aside:
+                    published = d.publish_aside(ex, qid, [s.tag for s in wanted], now)
+                else:
+                    published = self._staged(ex, PUBLISH_STAGED, qid, wanted, now=now)
                 ex.run(
                     d.sql(SET_SINK_BATCH), {"qid": qid, "sink": sink, "batch": batch, "now": now}
                 )
@@ -412,6 +432,39 @@ class SQLPipeline(Pipeline):
         if published:
             store.notify(queue)
         return published
+
+    def _check_staged(
+        self, ex: Exec, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]],
+        wanted: Sequence[Stage],
+    ) -> None:  # fmt: skip
+        """Refuse to publish unless every (part, attempt) of `tags` has its stage, holding
+        every row it staged."""
+        missing = sorted(set(tags) - {(s.part, s.attempt) for s in wanted})
+        held = self._aside(ex, SERVER_COUNT_STAGING, 0, wanted, rows=True)
+        if self.d.stages_aside and held != sum(s.staged for s in wanted):
+            missing.append((-1, -1))
+        if missing:
+            raise StagedWritesLost(
+                f"what the tasks of {sink!r} (batch {batch}) staged for queue {queue!r} is not"
+                " all in the store (the database restarted, emptying its staging table, or the"
+                f" job ran longer than {STAGE_HOURS} hours and its stages were taken for a"
+                " dead job's): nothing was published; run the job again"
+            )
+
+    def _aside(
+        self, ex: Exec, statement: Statement, qid: int, stages: Sequence[Stage], *,
+        rows: bool = False, **more: Any,
+    ) -> int:  # fmt: skip
+        """Run `statement` on the stages' rows in the staging table: how many rows it
+        changed, or with `rows` the one number it returns (0 where no stage or no staging
+        table)."""
+        if not stages or not self.d.stages_aside:
+            return 0
+        sql = self.d.sql(statement, qid, len(stages))
+        values = {**spread("tags", [s.tag for s in stages]), **more}
+        if qid:
+            values["qid"] = qid
+        return _first(ex.one(sql, values), 0) if rows else ex.run(sql, values)
 
     def discard_staged(self, queue: str, sink: str, batch: int) -> int:
         def run(ex: Exec) -> int:
@@ -438,7 +491,9 @@ class SQLPipeline(Pipeline):
         """Delete the stages' messages still hidden, and the stages; how many messages went."""
         if not stages:
             return 0
-        gone = self._staged(ex, DROP_STAGED, qid, stages)
+        gone = self._staged(ex, DROP_STAGED, qid, stages) + self._aside(
+            ex, SERVER_DROP_STAGING, 0, stages
+        )
         tags = [s.tag for s in stages]
         ex.run(self.d.sql(DROP_STAGES, 0, len(tags)), spread("tags", tags))
         return gone

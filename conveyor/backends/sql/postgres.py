@@ -43,7 +43,7 @@ from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
 from .pg_inflight import HeldIndexes
 from .rows import Fields, Row
 from .schema import ServerTypes
-from .statement import Compiler, Statement, Style, each, postgres_style
+from .statement import Compiler, Statement, Style, each, postgres_style, spread
 from .statements import (
     POSTGRES_ANY_LISTENER,
     POSTGRES_ARRAY_ROWS,
@@ -51,6 +51,7 @@ from .statements import (
     POSTGRES_CLAIM_KEYS,
     POSTGRES_CLAIM_READY,
     POSTGRES_COPY_ROWS,
+    POSTGRES_COPY_STAGING,
     POSTGRES_DEEP_CLAIM,
     POSTGRES_DEEP_WALK,
     POSTGRES_DEEP_WALK_LOCKING,
@@ -67,6 +68,7 @@ from .statements import (
     POSTGRES_NEW_SENT_ROW,
     POSTGRES_NOTIFY,
     POSTGRES_PLAIN_ROWS,
+    POSTGRES_PUBLISH_PLAIN,
     POSTGRES_RESERVE_SEQS,
     RECORD_LEASES,
 )
@@ -85,6 +87,9 @@ TYPES = ServerTypes(
     message_options=" WITH (fillfactor = 70)",
     partial_where=" WHERE deadline IS NOT NULL",
     long_key='VARCHAR(512) COLLATE "C"',
+    # the staging table: no WAL for what a job stages (a crash empties it, and publishing
+    # then refuses: pipeline.py)
+    unlogged="UNLOGGED ",
 )
 
 # A queue's statistics are always stale (it empties and fills faster than ANALYZE runs),
@@ -483,6 +488,22 @@ class PostgresDialect(ServerDialect):
             }
             return [stored.pop(row.id, None) for row in rows]
         return list(self._copy_rows(ex, qid, rows))
+
+    def stage_aside(self, ex: CursorExec, tag: int, start: int, rows: Sequence[Fields]) -> None:
+        """One binary COPY into the (unlogged) staging table."""
+        with ex.cur.copy(self.sql(POSTGRES_COPY_STAGING)) as cp:
+            cp.set_types(_COPY_TYPES)  # (tag, number) as (seq, queue id): two int8s
+            for i, row in enumerate(rows, start):
+                cp.write_row((tag, i, *self.send_row(row)))
+
+    def publish_aside(self, ex: CursorExec, qid: int, tags: Sequence[int], now: float) -> int:
+        """A plain INSERT in a savepoint first (an import seldom meets an id the queue
+        holds); where it does, the statement that skips them."""
+        if tags:
+            values = {"qid": qid, "now": now, **spread("tags", tags)}
+            with suppress(psycopg.errors.UniqueViolation), ex.cur.connection.transaction():
+                return ex.run(self.sql(POSTGRES_PUBLISH_PLAIN, qid, len(tags)), values)
+        return super().publish_aside(ex, qid, tags, now)
 
     def _copy_rows(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> list[int]:
         """Insert rows with seqs reserved up front by one binary COPY (several times an

@@ -57,6 +57,8 @@ class ServerTypes:
     message_options: str = ""  # extra storage options of the messages table
     partial_where: str = ""  # how an index covers only rows with a deadline, where possible
     long_key: str = "VARCHAR(512)"  # topic names: 256 characters and a region:account: prefix
+    # how a table whose rows a crash may lose is made (``UNLOGGED `` on PostgreSQL)
+    unlogged: str = ""
 
 
 # -- both: the pipeline's tables (pipeline.py) ------------------------------------------------
@@ -169,6 +171,33 @@ CREATE_STAGES = Statement(
         created_at REAL NOT NULL,
         UNIQUE (queue_id, sink, batch, part, attempt)
     )""",
+)
+ADD_STAGE_COUNT = Statement(
+    "add_stage_count",
+    "How many rows each stage has staged (its count of staging rows).",
+    "ALTER TABLE {stages} ADD COLUMN staged BIGINT NOT NULL DEFAULT 0",
+)
+# PostgreSQL and MySQL stage a job's messages beside the queue and publish them with one
+# INSERT ... SELECT (pipeline.py); unlogged where the database can: a crash empties it, and
+# publishing finds the rows short of the stages' counts and refuses
+CREATE_STAGING = Statement(
+    "create_staging",
+    "The table of messages staged by jobs' tasks until their job publishes them.",
+    """CREATE {unlogged}TABLE {staging} (
+        tag BIGINT NOT NULL,
+        ord BIGINT NOT NULL,
+        nprio INTEGER NOT NULL,
+        id {message_id} NOT NULL,
+        body {blob} NOT NULL,
+        attributes TEXT,
+        group_id {message_id},
+        dedup_id {message_id},
+        deadline {double},
+        sent_at {double} NOT NULL,
+        visible_at {double} NOT NULL,
+        compressed SMALLINT NOT NULL,
+        PRIMARY KEY (tag, ord)
+    ){table_options}""",
 )
 DROP_STAGED = Statement(
     "drop_staged_table",
@@ -326,6 +355,8 @@ SQLITE_MIGRATIONS: list[Step] = [
     ),
     # topic settings and subscription attributes (string maps as JSON)
     (ADD_TOPIC_SETTINGS, ADD_SUBSCRIPTION_ATTRIBUTES),
+    # each stage counts its rows (SQLite keeps staging in the queue's own table)
+    (ADD_STAGE_COUNT,),
 ]
 
 
@@ -366,6 +397,14 @@ HELD_INDEX = Statement(
     "ALTER TABLE {messages_table} ADD COLUMN held_at {double} AS"
     f" (IF({HELD}, visible_at, NULL)) VIRTUAL,"
     " ADD INDEX {messages_held_index} (queue_id, held_at, nprio, seq)",
+)
+
+# messages staged in the messages table (hidden at visible_at >= 1e15), which a new way of
+# staging leaves its jobs unable to publish
+SERVER_DROP_HIDDEN = Statement(
+    "server_drop_staged_rows",
+    "Messages staged in the messages table, deleted.",
+    "DELETE FROM {messages_table} WHERE visible_at >= 1e15",
 )
 
 SERVER_MIGRATIONS: list[Step] = [
@@ -509,11 +548,7 @@ SERVER_MIGRATIONS: list[Step] = [
     # staged writes tag messages by visible_at, one stages row per task attempt; what was
     # staged the old way is dropped (its job can no longer publish it)
     (
-        Statement(
-            "server_drop_staged_rows",
-            "Messages staged the old way, deleted.",
-            "DELETE FROM {messages_table} WHERE visible_at >= 1e15",
-        ),
+        SERVER_DROP_HIDDEN,
         DROP_STAGED,
         CREATE_STAGES,
     ),
@@ -537,6 +572,18 @@ SERVER_MIGRATIONS: list[Step] = [
         ),
     ),
     _mysql_only([HELD_INDEX]),
+    # staged messages wait in a table of their own, counted by their stage; what was staged
+    # in the messages table is dropped (its job can no longer publish it)
+    (
+        SERVER_DROP_HIDDEN,
+        Statement(
+            "server_drop_old_stages",
+            "The stages of those messages.",
+            "DELETE FROM {stages}",
+        ),
+        ADD_STAGE_COUNT,
+        CREATE_STAGING,
+    ),
 ]
 
 

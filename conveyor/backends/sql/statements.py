@@ -768,7 +768,7 @@ CREATE_STAGE = Statement(
     "INSERT INTO {stages} (queue_id, sink, batch, part, attempt, created_at)"
     " VALUES (:qid, :sink, :batch, :part, :attempt, :now)",
 )
-_STAGE = "SELECT tag, part, attempt, low, high FROM {stages} WHERE queue_id = :qid"
+_STAGE = "SELECT tag, part, attempt, low, high, staged FROM {stages} WHERE queue_id = :qid"
 STAGES_OF_BATCH = Statement(
     "stages_of_batch",
     "The stages of a sink's batch.",
@@ -806,6 +806,11 @@ DROP_STAGES = Statement(
     "drop_stages",
     "Stages, by tag, deleted.",
     "DELETE FROM {stages} WHERE tag IN (:tags*)",
+)
+ADD_STAGED = Statement(
+    "add_staged",
+    "A stage's count of the rows it staged, raised.",
+    "UPDATE {stages} SET staged = staged + :n WHERE tag = :tag",
 )
 SINK_BATCH = Statement(
     "sink_batch",
@@ -847,6 +852,45 @@ SERVER_ALL_COLUMNS = (
     "error",
 )  # fmt: skip
 _SEND_INTO = f"INSERT INTO {{messages}} ({', '.join(SERVER_SEND_COLUMNS)})"
+# a staged message's columns in the staging table: the stage's tag, the row's number in it,
+# and what a send writes but the queue (publishing sets it, and the times)
+STAGING_COLUMNS = ("tag", "ord", *SERVER_SEND_COLUMNS[1:])
+SERVER_STAGING_ROWS = Statement(
+    "server_staging_rows",
+    "A stage's messages written to the staging table, numbered from a start.",
+    f"INSERT INTO {{staging}} ({', '.join(STAGING_COLUMNS)}) VALUES (:tag, :start + #,"
+    f" {', '.join(f':{c}*' for c in STAGING_COLUMNS[2:])})*",
+)
+SERVER_COUNT_STAGING = Statement(
+    "server_count_staging",
+    "How many rows stages hold in the staging table.",
+    "SELECT count(*) FROM {staging} WHERE tag IN (:tags*)",
+)
+_PUBLISH_INTO = (
+    f"INTO {{messages}} ({', '.join(SERVER_SEND_COLUMNS)}) SELECT :qid, nprio, id, body,"
+    " attributes, group_id, dedup_id, deadline, :now, :now, compressed FROM {staging}"
+    " WHERE tag IN (:tags*)"
+)
+SERVER_PUBLISH_STAGING = Statement(
+    "server_publish_staging",
+    "Stages' messages copied into the queue as sent now, skipping ids the queue holds (and"
+    " a second row of one id).",
+    f"INSERT {_PUBLISH_INTO} ON CONFLICT DO NOTHING",
+    # in the stages' order (the staging table's primary key: no sort), which also keeps
+    # the statement's effect one order for a statement-based binary log
+    mysql=f"INSERT IGNORE {_PUBLISH_INTO} ORDER BY tag, ord",
+)
+POSTGRES_PUBLISH_PLAIN = Statement(
+    "postgres_publish_plain",
+    "Stages' messages copied into the queue as sent now, failing on an id the queue holds"
+    " (a third cheaper than skipping them, for the imports that hold none).",
+    f"INSERT {_PUBLISH_INTO}",
+)
+SERVER_DROP_STAGING = Statement(
+    "server_drop_staging",
+    "Stages' rows in the staging table, deleted.",
+    "DELETE FROM {staging} WHERE tag IN (:tags*)",
+)
 # one row of a multi-row insert of rows as sent (`ServerDialect.send_row`)
 _SENT_ROW = f"(:qid, {', '.join(f':{c}*' for c in SERVER_SEND_COLUMNS[1:])})*"
 _ONE_SENT = f"(:qid, {', '.join(f':{c}' for c in SERVER_SEND_COLUMNS[1:])})"
@@ -1120,6 +1164,11 @@ POSTGRES_COPY_ROWS = Statement(
     "postgres_copy_rows",
     "Rows as sent with their keys, copied in (binary COPY).",
     f"COPY {{messages}} (seq, {', '.join(SERVER_SEND_COLUMNS)}) FROM STDIN (FORMAT BINARY)",
+)
+POSTGRES_COPY_STAGING = Statement(
+    "postgres_copy_staging",
+    "A stage's messages copied to the staging table (binary COPY).",
+    f"COPY {{staging}} ({', '.join(STAGING_COLUMNS)}) FROM STDIN (FORMAT BINARY)",
 )
 POSTGRES_FIND_MANY = Statement(
     "postgres_find_many",
