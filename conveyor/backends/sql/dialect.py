@@ -40,6 +40,7 @@ from .statements import (
     RECORD_LEASES,
     ROWS_OF_KEYS,
     SERVER_COLUMNS,
+    SERVER_COUNT_STAGING,
     SERVER_CREATE_SCHEMA,
     SERVER_DROP_QUEUE,
     SERVER_FIND,
@@ -365,9 +366,12 @@ class Dialect(ABC, Generic[E]):
         dialects that stage aside)."""
         raise NotImplementedError(f"{self.name} stages in the queue's own table")
 
-    def publish_aside(self, ex: E, qid: int, tags: Sequence[int], now: float) -> int:
+    def publish_aside(
+        self, ex: E, qid: int, tags: Sequence[int], now: float, staged: int
+    ) -> int | None:
         """Copy the rows of stages `tags` from the staging table into queue `qid` as sent at
-        `now`, skipping ids the queue holds; how many it gained (the dialects that stage
+        `now`, skipping ids the queue holds; how many it gained. None, copying nothing, where
+        the stages hold fewer rows than the `staged` they counted (the dialects that stage
         aside)."""
         raise NotImplementedError(f"{self.name} stages in the queue's own table")
 
@@ -451,7 +455,15 @@ class ServerDialect(Dialect[CursorExec]):
         shared = {"tag": tag, "start": start}
         ex.run(sql, by_rows(sql, shared, STAGING_COLUMNS[2:], [self.send_row(r) for r in rows]))
 
-    def publish_aside(self, ex: CursorExec, qid: int, tags: Sequence[int], now: float) -> int:
+    def publish_aside(
+        self, ex: CursorExec, qid: int, tags: Sequence[int], now: float, staged: int
+    ) -> int | None:
+        held = 0
+        if tags:
+            found = ex.one(self.sql(SERVER_COUNT_STAGING, 0, len(tags)), spread("tags", tags))
+            held = int(found[0]) if found else 0
+        if held != staged:
+            return None
         if not tags:
             return 0
         values = {"qid": qid, "now": now, **spread("tags", tags)}

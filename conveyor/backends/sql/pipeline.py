@@ -50,7 +50,6 @@ from .statements import (
     RESTAGE,
     SCAN_ARCHIVE,
     SCAN_MESSAGES,
-    SERVER_COUNT_STAGING,
     SERVER_DROP_STAGING,
     SET_SINK_BATCH,
     SET_STAGE_RANGE,
@@ -411,9 +410,13 @@ class SQLPipeline(Pipeline):
             published: int | None = None
             if _first(done, -1) < batch:
                 wanted = [s for s in stages if (s.part, s.attempt) in set(tags)]
-                self._check_staged(ex, queue, sink, batch, tags, wanted)
+                if set(tags) - {(s.part, s.attempt) for s in wanted}:
+                    raise _lost(queue, sink, batch)  # a stage is missing
                 if d.stages_aside:
-                    published = d.publish_aside(ex, qid, [s.tag for s in wanted], now)
+                    staged = sum(s.staged for s in wanted)
+                    published = d.publish_aside(ex, qid, [s.tag for s in wanted], now, staged)
+                    if published is None:
+                        raise _lost(queue, sink, batch)  # a stage's rows fall short
                 else:
                     published = self._staged(ex, PUBLISH_STAGED, qid, wanted, now=now)
                 ex.run(
@@ -433,38 +436,13 @@ class SQLPipeline(Pipeline):
             store.notify(queue)
         return published
 
-    def _check_staged(
-        self, ex: Exec, queue: str, sink: str, batch: int, tags: Sequence[tuple[int, int]],
-        wanted: Sequence[Stage],
-    ) -> None:  # fmt: skip
-        """Refuse to publish unless every (part, attempt) of `tags` has its stage, holding
-        every row it staged."""
-        missing = sorted(set(tags) - {(s.part, s.attempt) for s in wanted})
-        held = self._aside(ex, SERVER_COUNT_STAGING, 0, wanted, rows=True)
-        if self.d.stages_aside and held != sum(s.staged for s in wanted):
-            missing.append((-1, -1))
-        if missing:
-            raise StagedWritesLost(
-                f"what the tasks of {sink!r} (batch {batch}) staged for queue {queue!r} is not"
-                " all in the store (the database restarted, emptying its staging table, or the"
-                f" job ran longer than {STAGE_HOURS} hours and its stages were taken for a"
-                " dead job's): nothing was published; run the job again"
-            )
-
-    def _aside(
-        self, ex: Exec, statement: Statement, qid: int, stages: Sequence[Stage], *,
-        rows: bool = False, **more: Any,
-    ) -> int:  # fmt: skip
-        """Run `statement` on the stages' rows in the staging table: how many rows it
-        changed, or with `rows` the one number it returns (0 where no stage or no staging
-        table)."""
+    def _drop_aside(self, ex: Exec, stages: Sequence[Stage]) -> int:
+        """Delete the stages' rows in the staging table (where the dialect stages aside);
+        how many went."""
         if not stages or not self.d.stages_aside:
             return 0
-        sql = self.d.sql(statement, qid, len(stages))
-        values = {**spread("tags", [s.tag for s in stages]), **more}
-        if qid:
-            values["qid"] = qid
-        return _first(ex.one(sql, values), 0) if rows else ex.run(sql, values)
+        sql = self.d.sql(SERVER_DROP_STAGING, 0, len(stages))
+        return ex.run(sql, spread("tags", [s.tag for s in stages]))
 
     def discard_staged(self, queue: str, sink: str, batch: int) -> int:
         def run(ex: Exec) -> int:
@@ -491,12 +469,19 @@ class SQLPipeline(Pipeline):
         """Delete the stages' messages still hidden, and the stages; how many messages went."""
         if not stages:
             return 0
-        gone = self._staged(ex, DROP_STAGED, qid, stages) + self._aside(
-            ex, SERVER_DROP_STAGING, 0, stages
-        )
+        gone = self._staged(ex, DROP_STAGED, qid, stages) + self._drop_aside(ex, stages)
         tags = [s.tag for s in stages]
         ex.run(self.d.sql(DROP_STAGES, 0, len(tags)), spread("tags", tags))
         return gone
+
+
+def _lost(queue: str, sink: str, batch: int) -> StagedWritesLost:
+    return StagedWritesLost(
+        f"what the tasks of {sink!r} (batch {batch}) staged for queue {queue!r} is not all in"
+        " the store (the database restarted, emptying its staging table, or the job ran"
+        f" longer than {STAGE_HOURS} hours and its stages were taken for a dead job's):"
+        " nothing was published; run the job again"
+    )
 
 
 def _bounds(row: Row | None) -> Bounds:

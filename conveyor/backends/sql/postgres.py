@@ -90,6 +90,7 @@ TYPES = ServerTypes(
     # the staging table: no WAL for what a job stages (a crash empties it, and publishing
     # then refuses: pipeline.py)
     unlogged="UNLOGGED ",
+    staging_key="",
 )
 
 # A queue's statistics are always stale (it empties and fills faster than ANALYZE runs),
@@ -118,6 +119,10 @@ _COPY_TYPES = [
     "int8", "int8", "int4", "text", "bytea", "text", "text", "text", "float8", "float8", "float8",
     "int2",
 ]  # fmt: skip
+
+
+class _Short(Exception):
+    """The stages held fewer rows than they counted."""
 
 
 def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[CursorExec]:
@@ -496,14 +501,25 @@ class PostgresDialect(ServerDialect):
             for i, row in enumerate(rows, start):
                 cp.write_row((tag, i, *self.send_row(row)))
 
-    def publish_aside(self, ex: CursorExec, qid: int, tags: Sequence[int], now: float) -> int:
+    def publish_aside(
+        self, ex: CursorExec, qid: int, tags: Sequence[int], now: float, staged: int
+    ) -> int | None:
         """A plain INSERT in a savepoint first (an import seldom meets an id the queue
-        holds); where it does, the statement that skips them."""
-        if tags:
-            values = {"qid": qid, "now": now, **spread("tags", tags)}
-            with suppress(psycopg.errors.UniqueViolation), ex.cur.connection.transaction():
-                return ex.run(self.sql(POSTGRES_PUBLISH_PLAIN, qid, len(tags)), values)
-        return super().publish_aside(ex, qid, tags, now)
+        holds), whose count of rows is also the stages' count; where it meets one, the
+        statement that skips them."""
+        if not tags:
+            return super().publish_aside(ex, qid, tags, now, staged)
+        values = {"qid": qid, "now": now, **spread("tags", tags)}
+        try:
+            with ex.cur.connection.transaction():
+                copied = ex.run(self.sql(POSTGRES_PUBLISH_PLAIN, qid, len(tags)), values)
+                if copied != staged:
+                    raise _Short  # (undone with the savepoint)
+                return copied
+        except psycopg.errors.UniqueViolation:
+            return super().publish_aside(ex, qid, tags, now, staged)
+        except _Short:
+            return None
 
     def _copy_rows(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> list[int]:
         """Insert rows with seqs reserved up front by one binary COPY (several times an

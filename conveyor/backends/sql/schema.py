@@ -57,8 +57,12 @@ class ServerTypes:
     message_options: str = ""  # extra storage options of the messages table
     partial_where: str = ""  # how an index covers only rows with a deadline, where possible
     long_key: str = "VARCHAR(512)"  # topic names: 256 characters and a region:account: prefix
-    # how a table whose rows a crash may lose is made (``UNLOGGED `` on PostgreSQL)
+    # the staging table: how a table whose rows a crash may lose is made (``UNLOGGED `` on
+    # PostgreSQL), and its key (InnoDB keeps rows in its order, so publishing reads a
+    # stage's rows in order with no sort; PostgreSQL's heap keeps them in the order written
+    # and publishing reads them all, so it keeps no index up to date as tasks stage)
     unlogged: str = ""
+    staging_key: str = ", PRIMARY KEY (tag, ord)"
 
 
 # -- both: the pipeline's tables (pipeline.py) ------------------------------------------------
@@ -195,8 +199,7 @@ CREATE_STAGING = Statement(
         deadline {double},
         sent_at {double} NOT NULL,
         visible_at {double} NOT NULL,
-        compressed SMALLINT NOT NULL,
-        PRIMARY KEY (tag, ord)
+        compressed SMALLINT NOT NULL{staging_key}
     ){table_options}""",
 )
 DROP_STAGED = Statement(
