@@ -1,7 +1,7 @@
 """A PostgreSQL server (a throwaway one of the test's own) restarts while a server and
 workers run: no acknowledged message is lost, both reconnect by themselves and say so in
 their logs, and clients never see a traceback (at worst a typed 503 while the database is
-down)."""
+down). It crashes between a job's staging and its commit: nothing is published."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conveyor import Client
+from conveyor import Client, SendEntry, StagedWritesLost
 
 from .conftest import unavailable
 from .support import pgserver
@@ -108,3 +108,31 @@ def database_restart(cluster: Cluster, pg: ThrowawayPostgres) -> None:
     worker_logs = "".join(log.read_text() for _, _, log in cluster.workers)
     assert "lost the connection" in worker_logs and "reconnected" in worker_logs, worker_logs
     assert "Traceback" not in worker_logs, worker_logs
+
+
+def test_a_crash_between_staging_and_publishing_publishes_nothing(
+    throwaway_postgres: ThrowawayPostgres,
+) -> None:
+    """PostgreSQL empties an unlogged table as it recovers from a crash: what a job's tasks
+    staged is gone, and the job's commit refuses (StagedWritesLost) rather than publish
+    what is left; the job run again publishes whole."""
+    pg = throwaway_postgres
+    entries = [SendEntry(entry_id="0", body=f"m{i}", id=f"m{i}") for i in range(100)]
+    with Client(pg.url) as client:
+        client.create_queue("imp")
+        pipe = client.pipeline("imp")
+        assert pipe.stage("job:crash", 0, 0, 0, entries[:50]) == 50
+        assert pipe.stage("job:crash", 0, 1, 0, entries[50:]) == 50
+    pg.kill()
+    pg.start()
+    with Client(pg.url) as client:
+        pipe = client.pipeline("imp")
+        with pytest.raises(StagedWritesLost, match="run the job again"):
+            pipe.publish("job:crash", 0, [(0, 0), (1, 0)])
+        q = client.queue("imp")
+        assert q.stats().ready == 0 and q.peek(limit=10) == []
+        # the job again: Spark's new attempts of both tasks
+        assert pipe.stage("job:crash", 0, 0, 1, entries[:50]) == 50
+        assert pipe.stage("job:crash", 0, 1, 1, entries[50:]) == 50
+        assert pipe.publish("job:crash", 0, [(0, 1), (1, 1)]) == 100
+        assert sorted(m.text for m in q.peek(limit=200)) == sorted(e.body for e in entries)
