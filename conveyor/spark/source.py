@@ -343,7 +343,6 @@ class Staging:
         part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
         queue = self.conn.queue
         count = 0
-        staged = False
         chunk: list[NewMessage] = []
         try:
             for records in iterator:
@@ -353,10 +352,9 @@ class Staging:
                         self.sink, batch, part, attempt, chunk[:STAGE_CHUNK]
                     )
                     del chunk[:STAGE_CHUNK]
-                    staged = True
-            if chunk or not staged:
-                # (an empty partition still records its stage: publishing asks for each)
-                count += queue.stage_prepared(self.sink, batch, part, attempt, chunk)
+            # the last chunk, however small: an empty partition's records its stage too
+            # (publishing asks for each)
+            count += queue.stage_prepared(self.sink, batch, part, attempt, chunk)
         finally:
             self.conn.close()
         return Staged(part, attempt, count)

@@ -458,14 +458,11 @@ class ServerDialect(Dialect[CursorExec]):
     def publish_aside(
         self, ex: CursorExec, qid: int, tags: Sequence[int], now: float, staged: int
     ) -> int | None:
-        held = 0
-        if tags:
-            found = ex.one(self.sql(SERVER_COUNT_STAGING, 0, len(tags)), spread("tags", tags))
-            held = int(found[0]) if found else 0
-        if held != staged:
-            return None
         if not tags:
             return 0
+        found = ex.one(self.sql(SERVER_COUNT_STAGING, 0, len(tags)), spread("tags", tags))
+        if (int(found[0]) if found else 0) != staged:
+            return None
         values = {"qid": qid, "now": now, **spread("tags", tags)}
         return ex.run(self.sql(SERVER_PUBLISH_STAGING, qid, len(tags)), values)
 

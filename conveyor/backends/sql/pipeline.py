@@ -409,8 +409,9 @@ class SQLPipeline(Pipeline):
             stages = self._stages(ex, qid, sink, batch)
             published: int | None = None
             if _first(done, -1) < batch:
-                wanted = [s for s in stages if (s.part, s.attempt) in set(tags)]
-                if set(tags) - {(s.part, s.attempt) for s in wanted}:
+                asked = set(tags)
+                wanted = [s for s in stages if (s.part, s.attempt) in asked]
+                if asked - {(s.part, s.attempt) for s in wanted}:
                     raise _lost(queue, sink, batch)  # a stage is missing
                 if d.stages_aside:
                     staged = sum(s.staged for s in wanted)
