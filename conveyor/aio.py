@@ -67,8 +67,28 @@ async def offload_to(
     return await _offload(executor, backend, False, functools.partial(fn, *args, **kwargs))
 
 
+async def offload_lazy_to(
+    executor: Executor | None,
+    backend: Backend,
+    fn: Callable[P, T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """`offload_to` for a write its caller answers once it is committed, without waiting for
+    the disk where it runs inline (`Inline.lazy`): the next durable commit takes it there.
+    For what at-least-once delivery may lose to a power cut, as an acknowledgement (its
+    message is delivered again)."""
+    call = functools.partial(fn, *args, **kwargs)
+    return await _offload(executor, backend, False, call, lazy=True)
+
+
 async def _offload(
-    executor: Executor | None, backend: Backend, gather: bool, call: Callable[[], T]
+    executor: Executor | None,
+    backend: Backend,
+    gather: bool,
+    call: Callable[[], T],
+    *,
+    lazy: bool = False,
 ) -> T:
     if tracing.active() is not None:  # a span made by the call has the caller's for parent
         call = functools.partial(contextvars.copy_context().run, call)
@@ -78,6 +98,7 @@ async def _offload(
             try:
                 with commits.inline() as made:
                     made.short = gather
+                    made.lazy = lazy
                     result = call()
             except WouldBlock:
                 pass

@@ -41,6 +41,7 @@ from conveyor.push.config import check_gateway_exposure
 from conveyor.push.dispatch import QueueOps
 from conveyor.push.peers import TokenBucket
 
+from .support.sqlitefiles import sqlite_db
 from .support.waiting import until, wait_port
 
 
@@ -432,6 +433,32 @@ def test_messages_claimed_ahead_go_back_when_the_gateway_stops(start: Start) -> 
     release.set()
     for c in consumers:
         c.stop()
+
+
+def test_acknowledgements_are_committed_without_waiting_for_the_disk(start: Start) -> None:
+    """On SQLite at durability=full a confirmed send waits for the log's fsync; a consumer's
+    acknowledgement deletes its message in a commit no fsync is awaited for (the next
+    durable commit takes it to the disk), as RabbitMQ never fsyncs its acks."""
+    gw = start("sqlite", rate=0, heartbeat_interval=60.0)
+    db = sqlite_db(gw.client)
+    n = 40
+    producer = PushProducer(gw.url)
+    for i in range(n):
+        producer.send("lazy", f"m{i}".encode())  # PushRefused where refused
+    assert db.fsyncs >= n  # each send was fsynced before its confirmation
+    got: list[bytes] = []
+    with PushConsumer(gw.url, "lazy", lambda m: got.append(m.content), prefetch=4):
+        until(lambda: bool(gw.gateway.apps["lazy"].peers), what="the consumer registered")
+        before = db.fsyncs
+        until(lambda: gw.client.queue("lazy").stats().deleted == n, what="every ack deleted")
+        # claims and acknowledgements: committed, no fsync awaited (the one allowed: the
+        # consumer's entry in the registry, a durable write that may follow its registration)
+        assert db.fsyncs - before <= 1
+        assert sorted(got) == sorted(f"m{i}".encode() for i in range(n))
+        assert gw.client.queue("lazy").stats().total == 0
+        producer.send("lazy", b"last")  # the next durable commit
+        until(lambda: len(got) == n + 1, what="the last message handled")
+        assert db.fsyncs >= before + 1
 
 
 def test_a_killed_consumer_s_messages_go_to_another(start: Start, tmp_path: Path) -> None:

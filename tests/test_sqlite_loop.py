@@ -129,6 +129,38 @@ def test_durable_sends_of_one_loop_turn_share_one_fsync(tmp_path: Path) -> None:
         assert len(client.queue("jobs").receive(10)) == 9
 
 
+def test_a_lazy_write_on_the_loop_is_committed_at_once_and_waits_for_no_fsync(
+    tmp_path: Path,
+) -> None:
+    """At durability=full a write made lazily (`offload_lazy_to`: the push gateway's
+    acknowledgements) is committed before it returns, so every other connection sees it,
+    and waits for no fsync of the log; the next durable commit's fsync takes it to the
+    disk. The same delete made plainly waits for an fsync."""
+    import asyncio
+
+    from conveyor.aio import offload_lazy_to, offload_to
+
+    path = tmp_path / "lazy.db"
+    with Client(f"sqlite:///{path}") as client:
+        q = client.create_queue("jobs")
+        db = sqlite_db(client)
+        q.send_batch(["a", "b"])
+        first, second = (m.receipt for m in q.receive(2))
+        assert first is not None and second is not None
+
+        async def scenario() -> None:
+            before = db.fsyncs
+            await offload_lazy_to(None, client.backend, q.delete, first)
+            assert db.fsyncs == before  # answered without an fsync
+            with Client(f"sqlite:///{path}") as other:  # committed: another store sees it
+                assert other.queue("jobs").stats().in_flight == 1
+            await offload_to(None, client.backend, q.delete, second)
+            assert db.fsyncs == before + 1  # a plain delete waits for one
+
+        asyncio.run(scenario())
+        assert q.stats().total == 0
+
+
 def test_short_writes_of_one_loop_turn_share_a_transaction_committed_before_any_answer(
     tmp_path: Path,
 ) -> None:

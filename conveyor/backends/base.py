@@ -69,14 +69,17 @@ class Inline:
     """A call made inside `LoopCommits.inline()`. `short` (set by its caller): a short write (a
     send, receive, delete or visibility change: `conveyor.aio.offload_write`), which the
     store may run in a transaction it shares with the others of the event loop's turn.
+    `lazy` (set by its caller): what it writes need not be on the disk before its caller
+    answers, only committed (the store's next durable commit takes it there).
     `durable` is set when the call wrote, or read, something not yet committed, or not yet
     on the disk where it must be, before its caller answers (the caller awaits it)."""
 
-    __slots__ = ("durable", "short")
+    __slots__ = ("durable", "lazy", "short")
 
     def __init__(self) -> None:
         self.durable: Awaitable[None] | None = None
         self.short = False
+        self.lazy = False
 
 
 class RunAgain(Exception):

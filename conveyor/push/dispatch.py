@@ -38,14 +38,21 @@ class Batcher(Generic[In, R]):
     """Store operations of one kind on one queue, gathered while the previous batch is in
     the store and done as one call (one transaction): under load a send, an acknowledgement
     or a release costs a fraction of a commit. Callers hand over one item or a run of
-    them (the frames of one read)."""
+    them (the frames of one read). `lazy`: the calls are answered once committed, without
+    waiting for the disk (`Gateway.call_lazy`)."""
 
     def __init__(
-        self, gateway: Gateway, fn: Callable[[list[In]], list[R | Exception]], limit: int = 100
+        self,
+        gateway: Gateway,
+        fn: Callable[[list[In]], list[R | Exception]],
+        limit: int = 100,
+        *,
+        lazy: bool = False,
     ) -> None:
         self.gateway = gateway
         self.fn = fn
         self.limit = limit
+        self.call = gateway.call_lazy if lazy else gateway.call
         self.pending: deque[tuple[list[In], asyncio.Future[list[R | Exception]]]] = deque()
         self.running = False
 
@@ -74,7 +81,7 @@ class Batcher(Generic[In, R]):
                     size += len(runs[-1][0])
                 items = [item for run, _ in runs for item in run]
                 try:
-                    results = await self.gateway.call(self.fn, items)
+                    results = await self.call(self.fn, items)
                 except Exception as exc:
                     results = [exc] * len(items)
                 at = 0
@@ -93,7 +100,8 @@ class QueueOps:
         self.name = name
         self.queue = gateway.client.queue(name)
         self.send = Batcher[bytes | tuple[bytes, str], SendResult](gateway, self._send)
-        self.delete = Batcher[str, None](gateway, self._delete)
+        # acknowledgements: committed, not awaited on the disk (`Gateway.call_lazy`)
+        self.delete = Batcher[str, None](gateway, self._delete, lazy=True)
         self.visibility = Batcher[tuple[str, float], None](gateway, self._change_visibility)
 
     def _send(self, items: list[bytes | tuple[bytes, str]]) -> list[SendResult | Exception]:

@@ -49,7 +49,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ..aio import offload_to
+from ..aio import offload_lazy_to, offload_to
 from ..client import Client
 from ..exceptions import (
     ConveyorError,
@@ -189,6 +189,15 @@ class Gateway:
         """A store call: on the event loop's thread where the store allows it (a SQLite
         send then commits at once and waits for a shared fsync), else in the store pool."""
         return await offload_to(self.executor, self.client.backend, fn, *args, **kwargs)
+
+    async def call_lazy(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`call` for the deletes of acknowledged messages: answered once committed, without
+        waiting for the disk (a SQLite store at durability=full fsyncs them with its next
+        durable commit). As RabbitMQ's acknowledgements, which it never fsyncs: a power cut
+        before that commit delivers the message again, which at-least-once allows, and a
+        consumer's acknowledgements no longer queue for the fsyncs that producers' sends
+        wait for."""
+        return await offload_lazy_to(self.executor, self.client.backend, fn, *args, **kwargs)
 
     def ops(self, queue: str) -> QueueOps:
         ops = self.queue_ops.get(queue)

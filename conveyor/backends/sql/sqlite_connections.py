@@ -583,6 +583,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
             return self._savepoint(self.exec(), fn)  # in the transaction the calls share
         inline = local.inline
         call = local.call
+        if call is not None and call.lazy:  # answered once committed (`Inline.lazy`)
+            durable = False
         if call is not None and call.short:
             return self._in_turn(fn, durable, call)
         if not inline and local.turn is not None:  # the loop's thread, outside `inline`
