@@ -687,17 +687,16 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
                 tokens = refill_tokens(left, left_at, attrs.rate_limit, now)
                 limit = min(limit, int(tokens))
         policy = attrs.dead_letter
-        dlq_id: int | None = None
-        if policy is not None:
-            found = ex.one(d.sql(QUEUE_ID), {"name": policy.queue})
-            dlq_id = None if found is None else int(found[0])
+        dlq: list[int | None] = []  # its dead-letter queue's id, looked up at a first dead one
         lock = not (attrs.fifo or attrs.rate_limit)
         chosen: list[int] = []
         fill: GroupFill[int] | None = GroupFill(limit) if attrs.fifo else None
         blocked: set[str | None] = set()
         dead = False
         after = 0
-        page = max(limit * 4, 64)
+        # FIFO: every row of the head, groups held back included; else the visible rows
+        # alone, of which `limit` are claimed unless some are expired or dead
+        page = max(limit * 4, 64) if attrs.fifo else limit + 8
         while len(chosen) < limit and not (fill is not None and fill.done):
             rows = d.walk_page(ex, qid, after, now, page, fifo=attrs.fifo, lock=lock)
             for key, priority, group, visible_at, count, deadline, sent_at in rows:
@@ -712,10 +711,14 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
                 if expired(sent_at, deadline, terms.horizon, terms.expires):
                     self.editor.expire(ex, qid, queue, attrs, key, now)
                     continue
-                if policy is not None and dlq_id is not None and count >= policy.max_receive_count:
-                    self.editor.to_dlq(ex, qid, queue, dlq_id, key, None)
-                    dead = True
-                    continue
+                if policy is not None and count >= policy.max_receive_count:
+                    if not dlq:
+                        found = ex.one(d.sql(QUEUE_ID), {"name": policy.queue})
+                        dlq.append(None if found is None else int(found[0]))
+                    if dlq[0] is not None:  # (none: the message stays, as SQS leaves it)
+                        self.editor.to_dlq(ex, qid, queue, dlq[0], key, None)
+                        dead = True
+                        continue
                 if fill is not None:
                     fill.add(group, key, visible_at)
                     if fill.done:
