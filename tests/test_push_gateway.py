@@ -5,6 +5,7 @@ limit, authentication, hostile input, and the Python clients."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -413,6 +414,36 @@ def test_a_backlog_to_consumers_of_prefetch_one_is_claimed_ahead(start: Start) -
     queue = gw.client.queue("ahead")
     until(lambda: queue.stats().total == 0, what="every message acknowledged and deleted")
     assert not gw.gateway.dispatchers["ahead"].ahead
+
+
+def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start) -> None:
+    """Messages sent one at a time to consumers with room: each claim that takes all there
+    is is followed by a wait for the next send, not by another claim finding nothing."""
+    gw = start("sqlite", rate=0)
+    claims: list[int] = []
+    receive = QueueOps.receive
+
+    def counted(ops: QueueOps, most: int, visibility: float) -> list[Any]:
+        got = receive(ops, most, visibility)
+        claims.append(len(got))
+        return got
+
+    got: list[bytes] = []
+
+    def handled(n: int) -> bool:
+        return len(got) == n
+
+    producer = PushProducer(gw.url)
+    with (
+        patch.object(QueueOps, "receive", counted),
+        PushConsumer(gw.url, "trickle", lambda m: got.append(m.content), prefetch=16),
+    ):
+        n = 20
+        for i in range(1, n + 1):
+            producer.send("trickle", f"m{i}".encode())
+            until(functools.partial(handled, i), what=f"message {i} handled")
+    assert sum(claims) == n
+    assert claims.count(0) <= 2, claims  # (the first, before any send; the poll's timeouts)
 
 
 def test_messages_claimed_ahead_go_back_when_the_gateway_stops(start: Start) -> None:

@@ -164,6 +164,9 @@ class Dispatcher:
         # claimed ahead of room, each with when it was claimed (time.monotonic): pushed as
         # consumers answer, without a store call each (ahead())
         self.ahead: deque[tuple[Message, float]] = deque()
+        # the queue's change token read before a claim that took all there was: the next
+        # claim waits for a change after it first (`_receive`)
+        self.drained: int | None = None
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name=f"dispatch {self.queue}")
@@ -202,16 +205,29 @@ class Dispatcher:
 
     async def _receive(self, ops: QueueOps, max_messages: int) -> list[Message]:
         """A long poll (`long_poll_async`), which ends with nothing when the dispatcher or
-        the gateway stops."""
+        the gateway stops. Where the last claim took all there was, it first waits (up to
+        the store's poll interval) for a change after that claim began: a send in this
+        process wakes it at once, and consumers with room left after each push cost no
+        claim that finds nothing."""
         gw = self.gateway
+        backend = gw.client.backend
+        drained, self.drained = self.drained, None
+        if drained is not None:
+            await ops.queue.wait_async(drained, backend.poll_interval)
+        since = 0
 
         def claim() -> Awaitable[list[Message]]:
+            nonlocal since
+            since = backend.change_token(self.queue)  # read before each claim
             return gw.call(ops.receive, max_messages, gw.config.ack_timeout)
 
         def stopping() -> bool:
             return self.stopped or gw.closing
 
-        return await long_poll_async(ops.queue, RECEIVE_WAIT, claim, stopping)
+        messages = await long_poll_async(ops.queue, RECEIVE_WAIT, claim, stopping)
+        if len(messages) < max_messages:
+            self.drained = since
+        return messages
 
     async def _wait_for_room(self, limit: float | None = None) -> None:
         """Nobody can take a message now: wait for room (at most `limit` seconds). Where the
@@ -247,7 +263,7 @@ class Dispatcher:
             # (its visibility in the store runs from the claim)
             now = time.monotonic()
             self._release_ahead(keep_after=now - keep)
-            planned = len(self.plan(most))
+            planned = len(self.plan(max(1, len(self.ahead))))  # (a count: each turn costs)
             if planned <= 0:
                 if not self.ahead:
                     await self._wait_for_room()
@@ -262,9 +278,10 @@ class Dispatcher:
                 self._push(batch)
                 continue
             try:
-                # a round's worth for every consumer (at most `most`): the rooms that free
-                # up next are filled from here, not by a transaction each
-                wanted = max(planned, min(most, self.capacity()))
+                # a round's worth for every consumer (at most `most`; never fewer than
+                # there are turns, which their rooms bound): the rooms that free up next
+                # are filled from here, not by a transaction each
+                wanted = min(most, self.capacity())
                 messages = await self._receive(ops, wanted)
                 failures = 0
             except asyncio.CancelledError:

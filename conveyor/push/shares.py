@@ -19,6 +19,7 @@ consumers started together end up with their shares even if one was there first.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
@@ -68,20 +69,22 @@ def plan(peers: Sequence[S], most: int) -> list[S]:
         hold_back = False
     else:
         hold_back = True
-    passes = [p.share_pass for p in turns]
     room = [p.free for p in turns]
     steps = [1.0 / weight_of(p, weighted) for p in turns]
+    # the next turn is the lowest (pass, k): ties go to who joined first
+    queue = [(p.share_pass, k) for k, p in enumerate(turns)]
+    heapq.heapify(queue)
     out: list[S] = []
-    while len(out) < most and turns:
-        i = min(range(len(turns)), key=lambda k: (passes[k], k))  # ties: who joined first
+    while len(out) < most and queue:
+        at, i = queue[0]
         if room[i] <= 0:
             if hold_back:
                 break
-            del turns[i], passes[i], room[i], steps[i]
+            heapq.heappop(queue)
             continue
         out.append(turns[i])
         room[i] -= 1
-        passes[i] += steps[i]
+        heapq.heapreplace(queue, (at + steps[i], i))
     return out
 
 
