@@ -377,6 +377,11 @@ class Queue:
         """The steps of a long poll of this queue (`long_poll`)."""
         return long_poll(self._backend, self.name, wait)
 
+    def change_token(self) -> int:
+        """The queue's change token now: read before a receive attempt, a wait after it
+        (`wait_async`) ends on a change made since."""
+        return self._backend.change_token(self.name)
+
     async def wait_async(self, since: int, timeout: float) -> None:
         """Wait in the event loop, up to `timeout` seconds, for a change after `since`."""
         await self._backend.wait_for_messages_async(self.name, since, timeout)

@@ -218,7 +218,7 @@ class Dispatcher:
 
         def claim() -> Awaitable[list[Message]]:
             nonlocal since
-            since = backend.change_token(self.queue)  # read before each claim
+            since = ops.queue.change_token()  # read before each claim
             return gw.call(ops.receive, max_messages, gw.config.ack_timeout)
 
         def stopping() -> bool:
