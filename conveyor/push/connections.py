@@ -42,6 +42,10 @@ async def accept(gw: Gateway, reader: asyncio.StreamReader, writer: asyncio.Stre
         conn.auth_deadline = time.monotonic() + gw.config.auth_timeout
         gw.unauthenticated[conn] = None
     gw.connections.add(conn)
+    task = asyncio.current_task()
+    if task is not None:  # the gateway's close ends it, with its other tasks
+        gw.tasks.add(task)
+        task.add_done_callback(gw.tasks.discard)
     try:
         await read(gw, conn)
     except (ConnectionError, asyncio.IncompleteReadError):
