@@ -409,8 +409,10 @@ def test_a_backlog_to_consumers_of_prefetch_one_is_claimed_ahead(start: Start) -
         for c in consumers:
             c.stop()
     assert set(seen) == set(bodies) and set(seen.values()) == {1}
-    # a backlog: rounds of 4 (one for each consumer's room), not a claim each time one frees
+    # a backlog: rounds of 4 (one for each consumer's room), not a claim each time one frees;
+    # two rounds a claim once they keep up
     assert sum(claims) >= n and len(claims) <= n // 4 * 1.2, claims
+    assert max(claims) == 8, claims
     queue = gw.client.queue("ahead")
     until(lambda: queue.stats().total == 0, what="every message acknowledged and deleted")
     assert not gw.gateway.dispatchers["ahead"].ahead
@@ -447,6 +449,35 @@ def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start) -> None:
     # a few may find nothing (those before the first send; a wait another commit ended),
     # not one a message
     assert made.count(0) <= n // 4, made
+
+
+def test_consumers_that_answer_slowly_get_one_round_a_claim(start: Start) -> None:
+    """Consumers slower than QUICK_ROUND a round are fed from claims of one round (their
+    windows in all): what a second round would claim would only wait, held, for rooms."""
+    gw = start(rate=0)
+    claims: list[int] = []
+    receive = QueueOps.receive
+
+    def counted(ops: QueueOps, most: int, visibility: float) -> list[Any]:
+        got = receive(ops, most, visibility)
+        if got:
+            claims.append(len(got))
+        return got
+
+    handled: list[bytes] = []
+
+    def slowly(message: PushMessage) -> None:
+        time.sleep(0.1)
+        handled.append(message.content)
+
+    n = 16
+    assert all(r.ok for r in PushProducer(gw.url).send_many("slow", [b"s"] * n, window=n))
+    with patch.object(QueueOps, "receive", counted):
+        consumers = [PushConsumer(gw.url, "slow", slowly, prefetch=1).start() for _ in range(2)]
+        until(lambda: len(handled) == n, timeout=30, what="every message handled")
+        for c in consumers:
+            c.stop()
+    assert sum(claims) == n and max(claims) <= 2, claims
 
 
 def test_messages_claimed_ahead_go_back_when_the_gateway_stops(start: Start) -> None:

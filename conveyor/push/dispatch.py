@@ -32,6 +32,10 @@ RECEIVE_WAIT = 20.0  # seconds a dispatcher's long poll waits before asking agai
 # messages a dispatcher claims at once, at most (and at most the store's `batch_limit`):
 # one transaction for many pushes
 CLAIM_MOST = 100
+# consumers that took all of a full claim within this (seconds) keep up with a backlog: the
+# next claim takes two rounds of their windows (half the claims; a round for slower ones,
+# whose messages would only wait longer, held, for rooms)
+QUICK_ROUND = 0.05
 
 
 class Batcher(Generic[In, R]):
@@ -167,6 +171,8 @@ class Dispatcher:
         # the queue's change token read before a claim that took all there was: the next
         # claim waits for a change after it first (`_receive`)
         self.drained: int | None = None
+        # when the last claim came back full, and the consumers' windows it claimed for
+        self.full_at: tuple[float, int] | None = None
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name=f"dispatch {self.queue}")
@@ -278,11 +284,17 @@ class Dispatcher:
                 self._push(batch)
                 continue
             try:
-                # a round's worth for every consumer (at most `most`; never fewer than
-                # there are turns, which their rooms bound): the rooms that free up next
-                # are filled from here, not by a transaction each
-                wanted = min(most, self.capacity())
+                # a round's worth for every consumer (two where they took the last full
+                # claim quickly; at most `most`; never fewer than there are turns, which
+                # their rooms bound): the rooms that free up next are filled from here, not
+                # by a transaction each
+                capacity = self.capacity()
+                full = self.full_at
+                quick = full is not None and now - full[0] < QUICK_ROUND and full[1] == capacity
+                wanted = min(most, capacity * (2 if quick else 1))
                 messages = await self._receive(ops, wanted)
+                full_at = (time.monotonic(), capacity) if len(messages) == wanted else None
+                self.full_at = full_at
                 failures = 0
             except asyncio.CancelledError:
                 raise
