@@ -269,7 +269,9 @@ class Dispatcher:
             # (its visibility in the store runs from the claim)
             now = time.monotonic()
             self._release_ahead(keep_after=now - keep)
-            planned = len(self.plan(max(1, len(self.ahead))))  # (a count: each turn costs)
+            # how many of those ahead (or whether one) someone takes now: a plan costs a step
+            # a turn, so no more turns are planned than could be used
+            planned = len(self.plan(max(1, len(self.ahead))))
             if planned <= 0:
                 if not self.ahead:
                     await self._wait_for_room()
@@ -293,8 +295,7 @@ class Dispatcher:
                 quick = full is not None and now - full[0] < QUICK_ROUND and full[1] == capacity
                 wanted = min(most, capacity * (2 if quick else 1))
                 messages = await self._receive(ops, wanted)
-                full_at = (time.monotonic(), capacity) if len(messages) == wanted else None
-                self.full_at = full_at
+                self.full_at = (time.monotonic(), capacity) if len(messages) == wanted else None
                 failures = 0
             except asyncio.CancelledError:
                 raise
