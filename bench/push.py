@@ -7,7 +7,8 @@ answer `ack` (`PushConsumer`). RabbitMQ (127.0.0.1:5672, pika): a durable queue,
 persistent messages, publisher confirms on, manual acks. Both with prefetch 1 and 100, and
 with the producer waiting for each confirmation (`PushProducer.send`; pika's blocking
 confirms) or keeping up to 100 unconfirmed (`send_many`; pika's asynchronous confirms).
-Prints msgs/s end to end (first send to last handler) and p50/p99 send-to-handler latency,
+Prints msgs/s end to end (first send to last handler), p50/p99 send-to-handler latency and
+the broker's CPU a message (the gateway with its fsync helper; RabbitMQ's Erlang VM),
 and Conveyor on SQLite's rate and p99 against RabbitMQ's in each mode (target: a rate of at
 least 1.0x, a p99 of at most 2x). See docs/benchmarks.md.
 """
@@ -15,6 +16,7 @@ least 1.0x, a p99 of at most 2x). See docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -49,16 +51,58 @@ class Result:
     seconds: float
     latencies: list[float]
     sends: list[float]
+    cpu: float = float("nan")  # the broker's CPU seconds over the run (its process tree)
 
     @property
     def rate(self) -> float:
         return self.msgs / self.seconds if self.seconds else 0.0
 
     def row(self) -> str:
+        per = self.cpu / self.msgs * 1e6 if self.msgs else float("nan")
         return (
             f"| {self.name:<56} | {self.rate:9,.0f} | {pct(self.latencies, 50):8.2f} |"
-            f" {pct(self.latencies, 99):8.2f} | {pct(self.sends, 50):7.2f} |"
+            f" {pct(self.latencies, 99):8.2f} | {pct(self.sends, 50):7.2f} | {per:8.0f} |"
         )
+
+
+def tree_cpu(root: int) -> float:
+    """User + system CPU seconds of a process and its live children, from /proc (NaN where
+    there is no /proc): the gateway with its fsync helper, RabbitMQ's Erlang VM."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}  # pid: (parent, cpu seconds)
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return float("nan")
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    if root not in stats:
+        return float("nan")
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats[pid][1]
+        todo += [child for child, (parent, _) in stats.items() if parent == pid]
+    return total
+
+
+def rabbit_pid() -> int | None:
+    """The local RabbitMQ's Erlang VM (beam.smp), where /proc shows it."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                with contextlib.suppress(OSError), open(f"/proc/{name}/cmdline", "rb") as f:
+                    cmd = f.read()
+                    if b"beam.smp" in cmd and b"rabbit" in cmd:
+                        return int(name)
+    return None
 
 
 # -- Conveyor -------------------------------------------------------------------------------
@@ -116,6 +160,7 @@ def run_conveyor(
             n,
             lambda *a: mp.Process(target=_push_consumer, args=(url, prefetch, *a)),
             lambda: _push_producer(url, window),
+            server=gateway.pid,
         )
     finally:
         gateway.terminate()
@@ -232,6 +277,7 @@ def run_rabbit(n: int, prefetch: int, window: int) -> Result:
             n,
             lambda *a: mp.Process(target=_rabbit_consumer, args=(prefetch, *a)),
             lambda: _rabbit_producer(window),
+            server=rabbit_pid(),
         )
     finally:
         conn = pika.BlockingConnection(pika.URLParameters(RABBIT))
@@ -263,7 +309,10 @@ def _measure(
     n: int,
     consumer: Callable[..., mp.Process],
     producer: Callable[[], Produce],
+    server: int | None = None,
 ) -> Result:
+    """Run the consumers and the producer; `server`: the broker's pid, whose CPU (with its
+    children's) over the run is measured."""
     count = mp.Value("q", 0)
     ready, done, out = mp.Semaphore(0), mp.Event(), mp.Queue()
     procs = [consumer(count, ready, done, out) for _ in range(CONSUMERS)]
@@ -273,12 +322,15 @@ def _measure(
         if not ready.acquire(timeout=60):
             raise RuntimeError(f"{name}: a consumer did not start")
     produce = producer()
+    cpu = tree_cpu(server) if server is not None else float("nan")
     start = time.perf_counter()
     sends = produce(n)
     deadline = time.monotonic() + 120
     while count.value < n and time.monotonic() < deadline:
         time.sleep(0.002)
     seconds = time.perf_counter() - start
+    if server is not None:
+        cpu = tree_cpu(server) - cpu
     handled = count.value
     done.set()
     latencies: list[float] = []
@@ -286,7 +338,7 @@ def _measure(
         latencies += out.get(timeout=60)
     for p in procs:
         p.join(30)
-    return Result(name, handled, seconds, latencies, sends)
+    return Result(name, handled, seconds, latencies, sends, cpu)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -304,8 +356,9 @@ def main(argv: list[str] | None = None) -> None:
           f" {CONSUMERS} consumers")  # fmt: skip
     print(f"# {platform.python_implementation()} {platform.python_version()},"
           f" {os.cpu_count()} cores, {platform.machine()}\n")  # fmt: skip
-    print(f"| {'run (1P+4C, single messages)':<56} |    msgs/s |   p50 ms |   p99 ms | send p50 |")
-    print(f"|{'-' * 58}|-----------|----------|----------|----------|")
+    print(f"| {'run (1P+4C, single messages)':<56} |    msgs/s |   p50 ms |   p99 ms | send p50 |"
+          " srv µs/m |")  # fmt: skip
+    print(f"|{'-' * 58}|-----------|----------|----------|----------|----------|")
     results: dict[str, Result] = {}
     try:
         for window in (1, 100):
