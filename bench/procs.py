@@ -28,3 +28,17 @@ def tree(pid: int) -> dict[int, tuple[str, int]]:
         out[p] = info.get(p, ("", 0))
         frontier += [c for c, parent in parents.items() if parent == p]
     return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU of a process and its live descendants (a server's workers, the
+    push gateway's fsync helper, RabbitMQ's Erlang VM)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total

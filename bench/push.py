@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .procs import cpu_seconds
 from .runs import pct
 
 STAMP = struct.Struct("d")
@@ -63,34 +64,6 @@ class Result:
             f"| {self.name:<56} | {self.rate:9,.0f} | {pct(self.latencies, 50):8.2f} |"
             f" {pct(self.latencies, 99):8.2f} | {pct(self.sends, 50):7.2f} | {per:8.0f} |"
         )
-
-
-def tree_cpu(root: int) -> float:
-    """User + system CPU seconds of a process and its live children, from /proc (NaN where
-    there is no /proc): the gateway with its fsync helper, RabbitMQ's Erlang VM."""
-    tick = os.sysconf("SC_CLK_TCK")
-    stats: dict[int, tuple[int, float]] = {}  # pid: (parent, cpu seconds)
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return float("nan")
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stats[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    if root not in stats:
-        return float("nan")
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        total += stats[pid][1]
-        todo += [child for child, (parent, _) in stats.items() if parent == pid]
-    return total
 
 
 def rabbit_pid() -> int | None:
@@ -322,7 +295,7 @@ def _measure(
         if not ready.acquire(timeout=60):
             raise RuntimeError(f"{name}: a consumer did not start")
     produce = producer()
-    cpu = tree_cpu(server) if server is not None else float("nan")
+    cpu = cpu_seconds(server) if server is not None else float("nan")
     start = time.perf_counter()
     sends = produce(n)
     deadline = time.monotonic() + 120
@@ -330,7 +303,7 @@ def _measure(
         time.sleep(0.002)
     seconds = time.perf_counter() - start
     if server is not None:
-        cpu = tree_cpu(server) - cpu
+        cpu = cpu_seconds(server) - cpu
     handled = count.value
     done.set()
     latencies: list[float] = []

@@ -49,6 +49,7 @@ import boto3
 import httpx
 
 from . import wrk
+from .procs import cpu_seconds
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 REDIS = "redis://127.0.0.1:6379/0"
@@ -425,13 +426,13 @@ def e2e_once(server: wrk.Server, n: int) -> tuple[float, int, int, float]:
     procs += [
         mp.Process(target=consumer, args=(server.url, queue_url, n, done, out)) for _ in range(4)
     ]
-    cpu0 = wrk.cpu_seconds(server.proc.pid)
+    cpu0 = cpu_seconds(server.proc.pid)
     t0 = time.perf_counter()
     for p in procs:
         p.start()
     results = [out.get() for _ in procs]
     secs = time.perf_counter() - t0
-    cpu = wrk.cpu_seconds(server.proc.pid) - cpu0
+    cpu = cpu_seconds(server.proc.pid) - cpu0
     for p in procs:
         p.join()
     seen = [x for kind, got in results if kind == "consumer" for x in got]

@@ -106,19 +106,6 @@ def ensure_wrk() -> str:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process and its live descendants (a server's workers)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for p in procs.tree(pid):
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
-
-
 @dataclass
 class Server:
     name: str
@@ -346,7 +333,7 @@ def run(
             script.write_text(
                 FIXED.format(ctype=JSON, target=TARGET + action, body=json.dumps(body or "{}"))
             )
-        before = cpu_seconds(server.proc.pid)
+        before = procs.cpu_seconds(server.proc.pid)
         out = subprocess.run(
             [
                 wrk,
@@ -362,7 +349,7 @@ def run(
             text=True,
             check=True,
         ).stdout
-        cpu = cpu_seconds(server.proc.pid) - before
+        cpu = procs.cpu_seconds(server.proc.pid) - before
     m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
     if m is None:
         raise RuntimeError(f"wrk said: {out}")
