@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -379,20 +380,26 @@ def test_weights_share_the_messages(start: Start) -> None:
         assert abs(counts[name] - expected) <= 0.05 * expected, (name, counts, expected)
 
 
+def counting_claims(claims: list[int], *, empty: bool = False) -> AbstractContextManager[Any]:
+    """`QueueOps.receive` patched to note how many messages each claim took (`empty`: the
+    claims that found nothing too)."""
+    receive = QueueOps.receive
+
+    def counted(ops: QueueOps, most: int, visibility: float) -> list[Any]:
+        got = receive(ops, most, visibility)
+        if got or empty:
+            claims.append(len(got))
+        return got
+
+    return patch.object(QueueOps, "receive", counted)
+
+
 def test_a_backlog_to_consumers_of_prefetch_one_is_claimed_ahead(start: Start) -> None:
     """Consumers that hold one message each are fed from messages claimed a round ahead:
     far fewer claims than messages, each message handled once. (What is claimed ahead for
     consumers that then go is released: test_a_dialled_consumer_that_is_gone_is_dropped.)"""
     gw = start(rate=0)
     claims: list[int] = []
-    receive = QueueOps.receive
-
-    def counted(ops: QueueOps, most: int, visibility: float) -> list[Any]:
-        got = receive(ops, most, visibility)
-        if got:
-            claims.append(len(got))
-        return got
-
     seen: Counter[bytes] = Counter()
     lock = threading.Lock()
 
@@ -403,7 +410,7 @@ def test_a_backlog_to_consumers_of_prefetch_one_is_claimed_ahead(start: Start) -
     n = 400
     bodies = [f"m{i}".encode() for i in range(n)]
     assert all(r.ok for r in PushProducer(gw.url).send_many("ahead", bodies, window=100))
-    with patch.object(QueueOps, "receive", counted):
+    with counting_claims(claims):
         consumers = [PushConsumer(gw.url, "ahead", handle, prefetch=1).start() for _ in range(4)]
         until(lambda: sum(seen.values()) == n, timeout=60, what="every message handled")
         for c in consumers:
@@ -423,13 +430,6 @@ def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start) -> None:
     is is followed by a wait for the next send, not by another claim finding nothing."""
     gw = start("sqlite", rate=0)
     claims: list[int] = []
-    receive = QueueOps.receive
-
-    def counted(ops: QueueOps, most: int, visibility: float) -> list[Any]:
-        got = receive(ops, most, visibility)
-        claims.append(len(got))
-        return got
-
     got: list[bytes] = []
 
     def handled(n: int) -> bool:
@@ -437,7 +437,7 @@ def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start) -> None:
 
     producer = PushProducer(gw.url)
     with (
-        patch.object(QueueOps, "receive", counted),
+        counting_claims(claims, empty=True),
         PushConsumer(gw.url, "trickle", lambda m: got.append(m.content), prefetch=16),
     ):
         n = 20
@@ -456,14 +456,6 @@ def test_consumers_that_answer_slowly_get_one_round_a_claim(start: Start) -> Non
     windows in all): what a second round would claim would only wait, held, for rooms."""
     gw = start(rate=0)
     claims: list[int] = []
-    receive = QueueOps.receive
-
-    def counted(ops: QueueOps, most: int, visibility: float) -> list[Any]:
-        got = receive(ops, most, visibility)
-        if got:
-            claims.append(len(got))
-        return got
-
     handled: list[bytes] = []
 
     def slowly(message: PushMessage) -> None:
@@ -472,7 +464,7 @@ def test_consumers_that_answer_slowly_get_one_round_a_claim(start: Start) -> Non
 
     n = 16
     assert all(r.ok for r in PushProducer(gw.url).send_many("slow", [b"s"] * n, window=n))
-    with patch.object(QueueOps, "receive", counted):
+    with counting_claims(claims):
         consumers = [PushConsumer(gw.url, "slow", slowly, prefetch=1).start() for _ in range(2)]
         until(lambda: len(handled) == n, timeout=30, what="every message handled")
         for c in consumers:
