@@ -643,6 +643,53 @@ def test_ids_are_found_through_the_id_index_whatever_the_statistics(
             assert "Seq Scan" not in plan, plan
 
 
+@pytest.mark.parametrize("kind", ["postgres"])
+def test_a_receive_rewrites_its_rows_on_their_own_pages(kind: str, urls: list[str]) -> None:
+    """PostgreSQL: a receive rewrites its rows' visible time, count and token, none of them
+    indexed, and the messages table leaves room on each page for those new versions, so
+    that even ten rows of one full page stay on it (a HOT update: no index entries are
+    written). A database made with less room gets it as it upgrades."""
+    why = sqlstores.reachable("postgres")
+    if why is not None:
+        unavailable(why)
+    url = fresh(kind, urls)
+    with Client(url) as client:
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        table = f"{backend.dialect.prefix}messages"
+        q = client.create_queue("hot")
+        for _ in range(10):
+            q.send_batch(["x" * 100] * 10)
+
+        def pages(cur: Any) -> dict[str, int]:
+            cur.execute(f"SELECT id, (ctid::text::point)[0]::int FROM {table}")
+            return {str(id_): int(page) for id_, page in cur.fetchall()}
+
+        before = run_cursor(backend, pages)
+        assert len(set(before.values())) > 2  # the queue fills pages, the first one full
+        taken = q.receive(10)
+        assert len(taken) == 10 and len({before[m.id] for m in taken}) == 1
+        after = run_cursor(backend, pages)
+        assert [after[m.id] for m in taken] == [before[m.id] for m in taken]
+
+        def older(cur: Any) -> None:  # as the version before made it
+            cur.execute(f"ALTER TABLE {table} SET (fillfactor = 70)")
+            cur.execute(f"UPDATE {backend.dialect.prefix}schema SET version = version - 1")
+
+        run_cursor(backend, older)
+
+    def options(cur: Any) -> list[str]:
+        cur.execute("SELECT reloptions FROM pg_class WHERE relname = %s", (table,))
+        return list(cur.fetchone()[0])
+
+    upgraded = sql_backend(url)
+    try:
+        assert upgraded.migrate() == (SCHEMA_VERSION - 1, SCHEMA_VERSION)
+        assert run_cursor(upgraded, options) == ["fillfactor=50"]
+    finally:
+        upgraded.close()
+
+
 def test_a_store_says_what_the_server_should_change(
     kind: str, urls: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -42,7 +42,7 @@ from .inflight import claim_values
 from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
 from .pg_inflight import HeldIndexes
 from .rows import Fields, Row
-from .schema import ServerTypes
+from .schema import MESSAGES_FILLFACTOR, ServerTypes
 from .statement import Compiler, Statement, Style, each, postgres_style, spread
 from .statements import (
     POSTGRES_ANY_LISTENER,
@@ -84,7 +84,7 @@ TYPES = ServerTypes(
     text_key='VARCHAR(255) COLLATE "C"',
     message_id='VARCHAR(128) COLLATE "C"',
     # room in each page, so a claim's UPDATE stays on its page and touches no index (HOT)
-    message_options=" WITH (fillfactor = 70)",
+    message_options=f" WITH (fillfactor = {MESSAGES_FILLFACTOR})",
     partial_where=" WHERE deadline IS NOT NULL",
     long_key='VARCHAR(512) COLLATE "C"',
     # the staging table: no WAL for what a job stages (a crash empties it, and publishing

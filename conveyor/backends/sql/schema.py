@@ -366,15 +366,20 @@ SQLITE_MIGRATIONS: list[Step] = [
 # -- PostgreSQL and MySQL -------------------------------------------------------------------
 
 
-def _mysql_only(statements: Sequence[Statement]) -> Callable[[Any, Compiler], None]:
-    """A version whose change only MySQL/MariaDB makes (PostgreSQL records it alone)."""
+def _only_on(dialect: str, statements: Sequence[Statement]) -> Callable[[Any, Compiler], None]:
+    """A version whose change one dialect alone makes (the other records the version)."""
 
     def step(ex: Any, sql: Compiler) -> None:
-        if sql.dialect == "mysql":
+        if sql.dialect == dialect:
             for statement in statements:
                 ex.run(sql(statement))
 
     return step
+
+
+def _mysql_only(statements: Sequence[Statement]) -> Callable[[Any, Compiler], None]:
+    """A version whose change only MySQL/MariaDB makes (PostgreSQL records it alone)."""
+    return _only_on("mysql", statements)
 
 
 # MySQL/MariaDB: delivery order becomes the messages' primary key. InnoDB keeps a table's
@@ -400,6 +405,21 @@ HELD_INDEX = Statement(
     "ALTER TABLE {messages_table} ADD COLUMN held_at {double} AS"
     f" (IF({HELD}, visible_at, NULL)) VIRTUAL,"
     " ADD INDEX {messages_held_index} (queue_id, held_at, nprio, seq)",
+)
+
+# PostgreSQL: the share of each page of the messages table that inserts fill. A receive
+# rewrites its rows (visible time, receive count, first receipt, token; none indexed), and
+# PostgreSQL writes the new version with no index entries (a HOT update) only where it fits
+# on the row's own page. At 70, four consumers receiving ten at a time found no room for
+# 38% of their rows' new versions, and each of those updates logged the whole row and an
+# entry in each of the table's three indexes (about 550 bytes of WAL instead of 120); at 50
+# every one was a HOT update (`python -m bench.pgmq`, docs/stores.md).
+MESSAGES_FILLFACTOR = 50
+POSTGRES_ROOM_FOR_RECEIVES = Statement(
+    "postgres_messages_fillfactor",
+    "Room on each page of the messages table for receives' new row versions (pages made"
+    " from now on).",
+    f"ALTER TABLE {{messages_table}} SET (fillfactor = {MESSAGES_FILLFACTOR})",
 )
 
 # messages staged in the messages table (hidden at visible_at >= 1e15), which a new way of
@@ -587,6 +607,7 @@ SERVER_MIGRATIONS: list[Step] = [
         ADD_STAGE_COUNT,
         CREATE_STAGING,
     ),
+    _only_on("postgresql", [POSTGRES_ROOM_FOR_RECEIVES]),
 ]
 
 
@@ -598,6 +619,6 @@ def catalog() -> list[Statement]:
             found += step
     found += [
         SQLITE_QUEUED_STAGES, SQLITE_DROP_STAGED_ROWS, *SQLITE_QUEUE_IDS_ONCE, CLUSTERED_ORDER,
-        HELD_INDEX,
+        HELD_INDEX, POSTGRES_ROOM_FOR_RECEIVES,
     ]  # fmt: skip
     return list(dict.fromkeys(found))
