@@ -15,7 +15,9 @@ as it drains). PGMQ: `pgmq.send` / `send_batch`, `pgmq.read` with a visibility t
 (`send` / `send_batch`, `receive`, `delete` / `delete_batch`). Per row: msgs/s with p50/p99
 milliseconds of the send calls and of the receive+delete calls (end to end: the rate; the
 ages of messages drained from a backlog are no latency), and per message the WAL the server
-wrote (`pg_current_wal_lsn` before and after) and the server's CPU (the postmaster's
+wrote (`pg_current_wal_lsn` before and after; each run starts after a `CHECKPOINT`, so
+both log whole the pages they touch first, as they would after any checkpoint, and neither
+gains by when the server last made one) and the server's CPU (the postmaster's
 process tree in /proc, exited backends' through the postmaster's children time). Each row is
 the median of `--repeat` runs, the two in turn. See docs/benchmarks.md.
 """
@@ -157,6 +159,11 @@ class Server:
         data = self.conn.execute("SHOW data_directory").fetchone()
         self.postmaster = _postmaster(str(data[0]) if data else "")
 
+    def checkpoint(self) -> None:
+        """Every page written out, so that a run logs each page it touches whole the first
+        time (as after any checkpoint), whichever queue was filled or run last."""
+        self.conn.execute("CHECKPOINT")
+
     def wal(self) -> int:
         row = self.conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
         return int(row[0]) if row is not None else 0
@@ -190,6 +197,7 @@ Measured = tuple[Phase, Phase, Phase, float, float]  # send, recv, e2e, WAL/msg,
 def measure(server: Server, d: Driver, mode: str, n: int, batch: int) -> Measured:
     d.setup()
     runner = run_single if mode == "1 proc" else run_multi
+    server.checkpoint()
     wal, cpu = server.wal(), server.cpu()
     send, recv, e2e = runner(d, n, batch, 100)
     wal, cpu = server.wal() - wal, server.cpu() - cpu
