@@ -21,8 +21,8 @@ from conveyor import Client
 from conveyor.push import GatewayConfig
 
 from .support.live import LiveServer
+from .support.push import Running
 from .support.waiting import until
-from .test_push_gateway import Running
 
 WEIGHTS = {"w1": 1, "w2": 2, "w5": 5}
 

@@ -22,7 +22,7 @@ from conveyor.push import GatewayConfig
 from conveyor.server import ServerConfig
 
 from ..support.live import LiveServer
-from ..test_push_gateway import Running
+from ..support.push import Running
 
 pytestmark = pytest.mark.slow
 
