@@ -2,7 +2,8 @@
 --callgrind-out-file=/dev/null python -m bench.instructions MODE N [STORE]``.
 
 MODE `send` sends N batches of ten 100-byte bodies; `recv` sends 1,000 batches first, then
-receives and deletes N batches of ten. Both warm up with 50 of each first. Run it with N and
+receives and deletes N batches of ten; `round` sends, receives and deletes one message N
+times. All warm up with 50 of each first. Run it with N and
 with 0: the difference of the two totals over N is what one call costs, in instructions,
 the same from run to run whatever else the machine does (docs/benchmarks.md).
 """
@@ -27,6 +28,12 @@ def main() -> None:
     if mode == "send":
         for _ in range(n):
             q.send_batch(bodies)
+        return
+    if mode == "round":
+        for _ in range(n):
+            q.send(b"x" * 100)
+            [m] = q.receive()
+            q.delete(m.receipt or "")
         return
     for _ in range(1000):
         q.send_batch(bodies)
