@@ -690,6 +690,32 @@ def test_a_receive_rewrites_its_rows_on_their_own_pages(kind: str, urls: list[st
         upgraded.close()
 
 
+@pytest.mark.parametrize("kind", ["postgres"])
+def test_prepared_statements_run_with_generic_plans(kind: str, urls: list[str]) -> None:
+    """PostgreSQL: the statements the driver prepares (a receive's claim among them) run
+    with generic plans from the first, never planned again for each call's values."""
+    why = sqlstores.reachable("postgres")
+    if why is not None:
+        unavailable(why)
+    with Client(fresh(kind, urls, pool_size="1")) as client:  # one session: its statements
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        q = client.create_queue("plans")
+        for _ in range(8):
+            q.send("x")
+            [m] = q.receive()
+            q.delete(m.receipt or "")
+
+        def plans(cur: Any) -> list[tuple[str, int, int]]:
+            cur.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+            return [(str(text), int(generic), int(custom)) for text, generic, custom in cur]
+
+        prepared = run_cursor(backend, plans)
+        claims = [p for p in prepared if "SKIP LOCKED" in p[0]]
+        assert claims, prepared
+        assert all(generic > 0 and custom == 0 for _, generic, custom in prepared), prepared
+
+
 def test_a_store_says_what_the_server_should_change(
     kind: str, urls: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
