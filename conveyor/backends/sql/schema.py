@@ -377,11 +377,6 @@ def _only_on(dialect: str, statements: Sequence[Statement]) -> Callable[[Any, Co
     return step
 
 
-def _mysql_only(statements: Sequence[Statement]) -> Callable[[Any, Compiler], None]:
-    """A version whose change only MySQL/MariaDB makes (PostgreSQL records it alone)."""
-    return _only_on("mysql", statements)
-
-
 # MySQL/MariaDB: delivery order becomes the messages' primary key. InnoDB keeps a table's
 # rows in primary-key order, so a claim then reads a queue's head straight from the table:
 # no lookup from a secondary index per row, and no deadlocks between claims (which locked
@@ -575,7 +570,7 @@ SERVER_MIGRATIONS: list[Step] = [
         DROP_STAGED,
         CREATE_STAGES,
     ),
-    _mysql_only([CLUSTERED_ORDER]),
+    _only_on("mysql", [CLUSTERED_ORDER]),
     # topic settings and subscription attributes (string maps as JSON); topic names as
     # long as SNS allows
     (
@@ -594,7 +589,7 @@ SERVER_MIGRATIONS: list[Step] = [
             mysql="ALTER TABLE {subscriptions} MODIFY topic {long_key} NOT NULL",
         ),
     ),
-    _mysql_only([HELD_INDEX]),
+    _only_on("mysql", [HELD_INDEX]),
     # staged messages wait in a table of their own, counted by their stage; what was staged
     # in the messages table is dropped (its job can no longer publish it)
     (
