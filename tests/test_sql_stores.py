@@ -198,13 +198,11 @@ def test_an_unreachable_server_fails_at_once(kind: str) -> None:
     assert time.monotonic() - started < 10
 
 
-def test_notify_wakes_a_waiter_in_another_process(urls: list[str]) -> None:
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
+def test_notify_wakes_a_waiter_in_another_process(kind: str, urls: list[str]) -> None:
     """Two stores with different keys share nothing in this process: only the database's
     NOTIFY can wake the waiter, whose own polling is set to once a minute."""
-    why = sqlstores.reachable("postgres")
-    if why is not None:
-        unavailable(why)
-    url = fresh("postgres", urls)
+    url = fresh(kind, urls)
     sender = Client(url)
     waiter = Client(f"{url}&application_name=waiter")
     try:
@@ -243,12 +241,10 @@ def test_notify_wakes_a_waiter_in_another_process(urls: list[str]) -> None:
         waiter.close()
 
 
-def test_mysql_long_poll_finds_another_process_send(urls: list[str]) -> None:
+@pytest.mark.parametrize("kind", ["mysql"], indirect=True)
+def test_mysql_long_poll_finds_another_process_send(kind: str, urls: list[str]) -> None:
     """MySQL has no LISTEN: a waiter polls with a back-off bounded by poll_interval."""
-    why = sqlstores.reachable("mysql")
-    if why is not None:
-        unavailable(why)
-    url = fresh("mysql", urls)
+    url = fresh(kind, urls)
     with Client(url) as client:
         client.create_queue("poll")
         got: list[float] = []
@@ -643,15 +639,12 @@ def test_ids_are_found_through_the_id_index_whatever_the_statistics(
             assert "Seq Scan" not in plan, plan
 
 
-@pytest.mark.parametrize("kind", ["postgres"])
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
 def test_a_receive_rewrites_its_rows_on_their_own_pages(kind: str, urls: list[str]) -> None:
     """PostgreSQL: a receive rewrites its rows' visible time, count and token, none of them
     indexed, and the messages table leaves room on each page for those new versions, so
     that even ten rows of one full page stay on it (a HOT update: no index entries are
     written). A database made with less room gets it as it upgrades."""
-    why = sqlstores.reachable("postgres")
-    if why is not None:
-        unavailable(why)
     url = fresh(kind, urls)
     with Client(url) as client:
         backend = client.backend
@@ -690,13 +683,10 @@ def test_a_receive_rewrites_its_rows_on_their_own_pages(kind: str, urls: list[st
         upgraded.close()
 
 
-@pytest.mark.parametrize("kind", ["postgres"])
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
 def test_prepared_statements_run_with_generic_plans(kind: str, urls: list[str]) -> None:
     """PostgreSQL: the statements the driver prepares (a receive's claim among them) run
     with generic plans from the first, never planned again for each call's values."""
-    why = sqlstores.reachable("postgres")
-    if why is not None:
-        unavailable(why)
     with Client(fresh(kind, urls, pool_size="1")) as client:  # one session: its statements
         backend = client.backend
         assert isinstance(backend, SQLStore)
