@@ -70,6 +70,8 @@ class Capability(StrEnum):
     PIPELINE = "pipeline"  # snapshots, leases and staged writes for parallel jobs (Spark)
     # an earlier receipt is refused once the message was received again (SQS accepts it)
     STRICT_RECEIPTS = "strict_receipts"
+    # give_back undoes a receive: the message's receive count and first receive as before
+    GIVE_BACK = "give_back"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -435,6 +435,14 @@ class Queue:
                 out.extend([exc] * len(part))
         return out
 
+    @tracing.store_call("give_back")
+    def give_back(self, receipts: Sequence[str]) -> list[Exception | None]:
+        """Make received messages visible again as though that receive had not been made
+        (`Backend.give_back`): for messages claimed and never handed to anyone. Per
+        receipt, None or its error; `batch_limit` receipts a store call."""
+        backend, name = self._backend, self.name
+        return self._in_parts(receipts, lambda part: backend.give_back(name, part))
+
     def changing_visibility(
         self,
         entries: Mapping[str, tuple[str, float]] | Sequence[tuple[str, float]],

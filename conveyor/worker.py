@@ -17,7 +17,10 @@ still ahead is tried again, one without a deadline is not (it was tried once).
 
 `stop()` is thread-safe. On SIGTERM/SIGINT (handlers installed only in the main thread, and
 restored afterwards) the worker stops receiving, lets running handlers finish within `grace`
-seconds, releases what is still held (visibility 0) and returns.
+seconds, releases what is still held and returns: a message whose handler began visible
+again at once (visibility 0), one still waiting its turn given back as though never received
+(`Queue.give_back`: its receive count as before, so that a worker's restarts bring no
+message it never handled nearer the dead-letter queue).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ Handler = Callable[[Message], Any] | Callable[[Message], Awaitable[Any]]
 class _Held:
     message: Message
     extend_at: float
+    started: bool = False  # its handler began (else it waits its turn, held)
     done: bool = False
 
 
@@ -230,20 +234,39 @@ class Worker:
 
     def _release_held(self) -> None:
         with self._lock:
-            held = [h for h in self._held.values() if not h.done]
+            held = [h for h in self._held.values() if not h.done and h.message.receipt]
             self._held.clear()
+        waiting = [h.message for h in held if not h.started]
+        if waiting:
+            try:
+                errors = self.queue.give_back([m.receipt or "" for m in waiting])
+            except ConveyorError as exc:
+                errors = [exc] * len(waiting)
+            for m, error in zip(waiting, errors, strict=True):
+                if error is None:
+                    log.info("gave back message %s (not handled)", m.id)
+                else:
+                    log.warning("could not give back message %s: %s", m.id, error)
         for h in held:
-            if h.message.receipt:
+            if h.started:
                 try:
-                    self.queue.change_visibility(h.message.receipt, 0)
+                    self.queue.change_visibility(h.message.receipt or "", 0)
                     log.info("released message %s", h.message.id)
                 except ConveyorError as exc:
                     log.warning("could not release message %s: %s", h.message.id, exc)
+
+    def _start(self, message: Message) -> None:
+        """Its handler begins: released at a stop with its receive counted."""
+        with self._lock:
+            held = self._held.get(message.receipt or message.id)
+            if held is not None:
+                held.started = True
 
     # -- handling -------------------------------------------------------------------------
 
     def _handle(self, message: Message) -> None:
         try:
+            self._start(message)
             with self._processing(message):  # the handler, and its outcome's store call
                 try:
                     result = self.handler(message)
@@ -449,6 +472,7 @@ class Worker:
             with self._processing(message):  # the handler, and its outcome's store call
                 try:
                     async with turns:
+                        self._start(message)
                         result = self.handler(message)
                         if inspect.isawaitable(result):
                             await result

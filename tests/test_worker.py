@@ -125,6 +125,32 @@ def test_stop_finishes_held_work_and_releases_the_rest(client: Client) -> None:
     assert st.deleted == 1 and st.in_flight == 0 and st.ready == 2
 
 
+def test_a_stop_gives_back_uncounted_what_waited_its_turn(client: Client) -> None:
+    """A batch larger than what runs at once waits its turn, held: at a stop the messages
+    whose handler began go back with their receive counted, those that never reached one
+    as though never received (so restarts bring them no nearer the dead-letter queue)."""
+    q = client.create_queue("turns", visibility_timeout=600)
+    for i in range(3):
+        q.send(str(i), id=f"m{i}")
+    started: list[str] = []
+    release = threading.Event()
+
+    def handler(m: Message) -> None:
+        started.append(m.id)
+        release.wait(5)
+
+    w = Worker(q, handler, concurrency=1, batch_size=3, grace=0.1)
+    t = threading.Thread(target=w.run, kwargs={"handle_signals": False})
+    t.start()
+    _wait_for(lambda: bool(started) and q.stats().in_flight == 3)
+    w.stop()
+    t.join(5)
+    release.set()
+    assert not t.is_alive()
+    counts = {m.id: m.receive_count for m in q.peek(limit=3)}
+    assert started == ["m0"] and counts == {"m0": 1, "m1": 0, "m2": 0}
+
+
 def test_registers_and_heartbeats_as_consumer(client: Client) -> None:
     q = client.create_queue("reg")
     q.send("x")

@@ -58,6 +58,7 @@ QUEUE_FEATURES = frozenset(
         Capability.BINARY_BODIES,
         Capability.COMPRESSION,
         Capability.STRICT_RECEIPTS,
+        Capability.GIVE_BACK,
     }
 )
 """Every message-level feature of the contract: what a store that keeps all the rules has."""
@@ -272,6 +273,17 @@ class Backend(ABC):
         self, queue: str, entries: Sequence[tuple[str, float]]
     ) -> list[Exception | None]:
         """Make each message visible at now + timeout; per entry, None or an error."""
+
+    def give_back(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        """Make received messages visible again at once, as though that receive had not
+        been made: for messages a receiver claimed and never handed to anyone (a push
+        gateway's claimed ahead of its consumers, a worker's prefetched and not started).
+        Each message's receive count goes back down by one (so that such receives bring it
+        no nearer its dead-letter queue), its first receive time is forgotten where the
+        count is back to 0, and the receipt no longer holds it. Per receipt, None or an
+        error, as `change_visibility`. A store without Capability.GIVE_BACK (an SQS
+        endpoint cannot lower a count) makes them visible with the receive counted."""
+        return self.change_visibility(queue, [(receipt, 0.0) for receipt in receipts])
 
 
 class Editing(ABC):

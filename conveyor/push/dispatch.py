@@ -113,6 +113,8 @@ class QueueOps:
         # acknowledgements: committed, not awaited on the disk (`Gateway.call_lazy`)
         self.delete = Batcher[str, None](gateway, self._delete, lazy=True)
         self.visibility = Batcher[tuple[str, float], None](gateway, self._change_visibility)
+        # messages claimed and never pushed: back uncounted (`Backend.give_back`)
+        self.give_back = Batcher[str, None](gateway, self.queue.give_back)
 
     def _send(self, items: list[bytes | tuple[bytes, str]]) -> list[SendResult | Exception]:
         """Gathered sends as one store call; a message refused alone gets its error."""
@@ -195,7 +197,7 @@ class Dispatcher:
         alone, where given)."""
         while self.ahead and (keep_after is None or self.ahead[0][1] < keep_after):
             message, _ = self.ahead.popleft()
-            self.gateway.spawn(self.gateway.release_message(self.queue, message))
+            self.gateway.spawn(self.gateway.release_message(self.queue, message, pushed=False))
 
     def capacity(self) -> int:
         """How many messages the consumers could hold at once: how far to claim ahead."""
@@ -318,13 +320,13 @@ class Dispatcher:
         someone = len(batch) <= len(takers) or self.capacity() > 0  # to take what is left
         for i, (message, claimed) in enumerate(batch):
             if self.stopped or gw.closing:
-                gw.spawn(gw.release_message(self.queue, message))
+                gw.spawn(gw.release_message(self.queue, message, pushed=False))
                 continue
             if i >= len(takers):
                 if someone:
                     self.ahead.append((message, claimed))
                 else:  # nobody to take it: back to the queue for the next consumer
-                    gw.spawn(gw.release_message(self.queue, message))
+                    gw.spawn(gw.release_message(self.queue, message, pushed=False))
                 continue
             peer = takers[i]
             if self.weighted:

@@ -160,15 +160,15 @@ class Gateway:
         await asyncio.gather(*(self.registry.unenrol(p) for p in peers), return_exceptions=True)
         # what the dispatchers claimed ahead goes back with what is unanswered, now (a task
         # spawned for it would be cancelled below)
-        held = [(d.queue, m) for d in self.dispatchers.values() for m in d.take_ahead()]
+        ahead = [(d.queue, m) for d in self.dispatchers.values() for m in d.take_ahead()]
         for dispatcher in self.dispatchers.values():
             dispatcher.stop()
         pending = self.deliveries.take_all()
         for delivery in pending:
             delivery.peer.deliveries.pop(delivery.msgid, None)
-        held += [(d.queue, d.message) for d in pending]
         await asyncio.gather(
-            *(self.release_message(queue, message) for queue, message in held),
+            *(self.release_message(queue, message, pushed=False) for queue, message in ahead),
+            *(self.release_message(d.queue, d.message) for d in pending),
             return_exceptions=True,
         )
         for conn in list(self.connections):
@@ -565,8 +565,17 @@ class Gateway:
         self.queues_ready.discard(name)
         self.queue_ops.pop(name, None)
 
-    async def release_message(self, queue: str, message: Message) -> None:
-        """Make a message received for a consumer visible again now."""
+    async def release_message(self, queue: str, message: Message, *, pushed: bool = True) -> None:
+        """Make a message received for a consumer visible again now: one `pushed` to a
+        consumer with its delivery counted (it may have been handled; a consumer that
+        rejects it, or dies holding it, brings it nearer the dead-letter queue), one
+        claimed ahead and never pushed given back uncounted (`Backend.give_back`), so that
+        consumers that come and go never use up the deliveries of messages none of them
+        saw."""
         if message.receipt is not None:
+            ops = self.ops(queue)
             with contextlib.suppress(ConveyorError):
-                await self.ops(queue).visibility((message.receipt, 0.0))
+                if pushed:
+                    await ops.visibility((message.receipt, 0.0))
+                else:
+                    await ops.give_back(message.receipt)

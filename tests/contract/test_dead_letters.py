@@ -44,6 +44,20 @@ def test_rule6_moved_on_the_receive_after_max(client: Client, clock: ManualClock
     assert m.id == sent.id
 
 
+def test_messages_given_back_come_no_nearer_the_dead_letter_queue(client: Client) -> None:
+    """Receives given back (`give_back`: claimed, never handed to anyone) do not count
+    towards the dead-letter policy's max receive count."""
+    needs(client, Capability.GIVE_BACK)
+    q, dlq = _setup(client, max_receives=1)
+    sent = q.send("never seen")
+    for _ in range(5):
+        [m] = q.receive()
+        assert q.give_back([m.receipt or ""]) == [None]
+    [m] = q.receive()
+    assert (m.id, m.receive_count) == (sent.id, 1)
+    assert dlq.receive() == []
+
+
 def test_rule6_redrive_one_back_to_source(client: Client, clock: ManualClock) -> None:
     needs(client, Capability.EDIT_IN_PLACE)
     q, dlq = _setup(client, max_receives=1)

@@ -163,6 +163,49 @@ def test_a_receive_with_no_visibility_timeout_gives_each_message_once(
         assert all(m.receive_count == 2 for m in again)
 
 
+def test_a_message_given_back_is_as_though_that_receive_was_not_made(
+    client: Client, clock: ManualClock
+) -> None:
+    """`give_back` (messages claimed and never handed on): visible at once, the receive
+    count one lower, the first receive forgotten at 0, the receipt no longer holding it. A
+    store that cannot lower a count (an SQS endpoint) makes it visible, counted."""
+    q = client.create_queue("back", visibility_timeout=30)
+    sent = q.send("x")
+    [m] = q.receive()
+    assert q.give_back([m.receipt or ""]) == [None]
+    clock.advance(1)
+    [again] = q.receive()
+    assert again.id == sent.id
+    if not has(client, Capability.GIVE_BACK):
+        assert again.receive_count == 2
+        return
+    assert again.receive_count == 1
+    assert again.first_received_at == pytest.approx(clock.now())  # not the first claim's
+    with pytest.raises(ReceiptHandleInvalid):
+        q.delete(m.receipt or "")
+    clock.advance(30)  # a second receive, given back: down to one, the first time kept
+    [twice] = q.receive()
+    assert twice.receive_count == 2
+    results = q.give_back([twice.receipt or "", twice.receipt or "", again.receipt or ""])
+    assert results[0] is None and isinstance(results[1], ReceiptHandleInvalid)
+    assert isinstance(results[2], ReceiptHandleInvalid)  # a stale receipt changes nothing
+    [third] = q.receive()
+    assert (third.receive_count, third.first_received_at) == (2, again.first_received_at)
+    q.delete(third.receipt or "")
+    assert q.receive() == []
+
+
+def test_a_fifo_group_whose_message_is_given_back_is_served_again(client: Client) -> None:
+    q = client.create_queue("back.fifo", visibility_timeout=30, content_based_dedup=True)
+    for i in range(2):
+        q.send(f"a{i}", group_id="A")
+    [first] = q.receive()
+    assert q.receive() == []  # the group has a message in flight
+    q.give_back([first.receipt or ""])
+    got = q.receive(10)
+    assert [m.text for m in got] == ["a0", "a1"]
+
+
 def test_rule3_every_receive_issues_a_new_receipt(client: Client, clock: ManualClock) -> None:
     q = client.create_queue("r3", visibility_timeout=1)
     q.send("x")

@@ -185,10 +185,16 @@ def test_messages_claimed_ahead_go_back_when_the_gateway_stops(start: Start) -> 
     dispatcher = gw.gateway.dispatchers["held"]
     until(lambda: len(dispatcher.ahead) > 0, what="messages claimed ahead")
     queue = gw.client.queue("held")
+    ahead = {m.id for m, _ in dispatcher.ahead}
     assert queue.stats().in_flight > 4  # the 4 pushed, and those claimed ahead
     gw.close()
     stats = queue.stats()
     assert (stats.ready, stats.in_flight) == (10, 0)  # back at once, not at the ack_timeout
+    # those pushed come back with their delivery counted, those claimed ahead as though
+    # never received: consumers that come and go use up no message's deliveries unseen
+    counts = {m.id: m.receive_count for m in queue.peek(limit=10)}
+    assert sorted(counts.values()).count(1) == 4
+    assert all(counts[i] == 0 for i in ahead)
     release.set()
     for c in consumers:
         c.stop()

@@ -101,6 +101,7 @@ class DynamoStore(Backend):
             Capability.COMPRESSION,
             Capability.TOTALS,
             Capability.STRICT_RECEIPTS,
+            Capability.GIVE_BACK,
         }
     )
 
@@ -515,6 +516,16 @@ class DynamoStore(Backend):
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]
     ) -> list[Exception | None]:
+        return self._by_receipt(queue, entries, back=False)
+
+    def give_back(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        return self._by_receipt(queue, [(receipt, 0.0) for receipt in receipts], back=True)
+
+    def _by_receipt(
+        self, queue: str, entries: Sequence[tuple[str, float]], *, back: bool
+    ) -> list[Exception | None]:
+        """Each message visible at now + timeout where its receipt's token holds it; with
+        `back`, given back as though that receive had not been made (`give_back`)."""
         entry = self.queue_entry(queue)
         now = self.clock.now()
         results: list[Exception | None] = []
@@ -537,17 +548,23 @@ class DynamoStore(Backend):
                 "SET #version = #version + :one, #vis = :vis, #invisible_until_at = :vist,"
                 " #updated_at = :nowt"
             )
+            removed = []
             if not entry.compat:
                 values[":q"] = s(entry.qt)
-                update += ", #fq = :q, #fk = :vis REMOVE #rq, #rk"
+                update += ", #fq = :q, #fk = :vis"
+                removed += ["#rq", "#rk"]
             try:
-                got = self.call(
-                    "update_item",
-                    Key={"id": s(entry.item_id(mid))},
-                    ReturnValues="ALL_NEW",
-                    ExpressionAttributeValues=values,
-                    **expr(UpdateExpression=update, ConditionExpression="#tok = :t"),
-                )
+                if back:
+                    got = self._give_back(entry, mid, values, update, removed)
+                else:
+                    got = self.call(
+                        "update_item",
+                        Key={"id": s(entry.item_id(mid))},
+                        ReturnValues="ALL_NEW",
+                        ExpressionAttributeValues=values,
+                        **expr(UpdateExpression=_removing(update, removed),
+                               ConditionExpression="#tok = :t"),
+                    )  # fmt: skip
             except ConditionFailed:
                 results.append(stale_receipt(mid))
                 continue
@@ -562,6 +579,43 @@ class DynamoStore(Backend):
         if released:
             self.notify(queue)
         return results
+
+    def _give_back(
+        self, entry: Entry, mid: str, values: dict[str, Any], update: str, removed: list[str]
+    ) -> Any:
+        """The update of `_by_receipt` that also takes the receive back: the count one
+        lower, the token gone and, where the count is back to 0, the first receive (two
+        conditional attempts, one for each case). ConditionFailed where the token no longer
+        holds the message."""
+        key = {"id": s(entry.item_id(mid))}
+        try:  # received once: never received, as far as anyone can tell
+            got = self.call(
+                "update_item",
+                Key=key,
+                ReturnValues="ALL_NEW",
+                ExpressionAttributeValues={**values, ":zero": n(0)},
+                **expr(
+                    UpdateExpression=_removing(
+                        update + ", #receive_count = :zero",
+                        [*removed, "#tok", "#frx", "#received_at"],
+                    ),
+                    ConditionExpression="#tok = :t AND #receive_count <= :one",
+                ),
+            )
+        except ConditionFailed:
+            got = self.call(
+                "update_item",
+                Key=key,
+                ReturnValues="ALL_NEW",
+                ExpressionAttributeValues=values,
+                **expr(
+                    UpdateExpression=_removing(
+                        update + ", #receive_count = #receive_count - :one", [*removed, "#tok"]
+                    ),
+                    ConditionExpression="#tok = :t AND #receive_count > :one",
+                ),
+            )
+        return got
 
     # -- reading and editing --------------------------------------------------------------
 
@@ -630,3 +684,8 @@ class DynamoStore(Backend):
                 ]
             )
         return moved
+
+
+def _removing(update: str, removed: list[str]) -> str:
+    """An update expression's SET part, then a REMOVE of `removed` where there are any."""
+    return f"{update} REMOVE {', '.join(removed)}" if removed else update

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...exceptions import (
@@ -234,18 +234,7 @@ class MemoryBackend(Backend, Editing, Topics, Consumers, LoopCommits):
         return out
 
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
-        results: list[Exception | None] = []
-        with self._s.lock:
-            now = self.clock.now()
-            q = self._s.queue(queue)
-            for receipt in receipts:
-                rec = self._held(q, receipt)
-                if isinstance(rec, Rec):
-                    q.drop(rec, "deleted", now)
-                    results.append(None)
-                else:
-                    results.append(rec)
-        return results
+        return self._each_held(queue, receipts, lambda q, rec, now: q.drop(rec, "deleted", now))
 
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]
@@ -267,6 +256,37 @@ class MemoryBackend(Backend, Editing, Topics, Consumers, LoopCommits):
                     results.append(rec)
         if released:
             self.notify(queue)
+        return results
+
+    def give_back(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        def back(q: QueueState, rec: Rec, now: float) -> None:
+            rec.receive_count = max(0, rec.receive_count - 1)
+            if not rec.receive_count:
+                rec.first_received_at = None
+            rec.visible_at = now
+            q.touch(rec, now)  # its receipt holds it no more
+
+        results = self._each_held(queue, receipts, back)
+        if any(r is None for r in results):
+            self.notify(queue)
+        return results
+
+    def _each_held(
+        self, queue: str, receipts: Sequence[str], act: Callable[[QueueState, Rec, float], None]
+    ) -> list[Exception | None]:
+        """`act` on each record a receipt still holds, under the lock; per receipt, None or
+        why it holds none."""
+        results: list[Exception | None] = []
+        with self._s.lock:
+            now = self.clock.now()
+            q = self._s.queue(queue)
+            for receipt in receipts:
+                rec = self._held(q, receipt)
+                if isinstance(rec, Rec):
+                    act(q, rec, now)
+                    results.append(None)
+                else:
+                    results.append(rec)
         return results
 
     @staticmethod

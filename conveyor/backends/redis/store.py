@@ -376,10 +376,16 @@ class RedisStore(Backend):
     ) -> list[Exception | None]:
         entry = self.queue_entry(queue)
         now = self.clock.now()
-        head = [entry.prefix, queue, num(now), self.channel]
+        head = [entry.prefix, queue, num(now), self.channel, ""]
         return self._by_receipt(
             "visibility", entry, head, [(r, (num(now + t),)) for r, t in entries]
         )
+
+    def give_back(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        entry = self.queue_entry(queue)
+        now = num(self.clock.now())
+        head = [entry.prefix, queue, now, self.channel, "back"]
+        return self._by_receipt("visibility", entry, head, [(r, (now,)) for r in receipts])
 
     def _by_receipt(
         self,

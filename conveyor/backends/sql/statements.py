@@ -191,6 +191,16 @@ CHANGE_VISIBILITY = Statement(
     "UPDATE {messages} SET visible_at = :visible_at, version = version + 1"
     " WHERE {key_scope} AND {key} = :key AND token = :token",
 )
+GIVE_BACK = Statement(
+    "give_back",
+    "A message made visible again as though its claim (whose token still holds it) had not"
+    " been made: its receive count one lower, its first receive forgotten at 0.",
+    # first_received_at first: MySQL assigns in order, each from the values before it
+    "UPDATE {messages} SET first_received_at = CASE WHEN receive_count > 1"
+    " THEN first_received_at END, receive_count = CASE WHEN receive_count > 0"
+    " THEN receive_count - 1 ELSE 0 END, visible_at = :visible_at, version = version + 1,"
+    " token = NULL WHERE {key_scope} AND {key} = :key AND token = :token",
+)
 PURGE = Statement(
     "purge",
     "Every message of a queue, deleted.",

@@ -80,6 +80,7 @@ from .statements import (
     DEDUP_SEEN,
     DELETE_QUEUE,
     FORGET_DEDUP,
+    GIVE_BACK,
     PURGE,
     QUEUE_ID,
     QUEUE_INFO,
@@ -783,15 +784,23 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
     def change_visibility(
         self, queue: str, entries: Sequence[tuple[str, float]]
     ) -> list[Exception | None]:
-        return self.fresh_on_drop(queue, lambda: self._change_visibility(queue, entries))
+        return self.fresh_on_drop(
+            queue, lambda: self._by_receipt(queue, CHANGE_VISIBILITY, entries)
+        )
 
-    def _change_visibility(
-        self, queue: str, entries: Sequence[tuple[str, float]]
+    def give_back(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:
+        entries = [(receipt, 0.0) for receipt in receipts]
+        return self.fresh_on_drop(queue, lambda: self._by_receipt(queue, GIVE_BACK, entries))
+
+    def _by_receipt(
+        self, queue: str, statement: Statement, entries: Sequence[tuple[str, float]]
     ) -> list[Exception | None]:
+        """`statement` (CHANGE_VISIBILITY or GIVE_BACK) for each (receipt, timeout), in one
+        transaction; per entry, None or why its receipt holds nothing."""
         d = self.dialect
         now = self.clock.now()
         qid, _ = self.lookup(queue, now)
-        update = d.sql(CHANGE_VISIBILITY, qid)
+        update = d.sql(statement, qid)
 
         def run(ex: E) -> tuple[list[Exception | None], bool]:
             results: list[Exception | None] = []

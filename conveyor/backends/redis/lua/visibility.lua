@@ -1,10 +1,12 @@
 -- Change the visibility of received messages, each where it still holds the receipt's token.
--- KEYS[1] the queue's meta. ARGV: prefix, queue name, now, wake channel, then per entry:
--- message id, token, new visible_at. Returns 1 (changed) or 0 (stale) per entry.
-local prefix, now_text, channel = ARGV[1], ARGV[3], ARGV[4]
+-- KEYS[1] the queue's meta. ARGV: prefix, queue name, now, wake channel, mode, then per
+-- entry: message id, token, new visible_at. Mode 'back' gives the messages back as though
+-- the receive had not been made (give_back): the receive count one lower, the first
+-- receive forgotten at 0, the token gone. Returns 1 (changed) or 0 (stale) per entry.
+local prefix, now_text, channel, back = ARGV[1], ARGV[3], ARGV[4], ARGV[5] == 'back'
 local now = tonumber(now_text)
 local ids, tokens, visibles = {}, {}, {}
-for i = 5, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   ids[#ids + 1] = ARGV[i]
   tokens[#tokens + 1] = ARGV[i + 1]
   visibles[#visibles + 1] = ARGV[i + 2]
@@ -16,6 +18,11 @@ for j, id in ipairs(ids) do
   if holds(text, tokens[j]) then
     local n, r, f, _, t = read_state(text, '')
     if not current[id] then changed[#changed + 1] = id end
+    if back then
+      n = math.max(n - 1, 0)
+      if n == 0 then f = false end
+      t = false
+    end
     current[id] = write_state(n, r + 1, f, visibles[j], t)
     out[j] = 1
   else
