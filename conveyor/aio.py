@@ -190,17 +190,24 @@ async def long_poll_async(
     first message (`long_poll`'s steps): woken by a send in this process, and every
     `poll_interval` for delays ending and other processes' sends; no thread held while it
     waits. `stop` is asked before every wait: True ends it with nothing. `waits` counts
-    the waiters."""
+    the waiters. `stop` is asked again before each claim that follows a wait, and where it
+    answers True the wait's wake-up is passed on to the next waiter (this one may have
+    taken it from a receiver that would claim)."""
     poll = queue.polling(wait)
     step = next(poll)
+    waited = False
     try:
         while True:
             if step is RECEIVE:
+                if waited and stop is not None and stop():
+                    queue.notify()
+                    return []
                 step = poll.send(await claim())
                 continue
             assert isinstance(step, Wait)
             if stop is not None and stop():
                 return []
+            waited = True
             if waits is not None:
                 waits.enter(queue.name)
             try:

@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -300,17 +301,51 @@ def test_a_client_that_has_sent_all_it_will_still_gets_its_answers(live: LiveSer
             assert reader.response()[0] == 200
             assert reader.closed()
     sock, reader = connect(live)
-    with sock:  # answered after a wait
+    with sock:  # a long poll answers at its next wake-up, claiming nothing for it
         sock.sendall(request("ReceiveMessage", {"QueueUrl": url, "WaitTimeSeconds": 10}))
-        sock.shutdown(socket.SHUT_WR)
-        deadline = time.monotonic() + 10
-        while not live.conveyor.aio.waits.counts().get("halfclosed"):
-            assert time.monotonic() < deadline, "the long poll never began"
-            time.sleep(0.01)
+        _until_waiting(live, "halfclosed", 1)
+        sock.shutdown(socket.SHUT_WR)  # (a client that closed its socket looks the same)
         sqs.send_message(QueueUrl=url, MessageBody="late")
         status, _, body = reader.response()
-        assert status == 200 and json.loads(body)["Messages"][0]["Body"] == "late"
+        assert status == 200 and "Messages" not in json.loads(body)
         assert reader.closed()
+    [late] = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
+    assert late["Body"] == "late" and late["Attributes"]["ApproximateReceiveCount"] == "1"
+
+
+def _until_waiting(live: LiveServer, queue: str, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while live.conveyor.aio.waits.counts().get(queue, 0) != n:
+        assert time.monotonic() < deadline, f"{n} long poll(s) of {queue} never began"
+        time.sleep(0.01)
+
+
+def test_a_long_poll_whose_client_went_away_takes_no_message(live: LiveServer) -> None:
+    """A consumer killed during a long poll: its wait, first in line, is woken by the next
+    send, and passes the wake-up on to the receiver behind it rather than claim the message
+    for nobody (where it would stay invisible for its visibility timeout, its receive
+    counted)."""
+    sqs = live.sqs()
+    url = sqs.create_queue(QueueName="ghost")["QueueUrl"]
+    sock, _ = connect(live)
+    sock.sendall(request("ReceiveMessage", {"QueueUrl": url, "WaitTimeSeconds": 20}))
+    _until_waiting(live, "ghost", 1)
+    sock.close()
+    got: list[Any] = []
+    other = threading.Thread(
+        target=lambda: got.extend(
+            live.sqs()
+            .receive_message(QueueUrl=url, WaitTimeSeconds=10, AttributeNames=["All"])
+            .get("Messages", [])
+        )
+    )
+    other.start()
+    _until_waiting(live, "ghost", 2)
+    sqs.send_message(QueueUrl=url, MessageBody="for the living")
+    other.join(15)
+    assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in got] == [
+        ("for the living", "1")
+    ]
 
 
 def test_a_kept_alive_connection_serves_request_after_request(live: LiveServer) -> None:

@@ -10,6 +10,7 @@ once and refusing it as soon as it passes the limit.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import random
@@ -93,6 +94,8 @@ class Incoming:
     body: bytes
     account: str | None  # a queue URL's path
     queue: str | None
+    # whether the client has closed its connection meanwhile (None: the server cannot tell)
+    gone: Callable[[], bool] | None = None
 
 
 SNS_SCOPES = ("sns", "sts")  # STS: GetCallerIdentity, which the SNS endpoint answers
@@ -347,6 +350,8 @@ class Endpoint:
                 if not params.get("QueueUrl"):
                     params["QueueUrl"] = request.path
             caller = self.caller(request, name)
+            if request.gone is not None and name == "ReceiveMessage":
+                caller = dataclasses.replace(caller, gone=request.gone)
             result = await self.sqs.call(name, params, caller)
             extra = [(b"x-amzn-requestid", request_id.encode())]
             if protocol == "json":

@@ -141,6 +141,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()  # after what this turn wrote has gone out
         else:
             cycle.keep_alive = False
+            if type(cycle) is Exchange:
+                # a client that closed its socket looks the same until a write meets its
+                # reset: a long poll answers now, with what it has, rather than claim
+                # messages for a reader that may be gone (`gone`)
+                cycle.ended = True
         return True
 
     def data_received(self, data: bytes) -> None:
@@ -260,6 +265,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             version=parser.get_http_version(),
             keep_alive=parser.get_http_version() != "1.0" and parser.should_keep_alive(),
         )
+        exchange.request.gone = exchange.gone
         previous = self.cycle
         # an Exchange stands in for uvicorn's request cycle: it has what uvicorn's protocol
         # reads of one (response_complete, keep_alive, disconnected, message_event)
@@ -523,6 +529,7 @@ class Exchange:
         "body",
         "complete",
         "disconnected",
+        "ended",
         "keep_alive",
         "request",
         "response_complete",
@@ -542,7 +549,13 @@ class Exchange:
         self.complete = False  # the body has arrived
         self.started = False  # no request before it on the connection waits for its answer
         self.response_complete = False
-        self.disconnected = False
+        self.disconnected = False  # set by uvicorn's protocol as the connection is lost
+        self.ended = False  # the client sent its end of the stream before the answer
+
+    def gone(self) -> bool:
+        """Whether the client closed the connection, or its side of it, before its answer
+        was complete."""
+        return self.disconnected or self.ended
 
 
 class _Resume:

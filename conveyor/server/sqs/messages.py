@@ -259,11 +259,13 @@ class MessageActions:
             if cached is not None and cached[0] > time.monotonic():
                 return cached[1]
         queue = self.aio.queue(name)
+        gone = caller.gone
         messages = await queue.receive(
             count,
             visibility_timeout=None if visibility is None else float(visibility),
             wait=None if wait is None else float(wait),
-            stop=self.draining,
+            # a long poll whose client went away claims nothing after its wait
+            stop=lambda: self.draining() or gone(),
         )
         self.metrics.received(name, len(messages), count)
         result: Result = {}

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ...exceptions import InvalidInput, QueueDoesNotExist
@@ -42,6 +43,8 @@ class Caller:
     scoped: bool = False  # the region is a signature's credential scope (not a default)
     action: str = ""  # the action called (what a queue policy is asked about)
     user: str | None = None  # the IAM user the access key stands for (None: the account)
+    # whether the client has closed its connection (a long poll then stops waiting for it)
+    gone: Callable[[], bool] = field(default=lambda: False, compare=False, repr=False)
 
     @property
     def principal(self) -> str:
