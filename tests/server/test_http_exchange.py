@@ -331,6 +331,27 @@ def test_a_long_poll_whose_client_went_away_takes_no_message(live: LiveServer) -
     sock.sendall(request("ReceiveMessage", {"QueueUrl": url, "WaitTimeSeconds": 20}))
     _until_waiting(live, "ghost", 1)
     sock.close()
+    assert _received_behind_a_ghost(live, url, "ghost") == [("for the living", "1")]
+
+
+def test_a_rest_long_poll_whose_client_went_away_takes_no_message(live: LiveServer) -> None:
+    """The same for the REST API's receive (through ASGI)."""
+    sqs = live.sqs()
+    url = sqs.create_queue(QueueName="ghostrest")["QueueUrl"]
+    body = json.dumps({"max_messages": 1, "wait": 20}).encode()
+    sock, _ = connect(live)
+    sock.sendall(
+        b"POST /queues/ghostrest/receive HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    _until_waiting(live, "ghostrest", 1)
+    sock.close()
+    assert _received_behind_a_ghost(live, url, "ghostrest") == [("for the living", "1")]
+
+
+def _received_behind_a_ghost(live: LiveServer, url: str, queue: str) -> list[tuple[str, str]]:
+    """What a receiver waiting behind a gone client's long poll gets of the next send: its
+    body and receive count."""
     got: list[Any] = []
     other = threading.Thread(
         target=lambda: got.extend(
@@ -340,12 +361,10 @@ def test_a_long_poll_whose_client_went_away_takes_no_message(live: LiveServer) -
         )
     )
     other.start()
-    _until_waiting(live, "ghost", 2)
-    sqs.send_message(QueueUrl=url, MessageBody="for the living")
+    _until_waiting(live, queue, 2)
+    live.sqs().send_message(QueueUrl=url, MessageBody="for the living")
     other.join(15)
-    assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in got] == [
-        ("for the living", "1")
-    ]
+    return [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in got]
 
 
 def test_a_kept_alive_connection_serves_request_after_request(live: LiveServer) -> None:

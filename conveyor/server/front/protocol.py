@@ -53,7 +53,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from ... import tracing
 from ...commits import CommitWait
 from ..app import BodyLimit
-from .conns import OPEN
+from .conns import GONE, OPEN
 from .endpoint import (
     Endpoint,
     Incoming,
@@ -141,11 +141,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()  # after what this turn wrote has gone out
         else:
             cycle.keep_alive = False
-            if type(cycle) is Exchange:
-                # a client that closed its socket looks the same until a write meets its
-                # reset: a long poll answers now, with what it has, rather than claim
-                # messages for a reader that may be gone (`gone`)
-                cycle.ended = True
+            # a client that closed its socket looks the same until a write meets its reset:
+            # a long poll answers with what it has rather than claim messages for a reader
+            # that may be gone (Exchange.gone, and `GONE` in an ASGI request's scope)
+            cycle.ended = True
         return True
 
     def data_received(self, data: bytes) -> None:
@@ -283,6 +282,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             if cycle.complete:
                 self.loop.call_soon(self._answer, cycle)
             return
+        cycle.scope[GONE] = functools.partial(_cycle_gone, cycle)
         HttpToolsProtocol._start_asgi_task(self, cycle, app)
 
     def _answer(self, exchange: Exchange) -> None:
@@ -556,6 +556,12 @@ class Exchange:
         """Whether the client closed the connection, or its side of it, before its answer
         was complete."""
         return self.disconnected or self.ended
+
+
+def _cycle_gone(cycle: Any) -> bool:
+    """Whether the client of uvicorn's request cycle closed the connection, or its sending
+    side of it, before the answer was complete."""
+    return bool(cycle.disconnected or getattr(cycle, "ended", False))
 
 
 class _Resume:

@@ -36,6 +36,7 @@ from ...validation import (
     MIN_PRIORITY,
     check_queue_name,
 )
+from ..front.conns import client_gone
 from ..metrics import Metrics
 from ..sqs.move import MoveTasks
 from .bodies import (
@@ -299,12 +300,16 @@ def send(rest: Services, queue: QueueName, message: SendRequest) -> dict[str, An
 
 
 @router.post("/queues/{queue}/receive", tags=["messages"], summary="Receive with receipts")
-async def receive(rest: Services, queue: QueueName, req: ReceiveRequest) -> dict[str, Any]:
+async def receive(
+    rest: Services, request: Request, queue: QueueName, req: ReceiveRequest
+) -> dict[str, Any]:
+    gone = client_gone(request.scope)
     got = await rest.aio.queue(check_queue_name(queue)).receive(
         req.max_messages,
         visibility_timeout=req.visibility_timeout,
         wait=req.wait,
-        stop=rest.draining,
+        # a long poll whose client went away claims nothing after its wait
+        stop=lambda: rest.draining() or gone(),
     )
     rest.metrics.received(queue, len(got), req.max_messages)
     return {"messages": [message_json(m) for m in got]}
