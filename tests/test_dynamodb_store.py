@@ -235,6 +235,11 @@ def test_a_dynamomq_table_opens_as_it_is(url: str) -> None:
         raw = ddb.get_item(TableName=table, Key={"id": {"S": "A-202"}})["Item"]
         assert raw["version"]["N"] == "2" and raw["receive_count"]["N"] == "1"
         assert raw["invisible_until_at"]["S"] > raw["received_at"]["S"]  # DynamoMQ's PROCESSING
+        assert q.give_back([got[2].receipt or ""]) == [None]  # claimed, never handled
+        raw = ddb.get_item(TableName=table, Key={"id": {"S": "A-303"}})["Item"]
+        assert raw["receive_count"]["N"] == "0" and "received_at" not in raw  # as never received
+        [again] = q.receive()
+        assert (again.id, again.receive_count) == ("A-303", 1)
 
         moved = q.move_to_dlq("A-202", error="bad payload")
         assert moved.queue == "DLQ" and moved.source_queue == "STANDARD"
