@@ -440,13 +440,20 @@ class Worker:
         try:
             while not self._stop.is_set():
                 free = 0
-                while free < self._refill:
-                    await sem.acquire()
+                while free < self._refill and not self._stop.is_set():
+                    try:  # a stop is seen while every handler still runs
+                        await asyncio.wait_for(sem.acquire(), 0.25)
+                    except TimeoutError:
+                        continue
                     free += 1
                 while free < self.batch_size and not sem.locked():
                     await sem.acquire()
                     free += 1
-                messages = await asyncio.to_thread(self._take, free, until_empty)
+                messages = (
+                    []
+                    if self._stop.is_set()
+                    else await asyncio.to_thread(self._take, free, until_empty)
+                )
                 for _ in range(free - len(messages)):
                     sem.release()
                 for m in messages:

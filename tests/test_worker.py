@@ -125,7 +125,8 @@ def test_stop_finishes_held_work_and_releases_the_rest(client: Client) -> None:
     assert st.deleted == 1 and st.in_flight == 0 and st.ready == 2
 
 
-def test_a_stop_gives_back_uncounted_what_waited_its_turn(client: Client) -> None:
+@pytest.mark.parametrize("kind", ["threads", "asyncio"])
+def test_a_stop_gives_back_uncounted_what_waited_its_turn(client: Client, kind: str) -> None:
     """A batch larger than what runs at once waits its turn, held: at a stop the messages
     whose handler began go back with their receive counted, those that never reached one
     as though never received (so restarts bring them no nearer the dead-letter queue)."""
@@ -139,7 +140,14 @@ def test_a_stop_gives_back_uncounted_what_waited_its_turn(client: Client) -> Non
         started.append(m.id)
         release.wait(5)
 
-    w = Worker(q, handler, concurrency=1, batch_size=3, grace=0.1)
+    async def handler_async(m: Message) -> None:
+        started.append(m.id)
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+
+    w = Worker(
+        q, handler if kind == "threads" else handler_async, concurrency=1, batch_size=3, grace=0.1
+    )
     t = threading.Thread(target=w.run, kwargs={"handle_signals": False})
     t.start()
     _wait_for(lambda: bool(started) and q.stats().in_flight == 3)
