@@ -17,7 +17,7 @@ import datetime as dt
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, quote
@@ -29,7 +29,7 @@ from ...exceptions import (
     SignatureDoesNotMatch,
     Unauthorized,
 )
-from ..sqs.names import ACCOUNT_RE, REGION_RE, Caller, Namespaces, host_region
+from ..sqs.names import ACCOUNT_RE, REGION_RE, Caller, Namespaces, host_region, never_gone
 
 AUTH_RE = re.compile(
     r"AWS4-HMAC-SHA256\s+Credential=([^/,\s]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request\s*,\s*"
@@ -112,9 +112,11 @@ class Auth:
         now: float,
         action: str = "",
         services: tuple[str, ...] = ("sqs",),
+        gone: Callable[[], bool] = never_gone,
     ) -> Caller:
         """Who calls, from the request's signature (checked where the server has keys);
-        `services`: the credential scopes the API takes (the first named in the refusal)."""
+        `services`: the credential scopes the API takes (the first named in the refusal);
+        `gone`: whether the client has closed its connection (`Caller.gone`)."""
         ns = self.namespaces
         header = headers.get("authorization", "")
         match = AUTH_RE.match(header)
@@ -124,7 +126,7 @@ class Auth:
                 caller = self._presigned_caller(
                     presigned, method, raw_path, query, headers, body, base_url, now, services
                 )
-                return dataclasses.replace(caller, action=action)
+                return dataclasses.replace(caller, action=action, gone=gone)
             if self.verifies:
                 raise AccessDenied(
                     "this server requires requests signed with AWS Signature Version 4 by a"
@@ -133,7 +135,9 @@ class Auth:
             region = _region_from_query(query) or ns.region
             if ns.host_urls:  # an unsigned request to sqs.REGION.HOST is that region's
                 region = host_region(headers.get("host", "").rsplit(":", 1)[0]) or region
-            return Caller(region=region, account=ns.account, base_url=base_url, action=action)
+            return Caller(
+                region=region, account=ns.account, base_url=base_url, action=action, gone=gone
+            )
         key_id, date, region, service, signed, signature = match.groups()
         if not REGION_RE.fullmatch(region):
             raise AccessDenied(f"the signature's region {region!r} is not a region name")
@@ -173,6 +177,7 @@ class Auth:
             scoped=True,
             action=action,
             user=user,
+            gone=gone,
         )
 
     def _key(self, key_id: str) -> Key:

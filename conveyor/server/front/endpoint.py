@@ -10,7 +10,6 @@ once and refusing it as soon as it passes the limit.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import logging
 import random
@@ -32,7 +31,7 @@ from ...exceptions import (
 from ..sns.api import ACTIONS as SNS_ACTIONS
 from ..sns.arns import TOPIC_ARN_RE
 from ..sns.wire import sns_error, sns_error_body, sns_response
-from ..sqs.names import Caller
+from ..sqs.names import Caller, never_gone
 from ..sqs.params import TRACE_PARAM
 from ..sqs.wire import (
     JSON_CONTENT_TYPE,
@@ -94,8 +93,8 @@ class Incoming:
     body: bytes
     account: str | None  # a queue URL's path
     queue: str | None
-    # whether the client has closed its connection meanwhile (None: the server cannot tell)
-    gone: Callable[[], bool] | None = None
+    # whether the client has closed its connection meanwhile (the server's protocol tells)
+    gone: Callable[[], bool] = never_gone
 
 
 SNS_SCOPES = ("sns", "sts")  # STS: GetCallerIdentity, which the SNS endpoint answers
@@ -350,8 +349,6 @@ class Endpoint:
                 if not params.get("QueueUrl"):
                     params["QueueUrl"] = request.path
             caller = self.caller(request, name)
-            if request.gone is not None and name == "ReceiveMessage":
-                caller = dataclasses.replace(caller, gone=request.gone)
             result = await self.sqs.call(name, params, caller)
             extra = [(b"x-amzn-requestid", request_id.encode())]
             if protocol == "json":
@@ -384,6 +381,7 @@ class Endpoint:
             now=time.time(),
             action=action,
             services=services,
+            gone=request.gone,
         )
 
     def _sns_caller(self, action: str, params: dict[str, Any], request: Incoming) -> Caller:

@@ -32,6 +32,11 @@ REGION_RE = re.compile(r"[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?")
 ARN_RE = re.compile(r"arn:aws[a-z-]*:sqs:([a-z0-9-]{1,32}):([0-9]{12}):([A-Za-z0-9_.-]{1,80})")
 
 
+def never_gone() -> bool:
+    """A `Caller.gone` where the server cannot tell."""
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
     """Who is calling and where: the signature's region and account, the URL they used."""
@@ -44,7 +49,7 @@ class Caller:
     action: str = ""  # the action called (what a queue policy is asked about)
     user: str | None = None  # the IAM user the access key stands for (None: the account)
     # whether the client has closed its connection (a long poll then stops waiting for it)
-    gone: Callable[[], bool] = field(default=lambda: False, compare=False, repr=False)
+    gone: Callable[[], bool] = field(default=never_gone, compare=False, repr=False)
 
     @property
     def principal(self) -> str:
