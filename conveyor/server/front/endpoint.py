@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -31,7 +31,7 @@ from ...exceptions import (
 from ..sns.api import ACTIONS as SNS_ACTIONS
 from ..sns.arns import TOPIC_ARN_RE
 from ..sns.wire import sns_error, sns_error_body, sns_response
-from ..sqs.names import Caller, never_gone
+from ..sqs.names import Caller
 from ..sqs.params import TRACE_PARAM
 from ..sqs.wire import (
     JSON_CONTENT_TYPE,
@@ -44,6 +44,7 @@ from ..sqs.wire import (
     query_tree,
 )
 from .auth import signed_service
+from .conns import Gone, client_gone
 
 if TYPE_CHECKING:
     from ..app import ConveyorServer
@@ -94,7 +95,7 @@ class Incoming:
     account: str | None  # a queue URL's path
     queue: str | None
     # whether the client has closed its connection meanwhile (the server's protocol tells)
-    gone: Callable[[], bool] = never_gone
+    gone: Callable[[], bool] = field(default_factory=Gone)
 
 
 SNS_SCOPES = ("sns", "sts")  # STS: GetCallerIdentity, which the SNS endpoint answers
@@ -264,6 +265,7 @@ class Endpoint:
             body=body,
             account=path.get("account"),
             queue=path.get("queue"),
+            gone=client_gone(scope),
         )
         await _send(send, *await self.answer(request, started, refusal))
 

@@ -53,7 +53,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from ... import tracing
 from ...commits import CommitWait
 from ..app import BodyLimit
-from .conns import GONE, OPEN
+from .conns import GONE, OPEN, Gone
 from .endpoint import (
     Endpoint,
     Incoming,
@@ -125,6 +125,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         cycle: Any = self.cycle
         if type(cycle) is Exchange and not cycle.complete and self._endpoint is not None:
             self._endpoint.gone(cycle.started_at)
+        if cycle is not None and not cycle.response_complete:
+            _client_went(cycle)
         super().connection_lost(exc)
 
     def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio's protocol
@@ -143,8 +145,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             cycle.keep_alive = False
             # a client that closed its socket looks the same until a write meets its reset:
             # a long poll answers with what it has rather than claim messages for a reader
-            # that may be gone (Exchange.gone, and `GONE` in an ASGI request's scope)
-            cycle.ended = True
+            # that may be gone (the request's `Gone`)
+            _client_went(cycle)
         return True
 
     def data_received(self, data: bytes) -> None:
@@ -264,7 +266,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             version=parser.get_http_version(),
             keep_alive=parser.get_http_version() != "1.0" and parser.should_keep_alive(),
         )
-        exchange.request.gone = exchange.gone
         previous = self.cycle
         # an Exchange stands in for uvicorn's request cycle: it has what uvicorn's protocol
         # reads of one (response_complete, keep_alive, disconnected, message_event)
@@ -282,7 +283,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             if cycle.complete:
                 self.loop.call_soon(self._answer, cycle)
             return
-        cycle.scope[GONE] = functools.partial(_cycle_gone, cycle)
+        cycle.scope[GONE] = cycle.conveyor_gone = Gone()
         HttpToolsProtocol._start_asgi_task(self, cycle, app)
 
     def _answer(self, exchange: Exchange) -> None:
@@ -529,7 +530,6 @@ class Exchange:
         "body",
         "complete",
         "disconnected",
-        "ended",
         "keep_alive",
         "request",
         "response_complete",
@@ -549,19 +549,15 @@ class Exchange:
         self.complete = False  # the body has arrived
         self.started = False  # no request before it on the connection waits for its answer
         self.response_complete = False
-        self.disconnected = False  # set by uvicorn's protocol as the connection is lost
-        self.ended = False  # the client sent its end of the stream before the answer
-
-    def gone(self) -> bool:
-        """Whether the client closed the connection, or its side of it, before its answer
-        was complete."""
-        return self.disconnected or self.ended
+        self.disconnected = False
 
 
-def _cycle_gone(cycle: Any) -> bool:
-    """Whether the client of uvicorn's request cycle closed the connection, or its sending
-    side of it, before the answer was complete."""
-    return bool(cycle.disconnected or getattr(cycle, "ended", False))
+def _client_went(cycle: Any) -> None:
+    """The client of a request not yet answered (an Exchange, or uvicorn's request cycle)
+    closed the connection or its sending side: its `Gone` says so."""
+    gone = cycle.request.gone if type(cycle) is Exchange else getattr(cycle, "conveyor_gone", None)
+    if isinstance(gone, Gone):
+        gone.gone = True
 
 
 class _Resume:
