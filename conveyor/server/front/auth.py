@@ -29,7 +29,8 @@ from ...exceptions import (
     SignatureDoesNotMatch,
     Unauthorized,
 )
-from ..sqs.names import ACCOUNT_RE, REGION_RE, Caller, Namespaces, host_region, never_gone
+from ..sqs.names import ACCOUNT_RE, REGION_RE, Caller, Namespaces, host_region
+from .conns import never_gone
 
 AUTH_RE = re.compile(
     r"AWS4-HMAC-SHA256\s+Credential=([^/,\s]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request\s*,\s*"

@@ -30,10 +30,11 @@ class Gone:
 def client_gone(scope: Mapping[str, Any]) -> Callable[[], bool]:
     """The request's `Gone` (never gone where the server cannot tell)."""
     gone: Callable[[], bool] | None = scope.get(GONE)
-    return gone if gone is not None else _never
+    return gone if gone is not None else never_gone
 
 
-def _never() -> bool:
+def never_gone() -> bool:
+    """A request's `Gone` where the server cannot tell (and `Caller.gone`'s default)."""
     return False
 
 

@@ -24,17 +24,13 @@ from urllib.parse import urlsplit
 
 from ...exceptions import InvalidInput, QueueDoesNotExist
 from ...validation import NAMESPACE_RE, check_queue_name
+from ..front.conns import never_gone
 
 ACCOUNT_RE = re.compile(r"[0-9]{12}")
 REGION_RE = re.compile(r"[a-z](?:[a-z0-9-]{0,30}[a-z0-9])?")
 """A region name: `us-east-1`, or a local one such as `local`; never an address's digits
 (a client given only `http://127.0.0.1` may sign its requests for region `0`)."""
 ARN_RE = re.compile(r"arn:aws[a-z-]*:sqs:([a-z0-9-]{1,32}):([0-9]{12}):([A-Za-z0-9_.-]{1,80})")
-
-
-def never_gone() -> bool:
-    """A `Caller.gone` where the server cannot tell."""
-    return False
 
 
 @dataclass(frozen=True, slots=True)
