@@ -874,3 +874,78 @@ def test_a_queue_deep_in_messages_in_flight_is_claimed_from_indexes(
             watch.join()
             assert not {fresh_index, held_index} & pg_indexes(backend)
             assert watch.deep == set()
+
+
+def test_a_queue_no_longer_deep_loses_its_indexes_and_other_queues_get_hot_updates_back(
+    kind: str, urls: list[str]
+) -> None:
+    """PostgreSQL: while any queue has its partial indexes of messages in flight, a
+    receive's rewrite of a row of any queue touches every index (the indexes' conditions
+    name the columns it changes); once the deep queue has few messages in flight again, the
+    process claiming from it drops them, and another process that still took the queue for
+    deep finds them gone and claims as from any queue, in delivery order."""
+    if kind != "postgres":
+        pytest.skip("partial indexes of one queue: PostgreSQL's")
+    url = fresh(kind, urls)
+    clock = ManualClock()
+    with Client(url, clock=clock) as one, Client(url, clock=clock) as two:
+        watches: list[Any] = []
+        for client in (one, two):
+            backend = client.backend
+            assert isinstance(backend, SQLStore)
+            watch: Any = backend.dialect.held  # type: ignore[attr-defined]
+            watch.check_after = 0.0
+            watch.rows = 500
+            watches.append(watch)
+        q = one.create_queue("deep", visibility_timeout=30)
+        other = one.create_queue("other")
+        for start in range(0, 1_000, 10):
+            q.send_batch([f"{i}" for i in range(start, start + 10)])
+        taken = [m for _ in range(60) for m in q.receive(10)]  # 600 in flight
+        assert [m.text for m in two.queue("deep").receive()] == ["600"]  # two looks too
+        for watch in watches:
+            watch.join()
+        qid, _ = one.backend.lookup("deep")  # type: ignore[attr-defined]
+        assert [w.deep for w in watches] == [{qid}, {qid}]
+        fresh_index, held_index = watches[0].names(qid)
+        backend = one.backend
+        assert isinstance(backend, SQLStore)
+        assert {fresh_index, held_index} <= pg_indexes(backend)
+
+        other.send("x")
+        [held] = other.receive()  # a row of another queue, rewritten as a receive does
+
+        def hot(cur: Any) -> int:
+            """Whether that rewrite would be a HOT update (undone with the transaction)."""
+            table = f"{backend.dialect.prefix}messages"
+            found: list[int] = []
+            count = "SELECT pg_stat_get_xact_tuples_hot_updated(%s::regclass)"
+            cur.execute("SAVEPOINT hot")
+            for update in (False, True):
+                if update:
+                    cur.execute(
+                        f"UPDATE {table} SET visible_at = visible_at + 1,"
+                        " receive_count = receive_count + 1 WHERE id = %s",
+                        (held.id,),
+                    )
+                cur.execute(count, (table,))  # what this backend has not yet reported
+                found.append(int(cur.fetchone()[0]))
+            cur.execute("ROLLBACK TO SAVEPOINT hot")
+            return found[1] - found[0]
+
+        assert run_cursor(backend, hot) == 0
+        q.delete_batch([m.receipt or "" for m in taken])  # 1 left in flight: shallow
+        assert [m.text for m in q.receive()] == ["601"]  # not due to look again yet
+        assert watches[0].deep == {qid}
+        watches[0].recheck_every = 0.0
+        assert [m.text for m in q.receive()] == ["602"]
+        watches[0].join()
+        assert watches[0].deep == set()
+        assert not {fresh_index, held_index} & pg_indexes(backend)
+        assert run_cursor(backend, hot) == 1
+
+        # the other process claims from where the indexes were, then finds them gone
+        watches[1].recheck_every = 0.0
+        assert [m.text for m in two.queue("deep").receive(2)] == ["603", "604"]
+        assert watches[1].deep == set()
+        assert [m.text for m in two.queue("deep").receive(2)] == ["605", "606"]

@@ -3,14 +3,22 @@
 They are built `CONCURRENTLY` on a connection of their own in a background thread, so no
 writer waits: the queue's messages never received, in delivery order, and the others by the
 time they become visible (then delivery order). Once both are valid, its claims and walks
-(queues with a dead-letter policy) read the first ready rows of each; the indexes go when
-the queue is deleted.
+(queues with a dead-letter policy) read the first ready rows of each.
+
+The indexes go when the queue is deleted, and when it is shallow again: while any queue has
+them, PostgreSQL counts their columns as indexed, so a receive's rewrite of a row of any
+queue is no longer a HOT update (docs/stores.md). Every `recheck_every` seconds a process
+claiming from a deep queue looks again: with fewer than a fifth of `rows` messages in flight
+or delayed, it drops them (in the background, without blocking writers); where another
+process dropped them, it claims as from any queue again. A queue that goes deep again gets
+them again, as the first time.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -22,10 +30,13 @@ from .statements import (
     POSTGRES_DROP_HELD_INDEXES,
     POSTGRES_HELD_INDEXES,
     POSTGRES_INDEXES_EXIST,
+    POSTGRES_STILL_DEEP,
     POSTGRES_VALID_INDEXES,
 )
 
 log = logging.getLogger("conveyor.store")
+
+RECHECK_EVERY = 30.0  # seconds between looks at whether a deep queue still is, per process
 
 
 class HeldIndexes(HeadWatch):
@@ -36,8 +47,10 @@ class HeldIndexes(HeadWatch):
         super().__init__(prefix, sql)
         self.conninfo = conninfo
         self.options = options
+        self.recheck_every = RECHECK_EVERY
         self._building: dict[int, threading.Thread] = {}
         self._dropping: list[threading.Thread] = []
+        self._rechecked: dict[int, float] = {}  # deep queue: when this process last looked
         self._lock = threading.Lock()
 
     def names(self, qid: int) -> tuple[str, str]:
@@ -70,6 +83,7 @@ class HeldIndexes(HeadWatch):
                     self.sql(POSTGRES_VALID_INDEXES), {"fresh": fresh, "held": held}
                 ).fetchone()
                 if valid is not None and valid[0] == 2:
+                    self._rechecked[qid] = time.monotonic()
                     self.deep.add(qid)
                 else:  # an earlier build died half-way: start afresh next time
                     self._drop_indexes(conn, qid)
@@ -86,21 +100,58 @@ class HeldIndexes(HeadWatch):
         for thread in threads:
             thread.join()
 
+    # -- finding out that a queue is shallow again -----------------------------------------
+
+    def recheck(self, ex: CursorExec, qid: int, now: float) -> None:
+        """A deep queue's claim: at most every `recheck_every` seconds, whether its indexes
+        are still there (another process may have dropped them) and whether it is still
+        deep; where it is not, drop them."""
+        if not self.rows:  # every queue indexed as it is made
+            return
+        started = time.monotonic()
+        if started < self._rechecked.get(qid, -1e18) + self.recheck_every:
+            return
+        self._rechecked[qid] = started
+        fresh, held = self.names(qid)
+        shallow = max(1, self.rows // 5)
+        found = ex.one(
+            self.sql(POSTGRES_STILL_DEEP, qid),
+            {"fresh": fresh, "held": held, "now": now, "rows": shallow},
+        )
+        if found is None:
+            return
+        valid, waiting = int(found[0]), int(found[1])
+        if valid < 2:  # dropped elsewhere (or being rebuilt): claim as from any queue
+            self.deep.discard(qid)
+        elif waiting < shallow:
+            log.info(
+                "queue %s has %d messages in flight or delayed: dropping its indexes of them",
+                qid,
+                waiting,
+            )
+            self.deep.discard(qid)
+            self._drop_later(qid, "shallow")
+
+    # -- dropping -------------------------------------------------------------------------
+
     def drop(self, ex: CursorExec, qid: int) -> None:
         """After a queue's messages are deleted: drop its indexes, if it had them, in the
         background (a plain DROP INDEX would lock the table for every queue)."""
         self.deep.discard(qid)
+        self._rechecked.pop(qid, None)
         fresh, held = self.names(qid)
         found = ex.one(self.sql(POSTGRES_INDEXES_EXIST), {"fresh": fresh, "held": held})
         if found is None or found == (None, None):
             return
+        self._drop_later(qid, "deleted")
 
+    def _drop_later(self, qid: int, why: str) -> None:
         def run() -> None:
             try:
                 with psycopg.connect(self.conninfo, autocommit=True) as conn:
                     self._drop_indexes(conn, qid)
             except psycopg.Error as exc:
-                log.warning("could not drop the indexes of deleted queue %s: %s", qid, exc)
+                log.warning("could not drop the indexes of %s queue %s: %s", why, qid, exc)
 
         thread = threading.Thread(target=run, name="conveyor-pg-index", daemon=True)
         with self._lock:

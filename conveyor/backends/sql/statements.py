@@ -1301,15 +1301,23 @@ POSTGRES_INDEXES_EXIST = Statement(
     "Which of two indexes, by name, exist.",
     "SELECT to_regclass(:fresh), to_regclass(:held)",
 )
+POSTGRES_STILL_DEEP = Statement(
+    "postgres_still_deep",
+    "How many of a deep queue's two indexes are valid, and how many of its messages are in"
+    " flight or delayed (up to :rows, read from its index of held rows).",
+    "SELECT (SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid IN"
+    " (to_regclass(:fresh), to_regclass(:held))), (SELECT count(*) FROM (SELECT 1 FROM"
+    f" {{messages}} WHERE {{scope}} AND {HELD} AND visible_at > :now LIMIT :rows) x)",
+)
 POSTGRES_DROP_HELD_INDEXES = (
     Statement(
         "postgres_drop_fresh_index",
-        "A deleted queue's index of fresh rows, dropped without blocking writers.",
+        "A deleted or shallow queue's index of fresh rows, dropped without blocking writers.",
         "DROP INDEX CONCURRENTLY IF EXISTS {fresh_index}",
     ),
     Statement(
         "postgres_drop_held_index",
-        "A deleted queue's index of held rows, dropped without blocking writers.",
+        "A deleted or shallow queue's index of held rows, dropped without blocking writers.",
         "DROP INDEX CONCURRENTLY IF EXISTS {held_index}",
     ),
 )
