@@ -11,6 +11,12 @@ rate at the lowest.
 
 `--fifo`: a FIFO queue per level instead, whose first `level` groups are held back (their
 first message in flight, a second waiting behind it) ahead of the groups a receive can take.
+
+`--hot` (PostgreSQL): what a deep queue's partial indexes cost the store's other queues.
+Rounds of one send, receive and delete of single messages on a plain queue, each round
+after a `CHECKPOINT`: WAL bytes a message and msgs/s, with no deep queue, then while another
+queue is deep (600 of 1,000 messages in flight, its indexes built), then after that queue
+has drained and its process has dropped them (docs/stores.md).
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 from conveyor import Client, Queue, SendEntry
 
-from .depth import STORES, drop, fill, rate
+from .depth import BODY, STORES, drop, fill, rate
 
 TIMED = 100  # receives timed at each level
 
@@ -108,6 +115,68 @@ def measure_fifo(url: str, levels: list[int], label: str) -> list[tuple[float, f
         client.close()
 
 
+HOT_ROUNDS = 1_000  # single-message rounds a measurement
+
+
+def wal_rounds(client: Client, q: Queue, repeat: int) -> tuple[float, float]:
+    """(WAL bytes a message, msgs/s) of HOT_ROUNDS rounds of send, receive and delete, each
+    measurement after a CHECKPOINT; the medians of `repeat`."""
+    import psycopg
+
+    conninfo = client.backend.db.conninfo  # type: ignore[attr-defined]
+    wal, rates = [], []
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+
+        def lsn() -> str:
+            row = admin.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+            assert row is not None
+            return str(row[0])
+
+        for _ in range(repeat):
+            admin.execute("CHECKPOINT")
+            before, started = lsn(), time.perf_counter()
+            for _ in range(HOT_ROUNDS):
+                q.send(BODY)
+                [m] = q.receive()
+                q.delete(m.receipt or "")
+            seconds = time.perf_counter() - started
+            row = admin.execute("SELECT pg_wal_lsn_diff(%s, %s)", (lsn(), before)).fetchone()
+            assert row is not None
+            wal.append(float(row[0]) / HOT_ROUNDS)
+            rates.append(HOT_ROUNDS / seconds)
+    return statistics.median(wal), statistics.median(rates)
+
+
+def measure_hot(url: str, repeat: int) -> list[tuple[str, float, float]]:
+    """(phase, WAL bytes a message, msgs/s) on a plain queue, as another queue goes deep in
+    messages in flight and drains again."""
+    client = Client(url)
+    try:
+        backend: Any = client.backend
+        held = backend.dialect.held
+        held.check_after, held.rows = 0.0, 500  # deep at 500 ahead (5,000 by default)
+        plain = client.create_queue("plain")
+        deep = client.create_queue("deep", visibility_timeout=3600)
+        out = [("no deep queue", *wal_rounds(client, plain, repeat))]
+        for _ in range(100):
+            deep.send_batch([BODY] * 10)
+        taken = [m for _ in range(60) for m in deep.receive(10)]
+        held.join()
+        if not held.deep:
+            raise SystemExit("the deep queue did not get its indexes")
+        out.append(("another queue deep", *wal_rounds(client, plain, repeat)))
+        deep.delete_batch([m.receipt or "" for m in taken])
+        held.recheck_every = 0.0  # look at the next claim (every 30 s by default)
+        deep.receive()
+        held.join()
+        if held.deep:
+            raise SystemExit("the drained queue kept its indexes")
+        out.append(("after it drained", *wal_rounds(client, plain, repeat)))
+        return out
+    finally:
+        client.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         prog="python -m bench.inflight", description=__doc__.split("\n")[0]
@@ -119,7 +188,16 @@ def main() -> None:
         action="store_true",
         help="a FIFO queue with groups held back (first message in flight) instead",
     )
+    ap.add_argument(
+        "--hot",
+        action="store_true",
+        help="PostgreSQL: WAL a message on a plain queue while another is deep, and after",
+    )
+    ap.add_argument("--repeat", type=int, default=3, help="--hot: measurements a phase")
     args = ap.parse_args()
+    if args.hot:
+        main_hot(args.repeat)
+        return
     levels = sorted(int(x) for x in args.levels.split(","))
     print(f"# receive cost by messages in flight — {platform.platform()}, {os.cpu_count()} CPUs")
     what = "FIFO groups held back" if args.fifo else "in flight"
@@ -144,6 +222,22 @@ def main() -> None:
         flag = "" if ratio >= 0.8 else "BELOW TARGET"
         print(f"{store:9} {cells}  {ratio:5.2f}  >= 0.80 {flag}")
     print("# each cell: msgs/s, then p50/p99 of one receive")
+
+
+def main_hot(repeat: int) -> None:
+    url = STORES["postgres"].format(tmp="", depth="", prefix=f"hot{secrets.token_hex(3)}_")
+    print(f"# a deep queue's indexes and the other queues — {platform.platform()}")
+    print(
+        f"# PostgreSQL; {HOT_ROUNDS:,} rounds of send, receive, delete of one 100-byte message"
+        f" a measurement, each after a CHECKPOINT; median of {repeat}"
+    )
+    try:
+        rows = measure_hot(url, repeat)
+    finally:
+        drop(url)
+    print(f"{'phase':22} {'WAL B/msg':>10} {'msgs/s':>9}")
+    for phase, wal, per_second in rows:
+        print(f"{phase:22} {wal:>10,.0f} {rate(per_second):>9}")
 
 
 if __name__ == "__main__":
