@@ -1,7 +1,8 @@
 """PostgreSQL: a deep queue (`inflight.py`) gets two partial indexes of its own.
 
 They are built `CONCURRENTLY` on a connection of their own in a background thread, so no
-writer waits: the queue's messages never received, in delivery order, and the others by the
+writer waits, by one process at a time (an advisory lock: processes find deep queues each
+for itself): the queue's messages never received, in delivery order, and the others by the
 time they become visible (then delivery order). Once both are valid, its claims and walks
 (queues with a dead-letter policy) read the first ready rows of each.
 
@@ -19,17 +20,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from typing import Any
 
 import psycopg
 
 from .connections import CursorExec
-from .inflight import HeadWatch
+from .inflight import LOOK_EVERY, HeadWatch
 from .statement import Compiler
 from .statements import (
     POSTGRES_DROP_HELD_INDEXES,
     POSTGRES_HELD_INDEXES,
     POSTGRES_INDEXES_EXIST,
+    POSTGRES_LOCK_HELD_INDEXES,
     POSTGRES_STILL_DEEP,
     POSTGRES_VALID_INDEXES,
 )
@@ -51,6 +54,7 @@ class HeldIndexes(HeadWatch):
         self._building: dict[int, threading.Thread] = {}
         self._dropping: list[threading.Thread] = []
         self._rechecked: dict[int, float] = {}  # deep queue: when this process last looked
+        self._slow: dict[int, float] = {}  # and when a slow claim of it last made it look
         self._lock = threading.Lock()
 
     def names(self, qid: int) -> tuple[str, str]:
@@ -73,10 +77,30 @@ class HeldIndexes(HeadWatch):
             self._building[qid] = thread
             thread.start()
 
+    def _locked(self, conn: psycopg.Connection[Any], qid: int) -> None:
+        """Hold the lock of a queue's indexes for the session of `conn` (waiting for another
+        process's build or drop of them): a second process that found the queue deep while
+        the first built them would see them not yet valid, and take them for a build that
+        died half-way. Tried again and again rather than waited for: a session waiting for
+        the lock is in a statement, which a concurrent build waits for in turn."""
+        key = self.lock_key(qid)
+        delay = 0.01
+        while True:
+            got = conn.execute(self.sql(POSTGRES_LOCK_HELD_INDEXES), key).fetchone()
+            if got is not None and got[0]:
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def lock_key(self, qid: int) -> dict[str, int]:
+        """The advisory lock of a queue's indexes: two int4s, this store's and the queue's."""
+        return {"space": zlib.crc32(f"held indexes {self.prefix}".encode()) - 2**31, "qid": qid}
+
     def _build(self, qid: int) -> None:
         fresh, held = self.names(qid)
         try:
             with psycopg.connect(self.conninfo, autocommit=True, options=self.options) as conn:
+                self._locked(conn, qid)
                 for statement in POSTGRES_HELD_INDEXES:
                     conn.execute(self.sql(statement, qid))
                 valid = conn.execute(
@@ -102,14 +126,18 @@ class HeldIndexes(HeadWatch):
 
     # -- finding out that a queue is shallow again -----------------------------------------
 
-    def recheck(self, ex: CursorExec, qid: int, now: float) -> None:
-        """A deep queue's claim: at most every `recheck_every` seconds, whether its indexes
-        are still there (another process may have dropped them) and whether it is still
-        deep; where it is not, drop them."""
+    def recheck(self, ex: CursorExec, qid: int, now: float, seconds: float) -> None:
+        """After a deep queue's claim (that took `seconds`): at most every `recheck_every`
+        seconds, whether its indexes are still there (another process may have dropped them)
+        and whether it is still deep; where it is not, drop them. A slow claim (as slow as
+        one that makes a queue deep) looks at once, then at most once a second: without the
+        indexes, a claim as from a deep queue reads every held row of the queue."""
         if not self.rows:  # every queue indexed as it is made
             return
         started = time.monotonic()
-        if started < self._rechecked.get(qid, -1e18) + self.recheck_every:
+        if seconds >= self.check_after and started >= self._slow.get(qid, -1e18) + LOOK_EVERY:
+            self._slow[qid] = started
+        elif started < self._rechecked.get(qid, -1e18) + self.recheck_every:
             return
         self._rechecked[qid] = started
         fresh, held = self.names(qid)
@@ -139,6 +167,7 @@ class HeldIndexes(HeadWatch):
         background (a plain DROP INDEX would lock the table for every queue)."""
         self.deep.discard(qid)
         self._rechecked.pop(qid, None)
+        self._slow.pop(qid, None)
         fresh, held = self.names(qid)
         found = ex.one(self.sql(POSTGRES_INDEXES_EXIST), {"fresh": fresh, "held": held})
         if found is None or found == (None, None):
@@ -149,6 +178,7 @@ class HeldIndexes(HeadWatch):
         def run() -> None:
             try:
                 with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                    self._locked(conn, qid)
                     self._drop_indexes(conn, qid)
             except psycopg.Error as exc:
                 log.warning("could not drop the indexes of %s queue %s: %s", why, qid, exc)

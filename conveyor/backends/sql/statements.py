@@ -1301,6 +1301,12 @@ POSTGRES_INDEXES_EXIST = Statement(
     "Which of two indexes, by name, exist.",
     "SELECT to_regclass(:fresh), to_regclass(:held)",
 )
+POSTGRES_LOCK_HELD_INDEXES = Statement(
+    "postgres_lock_held_indexes",
+    "The lock that lets one process at a time build or drop a queue's partial indexes, held"
+    " until the session ends, if it is free.",
+    "SELECT pg_try_advisory_lock(:space, :qid)",
+)
 POSTGRES_STILL_DEEP = Statement(
     "postgres_still_deep",
     "How many of a deep queue's two indexes are valid, and how many of its messages are in"
