@@ -983,7 +983,7 @@ def test_a_queue_no_longer_deep_loses_its_indexes_and_other_queues_get_hot_updat
         explained = run_cursor(backend, plan)  # the look counts from the index, not the queue
         assert f"Index Only Scan using {held_index}" in explained, explained
         for watch in watches:
-            watch.check_after = 60.0  # no claim is slow
+            watch.slow_after = 60.0  # no claim is slow
         q.delete_batch([m.receipt or "" for m in taken])  # 1 left in flight: shallow
         assert [m.text for m in q.receive()] == ["601"]  # not due to look again yet
         assert watches[0].deep == {qid}
@@ -997,7 +997,7 @@ def test_a_queue_no_longer_deep_loses_its_indexes_and_other_queues_get_hot_updat
         # the other process claims from where the indexes were (not due to look again)
         assert [m.text for m in two.queue("deep").receive(2)] == ["603", "604"]
         assert watches[1].deep == {qid}
-        watches[1].check_after = 0.0  # its next claim is slow: it looks at once
+        watches[1].slow_after = 0.0  # its next claim is slow: it looks at once
         assert [m.text for m in two.queue("deep").receive(2)] == ["605", "606"]
         assert watches[1].deep == set()
         assert [m.text for m in two.queue("deep").receive(2)] == ["607", "608"]

@@ -40,6 +40,13 @@ from .statements import (
 log = logging.getLogger("conveyor.store")
 
 RECHECK_EVERY = 30.0  # seconds between looks at whether a deep queue still is, per process
+# seconds a plain claim takes before the store looks at the queue's head: with generic plans
+# a claim stepping over 10,000 messages in flight takes about 1.5 ms here (and 0.6 ms over
+# 1,000), so the 5 ms of `inflight.CHECK_AFTER` never found such a queue deep
+CHECK_AFTER = 0.001
+# seconds a claim from a deep queue takes before the store looks at once whether its indexes
+# are still there (with them, 1 ms or less; without, a read of every held row)
+SLOW_DEEP_CLAIM = 0.005
 
 
 class HeldIndexes(HeadWatch):
@@ -50,6 +57,8 @@ class HeldIndexes(HeadWatch):
         super().__init__(prefix, sql)
         self.conninfo = conninfo
         self.options = options
+        self.check_after = CHECK_AFTER
+        self.slow_after = SLOW_DEEP_CLAIM
         self.recheck_every = RECHECK_EVERY
         self._building: dict[int, threading.Thread] = {}
         self._dropping: list[threading.Thread] = []
@@ -129,13 +138,13 @@ class HeldIndexes(HeadWatch):
     def recheck(self, ex: CursorExec, qid: int, now: float, seconds: float) -> None:
         """After a deep queue's claim (that took `seconds`): at most every `recheck_every`
         seconds, whether its indexes are still there (another process may have dropped them)
-        and whether it is still deep; where it is not, drop them. A slow claim (as slow as
-        one that makes a queue deep) looks at once, then at most once a second: without the
-        indexes, a claim as from a deep queue reads every held row of the queue."""
+        and whether it is still deep; where it is not, drop them. A slow claim (`slow_after`)
+        looks at once, then at most once a second: without the indexes, a claim as from a
+        deep queue reads every held row of the queue."""
         if not self.rows:  # every queue indexed as it is made
             return
         started = time.monotonic()
-        if seconds >= self.check_after and started >= self._slow.get(qid, -1e18) + LOOK_EVERY:
+        if seconds >= self.slow_after and started >= self._slow.get(qid, -1e18) + LOOK_EVERY:
             self._slow[qid] = started
         elif started < self._rechecked.get(qid, -1e18) + self.recheck_every:
             return
