@@ -1,13 +1,13 @@
 """Cost by queue depth on the SQL stores: ``python -m bench.depth [--depth N] [--stores ...]``.
 
-For each store (SQLite at durability=normal, PostgreSQL, MariaDB) a queue holds 1,000
-messages and another `--depth` (default 1,000,000) of 100 bytes each. Measured in rounds,
-the queues in turn, the median shown: an SDK drain (receive 10 + delete_batch, refilled
-after each round), paging with `peek` (pages of 100 from the head, `after` the last
-sequence), and `stats` (called back to back for 15 s, as a poller would on average: a
-deep queue is counted now and then and its stats estimated in between, see
-conveyor/backends/sql/estimates.py; the slowest call, a count, is printed too). Target: at
-depth, each at >= 80% of its rate at 1,000.
+For each store (SQLite at durability=normal, PostgreSQL, MariaDB) a queue holds `--shallow`
+(default 1,000) messages and another `--depth` (default 1,000,000) of 100 bytes each.
+Measured in rounds, the queues in turn, the median shown: an SDK drain (receive 10 +
+delete_batch, refilled after each round), paging with `peek` (pages of 100 from the head,
+`after` the last sequence), and `stats` (called back to back for 15 s, as a poller would on
+average: a deep queue is counted now and then and its stats estimated in between, see
+conveyor/backends/sql/estimates.py; p50, p99 and the slowest of its calls, a count, are
+printed too). Target: at depth, each at >= 80% of its rate at the shallow depth.
 """
 
 from __future__ import annotations
@@ -77,21 +77,21 @@ def peek_round(client: Client, queue: str, pages: int) -> float:
     return seen / (time.perf_counter() - t0)
 
 
-SLOWEST: dict[str, float] = {}  # queue: the slowest stats call of a store's rounds
+STATS_CALLS: dict[str, list[float]] = {}  # queue: seconds of each stats call of a store's rounds
 
 
 def stats_round(client: Client, queue: str, seconds: int) -> float:
     """Calls/s of stats called back to back for `seconds`: the average a poller sees, counts
     of the queue (estimates.py) included."""
     q = client.queue(queue)
-    calls, slowest = 0, 0.0
+    took = STATS_CALLS.setdefault(queue, [])
+    calls = 0
     t0 = end = time.perf_counter()
     while end - t0 < seconds:
         q.stats()
         calls += 1
         last, end = end, time.perf_counter()
-        slowest = max(slowest, end - last)
-    SLOWEST[queue] = max(SLOWEST.get(queue, 0.0), slowest)
+        took.append(end - last)
     return calls / (end - t0)
 
 
@@ -135,20 +135,21 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=1_000_000)
     ap.add_argument("--stores", default="sqlite,postgres,mysql")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--shallow", type=int, default=1_000, help="the shallow queue's depth")
     args = ap.parse_args()
-    depths = [1_000, args.depth]
+    depths = [args.shallow, args.depth]
     print(f"# cost by queue depth — {platform.platform()}, {os.cpu_count()} CPUs")
     print(
         f"# {len(ROUNDS)} operations at {depths[0]:,} and {depths[1]:,} queued; median of "
         f"{args.repeat} rounds, the queues in turn"
     )
     results: list[tuple[str, str, list[float], str]] = []
-    slowest: list[tuple[str, list[float]]] = []
+    calls: list[tuple[str, list[list[float]]]] = []
     for store in args.stores.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             prefix = f"depth{secrets.token_hex(3)}_"
             url = STORES[store].format(tmp=tmp, depth="q", prefix=prefix)
-            SLOWEST.clear()
+            STATS_CALLS.clear()
             try:
                 got = measure(url, depths, args.repeat)
             finally:
@@ -156,7 +157,7 @@ def main() -> None:
                     drop(url)
             for what, values in got.items():
                 results.append((store, what, values, ROUNDS[what][2]))
-            slowest.append((store, [SLOWEST.get(f"depth-{d}", 0.0) for d in depths]))
+            calls.append((store, [sorted(STATS_CALLS.get(f"depth-{d}", [0.0])) for d in depths]))
     print()
     print(f"{'store':9} {'operation':29} {depths[0]:>12,} {depths[1]:>12,}  ratio  target")
     for store, what, (shallow, deep), unit in results:
@@ -167,9 +168,18 @@ def main() -> None:
             f"{unit} {flag}"
         )
     print()
-    print(f"{'store':9} {'slowest stats call (ms)':29} {depths[0]:>12,} {depths[1]:>12,}")
-    for store, (shallow, deep) in slowest:
-        print(f"{store:9} {'':29} {shallow * 1e3:>12,.1f} {deep * 1e3:>12,.1f}")
+    head = " ".join(f"{f'{d:,} queued':>26}" for d in depths)
+    print(f"{'store':9} {'stats call ms: p50/p99/max':29} {head}")
+    for store, per_depth in calls:
+        cells = " ".join(
+            f"{pct(t, 50) * 1e3:8.3f} {pct(t, 99) * 1e3:8.3f} {t[-1] * 1e3:8.1f}" for t in per_depth
+        )
+        print(f"{store:9} {'':29} {cells}")
+    print("# stats calls back to back, every round's; the slowest is a count (the first call's)")
+
+
+def pct(sorted_times: list[float], p: int) -> float:
+    return sorted_times[min(len(sorted_times) - 1, len(sorted_times) * p // 100)]
 
 
 def rate(value: float) -> str:
