@@ -640,7 +640,7 @@ def long_poll(
     """
     clock = backend.clock
     end = clock.now() + wait
-    interval = 0.01
+    interval = backend.first_poll_interval
     while True:
         since = backend.change_token(name)
         messages = yield RECEIVE

@@ -156,6 +156,12 @@ class Backend(ABC):
         """Longest a long poll sleeps between receive attempts (bounds cross-process latency)."""
         return 0.2
 
+    @property
+    def first_poll_interval(self) -> float:
+        """A long poll's first sleep after an empty receive, doubled after each one up to
+        `poll_interval`: short where a receive is cheap."""
+        return 0.01
+
     def change_token(self, queue: str) -> int:
         """A token that `wait_for_messages` compares, read before a receive attempt."""
         return HUB.version(self.key, queue)
