@@ -25,6 +25,8 @@ from collections.abc import Callable
 from conveyor import Client
 from conveyor.models import NewMessage
 
+from .runs import pct
+
 BODY = b"x" * 100
 STORES = {
     "sqlite": "sqlite:///{tmp}/depth-{depth}.db?durability=normal",
@@ -157,7 +159,7 @@ def main() -> None:
                     drop(url)
             for what, values in got.items():
                 results.append((store, what, values, ROUNDS[what][2]))
-            calls.append((store, [sorted(STATS_CALLS.get(f"depth-{d}", [0.0])) for d in depths]))
+            calls.append((store, [STATS_CALLS.get(f"depth-{d}", [0.0]) for d in depths]))
     print()
     print(f"{'store':9} {'operation':29} {depths[0]:>12,} {depths[1]:>12,}  ratio  target")
     for store, what, (shallow, deep), unit in results:
@@ -172,14 +174,10 @@ def main() -> None:
     print(f"{'store':9} {'stats call ms: p50/p99/max':29} {head}")
     for store, per_depth in calls:
         cells = " ".join(
-            f"{pct(t, 50) * 1e3:8.3f} {pct(t, 99) * 1e3:8.3f} {t[-1] * 1e3:8.1f}" for t in per_depth
+            f"{pct(t, 50):8.3f} {pct(t, 99):8.3f} {max(t) * 1e3:8.1f}" for t in per_depth
         )
         print(f"{store:9} {'':29} {cells}")
     print("# stats calls back to back, every round's; the slowest is a count (the first call's)")
-
-
-def pct(sorted_times: list[float], p: int) -> float:
-    return sorted_times[min(len(sorted_times) - 1, len(sorted_times) * p // 100)]
 
 
 def rate(value: float) -> str:

@@ -21,12 +21,14 @@ import logging
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
 from .connections import CursorExec
 from .inflight import LOOK_EVERY, HeadWatch
+from .rows import Row
 from .statement import Compiler
 from .statements import (
     POSTGRES_DROP_HELD_INDEXES,
@@ -134,6 +136,15 @@ class HeldIndexes(HeadWatch):
             thread.join()
 
     # -- finding out that a queue is shallow again -----------------------------------------
+
+    def deep_rows(
+        self, ex: CursorExec, qid: int, now: float, run: Callable[[], list[Row]]
+    ) -> list[Row]:
+        """The rows of a deep queue's claim (or walk page) `run`, timed for `recheck`."""
+        started = time.perf_counter()
+        rows = run()
+        self.recheck(ex, qid, now, time.perf_counter() - started)
+        return rows
 
     def recheck(self, ex: CursorExec, qid: int, now: float, seconds: float) -> None:
         """After a deep queue's claim (that took `seconds`): at most every `recheck_every`

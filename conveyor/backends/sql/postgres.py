@@ -552,10 +552,9 @@ class PostgresDialect(ServerDialect):
         values = claim_values(terms, token)
         values.update(qid=qid, limit=limit)
         if qid in self.held.deep:  # its head is deep in messages in flight
-            started = time.perf_counter()
-            rows = ex.rows(self.sql(POSTGRES_DEEP_CLAIM, qid), values)
-            self.held.recheck(ex, qid, terms.now, time.perf_counter() - started)
-            return rows
+            return self.held.deep_rows(
+                ex, qid, terms.now, lambda: ex.rows(self.sql(POSTGRES_DEEP_CLAIM, qid), values)
+            )
         return self.held.watched(
             ex, qid, lambda: ex.rows(self.sql(POSTGRES_CLAIM_READY, qid), values), priority_at=6
         )
@@ -566,10 +565,9 @@ class PostgresDialect(ServerDialect):
         if qid in self.held.deep:
             statement = POSTGRES_DEEP_WALK_LOCKING if lock else POSTGRES_DEEP_WALK
             values = {"now": now, "limit": page, **self.after_values(after)}
-            started = time.perf_counter()
-            rows = ex.rows(self.sql(statement, qid), values)
-            self.held.recheck(ex, qid, now, time.perf_counter() - started)
-            return rows
+            return self.held.deep_rows(
+                ex, qid, now, lambda: ex.rows(self.sql(statement, qid), values)
+            )
         return self.held.watched(
             ex,
             qid,

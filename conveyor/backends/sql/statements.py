@@ -1290,11 +1290,14 @@ POSTGRES_HELD_INDEXES_NOW = (
         f" WHERE {{scope}} AND {HELD}",
     ),
 )
+_VALID_OF_TWO = (
+    "SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid IN"
+    " (to_regclass(:fresh), to_regclass(:held))"
+)
 POSTGRES_VALID_INDEXES = Statement(
     "postgres_valid_indexes",
     "How many of two indexes, by name, exist and are valid.",
-    "SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid IN"
-    " (to_regclass(:fresh), to_regclass(:held))",
+    _VALID_OF_TWO,
 )
 POSTGRES_INDEXES_EXIST = Statement(
     "postgres_indexes_exist",
@@ -1311,9 +1314,8 @@ POSTGRES_STILL_DEEP = Statement(
     "postgres_still_deep",
     "How many of a deep queue's two indexes are valid, and how many of its messages are in"
     " flight or delayed (up to :rows, read from its index of held rows).",
-    "SELECT (SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid IN"
-    " (to_regclass(:fresh), to_regclass(:held))), (SELECT count(*) FROM (SELECT 1 FROM"
-    f" {{messages}} WHERE {{scope}} AND {HELD} AND visible_at > :now LIMIT :rows) x)",
+    f"SELECT ({_VALID_OF_TWO}), (SELECT count(*) FROM (SELECT 1 FROM {{messages}}"
+    f" WHERE {{scope}} AND {HELD} AND visible_at > :now LIMIT :rows) x)",
 )
 POSTGRES_DROP_HELD_INDEXES = (
     Statement(
