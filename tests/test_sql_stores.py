@@ -877,14 +877,13 @@ def test_a_queue_deep_in_messages_in_flight_is_claimed_from_indexes(
             assert watch.deep == set()
 
 
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
 def test_processes_that_find_a_queue_deep_at_once_build_its_indexes_in_turn(
     kind: str, urls: list[str]
 ) -> None:
     """PostgreSQL: two processes that find one queue deep together take turns (an advisory
     lock): the second finds the first's indexes valid and uses them, where it would have taken
     them, half built, for a build that died and dropped them."""
-    if kind != "postgres":
-        pytest.skip("partial indexes of one queue: PostgreSQL's")
     url = fresh(kind, urls)
     with Client(url) as one, Client(url) as two:
         q = one.create_queue("deep")
@@ -916,6 +915,7 @@ def test_processes_that_find_a_queue_deep_at_once_build_its_indexes_in_turn(
         assert [m.text for m in two.queue("deep").receive()] == ["x"]
 
 
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
 def test_a_queue_no_longer_deep_loses_its_indexes_and_other_queues_get_hot_updates_back(
     kind: str, urls: list[str]
 ) -> None:
@@ -924,8 +924,6 @@ def test_a_queue_no_longer_deep_loses_its_indexes_and_other_queues_get_hot_updat
     name the columns it changes); once the deep queue has few messages in flight again, the
     process claiming from it drops them, and another process that still took the queue for
     deep finds them gone and claims as from any queue, in delivery order."""
-    if kind != "postgres":
-        pytest.skip("partial indexes of one queue: PostgreSQL's")
     url = fresh(kind, urls)
     clock = ManualClock()
     with Client(url, clock=clock) as one, Client(url, clock=clock) as two:
