@@ -7,7 +7,10 @@ delete_batch, refilled after each round), paging with `peek` (pages of 100 from 
 `after` the last sequence), and `stats` (called back to back for 15 s, as a poller would on
 average: a deep queue is counted now and then and its stats estimated in between, see
 conveyor/backends/sql/estimates.py; p50, p99 and the slowest of its calls, a count, are
-printed too). Target: at depth, each at >= 80% of its rate at the shallow depth.
+printed too). After the rounds, a new client of the store (as another process would) calls
+`stats` on each queue once, within the minute in which the first client counted it: that
+call's time is printed as well. Target: at depth, each at >= 80% of its rate at the
+shallow depth.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ def peek_round(client: Client, queue: str, pages: int) -> float:
 
 
 STATS_CALLS: dict[str, list[float]] = {}  # queue: seconds of each stats call of a store's rounds
+FIRST_CALLS: dict[str, float] = {}  # queue: seconds of a new client's first stats call
 
 
 def stats_round(client: Client, queue: str, seconds: int) -> float:
@@ -120,6 +124,11 @@ def measure(url: str, depths: list[int], repeat: int) -> dict[str, list[float]]:
             for what, (fn, n, _) in ROUNDS.items():
                 for i, name in enumerate(names):
                     rates[what][i].append(fn(client, name, n))
+        for name in names:
+            with Client(url) as other:
+                started = time.perf_counter()
+                other.queue(name).stats()
+                FIRST_CALLS[name] = time.perf_counter() - started
         return {what: [statistics.median(r) for r in per] for what, per in rates.items()}
     finally:
         client.close()
@@ -147,11 +156,13 @@ def main() -> None:
     )
     results: list[tuple[str, str, list[float], str]] = []
     calls: list[tuple[str, list[list[float]]]] = []
+    firsts: list[tuple[str, list[float]]] = []
     for store in args.stores.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             prefix = f"depth{secrets.token_hex(3)}_"
             url = STORES[store].format(tmp=tmp, depth="q", prefix=prefix)
             STATS_CALLS.clear()
+            FIRST_CALLS.clear()
             try:
                 got = measure(url, depths, args.repeat)
             finally:
@@ -160,6 +171,7 @@ def main() -> None:
             for what, values in got.items():
                 results.append((store, what, values, ROUNDS[what][2]))
             calls.append((store, [STATS_CALLS.get(f"depth-{d}", [0.0]) for d in depths]))
+            firsts.append((store, [FIRST_CALLS.get(f"depth-{d}", 0.0) for d in depths]))
     print()
     print(f"{'store':9} {'operation':29} {depths[0]:>12,} {depths[1]:>12,}  ratio  target")
     for store, what, (shallow, deep), unit in results:
@@ -178,6 +190,11 @@ def main() -> None:
         )
         print(f"{store:9} {'':29} {cells}")
     print("# stats calls back to back, every round's; the slowest is a count (the first call's)")
+    print()
+    head = " ".join(f"{f'{d:,} queued':>12}" for d in depths)
+    print(f"{'store':9} {'first stats of a new client ms':30} {head}")
+    for store, took in firsts:
+        print(f"{store:9} {'':30} " + " ".join(f"{t * 1e3:12.3f}" for t in took))
 
 
 def rate(value: float) -> str:

@@ -108,7 +108,7 @@ def test_upgrade_from_an_older_schema(kind: str, urls: list[str]) -> None:
 
     def downgrade(cur: Any) -> None:
         p = old.dialect.prefix
-        for table in ("listeners", "leases", "streams", "stages", "sinks", "staging"):
+        for table in ("listeners", "leases", "streams", "stages", "sinks", "staging", "counts"):
             cur.execute(f"DROP TABLE {p}{table}")
         cur.execute(f"ALTER TABLE {p}topics DROP COLUMN settings")
         cur.execute(f"ALTER TABLE {p}subscriptions DROP COLUMN attributes")
@@ -666,9 +666,11 @@ def test_a_receive_rewrites_its_rows_on_their_own_pages(kind: str, urls: list[st
         after = run_cursor(backend, pages)
         assert [after[m.id] for m in taken] == [before[m.id] for m in taken]
 
-        def older(cur: Any) -> None:  # as the version before made it
+        def older(cur: Any) -> None:  # as the versions before made it
+            p = backend.dialect.prefix
             cur.execute(f"ALTER TABLE {table} SET (fillfactor = 70)")
-            cur.execute(f"UPDATE {backend.dialect.prefix}schema SET version = version - 1")
+            cur.execute(f"DROP TABLE {p}counts")  # the version after
+            cur.execute(f"UPDATE {p}schema SET version = version - 2")
 
         run_cursor(backend, older)
 
@@ -678,7 +680,7 @@ def test_a_receive_rewrites_its_rows_on_their_own_pages(kind: str, urls: list[st
 
     upgraded = sql_backend(url)
     try:
-        assert upgraded.migrate() == (SCHEMA_VERSION - 1, SCHEMA_VERSION)
+        assert upgraded.migrate() == (SCHEMA_VERSION - 2, SCHEMA_VERSION)
         assert run_cursor(upgraded, options) == ["fillfactor=50"]
     finally:
         upgraded.close()
@@ -739,8 +741,10 @@ def test_a_store_says_what_the_server_should_change(
 def test_stats_of_a_deep_queue_are_estimated_between_counts(store: str, tmp_path: Any) -> None:
     """A queue counted at `estimate_from` messages or more is not counted again until its
     count is due: its stats are the count moved on by the running totals, which agree with a
-    count while only sends, receives and deletes happen. A purge made here, a due count and
-    a queue counted below the threshold are counted."""
+    count while only sends, receives and deletes happen. The count is stored: another
+    process estimates from it at its first call. A purge made in any process, a due count
+    and a queue counted below the threshold are counted; a count begun before a purge is
+    not stored after it."""
     if store == "sqlite":
         url = f"sqlite:///{tmp_path}/q.db"
     else:
@@ -755,24 +759,33 @@ def test_stats_of_a_deep_queue_are_estimated_between_counts(store: str, tmp_path
             sqlstores.drop(url)
 
 
+def spied(client: Client, counted: list[str], here: list[bool] | None = None) -> Any:
+    """The client's store, its counts appended to `counted` (with, in `here`, whether each
+    ran on the caller's thread), estimated from 20 messages on."""
+    backend = client.backend
+    assert isinstance(backend, SQLStore)
+    accounts = backend.accounts
+    accounts.counts.estimate_from = 20
+    count = accounts._count
+
+    def spy(name: str, *args: Any) -> Any:
+        counted.append(name)
+        if here is not None:
+            here.append(threading.current_thread() is threading.main_thread())
+        return count(name, *args)
+
+    accounts._count = spy  # type: ignore[method-assign,assignment]
+    return backend
+
+
 def _estimates(url: str) -> None:
     clock = ManualClock()
-    with Client(url, clock=clock) as client:
-        backend = client.backend
-        assert isinstance(backend, SQLStore)
-        accounts = backend.accounts
-        accounts.counts.estimate_from = 20
+    with Client(url, clock=clock) as client, Client(url, clock=clock) as other:
         counted: list[str] = []
-        count = accounts._count
-
         here: list[bool] = []  # each count: made on the caller's thread
-
-        def spy(name: str, *args: Any) -> Any:
-            counted.append(name)
-            here.append(threading.current_thread() is threading.main_thread())
-            return count(name, *args)
-
-        accounts._count = spy  # type: ignore[method-assign,assignment]
+        backend = spied(client, counted, here)
+        counted_there: list[str] = []
+        spied(other, counted_there)
         deep = client.create_queue("deep", visibility_timeout=30)
         small = client.create_queue("small")
         deep.send_batch([f"m{i}" for i in range(10)])
@@ -788,9 +801,13 @@ def _estimates(url: str) -> None:
         estimated = deep.stats()
         assert counted == ["deep"]  # not counted again
         qid, attrs = backend.lookup("deep")
-        exact = count("deep", qid, attrs, clock.now())
+        exact, _ = backend.accounts._count("deep", qid, attrs, clock.now())
+        counted.pop()
         assert (estimated.ready, estimated.delayed, estimated.in_flight) == (29, 0, 3)
         assert estimated == exact
+        backend.accounts.flush()  # (each process writes its totals within a second)
+        assert other.queue("deep").stats() == exact  # from the stored count, at once
+        assert counted_there == []
 
         small.stats()
         small.stats()
@@ -804,13 +821,29 @@ def _estimates(url: str) -> None:
         assert deep.stats().ready == 32
         until(lambda: len(counted) == 5, what="the count made in the background")
         assert counted[-1] == "deep" and not here[-1] and all(here[:-1])
+        until(lambda: not backend.accounts.counts._recounting, what="its count stored")
 
-        deep.purge()
+        other.queue("deep").purge()  # in another process
         assert deep.stats().total == 0
-        assert len(counted) == 6  # the purge made here is counted at once
+        assert len(counted) == 6  # counted at once
         deep.send("after")
         assert deep.stats().ready == 1
         assert len(counted) == 7  # counted below the threshold: no estimate
+
+        # a count begun before a purge (made elsewhere) and stored after it is not used
+        deep.send_batch([f"n{i}" for i in range(25)])
+        clock.advance(61)
+        count = backend.accounts._count
+
+        def purged_meanwhile(*args: Any) -> Any:
+            done = count(*args)
+            other.queue("deep").purge()
+            return done
+
+        backend.accounts._count = purged_meanwhile
+        assert deep.stats().ready == 26  # the count, as it was begun
+        assert deep.stats().total == 0  # the purge: counted again
+        assert len(counted) == 9
 
 
 def pg_indexes(backend: SQLStore[Any]) -> set[str]:

@@ -101,6 +101,41 @@ def test_inline_calls_raise_would_block_instead_of_waiting(tmp_path: Path) -> No
             q.send("no loop")  # nothing to await the disk on: a thread must wait
 
 
+def test_a_count_made_on_the_loop_is_answered_and_stored_once_the_lock_is_free(
+    tmp_path: Path,
+) -> None:
+    """A deep queue's stats counted on an event loop's thread, while another process holds
+    the write lock, answer the count (not made again in a thread) and store it from a thread
+    once the lock is free."""
+    import asyncio
+
+    path = tmp_path / "c.db"
+    with Client(f"sqlite:///{path}?durability=normal") as client:
+        store = client.backend
+        assert isinstance(store, SQLStore)
+        store.accounts.counts.estimate_from = 20
+        q = client.create_queue("deep")
+        for start in range(0, 30, 10):
+            q.send_batch([f"m{i}" for i in range(start, start + 10)])
+        commits = store.loop_commits()
+        assert commits is not None
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+
+        async def stats() -> Any:
+            with commits.inline():
+                return q.stats()
+
+        assert asyncio.run(stats()).ready == 30
+        assert other.execute("SELECT count(*) FROM counts").fetchone() == (0,)
+        other.execute("COMMIT")
+        until(
+            lambda: other.execute("SELECT ready_count FROM counts").fetchall() == [(30,)],
+            what="the count stored",
+        )
+        other.close()
+
+
 def test_durable_sends_of_one_loop_turn_share_one_fsync(tmp_path: Path) -> None:
     """At durability=full, sends an event loop commits in one turn of it wait for one fsync
     of the log, made after the last of them committed; none is answered before it."""

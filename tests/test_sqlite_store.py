@@ -85,7 +85,7 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
         client.create_queue("a")
         client.create_queue("b").send("kept")
     # make it a file of version 4: queue ids without AUTOINCREMENT, the columns' old names,
-    # topics without settings, stages without their count
+    # topics without settings, stages without their count, no stored counts
     conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
     conn.executescript(
         f"""
@@ -100,6 +100,7 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
         ALTER TABLE topics DROP COLUMN settings;
         ALTER TABLE subscriptions DROP COLUMN attributes;
         ALTER TABLE stages DROP COLUMN staged;
+        DROP TABLE counts;
         PRAGMA user_version = 4;
         """
     )

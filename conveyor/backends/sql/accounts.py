@@ -7,12 +7,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Generic
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, NamedTuple
 
 from ...models import QueueAttributes, QueueStats
+from ..base import WouldBlock
 from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, deadline_rules
 from .connections import E
-from .estimates import LastCounts, Totals
+from .estimates import Count, LastCounts, Totals
 from .pipeline import HIDDEN
 from .statement import spread
 from .statements import (
@@ -21,9 +23,13 @@ from .statements import (
     COUNT_MESSAGES,
     DELETE_KEYS,
     FORGET_EXPIRED_DEDUP,
-    QUEUE_TOTALS,
+    QUEUE_TOTALS_AND_COUNT,
+    RECOUNT,
+    STORE_COUNT,
+    STORED_COUNT,
     SWEEP_DEADLINES,
     SWEEP_RETAINED,
+    UNCOUNT,
 )
 from .totals import RunningTotals, write_counts
 
@@ -52,10 +58,11 @@ class SQLAccounts(Generic[E]):
         if rows:
             self.store.write(lambda ex: write_counts(ex, self.store.dialect, rows))
 
-    def forget(self, qid: int, name: str) -> None:
-        """A queue deleted: what was counted of it here goes with it."""
+    def forget(self, qid: int) -> None:
+        """A queue deleted: what was counted of it here goes with it (its stored count is
+        deleted with its row, `QUEUE_LEFTOVERS`)."""
         self.totals.forget(qid)
-        self.counts.forget(name)
+        self.counts.forget(qid)
 
     def sweep(self, qid: int, name: str, attrs: QueueAttributes, now: float, force: bool) -> None:
         """Remove messages past retention or (at most once) deadline (counted as expired);
@@ -113,27 +120,64 @@ class SQLAccounts(Generic[E]):
             pass
 
     def stats(self, name: str) -> QueueStats:
-        """The queue's stats: counted, or estimated from its last count (deep queues)."""
-        if self.totals.due():  # else what is pending is added (`totals_now`), not written
+        """The queue's stats: counted, or estimated from its stored count (deep queues)."""
+        if self.totals.due():  # else what is pending is added (`Accounted`), not written
             self.flush()
         now = self.store.clock.now()
         qid, attrs = self.store.lookup(name)
-        last = self.counts.usable(qid, now)
-        if last is None:  # due: counted again meanwhile, where the last count is recent
-            last = self.counts.recent(qid, now)
-            if last is not None and self.counts.start_recount(qid):
-                threading.Thread(target=self._recount, args=(name, qid, attrs), daemon=True).start()
-        if last is not None:  # a deep queue counted lately (estimates.py)
-            totals = self.store.read(lambda ex: self.totals_now(ex, qid))
-            if totals is not None:
-                return last.estimate(totals, now)
+        if not self.counts.small(qid):  # else counted at once: its stored count is not read
+            seen = self.store.read(lambda ex: self._accounted(ex, name, qid))
+            last = None if seen is None else seen.last
+            if seen is not None and last is not None and last.usable(now):
+                # a deep queue counted lately (estimates.py)
+                if last.due(now) and self.counts.start_recount(qid):
+                    threading.Thread(
+                        target=self._recount, args=(name, qid, attrs), daemon=True
+                    ).start()
+                return last.estimate(seen.totals, now)
         return self._counted(name, qid, attrs, now)
 
     def _counted(self, name: str, qid: int, attrs: QueueAttributes, now: float) -> QueueStats:
+        """The queue's stats, counted, and the count stored where the queue is deep (where
+        it is not, a count stored before is no longer used)."""
         started = time.perf_counter()
-        stats = self._count(name, qid, attrs, now)
-        self.counts.record(qid, stats, now, time.perf_counter() - started)
+        stats, before = self._count(name, qid, attrs, now)
+        deep = self.counts.deep(stats)
+        d = self.store.dialect
+        if deep:
+            count = Count(stats=stats, at=now, took=time.perf_counter() - started)
+            values = {**count.values(qid), "edits": before.edits}
+            # the totals it counted and had not written go with it: the count's totals
+            # include them, and other processes move it on by the queue's row
+            rows = self.totals.take()
+
+            def store(ex: E) -> None:
+                if rows:
+                    write_counts(ex, d, rows)
+                ex.run(d.sql(STORE_COUNT), values)
+                self.counts.saw(qid, count)
+
+            self._write_now_or_soon(store)
+        elif before.last is not None:
+            uncount = {"qid": qid, "edits": before.edits}
+            self._write_now_or_soon(lambda ex: ex.run(d.sql(UNCOUNT), uncount))
+        self.counts.record(qid, deep)
         return stats
+
+    def _write_now_or_soon(self, fn: Callable[[E], object]) -> None:
+        """Write now; or, on an event loop's thread where the write would wait for the lock
+        (the count is made: it is not made again in a thread for that), from a thread."""
+        try:
+            self.store.write(fn)
+        except WouldBlock:
+
+            def later() -> None:
+                try:
+                    self.store.write(fn)
+                except Exception as exc:  # the next stats count again
+                    log.debug("storing a count: %s", exc)
+
+            threading.Thread(target=later, daemon=True).start()
 
     def _recount(self, name: str, qid: int, attrs: QueueAttributes) -> None:
         """A deep queue's count made in the background (the store closing, or the queue
@@ -145,13 +189,24 @@ class SQLAccounts(Generic[E]):
         finally:
             self.counts.end_recount(qid)
 
-    def _count(self, name: str, qid: int, attrs: QueueAttributes, now: float) -> QueueStats:
-        """The queue's stats, counted."""
+    def recount(self, ex: E, *qids: int) -> None:
+        """In the transaction of a change the running totals do not record (a purge, a
+        redrive, an edit): the queues' stored counts set aside, so that their next stats,
+        in any process, count (and a count made before the change is not stored)."""
+        for qid in qids:
+            ex.run(self.store.dialect.sql(RECOUNT), {"qid": qid})
+
+    def _count(
+        self, name: str, qid: int, attrs: QueueAttributes, now: float
+    ) -> tuple[QueueStats, Accounted]:
+        """The queue's stats, counted, and what its row and stored count said just before."""
         d = self.store.dialect
         self.sweep(qid, name, attrs, now, force=True)
 
-        def run(ex: E) -> QueueStats:
+        def run(ex: E) -> tuple[QueueStats, Accounted]:
             qid, _ = self.store.queue_row(ex, name)
+            # read first: a change that the count sees and these do not only costs a count
+            before = self._accounted(ex, name, qid)
             counts = ex.one(
                 d.sql(COUNT_MESSAGES, qid),
                 {
@@ -161,11 +216,10 @@ class SQLAccounts(Generic[E]):
                     "cut": deadline_rules(attrs, now)[0],
                 },
             )
-            totals = self.totals_now(ex, qid)
-            assert counts is not None and totals is not None
+            assert counts is not None and before is not None
             ready, delayed, in_flight, oldest = counts
-            sent, received, deleted, dead, expired = totals
-            return QueueStats(
+            sent, received, deleted, dead, expired = before.totals
+            stats = QueueStats(
                 queue=name,
                 ready=int(ready),
                 delayed=int(delayed),
@@ -177,23 +231,35 @@ class SQLAccounts(Generic[E]):
                 received=received,
                 deleted=deleted,
             )
+            return stats, before
 
         return self.store.fresh_on_drop(name, lambda: self.store.read(run))
 
-    def totals_now(self, ex: E, qid: int) -> Totals | None:
-        """The queue's running totals: its row's, and what this process has counted since
-        it last wrote them there."""
-        totals = self._totals_of(ex, qid)
-        if totals is None:
-            return None
-        sent, received, deleted, dead, expired = totals
-        more_sent, more_received, more_deleted = self.totals.pending(qid)
-        return sent + more_sent, received + more_received, deleted + more_deleted, dead, expired
-
-    def _totals_of(self, ex: E, qid: int) -> Totals | None:
-        """The queue's running totals as its row holds them (None: no such queue)."""
-        row = ex.one(self.store.dialect.sql(QUEUE_TOTALS), {"qid": qid})
+    def _accounted(self, ex: E, name: str, qid: int) -> Accounted | None:
+        """The queue's running totals (its row's, and what this process has counted since
+        it last wrote them there) and its stored count (read in full only when it is not
+        the one this process last saw), in one read (None: no such queue)."""
+        d = self.store.dialect
+        row = ex.one(d.sql(QUEUE_TOTALS_AND_COUNT), {"qid": qid})
         if row is None:
             return None
-        sent, received, deleted, dead, expired = row
-        return int(sent), int(received), int(deleted), int(dead), int(expired)
+        sent, received, deleted, dead, expired = (int(v) for v in row[:5])
+        more_sent, more_received, more_deleted = self.totals.pending(qid)
+        totals = (sent + more_sent, received + more_received, deleted + more_deleted, dead, expired)
+        at, took, edits = row[5:]
+        last = None
+        if at is not None:
+            last = self.counts.seen(qid, float(at), float(took))
+            if last is None:
+                stored = ex.one(d.sql(STORED_COUNT), {"qid": qid})
+                if stored is not None and stored[-2] is not None:
+                    last = self.counts.saw(qid, Count.stored(name, stored))
+        return Accounted(totals, last, int(edits or 0))
+
+
+class Accounted(NamedTuple):
+    """What a queue's row and stored count say (`SQLAccounts._accounted`)."""
+
+    totals: Totals
+    last: Count | None  # its last count, if it was deep
+    edits: int  # changes the totals do not record, made to it so far (`SQLAccounts.recount`)

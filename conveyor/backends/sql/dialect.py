@@ -60,7 +60,7 @@ from .statements import (
 # the tables every store keeps besides its messages (their names take the prefix)
 TABLES = (
     "queues", "dedup", "archive", "topics", "subscriptions", "consumers", "leases", "streams",
-    "stages", "sinks", "listeners", "schema", "staged", "queues_v5", "staging",
+    "stages", "sinks", "listeners", "schema", "staged", "queues_v5", "staging", "counts",
 )  # fmt: skip
 # the servers' shared messages table and the indexes the schema names, by what slots call
 # them (their names take the prefix)

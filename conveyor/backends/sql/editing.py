@@ -200,10 +200,10 @@ class SQLEditor(Editing):
                     },
                 )
             d.notify_waiters(ex, queue)
+            self.store.accounts.recount(ex, qid)
             return self._row(ex, qid, key)
 
         message = self._message(queue, self.store.write(run))
-        self.store.accounts.counts.forget(queue)
         self.store.notify(queue)
         return message
 
@@ -237,10 +237,10 @@ class SQLEditor(Editing):
                 raise no_dead_letter_queue(policy.queue, queue) from None
             moved = self.to_dlq(ex, qid, queue, dlq_id, key, error)
             d.notify_waiters(ex, policy.queue)
+            self.store.accounts.recount(ex, qid, dlq_id)
             return policy.queue, self._row(ex, dlq_id, moved)
 
         dlq, row = self.store.write(run)
-        self.store.accounts.counts.forget(queue, dlq)
         self.store.notify(dlq)
         return self._message(dlq, row)
 
@@ -289,11 +289,11 @@ class SQLEditor(Editing):
                 self._put_back(ex, dest_id, moved)
                 dests[name] = (dest_id, len(moved))
                 d.notify_waiters(ex, name)
+            self.store.accounts.recount(ex, qid, *(dest_id for dest_id, _ in dests.values()))
             return [f.id for _, f in picked], dests
 
         # counted with the transaction that commits, not once per attempt
         moved, dests = self.store.counted_write(run, "sent", lambda done: list(done[1].values()))
-        self.store.accounts.counts.forget(queue, *dests)
         for name in dests:
             self.store.notify(name)
         return moved
@@ -328,10 +328,10 @@ class SQLEditor(Editing):
             ex.run(d.sql(statement, qid), {"visible_at": now + delay, "key": key})
             if delay == 0:
                 d.notify_waiters(ex, queue)
+            self.store.accounts.recount(ex, qid)
             return self._row(ex, qid, key)
 
         message = self._message(queue, self.store.write(run))
-        self.store.accounts.counts.forget(queue)
         if delay == 0:
             self.store.notify(queue)
         return message

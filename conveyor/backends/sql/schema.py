@@ -181,6 +181,44 @@ ADD_STAGE_COUNT = Statement(
     "How many rows each stage has staged (its count of staging rows).",
     "ALTER TABLE {stages} ADD COLUMN staged BIGINT NOT NULL DEFAULT 0",
 )
+# the last count of each deep queue, from which every process estimates its stats between
+# counts (estimates.py); `counted_at` NULL: none to use. `edits` counts the changes made to
+# the queue that its running totals do not record, so that a count begun before one of
+# them is not stored after it
+CREATE_COUNTS = Statement(
+    "create_counts",
+    "The table of deep queues' last counts: their stats then, when and how long it took.",
+    """CREATE TABLE {counts} (
+        queue_id BIGINT NOT NULL PRIMARY KEY,
+        ready_count BIGINT NOT NULL,
+        delayed_count BIGINT NOT NULL,
+        in_flight_count BIGINT NOT NULL,
+        oldest_age {double},
+        sent BIGINT NOT NULL,
+        received BIGINT NOT NULL,
+        deleted BIGINT NOT NULL,
+        dead BIGINT NOT NULL,
+        expired BIGINT NOT NULL,
+        counted_at {double},
+        took {double} NOT NULL,
+        edits BIGINT NOT NULL DEFAULT 0
+    ){table_options}""",
+    sqlite="""CREATE TABLE {counts} (
+        queue_id INTEGER NOT NULL PRIMARY KEY,
+        ready_count INTEGER NOT NULL,
+        delayed_count INTEGER NOT NULL,
+        in_flight_count INTEGER NOT NULL,
+        oldest_age REAL,
+        sent INTEGER NOT NULL,
+        received INTEGER NOT NULL,
+        deleted INTEGER NOT NULL,
+        dead INTEGER NOT NULL,
+        expired INTEGER NOT NULL,
+        counted_at REAL,
+        took REAL NOT NULL,
+        edits INTEGER NOT NULL DEFAULT 0
+    )""",
+)
 # PostgreSQL and MySQL stage a job's messages beside the queue and publish them with one
 # INSERT ... SELECT (pipeline.py); unlogged where the database can: a crash empties it, and
 # publishing finds the rows short of the stages' counts and refuses
@@ -360,6 +398,8 @@ SQLITE_MIGRATIONS: list[Step] = [
     (ADD_TOPIC_SETTINGS, ADD_SUBSCRIPTION_ATTRIBUTES),
     # each stage counts its rows (SQLite keeps staging in the queue's own table)
     (ADD_STAGE_COUNT,),
+    # deep queues' last counts, shared by every process (estimates.py)
+    (CREATE_COUNTS,),
 ]
 
 
@@ -603,6 +643,8 @@ SERVER_MIGRATIONS: list[Step] = [
         CREATE_STAGING,
     ),
     _only_on("postgresql", [POSTGRES_ROOM_FOR_RECEIVES]),
+    # deep queues' last counts, shared by every process (estimates.py)
+    (CREATE_COUNTS,),
 ]
 
 

@@ -72,7 +72,7 @@ QUEUE_LEFTOVERS = tuple(
         f"A deleted queue's rows in {table}.",
         f"DELETE FROM {{{table}}} WHERE queue_id = :qid",
     )
-    for table in ("dedup", "subscriptions", "leases", "streams", "stages", "sinks")
+    for table in ("dedup", "subscriptions", "leases", "streams", "stages", "sinks", "counts")
 )
 FORGET_DEDUP = QUEUE_LEFTOVERS[0]
 SET_QUEUE_ATTRIBUTES = Statement(
@@ -119,10 +119,56 @@ ADD_TOTAL = {
     )
     for total in ("sent", "received", "deleted")
 }
-QUEUE_TOTALS = Statement(
-    "queue_totals",
-    "A queue's running totals, as its row holds them.",
-    "SELECT sent, received, deleted, dead, expired FROM {queues} WHERE id = :qid",
+# a deep queue's last count (estimates.py): its stats then, the totals it saw, when, and how
+# long it took; and the queue's edits, the changes to it the totals do not record
+_COUNT_COLUMNS = (
+    "ready_count, delayed_count, in_flight_count, oldest_age, sent, received, deleted, dead,"
+    " expired, counted_at, took"
+)
+_COUNT_VALUES = (
+    ":ready, :delayed, :in_flight, :oldest_age, :sent, :received, :deleted, :dead, :expired,"
+    " :counted_at, :took"
+)
+QUEUE_TOTALS_AND_COUNT = Statement(
+    "queue_totals_and_count",
+    "A queue's running totals, when its stored count was made and how long it took (NULL:"
+    " none to use), and its edits.",
+    "SELECT q.sent, q.received, q.deleted, q.dead, q.expired, c.counted_at, c.took, c.edits"
+    " FROM {queues} q LEFT JOIN {counts} c ON c.queue_id = q.id WHERE q.id = :qid",
+)
+STORED_COUNT = Statement(
+    "stored_count",
+    "A queue's stored count.",
+    f"SELECT {_COUNT_COLUMNS} FROM {{counts}} WHERE queue_id = :qid",
+)
+STORE_COUNT = Statement(
+    "store_count",
+    "A deep queue's latest count, written over the one before unless the queue was edited"
+    " since the count began.",
+    f"INSERT INTO {{counts}} (queue_id, edits, {_COUNT_COLUMNS}) VALUES (:qid, :edits,"
+    f" {_COUNT_VALUES}) ON CONFLICT (queue_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _COUNT_COLUMNS.split(", "))
+    + " WHERE {counts}.edits = excluded.edits",
+    mysql=f"INSERT INTO {{counts}} (queue_id, edits, {_COUNT_COLUMNS}) VALUES (:qid, :edits,"
+    f" {_COUNT_VALUES}) ON DUPLICATE KEY UPDATE "
+    + ", ".join(
+        f"{c} = IF(edits = VALUES(edits), VALUES({c}), {c})" for c in _COUNT_COLUMNS.split(", ")
+    ),
+)
+UNCOUNT = Statement(
+    "uncount",
+    "A queue's stored count set aside (it is no longer deep), unless it was edited since.",
+    "UPDATE {counts} SET counted_at = NULL WHERE queue_id = :qid AND edits = :edits",
+)
+RECOUNT = Statement(
+    "recount",
+    "A queue's stored count set aside, and its edits raised (a change its totals do not record).",
+    f"INSERT INTO {{counts}} (queue_id, edits, {_COUNT_COLUMNS}) VALUES (:qid, 1,"
+    " 0, 0, 0, NULL, 0, 0, 0, 0, 0, NULL, 0) ON CONFLICT (queue_id) DO UPDATE SET"
+    " edits = {counts}.edits + 1, counted_at = NULL",
+    mysql=f"INSERT INTO {{counts}} (queue_id, edits, {_COUNT_COLUMNS}) VALUES (:qid, 1,"
+    " 0, 0, 0, NULL, 0, 0, 0, 0, 0, NULL, 0) ON DUPLICATE KEY UPDATE edits = edits + 1,"
+    " counted_at = NULL",
 )
 COUNT_MESSAGES = Statement(
     "count_messages",

@@ -384,7 +384,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             qid = self.write(run)
         finally:
             self._queues.pop(name, None)
-        self.accounts.forget(qid, name)
+        self.accounts.forget(qid)
 
     def list_queues(self, prefix: str = "") -> list[str]:
         return self.names(QUEUE_NAMES, prefix)
@@ -414,11 +414,10 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         def run(ex: E) -> int:
             qid, _ = self.queue_row(ex, name)
             ex.run(d.sql(FORGET_DEDUP), {"qid": qid})
+            self.accounts.recount(ex, qid)
             return ex.run(d.sql(PURGE, qid))
 
-        purged = self.write(run)
-        self.accounts.counts.forget(name)
-        return purged
+        return self.write(run)
 
     def queue_stats(self, name: str) -> QueueStats:
         return self.accounts.stats(name)
