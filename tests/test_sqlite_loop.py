@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conveyor import Client, QueueDoesNotExist, StoreUnavailable
+from conveyor import Client, DeadLetterPolicy, QueueDoesNotExist, StoreUnavailable
 from conveyor.backends.sql.sqlite_connections import SQLiteConnections, SQLiteExec
 from conveyor.backends.sql.store import SQLStore
 
@@ -101,37 +101,82 @@ def test_inline_calls_raise_would_block_instead_of_waiting(tmp_path: Path) -> No
             q.send("no loop")  # nothing to await the disk on: a thread must wait
 
 
-def test_a_count_made_on_the_loop_is_answered_and_stored_once_the_lock_is_free(
-    tmp_path: Path,
-) -> None:
-    """A deep queue's stats counted on an event loop's thread, while another process holds
-    the write lock, answer the count (not made again in a thread) and store it from a thread
-    once the lock is free."""
+def test_a_deep_queue_is_never_counted_on_the_loop(tmp_path: Path) -> None:
+    """On an event loop's thread stats of a queue that may be deep (its running totals say
+    so, or it was deep at its last count) raise WouldBlock before counting, and `offload`
+    counts it in a thread; its estimates, and small queues' counts, are made on the loop. A
+    count made there whose store write would wait for another process's lock is answered,
+    and written from a thread once the lock is free."""
     import asyncio
+    import threading
+
+    from conveyor.aio import offload
+    from conveyor.backends.base import WouldBlock
 
     path = tmp_path / "c.db"
     with Client(f"sqlite:///{path}?durability=normal") as client:
         store = client.backend
         assert isinstance(store, SQLStore)
-        store.accounts.counts.estimate_from = 20
+        accounts = store.accounts
+        accounts.counts.estimate_from = 20
+        counted: list[bool] = []  # each count: on the loop's thread
+        count = accounts._count
+
+        def spy(*args: Any) -> Any:
+            counted.append(threading.current_thread() is threading.main_thread())
+            return count(*args)
+
+        accounts._count = spy  # type: ignore[method-assign,assignment]
         q = client.create_queue("deep")
-        for start in range(0, 30, 10):
-            q.send_batch([f"m{i}" for i in range(start, start + 10)])
         commits = store.loop_commits()
         assert commits is not None
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
 
-        async def stats() -> Any:
+        def inline_stats() -> Any:
             with commits.inline():
                 return q.stats()
 
-        assert asyncio.run(stats()).ready == 30
-        assert other.execute("SELECT count(*) FROM counts").fetchone() == (0,)
+        q.send_batch([f"m{i}" for i in range(10)])
+        assert inline_stats().ready == 10 and counted == [True]  # small: counted on the loop
+        q.send_batch([f"m{i}" for i in range(10, 30)])
+        with pytest.raises(WouldBlock):
+            inline_stats()
+        assert counted == [True]
+        assert asyncio.run(offload(store, q.stats)).ready == 30
+        assert counted == [True, False]  # in a thread
+        assert inline_stats().ready == 30 and len(counted) == 2  # estimated on the loop
+
+        # a dead-letter queue's totals leave out what is dead-lettered into it: counted on
+        # the loop, and its count stored from a thread once another writer lets go
+        client.create_queue("dead")
+        src = client.create_queue(
+            "src", dead_letter=DeadLetterPolicy(queue="dead", max_receive_count=5)
+        )
+        src.send_batch([f"d{i}" for i in range(10)])
+        src.send_batch([f"d{i}" for i in range(10, 30)])
+        for m in src.peek(30):
+            src.move_to_dlq(m.id)
+        dead = client.queue("dead")
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+
+        def dead_stats() -> Any:
+            with commits.inline():
+                return dead.stats()
+
+        assert dead_stats().ready == 30 and counted[-1] is True
+        assert other.execute(
+            "SELECT count(*) FROM counts WHERE counted_at IS NOT NULL"
+        ).fetchone() == (1,)
         other.execute("COMMIT")
         until(
-            lambda: other.execute("SELECT ready_count FROM counts").fetchall() == [(30,)],
-            what="the count stored",
+            lambda: (
+                other.execute(
+                    "SELECT ready_count FROM counts WHERE counted_at IS NOT NULL"
+                    " ORDER BY ready_count"
+                ).fetchall()
+                == [(30,), (30,)]
+            ),
+            what="the dead-letter queue's count stored",
         )
         other.close()
 

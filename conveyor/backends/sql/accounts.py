@@ -125,7 +125,10 @@ class SQLAccounts(Generic[E]):
             self.flush()
         now = self.store.clock.now()
         qid, attrs = self.store.lookup(name)
-        if not self.counts.small(qid):  # else counted at once: its stored count is not read
+        on_loop = self.store.db.on_loop()
+        # a queue counted small here is counted at once (its stored count is not read),
+        # except on an event loop's thread, which must not count a deep queue
+        if on_loop or not self.counts.small(qid):
             seen = self.store.read(lambda ex: self._accounted(ex, name, qid))
             last = None if seen is None else seen.last
             if seen is not None and last is not None and last.usable(now):
@@ -135,6 +138,8 @@ class SQLAccounts(Generic[E]):
                         target=self._recount, args=(name, qid, attrs), daemon=True
                     ).start()
                 return last.estimate(seen.totals, now)
+            if on_loop and seen is not None and self.counts.may_be_deep(seen.totals, last):
+                raise WouldBlock  # counting it would hold up the loop: counted in a thread
         return self._counted(name, qid, attrs, now)
 
     def _counted(self, name: str, qid: int, attrs: QueueAttributes, now: float) -> QueueStats:

@@ -128,6 +128,10 @@ class Connections(ABC, Generic[E]):
         """See `LoopCommits.inline`: only where `commits_on_loop`."""
         raise NotImplementedError(f"{type(self).__name__} does not commit on an event loop")
 
+    def on_loop(self) -> bool:
+        """Whether this thread is running a call inline, on an event loop's thread."""
+        return False
+
     def gather(self, call: Callable[[], T]) -> asyncio.Future[T] | None:
         """See `LoopCommits.gather`: None unless the database has a writer of its own."""
         return None

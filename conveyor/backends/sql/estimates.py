@@ -155,6 +155,13 @@ class LastCounts:
         """Whether a count is of a deep queue: stored, and estimated from."""
         return stats.total >= self.estimate_from
 
+    def may_be_deep(self, totals: Totals, last: Count | None) -> bool:
+        """Whether a queue's count may take long: it was deep at its last count, or its
+        totals say it holds as many messages as a deep queue (they leave out what is
+        dead-lettered into it and over-count after a purge)."""
+        sent, _, deleted, dead, expired = totals
+        return last is not None or sent - deleted - dead - expired >= self.estimate_from
+
     def record(self, qid: int, deep: bool) -> None:
         with self._lock:
             if deep:
