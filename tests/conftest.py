@@ -33,6 +33,25 @@ def unavailable(what: str) -> NoReturn:
 StoreFactory = Callable[[Path], str]
 
 
+@pytest.fixture(params=["postgres", "mysql"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """A server SQL store reachable here: each kind (a test that parametrizes `kind`
+    itself, directly or with `indirect=True`, picks its own)."""
+    why = sqlstores.reachable(request.param)
+    if why is not None:
+        unavailable(why)
+    return str(request.param)
+
+
+@pytest.fixture
+def urls(kind: str) -> Iterator[list[str]]:
+    """The stores a test made of its kind (`sqlstores.fresh`), dropped after it."""
+    made: list[str] = []
+    yield made
+    for url in made:
+        sqlstores.drop(url)
+
+
 def sql_store(kind: str) -> StoreFactory:
     """A fresh table (or key) prefix on the local server; unavailable() if it does not
     answer."""

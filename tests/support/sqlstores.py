@@ -7,7 +7,10 @@ from __future__ import annotations
 import os
 import secrets
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conveyor.backends.sql.store import SQLStore
 
 PG_URL = os.environ.get("CONVEYOR_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 MYSQL_URL = os.environ.get("CONVEYOR_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
@@ -37,6 +40,28 @@ def fresh_url(kind: str, **options: str) -> str:
     prefix = f"t{secrets.token_hex(4)}" + ("" if kind == "redis" else "_")
     query = "&".join(f"{k}={v}" for k, v in {"prefix": prefix, **options}.items())
     return f"{BASES[kind]}?{query}"
+
+
+def fresh(kind: str, urls: list[str], **options: str) -> str:
+    """A new store of `kind` (a prefix of its own), added to a test's `urls` (dropped
+    after it: the `urls` fixture)."""
+    url = fresh_url(kind, **options)
+    urls.append(url)
+    return url
+
+
+def sql_backend(url: str) -> SQLStore[Any]:
+    from conveyor.backends.sql.store import SQLStore
+    from conveyor.urls import open_backend
+
+    backend = open_backend(url)
+    assert isinstance(backend, SQLStore)
+    return backend
+
+
+def run_cursor(backend: SQLStore[Any], fn: Any) -> Any:
+    """Run `fn` on a cursor of the store's database, in a transaction (schema untouched)."""
+    return backend.db.write(lambda ex: fn(ex.cur))
 
 
 def mysql_connect(url: str, **options: Any) -> Any:
