@@ -197,8 +197,9 @@ class SQLAccounts(Generic[E]):
     def recount(self, ex: E, *qids: int) -> None:
         """In the transaction of a change the running totals do not record (a purge, a
         redrive, an edit): the queues' stored counts set aside, so that their next stats,
-        in any process, count (and a count made before the change is not stored)."""
-        for qid in qids:
+        in any process, count (and a count made before the change is not stored). In the
+        order of their ids, so that two such changes lock the rows in the same order."""
+        for qid in sorted(set(qids)):
             ex.run(self.store.dialect.sql(RECOUNT), {"qid": qid})
 
     def _count(
