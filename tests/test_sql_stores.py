@@ -18,9 +18,11 @@ import pytest
 
 from conveyor import (
     Client,
+    DeadLetterPolicy,
     InvalidInput,
     ManualClock,
     Message,
+    MessageNotFound,
     OutcomeUnknown,
     Producer,
     SendEntry,
@@ -367,6 +369,117 @@ def test_a_publish_whose_commit_answer_was_lost_is_not_stored_again(
             client.publish("news", "hello")
         assert lost == [1]
         assert q.receive(wait=0) == [] and q.stats().total == 0
+
+
+def test_a_message_deleted_while_it_is_moved_to_the_dead_letter_queue_stays_deleted(
+    kind: str, urls: list[str]
+) -> None:
+    """A move to the dead-letter queue that found a message, which another call deletes
+    while the move waits for its row, fails with MessageNotFound and moves nothing: the
+    deleted message does not come back in the dead-letter queue."""
+    url = fresh(kind, urls)
+    with Client(url) as client:
+        client.create_queue("dead")
+        q = client.create_queue(
+            "work", dead_letter=DeadLetterPolicy(queue="dead", max_receive_count=5)
+        )
+        sent = q.send("x")
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        table = f"{backend.dialect.prefix}messages"
+        if kind == "postgres":
+            holder: Any = psycopg.connect(sqlstores.PG_URL)
+            watcher: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
+            waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        else:
+            holder = sqlstores.mysql_connect(url)
+            watcher = sqlstores.mysql_connect(url)
+            holder.cursor().execute("BEGIN")
+            waiting = (  # (its DELETE takes microseconds unless it waits for the row)
+                "SELECT count(*) FROM information_schema.processlist"
+                f" WHERE info LIKE 'DELETE FROM `{table}`%'"
+            )
+        try:
+            lock = holder.cursor()
+            lock.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", (sent.id,))
+            failed: list[BaseException] = []
+
+            def move() -> None:
+                try:
+                    q.move_to_dlq(sent.id)
+                except Exception as exc:
+                    failed.append(exc)
+
+            mover = threading.Thread(target=move)
+            mover.start()
+
+            def blocked() -> bool:
+                cur = watcher.cursor()
+                cur.execute(waiting)
+                return int(cur.fetchone()[0]) > 0
+
+            until(blocked, what="the move waiting for the message's row")
+            lock.execute(f"DELETE FROM {table} WHERE id = %s", (sent.id,))
+            holder.commit()
+            mover.join(30)
+            assert [type(e) for e in failed] == [MessageNotFound], failed
+            assert client.queue("dead").peek(10) == [] and q.peek(10) == []
+        finally:
+            holder.close()
+            watcher.close()
+
+
+def test_a_redrive_replaces_a_copy_another_call_writes_to_the_destination_meanwhile(
+    kind: str, urls: list[str]
+) -> None:
+    """A redrive that looked for the message's id in the destination before another call
+    wrote a message of that id there (committed while the redrive's insert waited for it)
+    replaces that one too: one message of the id is left, the redriven one."""
+    url = fresh(kind, urls)
+    with Client(url) as client:
+        dead = client.create_queue("dead")
+        work = client.create_queue("work")
+        sent = dead.send("redriven")
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        table = f"{backend.dialect.prefix}messages"
+        work_id, _ = backend.lookup("work")
+        write = (
+            f"INSERT INTO {table} (queue_id, nprio, id, body, sent_at, visible_at)"
+            " VALUES (%s, 0, %s, %s, %s, %s)"
+        )
+        if kind == "postgres":
+            holder: Any = psycopg.connect(sqlstores.PG_URL)
+            watcher: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
+            waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        else:
+            holder = sqlstores.mysql_connect(url)
+            watcher = sqlstores.mysql_connect(url)
+            holder.cursor().execute("BEGIN")
+            waiting = (  # (its insert takes microseconds unless it waits for the other)
+                "SELECT count(*) FROM information_schema.processlist"
+                f" WHERE info LIKE 'INSERT IGNORE INTO `{table}`%'"
+            )
+        try:
+            now = time.time()
+            holder.cursor().execute(write, (work_id, sent.id, b"written meanwhile", now, now))
+            moved: list[list[str]] = []
+            redrive = threading.Thread(target=lambda: moved.append(dead.redrive(to="work")))
+            redrive.start()
+
+            def blocked() -> bool:
+                cur = watcher.cursor()
+                cur.execute(waiting)
+                return int(cur.fetchone()[0]) > 0
+
+            until(blocked, what="the redrive's insert waiting for the other")
+            holder.commit()
+            redrive.join(30)
+            assert moved == [[sent.id]]
+            assert [m.text for m in work.peek(10)] == ["redriven"] and dead.peek(10) == []
+        finally:
+            holder.close()
+            watcher.close()
 
 
 def test_threads_share_at_most_pool_size_connections(caplog: pytest.LogCaptureFixture) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...exceptions import QueueDoesNotExist
+from ...exceptions import MessageNotFound, QueueDoesNotExist, StoreUnavailable
 from ...models import ArchivedMessage, Message, MessageState, MessageUpdate, QueueAttributes
 from ..base import Editing
 from ..codec import encode_attributes
@@ -43,6 +43,12 @@ from .statements import (
 
 if TYPE_CHECKING:
     from .store import SQLStore
+
+
+REPLACE_TRIES = 5
+"""Times a move looks again for a message of the same id written meanwhile (`_replace_into`)."""
+# why a message found by a call is gone when it reads or moves it
+LEFT = "it left its queue while this call used it (another call deleted, moved or expired it)"
 
 
 class SQLEditor(Editing):
@@ -81,22 +87,21 @@ class SQLEditor(Editing):
         ex.run(d.sql(ADD_EXPIRED), {"n": 1, "qid": qid})
 
     def _row(self, ex: Exec, qid: int, key: int) -> Row:
+        """The row of `key`, which this transaction found (MessageNotFound where another took
+        it out of the queue since: deleted, moved or expired it)."""
         row = ex.one(self.d.sql(MESSAGE_ROW, qid), {"key": key})
-        assert row is not None
+        if row is None:
+            raise MessageNotFound(LEFT)
         return row
 
     def _rewrite(self, ex: Exec, qid: int, key: int, dest: int, fields: Fields) -> int:
         """Take row `key` out of queue `qid` and write `fields` at the back of queue
         `dest` (the same queue, for a new priority); the new row's key. A message of the
         same id in `dest` is replaced."""
-        d = self.d
-        ex.run(d.sql(DELETE_KEY, qid), {"key": key})
-        old = d.find(ex, dest, fields.id)
-        if old is not None:
-            ex.run(d.sql(DELETE_KEY, dest), {"key": old})
-        stored = d.insert_one(ex, dest, fields)
-        assert stored is not None
-        return stored[0]
+        if not ex.run(self.d.sql(DELETE_KEY, qid), {"key": key}):
+            raise MessageNotFound(f"message {fields.id!r}: {LEFT}")  # by a call that ended first
+        [new] = self._replace_into(ex, dest, [fields])
+        return new
 
     def move(
         self, ex: Exec, src: int, key: int, dest: int, *, dead_from: str | None, error: str | None
@@ -132,9 +137,10 @@ class SQLEditor(Editing):
 
     def _message_row(self, ex: Exec, qid: int, queue: str, message_id: str) -> Row:
         key = self.d.find(ex, qid, message_id)
-        if key is None:
+        row = None if key is None else ex.one(self.d.sql(MESSAGE_ROW, qid), {"key": key})
+        if row is None:
             raise no_message(queue, message_id)
-        return self._row(ex, qid, key)
+        return row
 
     def _message(self, queue: str, row: Row) -> Message:
         return row_message(queue, row, self.d.sequence)
@@ -307,10 +313,30 @@ class SQLEditor(Editing):
     def _put_back(self, ex: Exec, dest: int, rows: Sequence[Fields]) -> None:
         """Write moved messages at the back of queue `dest`, replacing messages of the same
         ids there, a few statements for all of them."""
+        self._replace_into(ex, dest, rows)
+
+    def _replace_into(self, ex: Exec, dest: int, rows: Sequence[Fields]) -> list[int]:
+        """Write rows at the back of queue `dest`, replacing messages of the same ids there;
+        their new keys. A message of one of those ids that another transaction stores in
+        `dest` after this one looked (a move or redrive of the same message at once) is
+        replaced too: the insert waits for that transaction, and its row is then found."""
         d = self.d
-        self._delete_keys(ex, dest, [key for key, _ in d.find_many(ex, dest, [f.id for f in rows])])
-        stored = d.insert_keyed(ex, dest, rows, False)
-        assert all(key is not None for key in stored)
+        keys: list[int | None] = [None] * len(rows)
+        todo = list(range(len(rows)))
+        for _ in range(REPLACE_TRIES):
+            found = d.find_many(ex, dest, [rows[i].id for i in todo])
+            self._delete_keys(ex, dest, [key for key, _ in found])
+            stored = d.insert_keyed(ex, dest, [rows[i] for i in todo], False)
+            for i, key in zip(todo, stored, strict=True):
+                keys[i] = key
+            todo = [i for i, key in zip(todo, stored, strict=True) if key is None]
+            if not todo:
+                return [key for key in keys if key is not None]
+        raise StoreUnavailable(
+            f"messages {', '.join(rows[i].id for i in todo[:3])} were written to the"
+            f" destination by other transactions {REPLACE_TRIES} times while this one moved"
+            " them: try again"
+        )
 
     def reset_message(self, queue: str, message_id: str) -> Message:
         return self._release(queue, message_id, 0.0, RESET_MESSAGE)
