@@ -292,7 +292,7 @@ class SQLEditor(Editing):
             self._delete_keys(ex, qid, [key for key, _ in picked])
             for name, moved in by_dest.items():
                 dest_id, _ = dests[name]
-                self._put_back(ex, dest_id, moved)
+                self._replace_into(ex, dest_id, moved)
                 dests[name] = (dest_id, len(moved))
                 d.notify_waiters(ex, name)
             self.store.accounts.recount(ex, qid, *(dest_id for dest_id, _ in dests.values()))
@@ -310,16 +310,12 @@ class SQLEditor(Editing):
             part = keys[i : i + 1000]
             ex.run(d.sql(DELETE_KEYS, qid, len(part)), spread("keys", part))
 
-    def _put_back(self, ex: Exec, dest: int, rows: Sequence[Fields]) -> None:
-        """Write moved messages at the back of queue `dest`, replacing messages of the same
-        ids there, a few statements for all of them."""
-        self._replace_into(ex, dest, rows)
-
     def _replace_into(self, ex: Exec, dest: int, rows: Sequence[Fields]) -> list[int]:
-        """Write rows at the back of queue `dest`, replacing messages of the same ids there;
-        their new keys. A message of one of those ids that another transaction stores in
-        `dest` after this one looked (a move or redrive of the same message at once) is
-        replaced too: the insert waits for that transaction, and its row is then found."""
+        """Write moved messages at the back of queue `dest`, replacing messages of the same
+        ids there, a few statements for all of them; their new keys. A message of one of
+        those ids that another transaction stores in `dest` after this one looked (a move
+        or redrive of the same message at once) is replaced too: the insert waits for that
+        transaction, and its row is then found."""
         d = self.d
         keys: list[int | None] = [None] * len(rows)
         todo = list(range(len(rows)))
