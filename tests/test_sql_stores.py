@@ -4,12 +4,13 @@ across processes (LISTEN/NOTIFY on PostgreSQL, a bounded poll on MySQL)."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -371,62 +372,81 @@ def test_a_publish_whose_commit_answer_was_lost_is_not_stored_again(
         assert q.receive(wait=0) == [] and q.stats().total == 0
 
 
-def test_a_message_deleted_while_it_is_moved_to_the_dead_letter_queue_stays_deleted(
+@contextmanager
+def another_transaction(kind: str, url: str) -> Iterator[tuple[Any, Callable[[str], bool]]]:
+    """A cursor of a transaction of its own on the store's database (commit it with
+    `cursor.connection.commit()`), and `waits(statement)`: whether a statement that starts
+    so (MySQL; on PostgreSQL any statement) waits for a lock, as one waits for a row or a key
+    that transaction holds (the statements it can wait at take microseconds otherwise)."""
+    if kind == "postgres":
+        holder: Any = psycopg.connect(sqlstores.PG_URL)
+        watcher: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
+        query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    else:
+        holder = sqlstores.mysql_connect(url)
+        watcher = sqlstores.mysql_connect(url)
+        holder.cursor().execute("BEGIN")
+        query = "SELECT count(*) FROM information_schema.processlist WHERE info LIKE %s"
+
+    def waits(statement: str) -> bool:
+        cur = watcher.cursor()
+        cur.execute(query, () if kind == "postgres" else (f"{statement}%",))
+        return int(cur.fetchone()[0]) > 0
+
+    try:
+        yield holder.cursor(), waits
+    finally:
+        holder.close()
+        watcher.close()
+
+
+def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """`call` started in a thread; what it returned or raised, once it ends."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_message_deleted_while_it_is_moved_or_removed_stays_deleted(
     kind: str, urls: list[str]
 ) -> None:
-    """A move to the dead-letter queue that found a message, which another call deletes
-    while the move waits for its row, fails with MessageNotFound and moves nothing: the
-    deleted message does not come back in the dead-letter queue."""
+    """A move to the dead-letter queue, or an admin's remove, that found a message which
+    another call deletes while it waits for the message's row fails with MessageNotFound and
+    changes nothing: the deleted message does not come back in the dead-letter queue, and
+    its delete is counted once."""
     url = fresh(kind, urls)
     with Client(url) as client:
         client.create_queue("dead")
         q = client.create_queue(
-            "work", dead_letter=DeadLetterPolicy(queue="dead", max_receive_count=5)
+            "work",
+            dead_letter=DeadLetterPolicy(queue="dead", max_receive_count=5),
+            archive=True,
         )
-        sent = q.send("x")
         backend = client.backend
         assert isinstance(backend, SQLStore)
         table = f"{backend.dialect.prefix}messages"
-        if kind == "postgres":
-            holder: Any = psycopg.connect(sqlstores.PG_URL)
-            watcher: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
-            waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        else:
-            holder = sqlstores.mysql_connect(url)
-            watcher = sqlstores.mysql_connect(url)
-            holder.cursor().execute("BEGIN")
-            waiting = (  # (its DELETE takes microseconds unless it waits for the row)
-                "SELECT count(*) FROM information_schema.processlist"
-                f" WHERE info LIKE 'DELETE FROM `{table}`%'"
-            )
-        try:
-            lock = holder.cursor()
-            lock.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", (sent.id,))
-            failed: list[BaseException] = []
-
-            def move() -> None:
-                try:
-                    q.move_to_dlq(sent.id)
-                except Exception as exc:
-                    failed.append(exc)
-
-            mover = threading.Thread(target=move)
-            mover.start()
-
-            def blocked() -> bool:
-                cur = watcher.cursor()
-                cur.execute(waiting)
-                return int(cur.fetchone()[0]) > 0
-
-            until(blocked, what="the move waiting for the message's row")
-            lock.execute(f"DELETE FROM {table} WHERE id = %s", (sent.id,))
-            holder.commit()
-            mover.join(30)
-            assert [type(e) for e in failed] == [MessageNotFound], failed
+        for edit in (q.move_to_dlq, q.remove):
+            sent = q.send("x")
+            with another_transaction(kind, url) as (other, waits):
+                other.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", (sent.id,))
+                thread, outcome = in_thread(functools.partial(edit, sent.id))
+                until(lambda: waits(f"DELETE FROM `{table}`"), what="the edit waiting for the row")
+                other.execute(f"DELETE FROM {table} WHERE id = %s", (sent.id,))
+                other.connection.commit()
+                thread.join(30)
+            assert [type(e) for e in outcome] == [MessageNotFound], outcome
             assert client.queue("dead").peek(10) == [] and q.peek(10) == []
-        finally:
-            holder.close()
-            watcher.close()
+            assert q.archive() == []
+        backend.accounts.flush()
+        assert q.stats().deleted == 0  # the deletes made behind the store's back
 
 
 def test_a_redrive_replaces_a_copy_another_call_writes_to_the_destination_meanwhile(
@@ -444,42 +464,22 @@ def test_a_redrive_replaces_a_copy_another_call_writes_to_the_destination_meanwh
         assert isinstance(backend, SQLStore)
         table = f"{backend.dialect.prefix}messages"
         work_id, _ = backend.lookup("work")
-        write = (
-            f"INSERT INTO {table} (queue_id, nprio, id, body, sent_at, visible_at)"
-            " VALUES (%s, 0, %s, %s, %s, %s)"
-        )
-        if kind == "postgres":
-            holder: Any = psycopg.connect(sqlstores.PG_URL)
-            watcher: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
-            waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        else:
-            holder = sqlstores.mysql_connect(url)
-            watcher = sqlstores.mysql_connect(url)
-            holder.cursor().execute("BEGIN")
-            waiting = (  # (its insert takes microseconds unless it waits for the other)
-                "SELECT count(*) FROM information_schema.processlist"
-                f" WHERE info LIKE 'INSERT IGNORE INTO `{table}`%'"
-            )
-        try:
+        with another_transaction(kind, url) as (other, waits):
             now = time.time()
-            holder.cursor().execute(write, (work_id, sent.id, b"written meanwhile", now, now))
-            moved: list[list[str]] = []
-            redrive = threading.Thread(target=lambda: moved.append(dead.redrive(to="work")))
-            redrive.start()
-
-            def blocked() -> bool:
-                cur = watcher.cursor()
-                cur.execute(waiting)
-                return int(cur.fetchone()[0]) > 0
-
-            until(blocked, what="the redrive's insert waiting for the other")
-            holder.commit()
-            redrive.join(30)
-            assert moved == [[sent.id]]
-            assert [m.text for m in work.peek(10)] == ["redriven"] and dead.peek(10) == []
-        finally:
-            holder.close()
-            watcher.close()
+            other.execute(
+                f"INSERT INTO {table} (queue_id, nprio, id, body, sent_at, visible_at)"
+                " VALUES (%s, 0, %s, %s, %s, %s)",
+                (work_id, sent.id, b"written meanwhile", now, now),
+            )
+            thread, outcome = in_thread(lambda: dead.redrive(to="work"))
+            until(
+                lambda: waits(f"INSERT IGNORE INTO `{table}`"),
+                what="the redrive's insert waiting for the other",
+            )
+            other.connection.commit()
+            thread.join(30)
+        assert outcome == [[sent.id]]
+        assert [m.text for m in work.peek(10)] == ["redriven"] and dead.peek(10) == []
 
 
 def test_threads_share_at_most_pool_size_connections(caplog: pytest.LogCaptureFixture) -> None:

@@ -222,7 +222,8 @@ class SQLEditor(Editing):
             key, *_ = self._message_row(ex, qid, queue, message_id)
             if attrs.archive:
                 self.archive(ex, qid, queue, now, "removed", [key])
-            ex.run(d.sql(DELETE_KEY, qid), {"key": key})
+            if not ex.run(d.sql(DELETE_KEY, qid), {"key": key}):
+                raise no_message(queue, message_id)  # deleted by a call that ended first
             return qid
 
         # an admin's delete is a delete
