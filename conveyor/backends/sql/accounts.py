@@ -130,16 +130,17 @@ class SQLAccounts(Generic[E]):
         # except on an event loop's thread, which must not count a deep queue
         if on_loop or not self.counts.small(qid):
             seen = self.store.read(lambda ex: self._accounted(ex, name, qid))
-            last = None if seen is None else seen.last
-            if seen is not None and last is not None and last.usable(now):
-                # a deep queue counted lately (estimates.py)
-                if last.due(now) and self.counts.start_recount(qid):
-                    threading.Thread(
-                        target=self._recount, args=(name, qid, attrs), daemon=True
-                    ).start()
-                return last.estimate(seen.totals, now)
-            if on_loop and seen is not None and self.counts.may_be_deep(seen.totals, last):
-                raise WouldBlock  # counting it would hold up the loop: counted in a thread
+            if seen is not None:  # else gone: counting says so
+                last = seen.last
+                if last is not None and last.usable(now):
+                    # a deep queue counted lately (estimates.py)
+                    if last.due(now) and self.counts.start_recount(qid):
+                        threading.Thread(
+                            target=self._recount, args=(name, qid, attrs), daemon=True
+                        ).start()
+                    return last.estimate(seen.totals, now)
+                if on_loop and self.counts.may_be_deep(seen.totals, last):
+                    raise WouldBlock  # counting it would hold up the loop: counted in a thread
         return self._counted(name, qid, attrs, now)
 
     def _counted(self, name: str, qid: int, attrs: QueueAttributes, now: float) -> QueueStats:
