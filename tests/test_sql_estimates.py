@@ -1,0 +1,126 @@
+"""Stats of deep queues on the SQL stores (conveyor/backends/sql/estimates.py): a count
+stored for every process, estimates between counts moved on by the running totals, and
+changes the totals do not record counted at once, in any process."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from conveyor import Client, ManualClock
+from conveyor.backends.sql.store import SQLStore
+
+from .conftest import unavailable
+from .support import sqlstores
+from .support.waiting import until
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres", "mysql"])
+def test_stats_of_a_deep_queue_are_estimated_between_counts(store: str, tmp_path: Any) -> None:
+    """A queue counted at `estimate_from` messages or more is not counted again until its
+    count is due: its stats are the count moved on by the running totals, which agree with a
+    count while only sends, receives and deletes happen. The count is stored: another
+    process estimates from it at its first call. A purge made in any process, a due count
+    and a queue counted below the threshold are counted; a count begun before a purge is
+    not stored after it."""
+    if store == "sqlite":
+        url = f"sqlite:///{tmp_path}/q.db"
+    else:
+        why = sqlstores.reachable(store)
+        if why is not None:
+            unavailable(why)
+        url = sqlstores.fresh_url(store)
+    try:
+        _estimates(url)
+    finally:
+        if store != "sqlite":
+            sqlstores.drop(url)
+
+
+def spied(client: Client, counted: list[str], here: list[bool] | None = None) -> Any:
+    """The client's store, its counts appended to `counted` (with, in `here`, whether each
+    ran on the caller's thread), estimated from 20 messages on."""
+    backend = client.backend
+    assert isinstance(backend, SQLStore)
+    accounts = backend.accounts
+    accounts.counts.estimate_from = 20
+    count = accounts._count
+
+    def spy(name: str, *args: Any) -> Any:
+        counted.append(name)
+        if here is not None:
+            here.append(threading.current_thread() is threading.main_thread())
+        return count(name, *args)
+
+    accounts._count = spy  # type: ignore[method-assign,assignment]
+    return backend
+
+
+def _estimates(url: str) -> None:
+    clock = ManualClock()
+    with Client(url, clock=clock) as client, Client(url, clock=clock) as other:
+        counted: list[str] = []
+        here: list[bool] = []  # each count: made on the caller's thread
+        backend = spied(client, counted, here)
+        counted_there: list[str] = []
+        spied(other, counted_there)
+        deep = client.create_queue("deep", visibility_timeout=30)
+        small = client.create_queue("small")
+        deep.send_batch([f"m{i}" for i in range(10)])
+        deep.send_batch([f"m{i}" for i in range(10, 20)])
+        deep.send_batch([f"m{i}" for i in range(20, 30)])
+        small.send("one")
+        assert deep.stats().ready == 30
+        assert counted == ["deep"]
+
+        got = deep.receive(5)
+        deep.delete_batch([m.receipt or "" for m in got[:2]])
+        deep.send_batch(["a", "b", "c", "d"])
+        estimated = deep.stats()
+        assert counted == ["deep"]  # not counted again
+        qid, attrs = backend.lookup("deep")
+        exact, _ = backend.accounts._count("deep", qid, attrs, clock.now())
+        counted.pop()
+        assert (estimated.ready, estimated.delayed, estimated.in_flight) == (29, 0, 3)
+        assert estimated == exact
+        backend.accounts.flush()  # (each process writes its totals within a second)
+        assert other.queue("deep").stats() == exact  # from the stored count, at once
+        assert counted_there == []
+
+        small.stats()
+        small.stats()
+        assert counted == ["deep", "small", "small"]  # a small queue at every call
+
+        clock.advance(61)  # past any count's use
+        assert deep.stats().in_flight == 0  # counted: the visibility timeout ended
+        assert counted[-1] == "deep" and len(counted) == 4
+
+        clock.advance(1)  # due, and recent: answered from it, and counted in the background
+        assert deep.stats().ready == 32
+        until(lambda: len(counted) == 5, what="the count made in the background")
+        assert counted[-1] == "deep" and not here[-1] and all(here[:-1])
+        until(lambda: not backend.accounts.counts._recounting, what="its count stored")
+
+        other.queue("deep").purge()  # in another process
+        assert deep.stats().total == 0
+        assert len(counted) == 6  # counted at once
+        deep.send("after")
+        assert deep.stats().ready == 1
+        assert len(counted) == 7  # counted below the threshold: no estimate
+
+        # a count begun before a purge (made elsewhere) and stored after it is not used
+        deep.send_batch([f"n{i}" for i in range(25)])
+        clock.advance(61)
+        count = backend.accounts._count
+
+        def purged_meanwhile(*args: Any) -> Any:
+            done = count(*args)
+            other.queue("deep").purge()
+            return done
+
+        backend.accounts._count = purged_meanwhile
+        assert deep.stats().ready == 26  # the count, as it was begun
+        assert deep.stats().total == 0  # the purge: counted again
+        assert len(counted) == 9
