@@ -240,6 +240,77 @@ def test_receive_ack_into_a_closed_output_deletes_nothing(store: str, tmp_path: 
     assert queued(store)["deleted"] == 0
 
 
+# -- tables: ids and receipts whole ---------------------------------------------------------
+
+ID = "7fff0000-0000-8000-8f86-8910d0f47ad9"
+RECEIPT = "6a6f6273/0d23b5547fa5c16f/3fff800000000003/N2ZmZjAwMDAtMDAwMC04MDAwLTlkYjMtMmU2MGM2MGYz"
+BODY = " ".join(["word"] * 60)
+
+
+def console_into(monkeypatch: pytest.MonkeyPatch, *, terminal: bool, width: int) -> Any:
+    """The CLI's standard output console replaced by one writing to a buffer (returned)."""
+    import io
+
+    from rich.console import Console
+
+    from conveyor.cli import render
+
+    out = io.StringIO()
+    console = Console(
+        file=out, width=width, force_terminal=terminal, color_system=None, highlight=False,
+        soft_wrap=True, markup=False, emoji=False,
+    )  # fmt: skip
+    monkeypatch.setattr(render, "console", console)
+    return out
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_a_table_never_cuts_an_id_or_a_receipt_in_two(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool
+) -> None:
+    from conveyor.cli import render
+
+    out = console_into(monkeypatch, terminal=terminal, width=80)
+    render.table(None, ["id", "receives", "body", "receipt"], [(ID, 1, BODY, RECEIPT)])
+    lines = out.getvalue().splitlines()
+    assert any(ID in line and RECEIPT in line for line in lines), out.getvalue()
+    if terminal:
+        # the body folds: the table is as wide as the whole columns need, and a little more
+        assert sum("word" in line for line in lines) > 1
+        assert max(map(len, lines)) < len(ID) + len(RECEIPT) + len(BODY)
+    else:
+        assert any(BODY in line for line in lines)  # into a pipe nothing folds
+
+
+def test_a_table_that_fits_the_terminal_stays_within_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conveyor.cli import render
+
+    out = console_into(monkeypatch, terminal=True, width=100)
+    render.table(None, ["id", "receives", "body"], [(ID, 1, BODY)])
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 100
+    assert any(ID in line for line in lines)
+    assert sum("word" in line for line in lines) > 1
+
+
+def test_receipts_received_into_a_pipe_can_be_acknowledged(store: str) -> None:
+    # an 80-column pipe, as a script or `| less` reads it: each receipt on one line
+    env = {**os.environ, "CONVEYOR_URL": store, "COLUMNS": "80"}
+    got = subprocess.run(
+        f"{sys.executable} -m conveyor -q bad receive --max 10 | cat", shell=True,
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    receipts = [
+        cells[-2].strip()
+        for line in got.stdout.splitlines()
+        if len(cells := line.split("│")) > 2 and cells[1].strip().startswith("m-")
+    ]
+    assert len(receipts) == len(HOSTILE), got.stdout
+    cli_run(store, "-q", "bad", "ack", *receipts)
+    assert queued(store) == {"ready": 0, "in_flight": 0, "deleted": len(HOSTILE)}
+
+
 # -- install hints ------------------------------------------------------------------------
 
 

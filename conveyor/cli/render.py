@@ -274,7 +274,18 @@ def emit_json(value: Any) -> None:
         click.echo(json.dumps(value, indent=2, sort_keys=False, default=str))
 
 
+# the columns of free text, folded to fit the terminal; every other column (ids, receipts,
+# names, numbers, times) is shown whole, so what a table shows can be copied and searched
+TEXT_COLUMNS = frozenset({"body", "error", "queues", "result"})
+TEXT_ROOM = 24  # columns a text column keeps where the whole ones alone fill the terminal
+
+
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A table on standard output. Into a terminal it fits the terminal's width by folding
+    its text columns; where the whole columns alone are wider, it is as wide as they need
+    and the terminal wraps its lines (an id or receipt is never cut in two). Into a pipe or
+    a file it is as wide as its widest row, nothing folded."""
+    from rich.measure import Measurement
     from rich.table import Table
 
     t = Table(
@@ -284,10 +295,30 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
         pad_edge=False,
     )
     for c in columns:
-        t.add_column(c, overflow="fold")
+        if c in TEXT_COLUMNS:
+            t.add_column(c, overflow="fold")
+        else:
+            t.add_column(c, no_wrap=True)
     for r in rows:
         t.add_row(*["-" if v is None else shown(v) for v in r])
-    _console().print(t)
+    console = _console()
+    shown_width = console.width
+    fits = Measurement.get(console, console.options.update(width=1 << 20), t)
+    if not console.is_terminal:
+        width = max(shown_width, fits.maximum)
+    elif fits.minimum > shown_width:
+        room = TEXT_ROOM * sum(1 for c in columns if c in TEXT_COLUMNS)
+        width = min(fits.maximum, fits.minimum + room)
+    else:
+        width = shown_width
+    if width == shown_width:
+        console.print(t)
+        return
+    console.width = width
+    try:
+        console.print(t)
+    finally:
+        console.width = shown_width
 
 
 def pairs(title: str | None, items: Iterable[tuple[str, Any]]) -> None:
