@@ -277,14 +277,14 @@ def emit_json(value: Any) -> None:
 # the columns of free text, folded to fit the terminal; every other column (ids, receipts,
 # names, numbers, times) is shown whole, so what a table shows can be copied and searched
 TEXT_COLUMNS = frozenset({"body", "error", "queues", "result"})
-TEXT_ROOM = 24  # columns a text column keeps where the whole ones alone fill the terminal
+TEXT_ROOM = 24  # columns a text column keeps where the whole ones alone fill the width
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """A table on standard output. Into a terminal it fits the terminal's width by folding
-    its text columns; where the whole columns alone are wider, it is as wide as they need
-    and the terminal wraps its lines (an id or receipt is never cut in two). Into a pipe or
-    a file it is as wide as its widest row, nothing folded."""
+    """A table on standard output, as wide as the terminal (into a pipe or a file, $COLUMNS
+    or 80): its text columns fold to fit, and ids, receipts, names and numbers are never cut
+    in two. Where those alone are wider, the table is as wide as they need (and `TEXT_ROOM`
+    for each text column), and the terminal wraps its lines."""
     from rich.measure import Measurement
     from rich.table import Table
 
@@ -296,29 +296,25 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     )
     for c in columns:
         if c in TEXT_COLUMNS:
-            t.add_column(c, overflow="fold")
+            t.add_column(c, overflow="fold", max_width=TEXT_ROOM)
         else:
             t.add_column(c, no_wrap=True)
     for r in rows:
         t.add_row(*["-" if v is None else shown(v) for v in r])
     console = _console()
-    shown_width = console.width
-    fits = Measurement.get(console, console.options.update(width=1 << 20), t)
-    if not console.is_terminal:
-        width = max(shown_width, fits.maximum)
-    elif fits.minimum > shown_width:
-        room = TEXT_ROOM * sum(1 for c in columns if c in TEXT_COLUMNS)
-        width = min(fits.maximum, fits.minimum + room)
-    else:
-        width = shown_width
-    if width == shown_width:
+    width = console.width
+    # the width with the text columns at most TEXT_ROOM wide, and the rest whole
+    least = Measurement.get(console, console.options.update(width=1 << 20), t).maximum
+    if least <= width:  # the text columns take the room there is
+        for column in t.columns:
+            column.max_width = None
         console.print(t)
         return
-    console.width = width
+    console.width = least
     try:
         console.print(t)
     finally:
-        console.width = shown_width
+        console.width = width
 
 
 def pairs(title: str | None, items: Iterable[tuple[str, Any]]) -> None:
