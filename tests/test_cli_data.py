@@ -359,3 +359,34 @@ def test_a_missing_pyspark_or_java_is_said_as_such(tmp_path: Path) -> None:
     proc = run_python("import sys\n", "--store", url, "pipeline", "stats", "jobs", env=no_java)
     assert proc.returncode == 1
     assert "Java 17+" in proc.stderr and "extra" not in proc.stderr, proc.stderr
+
+
+def test_dlq_reads_every_page_and_shows_how_far_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conveyor.cli import admin
+
+    monkeypatch.setattr(admin, "PAGE", 100)
+    monkeypatch.setattr(admin, "SHOW_PROGRESS_FROM", 200)
+    url = f"sqlite:///{tmp_path}/dlq.db"
+    moved: list[str] = []
+    with Client(url) as client:
+        client.create_queue("dead")
+        for name, n, error in (("a", 150, "timeout: slow"), ("b", 120, "bad sku: 7")):
+            q = client.create_queue(
+                name, dead_letter=DeadLetterPolicy(queue="dead", max_receive_count=5)
+            )
+            for i in range(n):
+                moved.append(q.move_to_dlq(q.send(f"{name}{i}").id, error).id)
+    runner = CliRunner()
+    got = runner.invoke(cli, ["--store", url, "-o", "json", "-q", "a", "dlq"])
+    assert got.exit_code == 0, got.output
+    data = json.loads(got.stdout)
+    assert data["total"] == 270
+    assert data["by_source"] == {"a": 150, "b": 120}
+    assert data["by_error"] == {"timeout": 150, "bad sku": 120}
+    assert data["first_ids"] == moved[:100]
+    shown_as_table = runner.invoke(cli, ["--store", url, "-q", "a", "dlq"])
+    assert shown_as_table.exit_code == 0, shown_as_table.output
+    assert "reading dead" in shown_as_table.stderr and "270/270" in shown_as_table.stderr
+    assert "reading" not in got.stderr  # JSON: standard error stays quiet

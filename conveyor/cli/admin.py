@@ -6,6 +6,7 @@ import contextlib
 import json
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +45,36 @@ def show_message(state: State, m: Message) -> None:
         render.pairs(f"message {m.id}", data.items())
 
 
-def all_messages(q: Queue, state_filter: MessageState | None = None) -> list[Message]:
-    out: list[Message] = []
+PAGE = 1000  # messages a look at a queue reads at a time
+SHOW_PROGRESS_FROM = 10_000  # messages to read before a command shows how far it is
+
+
+def pages(q: Queue, state_filter: MessageState | None = None) -> Iterator[list[Message]]:
+    """A queue's messages in send order, a page at a time."""
     after = 0
     while True:
-        page = q.peek(1000, state=state_filter, after=after)
-        out += page
-        if len(page) < 1000:
-            return out
+        page = q.peek(PAGE, state=state_filter, after=after)
+        if page:
+            yield page
+        if len(page) < PAGE:
+            return
         after = page[-1].sequence
+
+
+@contextlib.contextmanager
+def reading(state: State, what: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on standard error for reading about `total` messages (none for JSON
+    or a short read); yields what advances it."""
+    if state.json or total < SHOW_PROGRESS_FROM:
+        yield lambda n: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn(what), BarColumn(), MofNCompleteColumn(), console=render.errors
+    ) as progress:
+        task = progress.add_task(what, total=total)
+        yield lambda n: progress.advance(task, n)
 
 
 @cli.command()
@@ -74,7 +96,11 @@ def ls(
     q = state.queue(queue_name)
     st = MessageState(state_filter) if state_filter else None
     if everything:
-        found = all_messages(q, st)
+        found = []
+        with reading(state, f"reading {q.name}", q.stats().total) as advance:
+            for page in pages(q, st):
+                found += page
+                advance(len(page))
         more = None
     else:
         found = q.peek(limit + 1, state=st, after=after)
@@ -181,20 +207,29 @@ def dlq(state: State, queue_name: str | None) -> None:
     q = state.queue(queue_name)
     policy = q.attributes.dead_letter
     dead = state.client.queue(policy.queue) if policy else q
-    messages = all_messages(dead)
-    by_source = Counter(m.source_queue or "-" for m in messages)
-    by_error = Counter((m.error or "-").split(":")[0] for m in messages)
+    by_source: Counter[str] = Counter()
+    by_error: Counter[str] = Counter()
+    first_ids: list[str] = []
+    total = 0
+    # page by page, counted as read: a dead-letter queue of millions is not held in memory
+    with reading(state, f"reading {dead.name}", dead.stats().total) as advance:
+        for page in pages(dead):
+            total += len(page)
+            by_source.update(m.source_queue or "-" for m in page)
+            by_error.update((m.error or "-").split(":")[0] for m in page)
+            first_ids += [m.id for m in page[: 100 - len(first_ids)]]
+            advance(len(page))
     data = {
         "dead_letter_queue": dead.name,
-        "total": len(messages),
+        "total": total,
         "by_source": dict(by_source),
         "by_error": dict(by_error),
-        "first_ids": [m.id for m in messages[:100]],
+        "first_ids": first_ids,
     }
     if state.json:
         render.emit_json(data)
         return
-    render.pairs(f"dead-letter queue {dead.name}", [("total", len(messages))])
+    render.pairs(f"dead-letter queue {dead.name}", [("total", total)])
     render.table(None, ["source queue", "messages"], by_source.most_common())
     render.table(None, ["error", "messages"], by_error.most_common())
 
