@@ -390,3 +390,17 @@ def test_dlq_reads_every_page_and_shows_how_far_it_is(
     assert shown_as_table.exit_code == 0, shown_as_table.output
     assert "reading dead" in shown_as_table.stderr and "270/270" in shown_as_table.stderr
     assert "reading" not in got.stderr  # JSON: standard error stays quiet
+
+
+def test_a_terminal_without_a_size_is_taken_as_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a pseudo-terminal made without a size (`script`, some CI runners) says 0 columns
+    from conveyor.cli import render
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delitem(vars(render), "console", raising=False)
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd=0: os.terminal_size((0, 0)))
+    assert render.terminal_width() == 80
+    shown_pairs = render.pairs_text("dead-letter queue dead", [("total", 200000)])
+    assert "│total│ 200000│" in shown_pairs

@@ -347,14 +347,15 @@ def pairs_text(title: str | None, items: Iterable[tuple[str, Any]], width: int =
 
 def terminal_width() -> int:
     """The width of what standard output shows: Rich's console's where one is made, else
-    $COLUMNS or the terminal's, else 80."""
+    $COLUMNS or the terminal's, else 80 (as for a terminal that says it has no columns, as
+    a pseudo-terminal made without a size does)."""
     if "console" in globals():
         return int(_console().width)
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
     try:
-        return os.get_terminal_size(sys.stdout.fileno()).columns
+        return os.get_terminal_size(sys.stdout.fileno()).columns or 80
     except (OSError, ValueError):
         return 80
 
