@@ -404,3 +404,40 @@ def test_a_terminal_without_a_size_is_taken_as_80_columns(
     assert render.terminal_width() == 80
     shown_pairs = render.pairs_text("dead-letter queue dead", [("total", 200000)])
     assert "│total│ 200000│" in shown_pairs
+
+
+def test_ls_all_writes_every_page_as_it_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conveyor.cli import admin
+
+    monkeypatch.setattr(admin, "PAGE", 100)
+    url = f"sqlite:///{tmp_path}/ls.db"
+    with Client(url) as client:
+        q = client.create_queue("deep")
+        ids = [q.send(f"m{i}").id for i in range(250)]
+    runner = CliRunner()
+    got = runner.invoke(cli, ["--store", url, "-o", "json", "-q", "deep", "ls", "--all"])
+    assert got.exit_code == 0, got.output
+    data = json.loads(got.stdout)
+    assert [m["id"] for m in data["messages"]] == ids and data["next_after"] is None
+    table = runner.invoke(cli, ["--store", url, "-q", "deep", "ls", "--all"]).stdout
+    lines = table.splitlines()
+    assert [line.split("│")[1].strip() for line in lines[3:-1]] == ids
+    assert sum("│ id " in line for line in lines) == 1  # one header for every page
+    assert len({len(line) for line in lines}) == 1  # the pages line up
+    # a page of a listing, and where the next one starts
+    page = runner.invoke(cli, ["--store", url, "-o", "json", "-q", "deep", "ls", "--limit", "5"])
+    first = json.loads(page.stdout)
+    assert [m["id"] for m in first["messages"]] == ids[:5]
+    shown_page = runner.invoke(cli, ["--store", url, "-q", "deep", "ls", "--limit", "5"]).stdout
+    assert f"more: conveyor ls --after {first['next_after']}" in shown_page
+
+
+def test_ls_all_into_a_reader_that_stops_early(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/ls.db"
+    with Client(url) as client:
+        client.create_queue("deep").send_batch([b"x"] * 2500)
+    cut = run_cli(url, "-q", "deep", "ls", "--all", shell=" | head -4")
+    assert len(cut.stdout.splitlines()) == 4 and "│ id " in cut.stdout
+    assert "Traceback" not in cut.stderr and "error" not in cut.stderr, cut.stderr

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,16 +63,23 @@ def pages(q: Queue, state_filter: MessageState | None = None) -> Iterator[list[M
 
 
 @contextlib.contextmanager
-def reading(state: State, what: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A progress bar on standard error for reading about `total` messages (none for JSON
-    or a short read); yields what advances it."""
-    if state.json or total < SHOW_PROGRESS_FROM:
+def reading(
+    state: State, what: str, total: int, *, show: bool = True
+) -> Iterator[Callable[[int], None]]:
+    """A progress bar on standard error for reading about `total` messages (none for JSON,
+    a short read, or where not `show`); yields what advances it."""
+    if not show or state.json or total < SHOW_PROGRESS_FROM:
         yield lambda n: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     with Progress(
-        TextColumn(what), BarColumn(), MofNCompleteColumn(), console=render.errors
+        TextColumn(what),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=render.errors,
+        redirect_stdout=False,  # what is written meanwhile goes where it was going
+        redirect_stderr=False,
     ) as progress:
         task = progress.add_task(what, total=total)
         yield lambda n: progress.advance(task, n)
@@ -95,29 +103,36 @@ def ls(
     """Messages with their state, receive count and age, without receiving them."""
     q = state.queue(queue_name)
     st = MessageState(state_filter) if state_filter else None
+    now = time.time()
+    more: int | None = None
     if everything:
-        found = []
-        with reading(state, f"reading {q.name}", q.stats().total) as advance:
-            for page in pages(q, st):
-                found += page
-                advance(len(page))
-        more = None
+        # written a page at a time as read (a queue of millions is never held in memory);
+        # a progress bar where the listing goes elsewhere than the terminal
+        shows = not sys.stdout.isatty()
+        with reading(state, f"reading {q.name}", q.stats().total, show=shows) as advance:
+            written = _listing(state, _advancing(pages(q, st), advance), now, more)
     else:
         found = q.peek(limit + 1, state=st, after=after)
         more = found[limit - 1].sequence if len(found) > limit else None
-        found = found[:limit]
-    now = time.time()
+        written = _listing(state, [found[:limit]], now, more)
+    if written and more is not None and not state.json:
+        render.say(f"more: conveyor ls --after {more}")
+
+
+def _advancing(
+    found: Iterable[list[Message]], advance: Callable[[int], None]
+) -> Iterator[list[Message]]:
+    for page in found:
+        yield page
+        advance(len(page))
+
+
+def _listing(state: State, found: Iterable[list[Message]], now: float, more: int | None) -> bool:
+    """`ls`'s messages, page by page: JSON, or a table."""
     if state.json:
-        render.emit_json(
-            {
-                "messages": [render.message_dict(m, now, with_body=False) for m in found],
-                "next_after": more,
-            }
-        )
-        return
-    render.table(
-        None,
-        ["id", "state", "receives", "priority", "age", "visible in", "sequence"],
+        dicts = ([render.message_dict(m, now, with_body=False) for m in page] for page in found)
+        return render.stream_json("messages", dicts, {"next_after": more})
+    rows = (
         [
             (
                 m.id,
@@ -129,11 +144,12 @@ def ls(
                 render.age(m.visible_at - now) if m.visible_at > now else "now",
                 m.sequence,
             )
-            for m in found
-        ],
+            for m in page
+        ]
+        for page in found
     )
-    if more is not None:
-        render.say(f"more: conveyor ls --after {more}")
+    columns = ["id", "state", "receives", "priority", "age", "visible in", "sequence"]
+    return render.stream_table(columns, rows)
 
 
 @cli.command()

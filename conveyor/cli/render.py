@@ -274,6 +274,82 @@ def emit_json(value: Any) -> None:
         click.echo(json.dumps(value, indent=2, sort_keys=False, default=str))
 
 
+def stream_json(key: str, pages: Iterable[Sequence[Any]], rest: dict[str, Any]) -> bool:
+    """`{key: [...], **rest}` as `emit_json` writes it, the list written a page at a time
+    (for listings of any length: only a page is held). False where standard output was
+    closed meanwhile (then no more pages are read)."""
+    if _stdout_gone:
+        return False
+    try:
+        click.echo(f"{{\n  {json.dumps(key)}: [", nl=False)
+        first = True
+        for page in pages:
+            items = [
+                json.dumps(item, indent=2, default=str).replace("\n", "\n    ") for item in page
+            ]
+            if items:
+                lead = "\n    " if first else ",\n    "
+                click.echo(lead + ",\n    ".join(items), nl=False)
+                first = False
+        click.echo("]" if first else "\n  ]", nl=False)
+        for name, value in rest.items():
+            text = json.dumps(value, indent=2, default=str).replace("\n", "\n  ")
+            click.echo(f",\n  {json.dumps(name)}: {text}", nl=False)
+        click.echo("\n}")
+        sys.stdout.flush()
+    except OSError:  # a closed pipe (`| head`), a full disk
+        _discard_stdout()
+        return False
+    return True
+
+
+def stream_table(columns: Sequence[str], pages: Iterable[Sequence[Sequence[Any]]]) -> bool:
+    """A table written a page of rows at a time, for listings of any length: the first rows
+    show at once, and only a page is held. Its columns are as wide as the header and the
+    first page need (a later, wider value widens its own row); nothing folds, so an id is
+    never cut in two. False where standard output was closed meanwhile (then no more pages
+    are read)."""
+    if _stdout_gone:
+        return False
+    widths: list[int] = []
+    try:
+        for page in pages:
+            rows = [[_one_line(v) for v in row] for row in page]
+            if not widths:
+                widths = [
+                    max([cells(c), *(cells(row[i]) for row in rows)]) for i, c in enumerate(columns)
+                ]
+                click.echo(_head(columns, widths), nl=False)
+            click.echo("".join(_row(row, widths) for row in rows), nl=False)
+        if not widths:
+            widths = [cells(c) for c in columns]
+            click.echo(_head(columns, widths), nl=False)
+        click.echo(_rule("└", "┴", "┘", widths), nl=False)
+        sys.stdout.flush()
+    except OSError:  # a closed pipe (`| head`), a full disk
+        _discard_stdout()
+        return False
+    return True
+
+
+def _one_line(value: Any) -> str:
+    text = "-" if value is None else shown(value)
+    return text.replace("\n", "\\n").replace("\t", "\\t")
+
+
+def _head(columns: Sequence[str], widths: Sequence[int]) -> str:
+    return _rule("┌", "┬", "┐", widths) + _row(columns, widths) + _rule("├", "┼", "┤", widths)
+
+
+def _rule(left: str, middle: str, right: str, widths: Sequence[int]) -> str:
+    return f"{left}{middle.join('─' * (w + 2) for w in widths)}{right}\n"
+
+
+def _row(values: Sequence[str], widths: Sequence[int]) -> str:
+    cells_ = (f" {v}{' ' * (w - cells(v))} " for v, w in zip(values, widths, strict=True))
+    return f"│{'│'.join(cells_)}│\n"
+
+
 # the columns of free text, folded to fit the terminal; every other column (ids, receipts,
 # names, numbers, times) is shown whole, so what a table shows can be copied and searched
 TEXT_COLUMNS = frozenset({"body", "error", "queues", "result"})
