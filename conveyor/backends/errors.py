@@ -47,7 +47,11 @@ def in_flight(message_id: str) -> InvalidState:
 
 
 def no_source(message_id: str) -> InvalidState:
-    return InvalidState(f"message {message_id!r} has no source queue: name a destination with `to`")
+    return InvalidState(
+        f"message {message_id!r} has no source queue (it was sent to this queue, not"
+        " dead-lettered into it): name the queue to move it to (`to=` in the SDK, `--to` on"
+        " the command line)"
+    )
 
 
 def consumer_gone(consumer_id: str) -> NotFound:
