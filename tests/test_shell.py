@@ -132,6 +132,11 @@ def test_shell_modes_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
         shell.handle("fail --delay nonsense")  # a usage error: said, and no stats after it
         out = capsys.readouterr()
         assert "nonsense" in out.err + out.out and "ready" not in out.out
+        # a command pasted with its program's name, as hints and the docs write them
+        shell.handle("conveyor ls --limit 1")
+        assert "m-1" in capsys.readouterr().out
+        shell.handle("conveyor -q jobs -o json qstat")
+        assert '"ready": 1' in capsys.readouterr().out
         shell.handle("clear")
         assert shell.handle("id") and shell.message_id is None
     finally:

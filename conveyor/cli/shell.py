@@ -40,7 +40,7 @@ SHELL_COMMANDS = ("help", "h", "?", "quit", "q", "exit", "use", "id", "qstats", 
 ALIASES = {"qstats": "qstat", "et": "enqueue-test"}
 
 HELP = """\
-commands (any `conveyor` command works here, without the word conveyor):
+commands (any `conveyor` command works here, with or without the word conveyor):
   use QUEUE              act on QUEUE from now on
   queue list|create|show|set|delete, topic ..., consumers, consumer register|heartbeat|unregister
   send BODY [--priority N --delay S --attr K=V ...]     receive [--max N --ack]
@@ -130,6 +130,11 @@ class Shell:
         except ValueError as exc:
             render.error(f"{exc}")
             return True
+        if words[:1] == ["conveyor"]:  # a command pasted whole: from a hint, the docs
+            words = words[1:]
+            if words[:1] and words[0].startswith("-"):  # its global options first
+                self.run_cli(words)
+                return True
         if not words:
             return True
         command, rest = words[0], words[1:]
