@@ -7,6 +7,10 @@ cache and write the bytecode), beside `python -c pass` (the interpreter alone) a
 "import click"` in the same run. ``--source DIR`` adds the same commands from another
 checkout (a worktree of an earlier commit, with PYTHONPATH=DIR), run in turn with this one.
 Each import's share: ``python -X importtime -m conveyor ...``.
+
+``--deep N``: instead, the commands that read a whole queue, on one of N messages of 200
+bytes (`ls --all` as a table and as JSON, `dlq` of its dead-letter queue), their output
+to /dev/null: wall time and the process's peak resident memory.
 """
 
 from __future__ import annotations
@@ -27,6 +31,68 @@ COMMANDS = {
 }
 
 
+DEEP = {
+    "conveyor -q dead ls --all": ["-q", "dead", "ls", "--all"],
+    "conveyor -q dead -o json ls --all": ["-q", "dead", "-o", "json", "ls", "--all"],
+    "conveyor -q src dlq": ["-q", "src", "dlq"],
+}
+# run from a parent of its own, whose children's peak memory is the command's
+PROBE = (
+    "import resource, subprocess, sys, time; t = time.perf_counter();"
+    " subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL,"
+    " stderr=subprocess.DEVNULL); print(time.perf_counter() - t,"
+    " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+def measured(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, int]:
+    """A command's wall time (seconds) and peak resident memory (KB)."""
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], env=env, cwd=cwd, check=True,
+        capture_output=True, text=True, timeout=1800,
+    ).stdout.split()  # fmt: skip
+    return float(out[0]), int(out[1])
+
+
+def fill(url: str, n: int) -> None:
+    """Queue `src` and its dead-letter queue `dead`, which holds n messages."""
+    from conveyor import Client, DeadLetterPolicy
+    from conveyor.models import NewMessage
+
+    with Client(url) as client:
+        client.create_queue("dead")
+        client.create_queue("src", dead_letter=DeadLetterPolicy(queue="dead", max_receive_count=5))
+        body = b"x" * 200
+        for done in range(0, n, 5000):
+            batch = [NewMessage(id="", body=body, generated_id=True)] * min(5000, n - done)
+            client.backend.send("dead", batch)
+
+
+def deep(n: int, runs: int, trees: dict[str, str], base: dict[str, str]) -> None:
+    fill(base["CONVEYOR_URL"], n)
+    cases = [
+        (name if tree == "this checkout" else f"{name} ({tree})", argv, path)
+        for tree, path in trees.items()
+        for name, argv in DEEP.items()
+    ]
+    rows: dict[str, list[tuple[float, int]]] = {}
+    for _ in range(runs):  # in turn
+        for label, argv, path in cases:
+            env = {**base, "PYTHONPATH": path}
+            command = [sys.executable, "-m", "conveyor", *argv]
+            rows.setdefault(label, []).append(measured(command, env, path))
+    print(
+        f"# CLI over a whole queue — {platform.platform()}, Python {platform.python_version()},"
+        f" {os.cpu_count()} CPUs, SQLite store, {n:,} messages of 200 bytes, {runs} runs each,"
+        " in turn, output to /dev/null"
+    )
+    print(f"{'command':48} {'median s':>9} {'slowest s':>10} {'peak MB':>8}")
+    for label, got in rows.items():
+        seconds = [t for t, _ in got]
+        peak = max(kb for _, kb in got) / 1024
+        print(f"{label:48} {statistics.median(seconds):9.2f} {max(seconds):10.2f} {peak:8.0f}")
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
     started = time.perf_counter()
     subprocess.run(argv, env=env, cwd=cwd, check=True, capture_output=True, timeout=60)
@@ -37,6 +103,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--source", help="another checkout to time beside this one")
+    ap.add_argument("--deep", type=int, help="time the commands that read a queue of N")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="conveyor-bench-cli-")
     python = sys.executable
@@ -46,6 +113,9 @@ def main() -> None:
     trees = {"this checkout": here}
     if args.source:
         trees["--source"] = os.path.abspath(args.source)
+    if args.deep:
+        deep(args.deep, args.runs, trees, base)
+        return
     subprocess.run(
         [python, "-m", "conveyor", "queue", "create", "q"], env=base, cwd=here, check=True,
         capture_output=True,
