@@ -1,9 +1,11 @@
 """What operators see: bodies, attributes, ids and error texts shown verbatim by every command
 and shell mode (never read as markup, terminal escapes shown escaped), nothing acknowledged
-before it was written out, and install hints that name a command that works."""
+before it was written out, tables that never cut an id in two, listings of queues of any
+depth, and install hints that name a command that works."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -240,17 +242,15 @@ def test_receive_ack_into_a_closed_output_deletes_nothing(store: str, tmp_path: 
     assert queued(store)["deleted"] == 0
 
 
-# -- tables: ids and receipts whole ---------------------------------------------------------
+# -- tables and listings: ids whole, queues of any depth ------------------------------------
 
 ID = "7fff0000-0000-8000-8f86-8910d0f47ad9"
 RECEIPT = "6a6f6273/0d23b5547fa5c16f/3fff800000000003/N2ZmZjAwMDAtMDAwMC04MDAwLTlkYjMtMmU2MGM2MGYz"
 BODY = " ".join(["word"] * 60)
 
 
-def console_into(monkeypatch: pytest.MonkeyPatch, *, terminal: bool, width: int) -> Any:
+def console_into(monkeypatch: pytest.MonkeyPatch, *, terminal: bool, width: int) -> io.StringIO:
     """The CLI's standard output console replaced by one writing to a buffer (returned)."""
-    import io
-
     from rich.console import Console
 
     from conveyor.cli import render
@@ -307,58 +307,6 @@ def test_receipts_received_into_a_pipe_can_be_acknowledged(store: str) -> None:
     assert len(receipts) == len(HOSTILE), got.stdout
     cli_run(store, "-q", "bad", "ack", *receipts)
     assert queued(store) == {"ready": 0, "in_flight": 0, "deleted": len(HOSTILE)}
-
-
-# -- install hints ------------------------------------------------------------------------
-
-
-def blocked(*modules: str) -> str:
-    """Python that makes `modules` fail to import, as if their extra were not installed."""
-    return "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules)
-
-
-def run_python(code: str, *argv: str, env: dict[str, str] | None = None) -> Any:
-    script = (
-        code + "from conveyor.cli import main\nsys.argv = ['conveyor', *sys.argv[1:]]\nmain()\n"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=str(ROOT),
-        env={**os.environ, **(env or {})}, timeout=120,
-    )  # fmt: skip
-
-
-@pytest.mark.parametrize("command", ["serve", "gateway"])
-def test_a_missing_server_extra_is_one_line(command: str, tmp_path: Path) -> None:
-    proc = run_python(
-        blocked("uvicorn", "fastapi"), "--store", f"sqlite:///{tmp_path}/s.db", command
-    )
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "needs the server extra" in lines[0]
-    assert "pip install -e '.[server]'" in lines[0]  # run from the checkout it was installed from
-    assert "Traceback" not in proc.stderr and "conveyor-mq" not in proc.stderr
-
-
-def test_a_missing_driver_names_the_extra_for_this_install() -> None:
-    proc = run_python(blocked("psycopg"), "--store", "postgresql://127.0.0.1/none", "queue", "list")
-    assert proc.returncode == 1
-    assert "pip install -e '.[postgres]'" in proc.stderr, proc.stderr
-    assert "psycopg is not installed" in proc.stderr
-    assert "conveyor-mq" not in proc.stderr
-
-
-def test_a_missing_pyspark_or_java_is_said_as_such(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
-    Client(url).create_queue("jobs")
-    proc = run_python(blocked("pyspark"), "--store", url, "pipeline", "stats", "jobs")
-    assert proc.returncode == 1
-    assert "needs the spark extra (pyspark is not installed)" in proc.stderr, proc.stderr
-    assert "pip install -e '.[spark]'" in proc.stderr and "Java" not in proc.stderr
-    no_java = {"PATH": str(Path(sys.executable).parent), "JAVA_HOME": ""}
-    proc = run_python("import sys\n", "--store", url, "pipeline", "stats", "jobs", env=no_java)
-    assert proc.returncode == 1
-    assert "Java 17+" in proc.stderr and "extra" not in proc.stderr, proc.stderr
 
 
 def test_dlq_reads_every_page_and_shows_how_far_it_is(
@@ -441,3 +389,55 @@ def test_ls_all_into_a_reader_that_stops_early(tmp_path: Path) -> None:
     cut = run_cli(url, "-q", "deep", "ls", "--all", shell=" | head -4")
     assert len(cut.stdout.splitlines()) == 4 and "│ id " in cut.stdout
     assert "Traceback" not in cut.stderr and "error" not in cut.stderr, cut.stderr
+
+
+# -- install hints ------------------------------------------------------------------------
+
+
+def blocked(*modules: str) -> str:
+    """Python that makes `modules` fail to import, as if their extra were not installed."""
+    return "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules)
+
+
+def run_python(code: str, *argv: str, env: dict[str, str] | None = None) -> Any:
+    script = (
+        code + "from conveyor.cli import main\nsys.argv = ['conveyor', *sys.argv[1:]]\nmain()\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=str(ROOT),
+        env={**os.environ, **(env or {})}, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["serve", "gateway"])
+def test_a_missing_server_extra_is_one_line(command: str, tmp_path: Path) -> None:
+    proc = run_python(
+        blocked("uvicorn", "fastapi"), "--store", f"sqlite:///{tmp_path}/s.db", command
+    )
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "needs the server extra" in lines[0]
+    assert "pip install -e '.[server]'" in lines[0]  # run from the checkout it was installed from
+    assert "Traceback" not in proc.stderr and "conveyor-mq" not in proc.stderr
+
+
+def test_a_missing_driver_names_the_extra_for_this_install() -> None:
+    proc = run_python(blocked("psycopg"), "--store", "postgresql://127.0.0.1/none", "queue", "list")
+    assert proc.returncode == 1
+    assert "pip install -e '.[postgres]'" in proc.stderr, proc.stderr
+    assert "psycopg is not installed" in proc.stderr
+    assert "conveyor-mq" not in proc.stderr
+
+
+def test_a_missing_pyspark_or_java_is_said_as_such(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/p.db"
+    Client(url).create_queue("jobs")
+    proc = run_python(blocked("pyspark"), "--store", url, "pipeline", "stats", "jobs")
+    assert proc.returncode == 1
+    assert "needs the spark extra (pyspark is not installed)" in proc.stderr, proc.stderr
+    assert "pip install -e '.[spark]'" in proc.stderr and "Java" not in proc.stderr
+    no_java = {"PATH": str(Path(sys.executable).parent), "JAVA_HOME": ""}
+    proc = run_python("import sys\n", "--store", url, "pipeline", "stats", "jobs", env=no_java)
+    assert proc.returncode == 1
+    assert "Java 17+" in proc.stderr and "extra" not in proc.stderr, proc.stderr
