@@ -369,6 +369,11 @@ def test_ls_all_writes_every_page_as_it_reads_it(
     assert got.exit_code == 0, got.output
     data = json.loads(got.stdout)
     assert [m["id"] for m in data["messages"]] == ids and data["next_after"] is None
+    after = data["messages"][99]["sequence"]
+    rest = runner.invoke(
+        cli, ["--store", url, "-o", "json", "-q", "deep", "ls", "--all", "--after", str(after)]
+    )
+    assert [m["id"] for m in json.loads(rest.stdout)["messages"]] == ids[100:]
     table = runner.invoke(cli, ["--store", url, "-q", "deep", "ls", "--all"]).stdout
     lines = table.splitlines()
     assert [line.split("│")[1].strip() for line in lines[3:-1]] == ids

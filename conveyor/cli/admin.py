@@ -50,9 +50,11 @@ PAGE = 1000  # messages a look at a queue reads at a time
 SHOW_PROGRESS_FROM = 10_000  # messages to read before a command shows how far it is
 
 
-def pages(q: Queue, state_filter: MessageState | None = None) -> Iterator[list[Message]]:
-    """A queue's messages in send order, a page at a time."""
-    after = 0
+def pages(
+    q: Queue, state_filter: MessageState | None = None, after: int = 0
+) -> Iterator[list[Message]]:
+    """A queue's messages in send order (those after the sequence `after`), a page at a
+    time."""
     while True:
         page = q.peek(PAGE, state=state_filter, after=after)
         if page:
@@ -109,8 +111,15 @@ def ls(
         # written a page at a time as read (a queue of millions is never held in memory);
         # a progress bar where the listing goes elsewhere than the terminal
         shows = not sys.stdout.isatty()
-        with reading(state, f"reading {q.name}", q.stats().total, show=shows) as advance:
-            written = _listing(state, _advancing(pages(q, st), advance), now, more)
+        counts = q.stats()
+        total = {
+            None: counts.total,
+            MessageState.READY: counts.ready,
+            MessageState.DELAYED: counts.delayed,
+            MessageState.IN_FLIGHT: counts.in_flight,
+        }[st]
+        with reading(state, f"reading {q.name}", total, show=shows) as advance:
+            written = _listing(state, _advancing(pages(q, st, after), advance), now, more)
     else:
         found = q.peek(limit + 1, state=st, after=after)
         more = found[limit - 1].sequence if len(found) > limit else None
