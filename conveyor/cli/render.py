@@ -214,16 +214,25 @@ def written(out: Callable[[], None], *, grace: float = 0.25) -> bool:
     them all and not close its end within `grace` seconds after (`| head -1` takes a whole
     buffer, shows a line and exits). After a False, standard output goes nowhere."""
     try:
-        out()
-        sys.stdout.flush()
+        if not _wrote(out):
+            return False
     except SystemExit:  # Rich's answer to a closed pipe
-        return False
-    except OSError:  # BrokenPipeError, a full disk, ...
-        _discard_stdout()
         return False
     if _stdout_gone or ("console" in globals() and _console().quiet):
         return False
     if not _reader_took_all(grace):
+        _discard_stdout()
+        return False
+    return True
+
+
+def _wrote(out: Callable[[], None]) -> bool:
+    """Run `out` (which writes to standard output) and flush: False where a write failed
+    (a closed pipe, a full disk), after which standard output goes nowhere."""
+    try:
+        out()
+        sys.stdout.flush()
+    except OSError:  # BrokenPipeError, a full disk, ...
         _discard_stdout()
         return False
     return True
@@ -278,9 +287,8 @@ def stream_json(key: str, pages: Iterable[Sequence[Any]], rest: dict[str, Any]) 
     """`{key: [...], **rest}` as `emit_json` writes it, the list written a page at a time
     (for listings of any length: only a page is held). False where standard output was
     closed meanwhile (then no more pages are read)."""
-    if _stdout_gone:
-        return False
-    try:
+
+    def write() -> None:
         click.echo(f"{{\n  {json.dumps(key)}: [", nl=False)
         first = True
         for page in pages:
@@ -296,11 +304,8 @@ def stream_json(key: str, pages: Iterable[Sequence[Any]], rest: dict[str, Any]) 
             text = json.dumps(value, indent=2, default=str).replace("\n", "\n  ")
             click.echo(f",\n  {json.dumps(name)}: {text}", nl=False)
         click.echo("\n}")
-        sys.stdout.flush()
-    except OSError:  # a closed pipe (`| head`), a full disk
-        _discard_stdout()
-        return False
-    return True
+
+    return not _stdout_gone and _wrote(write)
 
 
 def stream_table(columns: Sequence[str], pages: Iterable[Sequence[Sequence[Any]]]) -> bool:
@@ -309,10 +314,9 @@ def stream_table(columns: Sequence[str], pages: Iterable[Sequence[Sequence[Any]]
     first page need (a later, wider value widens its own row); nothing folds, so an id is
     never cut in two. False where standard output was closed meanwhile (then no more pages
     are read)."""
-    if _stdout_gone:
-        return False
-    widths: list[int] = []
-    try:
+
+    def write() -> None:
+        widths: list[int] = []
         for page in pages:
             rows = [[_one_line(v) for v in row] for row in page]
             if not widths:
@@ -325,11 +329,8 @@ def stream_table(columns: Sequence[str], pages: Iterable[Sequence[Sequence[Any]]
             widths = [cells(c) for c in columns]
             click.echo(_head(columns, widths), nl=False)
         click.echo(_rule("└", "┴", "┘", widths), nl=False)
-        sys.stdout.flush()
-    except OSError:  # a closed pipe (`| head`), a full disk
-        _discard_stdout()
-        return False
-    return True
+
+    return not _stdout_gone and _wrote(write)
 
 
 def _one_line(value: Any) -> str:
