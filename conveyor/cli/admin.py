@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +64,13 @@ def pages(
         after = page[-1].sequence
 
 
-@contextlib.contextmanager
 def reading(
-    state: State, what: str, total: int, *, show: bool = True
-) -> Iterator[Callable[[int], None]]:
-    """A progress bar on standard error for reading about `total` messages (none for JSON,
-    a short read, or where not `show`); yields what advances it."""
+    state: State, what: str, total: int, found: Iterable[list[Message]], *, show: bool = True
+) -> Iterator[list[Message]]:
+    """`found`'s pages, with a progress bar on standard error for reading about `total`
+    messages (none for JSON, a short read, or where not `show`)."""
     if not show or state.json or total < SHOW_PROGRESS_FROM:
-        yield lambda n: None
+        yield from found
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -84,7 +83,9 @@ def reading(
         redirect_stderr=False,
     ) as progress:
         task = progress.add_task(what, total=total)
-        yield lambda n: progress.advance(task, n)
+        for page in found:
+            yield page
+            progress.advance(task, len(page))
 
 
 @cli.command()
@@ -118,22 +119,14 @@ def ls(
             MessageState.DELAYED: counts.delayed,
             MessageState.IN_FLIGHT: counts.in_flight,
         }[st]
-        with reading(state, f"reading {q.name}", total, show=shows) as advance:
-            written = _listing(state, _advancing(pages(q, st, after), advance), now, more)
+        every = reading(state, f"reading {q.name}", total, pages(q, st, after), show=shows)
+        written = _listing(state, every, now, more)
     else:
         found = q.peek(limit + 1, state=st, after=after)
         more = found[limit - 1].sequence if len(found) > limit else None
         written = _listing(state, [found[:limit]], now, more)
     if written and more is not None and not state.json:
         render.say(f"more: conveyor ls --after {more}")
-
-
-def _advancing(
-    found: Iterable[list[Message]], advance: Callable[[int], None]
-) -> Iterator[list[Message]]:
-    for page in found:
-        yield page
-        advance(len(page))
 
 
 def _listing(state: State, found: Iterable[list[Message]], now: float, more: int | None) -> bool:
@@ -237,13 +230,11 @@ def dlq(state: State, queue_name: str | None) -> None:
     first_ids: list[str] = []
     total = 0
     # page by page, counted as read: a dead-letter queue of millions is not held in memory
-    with reading(state, f"reading {dead.name}", dead.stats().total) as advance:
-        for page in pages(dead):
-            total += len(page)
-            by_source.update(m.source_queue or "-" for m in page)
-            by_error.update((m.error or "-").split(":")[0] for m in page)
-            first_ids += [m.id for m in page[: 100 - len(first_ids)]]
-            advance(len(page))
+    for page in reading(state, f"reading {dead.name}", dead.stats().total, pages(dead)):
+        total += len(page)
+        by_source.update(m.source_queue or "-" for m in page)
+        by_error.update((m.error or "-").split(":")[0] for m in page)
+        first_ids += [m.id for m in page[: 100 - len(first_ids)]]
     data = {
         "dead_letter_queue": dead.name,
         "total": total,
