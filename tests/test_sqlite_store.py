@@ -4,11 +4,13 @@ sends are written."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from conveyor import (
@@ -26,6 +28,7 @@ from conveyor.backends.sql.sqlite_connections import SQLiteConnections, SQLiteEx
 from conveyor.backends.sql.store import QUEUE_CACHE_SECONDS as ROW_CACHE
 from conveyor.backends.sql.store import SQLStore
 
+from .support.live import LiveServer
 from .support.sqlitefiles import rows_of, sqlite_db
 
 SCHEMA_VERSION = len(SQLITE_MIGRATIONS)
@@ -532,3 +535,36 @@ def test_stats_write_only_what_expired_and_totals_go_with_each_write(
         assert writes == []
         clock.advance(121)
         assert q.stats().expired == 3 and writes != []  # the sweep wrote
+
+
+def test_a_write_lock_held_elsewhere_fails_calls_within_busy_timeout(tmp_path: Path) -> None:
+    """A connection of another program holding the file's write lock: a send waits for it
+    up to the URL's busy_timeout in all (the SDK's thread, and the server's writer thread
+    behind its event loop), then fails with StoreUnavailable (SQS: 503) saying what to do;
+    nothing of the failed sends is stored, and sends succeed once the lock is let go."""
+    path = tmp_path / "locked.db"
+    url = f"sqlite:///{path}?durability=normal&busy_timeout=1"
+    with Client(url) as client, LiveServer(client) as live:
+        q = client.create_queue("locked")
+        queue_url = live.sqs().get_queue_url(QueueName="locked")["QueueUrl"]
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match=r"stayed locked .*busy_timeout=1\b"):
+                q.send("through the SDK")
+            assert 0.9 < time.monotonic() - started < 1.7  # the timeout once, not twice
+            started = time.monotonic()
+            answer = httpx.post(
+                live.url,
+                data={"Action": "SendMessage", "QueueUrl": queue_url, "MessageBody": "wire"},
+                timeout=30,
+            )
+            assert 0.9 < time.monotonic() - started < 1.7
+            assert answer.status_code == 503
+            assert "stayed locked" in answer.text
+        finally:
+            holder.execute("COMMIT")
+            holder.close()
+        q.send("after")
+        assert [m.body for m in q.receive(10, wait=0)] == [b"after"]
