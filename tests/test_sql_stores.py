@@ -142,6 +142,8 @@ def test_hostile_values_are_stored_as_data(kind: str, urls: list[str]) -> None:
         ({"prefix": "Bad-Prefix"}, "table prefix"),
         ({"pool_size": "0"}, "pool_size"),
         ({"pool_size": "many"}, "option"),
+        ({"lock_timeout": "0"}, "lock_timeout must be a number of seconds from 1 to 3600"),
+        ({"lock_timeout": "soon"}, "lock_timeout"),
     ],
 )
 def test_bad_options_are_refused_before_connecting(
@@ -150,6 +152,68 @@ def test_bad_options_are_refused_before_connecting(
     query = "&".join(f"{k}={v}" for k, v in options.items())
     with pytest.raises(InvalidInput, match=message):
         open_backend(f"{sqlstores.BASES[kind]}?{query}")
+
+
+def hold_locks(kind: str, url: str, statements: list[str]) -> Any:
+    """A session of another program that runs `statements` in a transaction left open
+    ({messages}: the store's messages table); roll it back with `.rollback()`."""
+    table = f"{url.split('prefix=')[1].split('&')[0]}messages"
+    if kind == "postgres":
+        session = psycopg.connect(sqlstores.PG_URL)
+    else:
+        session = sqlstores.mysql_connect(url)
+        session.autocommit(False)
+        session.begin()
+    with session.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement.format(messages=table))
+    return session
+
+
+LOCKS = {
+    "postgres": ["LOCK TABLE {messages} IN ACCESS EXCLUSIVE MODE"],
+    "mysql": ["LOCK TABLES {messages} WRITE"],
+}
+
+
+def test_a_lock_held_by_another_session_fails_calls_after_lock_timeout(
+    kind: str, urls: list[str]
+) -> None:
+    """Another session holds locks the store's statements need, and keeps its transaction
+    open: a row of a received message (an operator's SELECT ... FOR UPDATE), then the
+    messages table (LOCK TABLE, LOCK TABLES: what a schema change takes). A delete of that
+    message, and then a send, fail once the URL's lock_timeout has passed (not retried,
+    never waiting for ever), saying what to look for; nothing of them is written, and both
+    work once the session lets go."""
+    url = fresh(kind, urls, lock_timeout="1")
+    with Client(url) as client:
+        q = client.create_queue("held")
+        q.send("first")
+        (got,) = q.receive(1, wait=0)
+        assert got.receipt
+        rows = hold_locks(kind, url, ["SELECT * FROM {messages} FOR UPDATE"])
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match=r"waited 1 s \(lock_timeout\) for a lock"):
+                q.delete(got.receipt)
+            assert time.monotonic() - started < 4  # once, not retried
+        finally:
+            rows.rollback()
+        table = hold_locks(kind, url, LOCKS[kind])
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match="LOCK TABLE or a schema change"):
+                q.send("while locked")
+            assert time.monotonic() - started < 4
+        finally:
+            table.rollback()
+            if kind == "mysql":
+                with table.cursor() as cur:
+                    cur.execute("UNLOCK TABLES")
+            table.close()
+        q.delete(got.receipt)
+        q.send("after")
+        assert [m.body for m in q.receive(10, wait=0)] == [b"after"]
 
 
 def test_an_unreachable_server_fails_at_once(kind: str) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
-from ...exceptions import ConveyorError, StoreUnavailable
+from ...exceptions import ConveyorError, InvalidInput, StoreUnavailable
 from ...notify import HUB
 from ..base import Inline
 from .rows import Row
@@ -28,6 +28,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("conveyor.store")
 
 T = TypeVar("T")
+
+LOCK_TIMEOUT = 30.0
+"""Seconds a statement of a database server's store waits for a lock that another session
+holds (a transaction left open, a LOCK TABLE, a schema change) before its call fails, where
+the URL does not say (``lock_timeout``)."""
+
+
+def lock_timeout(scheme: str, params: dict[str, str]) -> float:
+    """The ``lock_timeout`` option of a store URL, taken out of `params`: seconds, 1 to 3600."""
+    text = params.pop("lock_timeout", None)
+    if text is None:
+        return LOCK_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 1 <= seconds <= 3600:
+        raise InvalidInput(
+            f"{scheme} store option lock_timeout must be a number of seconds from 1 to 3600"
+            f" (how long a call waits for a lock another session holds), got {text!r}"
+        )
+    return seconds
+
+
 # a statement's parameters: by name (statements.py); in order for the few texts that take
 # them so (a pragma, a probe of the server)
 Params: TypeAlias = Mapping[str, Any] | Sequence[Any]
@@ -173,6 +197,8 @@ class ServerConnections(Connections[CursorExec]):
 
     scheme: str
     reconnect_timeout: float
+    lock_timeout: float  # seconds a statement waits for another session's lock
+    lock_hint: str  # where an operator finds the session that holds a lock
     driver_errors: tuple[type[Exception], ...]  # what the driver and its pool raise
 
     @abstractmethod
@@ -185,6 +211,10 @@ class ServerConnections(Connections[CursorExec]):
         """'disconnect' for a lost or refused connection, 'conflict' for a deadlock or
         serialization failure, 'busy' when every connection stayed in use (all retried),
         None for anything else."""
+
+    @abstractmethod
+    def _lock_waited(self, exc: BaseException) -> bool:
+        """Whether `exc` says a statement waited `lock_timeout` for another session's lock."""
 
     @abstractmethod
     def _connect_once(self) -> None:
@@ -244,6 +274,8 @@ class ServerConnections(Connections[CursorExec]):
                 # a connection lost once statements were sent: they may have committed
                 in_doubt = in_doubt or (began and kind == "disconnect")
                 if kind is None:
+                    if self._lock_waited(exc):
+                        raise StoreUnavailable(self._held_up(exc)) from exc
                     raise StoreUnavailable(
                         f"{self.scheme} store {self.display} failed: {exc}"
                     ) from exc
@@ -270,6 +302,15 @@ class ServerConnections(Connections[CursorExec]):
             if lost_at is not None and lost:  # a conflict retried is not worth a word
                 self._reconnected(lost_at)
             return result
+
+    def _held_up(self, exc: BaseException) -> str:
+        return (
+            f"{self.scheme} store {self.display}: a statement waited {self.lock_timeout:g} s"
+            f" (lock_timeout) for a lock that another session holds ({first_line(exc)}), and"
+            " its transaction was rolled back. Look for a transaction left open, a LOCK"
+            f" TABLE or a schema change ({self.lock_hint}), or raise lock_timeout in the"
+            " store's URL"
+        )
 
     def _reconnected(self, lost_at: float) -> None:
         log.warning("reconnected to %s after %.1f s", self.display, time.monotonic() - lost_at)

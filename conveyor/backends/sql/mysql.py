@@ -33,12 +33,12 @@ from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import check_options, redact
 from ..rules import ClaimTerms
-from .connections import CursorExec, ServerConnections
+from .connections import LOCK_TIMEOUT, CursorExec, ServerConnections, lock_timeout
 from .dialect import Bare, ServerDialect
 from .inflight import HeadWatch, claim_values
 from .rows import Fields, Row, claimed
 from .schema import ServerTypes
-from .statement import MYSQL, Statement, Style, by_rows, spread
+from .statement import MYSQL, Compiler, Statement, Style, by_rows, spread
 from .statements import (
     FIND_MANY,
     MARIADB_DELETE_HELD,
@@ -51,6 +51,7 @@ from .statements import (
     MYSQL_DELETE_SEQS,
     MYSQL_HELD,
     MYSQL_LOCK_SCHEMA,
+    MYSQL_LOCK_WAITS,
     MYSQL_NEW_MOVED_ROW,
     MYSQL_NEW_SENT_ROW,
     MYSQL_NEW_SENT_ROWS,
@@ -73,8 +74,11 @@ TYPES = ServerTypes(
 
 # lost or refused connections, server shutting down, connection killed
 _DISCONNECTS = {0, 1053, 1927, 2003, 2006, 2013, 2055}
-# deadlock, lock wait timeout
-_CONFLICTS = {1205, 1213}
+# deadlock: the transaction was rolled back, run it again
+_CONFLICTS = {1213}
+# a lock waited for lock_timeout (innodb_lock_wait_timeout, lock_wait_timeout)
+_LOCK_WAITED = 1205
+_LOCK_WAITS = Compiler("mysql", MYSQL, lambda qid: {}, lambda qid: {})(MYSQL_LOCK_WAITS)
 # the server runs read-only (--read-only), or is in read-only mode
 _READ_ONLY = {1290, 1836}
 
@@ -102,13 +106,18 @@ def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[Cur
             "mysql URL needs a host and a database: mysql://user:password@host:3306/database"
             " (several hosts, a primary and its replicas: host1:3306,host2:3306)"
         )
-    check_options("mysql", params, ("prefix", "pool_size", "reconnect_timeout", "connect_timeout"))
+    check_options(
+        "mysql",
+        params,
+        ("prefix", "pool_size", "reconnect_timeout", "connect_timeout", "lock_timeout"),
+    )
     try:
         pool_size = int(params.get("pool_size", 10))
         reconnect_timeout = float(params.get("reconnect_timeout", 60))
         connect_timeout = float(params.get("connect_timeout", 5))
     except ValueError as exc:
         raise InvalidInput(f"bad mysql store option: {exc}") from None
+    waits = lock_timeout("mysql", dict(params))
     db = MySQLConnections(
         hosts=hosts,
         user=unquote(parts.username or "root"),
@@ -117,6 +126,7 @@ def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[Cur
         pool_size=pool_size,
         reconnect_timeout=reconnect_timeout,
         connect_timeout=connect_timeout,
+        lock_timeout=waits,
     )
     dialect = MySQLDialect(params.get("prefix", "conveyor_"), db)
     return SQLStore(
@@ -127,6 +137,7 @@ def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[Cur
 class MySQLConnections(ServerConnections):
     scheme = "mysql"
     driver_errors = (pymysql.Error,)
+    lock_hint = "SHOW PROCESSLIST, information_schema.innodb_trx"
 
     def __init__(
         self,
@@ -138,6 +149,7 @@ class MySQLConnections(ServerConnections):
         pool_size: int,
         reconnect_timeout: float,
         connect_timeout: float,
+        lock_timeout: float = LOCK_TIMEOUT,
     ) -> None:
         if pool_size < 1:
             raise InvalidInput(f"pool_size must be at least 1, got {pool_size}")
@@ -153,6 +165,11 @@ class MySQLConnections(ServerConnections):
             "connect_timeout": connect_timeout,
             "init_command": "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
         }
+        # row locks (InnoDB's wait) and table locks (LOCK TABLES, schema changes: a year
+        # by default), each bounded
+        seconds = max(1, round(lock_timeout))
+        self._waits = {"seconds": seconds}
+        self.lock_timeout = float(seconds)
         where = ",".join(f"{host}:{port}" for host, port in hosts)
         self.display = redact(
             f"mysql://{user}{':' + password if password else ''}@{where}/{database}"
@@ -168,20 +185,31 @@ class MySQLConnections(ServerConnections):
         except queue_mod.Empty:
             return self._open()
 
+    def _connect(self, host: str, port: int) -> Conn:
+        """A connection to one host, its lock waits bounded (`lock_timeout`)."""
+        conn = pymysql.connect(host=host, port=port, **self._connect_args)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(_LOCK_WAITS, self._waits)
+        except pymysql.Error:
+            _discard(conn)
+            raise
+        return conn
+
     def _open(self) -> Conn:
         """A new connection: to the one host, or to the first of several that takes writes
         (`@@read_only` off), starting with the one that did last, so that a promoted
         replica is found once the old primary is gone or read-only."""
         if len(self._hosts) == 1:
             host, port = self._hosts[0]
-            return pymysql.connect(host=host, port=port, **self._connect_args)
+            return self._connect(host, port)
         why: list[str] = []
         n = len(self._hosts)
         for step in range(n):
             i = (self._writable + step) % n
             host, port = self._hosts[i]
             try:
-                conn = pymysql.connect(host=host, port=port, **self._connect_args)
+                conn = self._connect(host, port)
             except pymysql.err.OperationalError as exc:
                 why.append(f"{host}:{port}: {exc.args[-1]}")
                 continue
@@ -252,6 +280,9 @@ class MySQLConnections(ServerConnections):
         if code in _READ_ONLY and len(self._hosts) > 1:  # a demoted primary: find another
             return "disconnect"
         return None
+
+    def _lock_waited(self, exc: BaseException) -> bool:
+        return isinstance(exc, pymysql.err.OperationalError) and exc.args[:1] == (_LOCK_WAITED,)
 
     def _on_disconnect(self) -> None:
         while True:

@@ -36,7 +36,7 @@ from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import redact
 from ..rules import ClaimTerms
-from .connections import CursorExec, ServerConnections, first_line
+from .connections import LOCK_TIMEOUT, CursorExec, ServerConnections, first_line, lock_timeout
 from .dialect import Bare, ServerDialect, table_names
 from .inflight import claim_values
 from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
@@ -139,6 +139,7 @@ def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[Cur
         pool_size = int(params.pop("pool_size", 10))
         reconnect_timeout = float(params.pop("reconnect_timeout", 60))
         poll_interval = float(params.pop("poll_interval", 0.5))
+        waits = lock_timeout("postgresql", params)
     except ValueError as exc:
         raise InvalidInput(f"bad postgresql store option: {exc}") from None
     if not 0 < poll_interval <= 600:
@@ -149,6 +150,7 @@ def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[Cur
         prefix=prefix,
         pool_size=pool_size,
         reconnect_timeout=reconnect_timeout,
+        lock_timeout=waits,
     )
     return SQLStore(
         scheme="postgresql",
@@ -170,9 +172,16 @@ class PostgresConnections(ServerConnections):
 
     scheme = "postgresql"
     driver_errors = (psycopg.Error, PoolTimeout)
+    lock_hint = "pg_stat_activity, pg_locks"
 
     def __init__(
-        self, conninfo: str, *, prefix: str, pool_size: int, reconnect_timeout: float
+        self,
+        conninfo: str,
+        *,
+        prefix: str,
+        pool_size: int,
+        reconnect_timeout: float,
+        lock_timeout: float = LOCK_TIMEOUT,
     ) -> None:
         if pool_size < 1:
             raise InvalidInput(f"pool_size must be at least 1, got {pool_size}")
@@ -183,11 +192,13 @@ class PostgresConnections(ServerConnections):
         names = {**table_names(prefix), "channel": self.channel}
         self.sql = Compiler("postgresql", postgres_style(), lambda qid: names, lambda qid: {})
         self.reconnect_timeout = reconnect_timeout
+        self.lock_timeout = lock_timeout
+        options = f"{PLANNER_OPTIONS} -c lock_timeout={round(lock_timeout * 1000)}"
         self._pool = ConnectionPool(
             conninfo,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "options": PLANNER_OPTIONS},
+            kwargs={"autocommit": True, "options": options},
             timeout=POOL_TIMEOUT,
             open=False,
             name=f"conveyor-{prefix}",
@@ -213,11 +224,16 @@ class PostgresConnections(ServerConnections):
     def _retryable(self, exc: BaseException) -> str | None:
         if isinstance(exc, psycopg.errors.TransactionRollback):
             return "conflict"
+        if self._lock_waited(exc):  # waited long already: not a lost connection
+            return None
         if isinstance(exc, ConnectionsBusy):
             return "busy"
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout):
             return "disconnect"
         return None
+
+    def _lock_waited(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.errors.LockNotAvailable)
 
     def _on_disconnect(self) -> None:
         # drop every idle connection that died with the server, not one per retry

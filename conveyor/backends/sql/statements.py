@@ -1001,6 +1001,12 @@ MYSQL_READ_ONLY = Statement(
     "Whether the server takes no writes (a replica, or a primary set read-only).",
     "SELECT @@read_only",
 )
+MYSQL_LOCK_WAITS = Statement(
+    "mysql_lock_waits",
+    "A session's waits for row locks (InnoDB's) and table locks (LOCK TABLES, schema"
+    " changes) bounded to so many seconds.",
+    "SET SESSION innodb_lock_wait_timeout = :seconds, lock_wait_timeout = :seconds",
+)
 MYSQL_VERSION = Statement(
     "mysql_version",
     "The server's version (MariaDB says so in it).",
