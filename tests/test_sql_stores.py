@@ -216,6 +216,71 @@ def test_a_lock_held_by_another_session_fails_calls_after_lock_timeout(
         assert [m.body for m in q.receive(10, wait=0)] == [b"after"]
 
 
+def test_a_statement_the_database_cancels_fails_its_call_without_retries(
+    kind: str, urls: list[str]
+) -> None:
+    """A statement of the store cancelled by the database (here an operator's cancel of a
+    send waiting for a table lock; a statement timeout set on the server says the same):
+    the call fails at once with StoreUnavailable saying so, instead of being run again as
+    if the connection had been lost."""
+    url = fresh(kind, urls, lock_timeout="60")
+    with Client(url) as client:
+        q = client.create_queue("cancelled")
+        table = hold_locks(kind, url, LOCKS[kind])
+        failed: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                q.send("waits")
+            except StoreUnavailable as exc:
+                failed.append(exc)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        try:
+            watch = (
+                psycopg.connect(sqlstores.PG_URL, autocommit=True)
+                if kind == "postgres"
+                else sqlstores.mysql_connect(url)
+            )
+            with watch:
+                waiting = (
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE 'INSERT%'"
+                    if kind == "postgres"
+                    else "SELECT id FROM information_schema.processlist"
+                    " WHERE state LIKE 'Waiting for table metadata lock' AND info LIKE 'INSERT%'"
+                )
+                cancel = "SELECT pg_cancel_backend(%s)" if kind == "postgres" else "KILL QUERY %s"
+
+                found: list[Any] = []
+
+                def blocked() -> bool:
+                    with watch.cursor() as cur:
+                        cur.execute(waiting)
+                        found[:] = cur.fetchall()
+                    return bool(found)
+
+                until(blocked, 10, "a send waiting for the table lock")
+                (pid,) = found[0]
+                started = time.monotonic()
+                with watch.cursor() as cur:
+                    cur.execute(cancel, (pid,))
+                sender.join(10)
+                assert not sender.is_alive()
+                assert time.monotonic() - started < 5  # not retried for reconnect_timeout
+        finally:
+            table.rollback()
+            if kind == "mysql":
+                with table.cursor() as cur:
+                    cur.execute("UNLOCK TABLES")
+            table.close()
+            sender.join(60)
+        (error,) = failed
+        assert "the database cancelled a statement" in str(error)
+        assert q.receive(10, wait=0) == []
+
+
 def test_an_unreachable_server_fails_at_once(kind: str) -> None:
     url = {
         "postgres": "postgresql://postgres@127.0.0.1:1/test",

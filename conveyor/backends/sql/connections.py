@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar
 
 from ...exceptions import ConveyorError, InvalidInput, StoreUnavailable
 from ...notify import HUB
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("conveyor.store")
 
 T = TypeVar("T")
+
+Stopped = Literal["lock", "cancelled"]
 
 LOCK_TIMEOUT = 30.0
 """Seconds a statement of a database server's store waits for a lock that another session
@@ -199,6 +201,7 @@ class ServerConnections(Connections[CursorExec]):
     reconnect_timeout: float
     lock_timeout: float  # seconds a statement waits for another session's lock
     lock_hint: str  # where an operator finds the session that holds a lock
+    timeout_setting: str  # the server's setting that cancels long statements
     driver_errors: tuple[type[Exception], ...]  # what the driver and its pool raise
 
     @abstractmethod
@@ -213,8 +216,11 @@ class ServerConnections(Connections[CursorExec]):
         None for anything else."""
 
     @abstractmethod
-    def _lock_waited(self, exc: BaseException) -> bool:
-        """Whether `exc` says a statement waited `lock_timeout` for another session's lock."""
+    def _stopped(self, exc: BaseException) -> Stopped | None:
+        """How the database stopped a statement on purpose, where `exc` says it did: "lock"
+        (it waited `lock_timeout` for another session's lock) or "cancelled" (a statement
+        timeout set on the server, or an operator's cancel). Not retried: the same wait or
+        the same timeout would come again."""
 
     @abstractmethod
     def _connect_once(self) -> None:
@@ -274,8 +280,9 @@ class ServerConnections(Connections[CursorExec]):
                 # a connection lost once statements were sent: they may have committed
                 in_doubt = in_doubt or (began and kind == "disconnect")
                 if kind is None:
-                    if self._lock_waited(exc):
-                        raise StoreUnavailable(self._held_up(exc)) from exc
+                    stopped = self._stopped(exc)
+                    if stopped is not None:
+                        raise StoreUnavailable(self._why_stopped(stopped, exc)) from exc
                     raise StoreUnavailable(
                         f"{self.scheme} store {self.display} failed: {exc}"
                     ) from exc
@@ -303,13 +310,20 @@ class ServerConnections(Connections[CursorExec]):
                 self._reconnected(lost_at)
             return result
 
-    def _held_up(self, exc: BaseException) -> str:
+    def _why_stopped(self, stopped: Stopped, exc: BaseException) -> str:
+        if stopped == "lock":
+            return (
+                f"{self.scheme} store {self.display}: a statement waited {self.lock_timeout:g} s"
+                f" (lock_timeout) for a lock that another session holds ({first_line(exc)}),"
+                " and its transaction was rolled back. Look for a transaction left open, a"
+                f" LOCK TABLE or a schema change ({self.lock_hint}), or raise lock_timeout in"
+                " the store's URL"
+            )
         return (
-            f"{self.scheme} store {self.display}: a statement waited {self.lock_timeout:g} s"
-            f" (lock_timeout) for a lock that another session holds ({first_line(exc)}), and"
-            " its transaction was rolled back. Look for a transaction left open, a LOCK"
-            f" TABLE or a schema change ({self.lock_hint}), or raise lock_timeout in the"
-            " store's URL"
+            f"{self.scheme} store {self.display}: the database cancelled a statement"
+            f" ({first_line(exc)}), and its transaction was rolled back: a statement timeout"
+            f" set on the server for this user or database ({self.timeout_setting}), or an"
+            " operator's cancel. Lift or raise the timeout for the store's user, or retry"
         )
 
     def _reconnected(self, lost_at: float) -> None:

@@ -33,7 +33,7 @@ from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import check_options, redact
 from ..rules import ClaimTerms
-from .connections import LOCK_TIMEOUT, CursorExec, ServerConnections, lock_timeout
+from .connections import LOCK_TIMEOUT, CursorExec, ServerConnections, Stopped, lock_timeout
 from .dialect import Bare, ServerDialect
 from .inflight import HeadWatch, claim_values
 from .rows import Fields, Row, claimed
@@ -78,6 +78,8 @@ _DISCONNECTS = {0, 1053, 1927, 2003, 2006, 2013, 2055}
 _CONFLICTS = {1213}
 # a lock waited for lock_timeout (innodb_lock_wait_timeout, lock_wait_timeout)
 _LOCK_WAITED = 1205
+# a statement stopped: KILL QUERY, MariaDB's max_statement_time, MySQL's max_execution_time
+_CANCELLED = {1317, 1969, 3024}
 _LOCK_WAITS = Compiler("mysql", MYSQL, lambda qid: {}, lambda qid: {})(MYSQL_LOCK_WAITS)
 # the server runs read-only (--read-only), or is in read-only mode
 _READ_ONLY = {1290, 1836}
@@ -138,6 +140,7 @@ class MySQLConnections(ServerConnections):
     scheme = "mysql"
     driver_errors = (pymysql.Error,)
     lock_hint = "SHOW PROCESSLIST, information_schema.innodb_trx"
+    timeout_setting = "max_statement_time on MariaDB, max_execution_time on MySQL"
 
     def __init__(
         self,
@@ -274,15 +277,20 @@ class MySQLConnections(ServerConnections):
             code = exc.args[0] if exc.args else 0
             if code in _CONFLICTS:
                 return "conflict"
-            if code in _DISCONNECTS or code >= 2000:
+            if code in _DISCONNECTS or 2000 <= code < 3000:  # the client's own errors
                 return "disconnect"
         code = exc.args[0] if isinstance(exc, pymysql.Error) and exc.args else 0
         if code in _READ_ONLY and len(self._hosts) > 1:  # a demoted primary: find another
             return "disconnect"
         return None
 
-    def _lock_waited(self, exc: BaseException) -> bool:
-        return isinstance(exc, pymysql.err.OperationalError) and exc.args[:1] == (_LOCK_WAITED,)
+    def _stopped(self, exc: BaseException) -> Stopped | None:
+        code = exc.args[0] if isinstance(exc, pymysql.Error) and exc.args else 0
+        if code == _LOCK_WAITED:
+            return "lock"
+        if code in _CANCELLED:
+            return "cancelled"
+        return None
 
     def _on_disconnect(self) -> None:
         while True:

@@ -36,7 +36,14 @@ from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import redact
 from ..rules import ClaimTerms
-from .connections import LOCK_TIMEOUT, CursorExec, ServerConnections, first_line, lock_timeout
+from .connections import (
+    LOCK_TIMEOUT,
+    CursorExec,
+    ServerConnections,
+    Stopped,
+    first_line,
+    lock_timeout,
+)
 from .dialect import Bare, ServerDialect, table_names
 from .inflight import claim_values
 from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
@@ -173,6 +180,7 @@ class PostgresConnections(ServerConnections):
     scheme = "postgresql"
     driver_errors = (psycopg.Error, PoolTimeout)
     lock_hint = "pg_stat_activity, pg_locks"
+    timeout_setting = "statement_timeout"
 
     def __init__(
         self,
@@ -224,7 +232,7 @@ class PostgresConnections(ServerConnections):
     def _retryable(self, exc: BaseException) -> str | None:
         if isinstance(exc, psycopg.errors.TransactionRollback):
             return "conflict"
-        if self._lock_waited(exc):  # waited long already: not a lost connection
+        if self._stopped(exc) is not None:  # on purpose: not a lost connection
             return None
         if isinstance(exc, ConnectionsBusy):
             return "busy"
@@ -232,8 +240,12 @@ class PostgresConnections(ServerConnections):
             return "disconnect"
         return None
 
-    def _lock_waited(self, exc: BaseException) -> bool:
-        return isinstance(exc, psycopg.errors.LockNotAvailable)
+    def _stopped(self, exc: BaseException) -> Stopped | None:
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return "lock"
+        if isinstance(exc, psycopg.errors.QueryCanceled):  # statement_timeout, a cancel
+            return "cancelled"
+        return None
 
     def _on_disconnect(self) -> None:
         # drop every idle connection that died with the server, not one per retry
