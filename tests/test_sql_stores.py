@@ -154,20 +154,28 @@ def test_bad_options_are_refused_before_connecting(
         open_backend(f"{sqlstores.BASES[kind]}?{query}")
 
 
-def hold_locks(kind: str, url: str, statements: list[str]) -> Any:
+@contextmanager
+def locks_held(kind: str, url: str, statements: list[str]) -> Iterator[None]:
     """A session of another program that runs `statements` in a transaction left open
-    ({messages}: the store's messages table); roll it back with `.rollback()`."""
+    ({messages}: the store's messages table) while the block runs, then lets go."""
     table = f"{url.split('prefix=')[1].split('&')[0]}messages"
     if kind == "postgres":
-        session = psycopg.connect(sqlstores.PG_URL)
+        session: Any = psycopg.connect(sqlstores.PG_URL)
     else:
         session = sqlstores.mysql_connect(url)
         session.autocommit(False)
         session.begin()
-    with session.cursor() as cur:
-        for statement in statements:
-            cur.execute(statement.format(messages=table))
-    return session
+    try:
+        with session.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement.format(messages=table))
+        yield
+    finally:
+        session.rollback()
+        if kind == "mysql":
+            with session.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+        session.close()
 
 
 LOCKS = {
@@ -191,26 +199,16 @@ def test_a_lock_held_by_another_session_fails_calls_after_lock_timeout(
         q.send("first")
         (got,) = q.receive(1, wait=0)
         assert got.receipt
-        rows = hold_locks(kind, url, ["SELECT * FROM {messages} FOR UPDATE"])
-        try:
+        with locks_held(kind, url, ["SELECT * FROM {messages} FOR UPDATE"]):
             started = time.monotonic()
             with pytest.raises(StoreUnavailable, match=r"waited 1 s \(lock_timeout\) for a lock"):
                 q.delete(got.receipt)
             assert time.monotonic() - started < 4  # once, not retried
-        finally:
-            rows.rollback()
-        table = hold_locks(kind, url, LOCKS[kind])
-        try:
+        with locks_held(kind, url, LOCKS[kind]):
             started = time.monotonic()
             with pytest.raises(StoreUnavailable, match="LOCK TABLE or a schema change"):
                 q.send("while locked")
             assert time.monotonic() - started < 4
-        finally:
-            table.rollback()
-            if kind == "mysql":
-                with table.cursor() as cur:
-                    cur.execute("UNLOCK TABLES")
-            table.close()
         q.delete(got.receipt)
         q.send("after")
         assert [m.body for m in q.receive(10, wait=0)] == [b"after"]
@@ -224,10 +222,31 @@ def test_a_statement_the_database_cancels_fails_its_call_without_retries(
     the call fails at once with StoreUnavailable saying so, instead of being run again as
     if the connection had been lost."""
     url = fresh(kind, urls, lock_timeout="60")
-    with Client(url) as client:
+    if kind == "postgres":
+        watch: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
+        waiting = (
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE 'INSERT%'"
+        )
+        cancel = "SELECT pg_cancel_backend(%s)"
+    else:
+        watch = sqlstores.mysql_connect(url)
+        waiting = (
+            "SELECT id FROM information_schema.processlist"
+            " WHERE state LIKE 'Waiting for table metadata lock' AND info LIKE 'INSERT%'"
+        )
+        cancel = "KILL QUERY %s"
+    failed: list[BaseException] = []
+    found: list[Any] = []
+
+    def blocked() -> bool:
+        with watch.cursor() as cur:
+            cur.execute(waiting)
+            found[:] = cur.fetchall()
+        return bool(found)
+
+    with Client(url) as client, watch:
         q = client.create_queue("cancelled")
-        table = hold_locks(kind, url, LOCKS[kind])
-        failed: list[BaseException] = []
 
         def send() -> None:
             try:
@@ -236,46 +255,15 @@ def test_a_statement_the_database_cancels_fails_its_call_without_retries(
                 failed.append(exc)
 
         sender = threading.Thread(target=send)
-        sender.start()
-        try:
-            watch = (
-                psycopg.connect(sqlstores.PG_URL, autocommit=True)
-                if kind == "postgres"
-                else sqlstores.mysql_connect(url)
-            )
-            with watch:
-                waiting = (
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE 'INSERT%'"
-                    if kind == "postgres"
-                    else "SELECT id FROM information_schema.processlist"
-                    " WHERE state LIKE 'Waiting for table metadata lock' AND info LIKE 'INSERT%'"
-                )
-                cancel = "SELECT pg_cancel_backend(%s)" if kind == "postgres" else "KILL QUERY %s"
-
-                found: list[Any] = []
-
-                def blocked() -> bool:
-                    with watch.cursor() as cur:
-                        cur.execute(waiting)
-                        found[:] = cur.fetchall()
-                    return bool(found)
-
-                until(blocked, 10, "a send waiting for the table lock")
-                (pid,) = found[0]
-                started = time.monotonic()
-                with watch.cursor() as cur:
-                    cur.execute(cancel, (pid,))
-                sender.join(10)
-                assert not sender.is_alive()
-                assert time.monotonic() - started < 5  # not retried for reconnect_timeout
-        finally:
-            table.rollback()
-            if kind == "mysql":
-                with table.cursor() as cur:
-                    cur.execute("UNLOCK TABLES")
-            table.close()
-            sender.join(60)
+        with locks_held(kind, url, LOCKS[kind]):
+            sender.start()
+            until(blocked, 10, "a send waiting for the table lock")
+            started = time.monotonic()
+            with watch.cursor() as cur:
+                cur.execute(cancel, (found[0][0],))
+            sender.join(10)
+            assert time.monotonic() - started < 5  # not retried for reconnect_timeout
+        sender.join(60)
         (error,) = failed
         assert "the database cancelled a statement" in str(error)
         assert q.receive(10, wait=0) == []
