@@ -5,15 +5,17 @@ down). It crashes between a job's staging and its commit: nothing is published."
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 
-from conveyor import Client, SendEntry, StagedWritesLost
+from conveyor import Client, OutcomeUnknown, SendEntry, StagedWritesLost, StoreUnavailable
 
 from .conftest import unavailable
 from .support import pgserver
@@ -136,3 +138,47 @@ def test_a_crash_between_staging_and_publishing_publishes_nothing(
         assert pipe.stage("job:crash", 0, 1, 1, entries[50:]) == 50
         assert pipe.publish("job:crash", 0, [(0, 1), (1, 1)]) == 100
         assert sorted(m.text for m in q.peek(limit=200)) == sorted(e.body for e in entries)
+
+
+def test_a_full_disk_on_the_database_server_fails_writes_whole_and_says_so(
+    throwaway_postgres: ThrowawayPostgres, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL out of disk where the store's tables are (their tablespace on a small
+    tmpfs of its own): the send that meets it fails at once with StoreUnavailable saying the
+    disk is full, not taken for a lost connection (no reconnecting in the log, no
+    OutcomeUnknown: the server rolled the transaction back); reads go on; once there is
+    room, every message of the batches that succeeded is received, and none of the failed
+    one."""
+    why = pgserver.small_disk_unavailable()
+    if why is not None:
+        unavailable(why)
+    with (
+        pgserver.small_disk(40) as disk,
+        psycopg.connect(throwaway_postgres.url, autocommit=True) as admin,
+    ):
+        admin.execute(f"CREATE TABLESPACE small LOCATION '{disk}'")
+        admin.execute("ALTER DATABASE postgres SET default_tablespace = small")
+        try:
+            with Client(f"{throwaway_postgres.url}?reconnect_timeout=30") as client:
+                q = client.create_queue("full")
+                sent = 0
+                with pytest.raises(StoreUnavailable, match="disk is full") as failed:
+                    for i in range(1000):
+                        body = secrets.token_hex(30_000)  # what the server cannot compress
+                        started = time.monotonic()
+                        q.send_batch([f"{i:04d}-{j}-{body}" for j in range(10)])
+                        sent += 10
+                assert time.monotonic() - started < 10  # not retried for reconnect_timeout
+                assert not isinstance(failed.value, OutcomeUnknown)
+                assert "lost the connection" not in caplog.text
+                assert sent > 0
+                assert client.list_queues() == ["full"]  # reads go on
+                pgserver.grow(disk, 400)
+                got: list[str] = []
+                while batch := q.receive(10, wait=0):
+                    got += [m.body[:6].decode() for m in batch]
+                    q.delete_batch([m.receipt for m in batch if m.receipt])
+                wanted = [f"{i:04d}-{j}" for i in range(sent // 10) for j in range(10)]
+                assert sorted(got) == wanted
+        finally:
+            throwaway_postgres.stop()  # its tablespace goes before its disk

@@ -29,7 +29,7 @@ log = logging.getLogger("conveyor.store")
 
 T = TypeVar("T")
 
-Stopped = Literal["lock", "cancelled"]
+Stopped = Literal["lock", "cancelled", "full"]
 
 LOCK_TIMEOUT = 30.0
 """Seconds a statement of a database server's store waits for a lock that another session
@@ -217,10 +217,11 @@ class ServerConnections(Connections[CursorExec]):
 
     @abstractmethod
     def _stopped(self, exc: BaseException) -> Stopped | None:
-        """How the database stopped a statement on purpose, where `exc` says it did: "lock"
-        (it waited `lock_timeout` for another session's lock) or "cancelled" (a statement
-        timeout set on the server, or an operator's cancel). Not retried: the same wait or
-        the same timeout would come again."""
+        """How the database refused a statement and rolled its transaction back, where
+        `exc` says it did: "lock" (it waited `lock_timeout` for another session's lock),
+        "cancelled" (a statement timeout set on the server, or an operator's cancel) or
+        "full" (the server's disk). Not retried, nor taken for a lost connection (whose
+        commit may have happened): the same wait, timeout or full disk would come again."""
 
     @abstractmethod
     def _connect_once(self) -> None:
@@ -318,6 +319,12 @@ class ServerConnections(Connections[CursorExec]):
                 " and its transaction was rolled back. Look for a transaction left open, a"
                 f" LOCK TABLE or a schema change ({self.lock_hint}), or raise lock_timeout in"
                 " the store's URL"
+            )
+        if stopped == "full":
+            return (
+                f"{self.scheme} store {self.display}: the database server's disk is full"
+                f" ({first_line(exc)}), and the transaction was rolled back: free space on"
+                " it (calls that only read go on meanwhile)"
             )
         return (
             f"{self.scheme} store {self.display}: the database cancelled a statement"

@@ -245,6 +245,8 @@ class PostgresConnections(ServerConnections):
             return "lock"
         if isinstance(exc, psycopg.errors.QueryCanceled):  # statement_timeout, a cancel
             return "cancelled"
+        if isinstance(exc, psycopg.errors.DiskFull):
+            return "full"
         return None
 
     def _on_disconnect(self) -> None:
