@@ -18,7 +18,8 @@ import pytest
 from conveyor import Client, OutcomeUnknown, SendEntry, StagedWritesLost, StoreUnavailable
 
 from .conftest import unavailable
-from .support import pgserver
+from .support import disks, mariadbserver, pgserver
+from .support.mariadbserver import ThrowawayMariaDB
 from .support.pgserver import ThrowawayPostgres
 from .test_sql_cluster import VISIBILITY, Cluster
 
@@ -140,45 +141,65 @@ def test_a_crash_between_staging_and_publishing_publishes_nothing(
         assert sorted(m.text for m in q.peek(limit=200)) == sorted(e.body for e in entries)
 
 
-def test_a_full_disk_on_the_database_server_fails_writes_whole_and_says_so(
+def fill_then_grow(url: str, disk: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Sends until the database server's disk is full, where the store's tables are: the
+    send that meets it fails at once with StoreUnavailable saying so, not taken for a lost
+    connection (no reconnecting in the log, no OutcomeUnknown: the server rolled the
+    transaction back); reads go on; once the disk has room, every message of the batches
+    that succeeded is received, and none of the failed one."""
+    with Client(f"{url}?reconnect_timeout=30") as client:
+        q = client.create_queue("full")
+        sent = 0
+        with pytest.raises(StoreUnavailable, match="disk is full") as failed:
+            for i in range(2000):
+                body = secrets.token_hex(30_000)  # what the server cannot compress away
+                started = time.monotonic()
+                q.send_batch([f"{i:04d}-{j}-{body}" for j in range(10)])
+                sent += 10
+        assert time.monotonic() - started < 10  # not retried for reconnect_timeout
+        assert not isinstance(failed.value, OutcomeUnknown)
+        assert "lost the connection" not in caplog.text
+        assert sent > 0
+        assert client.list_queues() == ["full"]  # reads go on
+        disks.grow(disk, 1000)
+        got: list[str] = []
+        while batch := q.receive(10, wait=0):
+            got += [m.body[:6].decode() for m in batch]
+            q.delete_batch([m.receipt for m in batch if m.receipt])
+        assert sorted(got) == [f"{i:04d}-{j}" for i in range(sent // 10) for j in range(10)]
+
+
+def test_a_full_disk_under_postgresql_fails_writes_whole_and_says_so(
     throwaway_postgres: ThrowawayPostgres, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """PostgreSQL out of disk where the store's tables are (their tablespace on a small
-    tmpfs of its own): the send that meets it fails at once with StoreUnavailable saying the
-    disk is full, not taken for a lost connection (no reconnecting in the log, no
-    OutcomeUnknown: the server rolled the transaction back); reads go on; once there is
-    room, every message of the batches that succeeded is received, and none of the failed
-    one."""
-    why = pgserver.small_disk_unavailable()
+    """PostgreSQL: the store's tables in a tablespace on a small disk (its write-ahead log
+    elsewhere: a full disk under the log stops the server, an outage like any other)."""
+    why = disks.unavailable_reason()
     if why is not None:
         unavailable(why)
-    with (
-        pgserver.small_disk(40) as disk,
-        psycopg.connect(throwaway_postgres.url, autocommit=True) as admin,
-    ):
-        admin.execute(f"CREATE TABLESPACE small LOCATION '{disk}'")
-        admin.execute("ALTER DATABASE postgres SET default_tablespace = small")
+    with disks.small_disk(40, owner="postgres") as disk:
         try:
-            with Client(f"{throwaway_postgres.url}?reconnect_timeout=30") as client:
-                q = client.create_queue("full")
-                sent = 0
-                with pytest.raises(StoreUnavailable, match="disk is full") as failed:
-                    for i in range(1000):
-                        body = secrets.token_hex(30_000)  # what the server cannot compress
-                        started = time.monotonic()
-                        q.send_batch([f"{i:04d}-{j}-{body}" for j in range(10)])
-                        sent += 10
-                assert time.monotonic() - started < 10  # not retried for reconnect_timeout
-                assert not isinstance(failed.value, OutcomeUnknown)
-                assert "lost the connection" not in caplog.text
-                assert sent > 0
-                assert client.list_queues() == ["full"]  # reads go on
-                pgserver.grow(disk, 400)
-                got: list[str] = []
-                while batch := q.receive(10, wait=0):
-                    got += [m.body[:6].decode() for m in batch]
-                    q.delete_batch([m.receipt for m in batch if m.receipt])
-                wanted = [f"{i:04d}-{j}" for i in range(sent // 10) for j in range(10)]
-                assert sorted(got) == wanted
+            with psycopg.connect(throwaway_postgres.url, autocommit=True) as admin:
+                admin.execute(f"CREATE TABLESPACE small LOCATION '{disk}'")
+                admin.execute("ALTER DATABASE postgres SET default_tablespace = small")
+            fill_then_grow(throwaway_postgres.url, disk, caplog)
         finally:
             throwaway_postgres.stop()  # its tablespace goes before its disk
+
+
+def test_a_full_disk_under_mariadb_fails_writes_whole_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """MariaDB: a server of the test's own on a small disk (InnoDB answers "the table is
+    full"), with no binary log: where the binary log meets a full disk, MariaDB waits for
+    room instead of answering, as it says in its log."""
+    why = disks.unavailable_reason() or mariadbserver.unavailable_reason()
+    if why is not None:
+        unavailable(why)
+    with disks.small_disk(200) as disk:
+        mariadb = ThrowawayMariaDB(under=disk, binlog=False)
+        try:
+            mariadb.start().allow_tcp_root()
+            fill_then_grow(mariadb.url, disk, caplog)
+        finally:
+            mariadb.stop()

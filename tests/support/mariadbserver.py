@@ -35,8 +35,11 @@ def _free_port() -> int:
 
 
 class ThrowawayMariaDB:
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="conveyor-mariadb-"))
+    def __init__(self, under: Path | None = None, *, binlog: bool = True) -> None:
+        """`under`: the directory to make its own in (a `disks.small_disk`, say). `binlog`:
+        keep a binary log (replication needs one)."""
+        self.binlog = binlog
+        self.dir = Path(tempfile.mkdtemp(prefix="conveyor-mariadb-", dir=under))
         self.data = self.dir / "data"
         self.port = _free_port()
         self.server_id = next(SERVER_IDS)
@@ -58,7 +61,8 @@ class ThrowawayMariaDB:
             [mariadbd, "--no-defaults", f"--datadir={self.data}", "--user=root",
              f"--port={self.port}", "--bind-address=127.0.0.1",
              f"--socket={self.dir / 'sock'}", f"--pid-file={self.dir / 'pid'}",
-             f"--server-id={self.server_id}", "--log-bin=binlog", "--binlog-format=ROW",
+             f"--server-id={self.server_id}",
+             *(["--log-bin=binlog", "--binlog-format=ROW"] if self.binlog else []),
              "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=2",
              "--max-connections=300", "--log-error=" + str(self.dir / "error.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

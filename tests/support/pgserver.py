@@ -5,7 +5,6 @@ as the `postgres` user, which owns its directory."""
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import shutil
@@ -13,7 +12,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -37,16 +35,6 @@ def unavailable_reason() -> str | None:
         return "PostgreSQL's initdb and pg_ctl (to run a throwaway server)"
     if os.geteuid() == 0 and shutil.which("runuser") is None:
         return "runuser (to run a throwaway PostgreSQL as the postgres user)"
-    return None
-
-
-def small_disk_unavailable() -> str | None:
-    """Why a throwaway server cannot have a small disk here (`small_disk`), or None."""
-    why = unavailable_reason()
-    if why is not None:
-        return why
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        return "root and mount(8) (to give a throwaway PostgreSQL a small disk of its own)"
     return None
 
 
@@ -124,29 +112,3 @@ class ThrowawayPostgres:
         if (self.data / "postmaster.pid").exists():
             self._pg_ctl("stop", "-m", "immediate")
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def small_disk(megabytes: int) -> Iterator[Path]:
-    """A tmpfs of `megabytes`, owned by the postgres user (for a tablespace of a throwaway
-    server that is to run out of room; `grow` gives it more); unmounted afterwards. Root
-    only: `small_disk_unavailable`."""
-    where = Path(tempfile.mkdtemp(prefix="conveyor-disk-"))
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(where)],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        shutil.chown(where, "postgres", "postgres")
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False, capture_output=True)
-        shutil.rmtree(where, ignore_errors=True)
-
-
-def grow(disk: Path, megabytes: int) -> None:
-    """A `small_disk` made `megabytes` large."""
-    subprocess.run(
-        ["mount", "-o", f"remount,size={megabytes}m", str(disk)], check=True, capture_output=True
-    )

@@ -324,7 +324,7 @@ class ServerConnections(Connections[CursorExec]):
             return (
                 f"{self.scheme} store {self.display}: the database server's disk is full"
                 f" ({first_line(exc)}), and the transaction was rolled back: free space on"
-                " it (calls that only read go on meanwhile)"
+                " the server's disk (calls that only read go on meanwhile)"
             )
         return (
             f"{self.scheme} store {self.display}: the database cancelled a statement"

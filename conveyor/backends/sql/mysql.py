@@ -80,6 +80,8 @@ _CONFLICTS = {1213}
 _LOCK_WAITED = 1205
 # a statement stopped: KILL QUERY, MariaDB's max_statement_time, MySQL's max_execution_time
 _CANCELLED = {1317, 1969, 3024}
+# out of room: a table that cannot grow (InnoDB on a full disk), a full disk
+_FULL = {1114, 1021}
 _LOCK_WAITS = Compiler("mysql", MYSQL, lambda qid: {}, lambda qid: {})(MYSQL_LOCK_WAITS)
 # the server runs read-only (--read-only), or is in read-only mode
 _READ_ONLY = {1290, 1836}
@@ -290,6 +292,8 @@ class MySQLConnections(ServerConnections):
             return "lock"
         if code in _CANCELLED:
             return "cancelled"
+        if code in _FULL:
+            return "full"
         return None
 
     def _on_disconnect(self) -> None:
