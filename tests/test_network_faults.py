@@ -24,12 +24,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conveyor import Client, Message, OutcomeUnknown
+from conveyor import Client, Message, OutcomeUnknown, StoreUnavailable
 
 from .conftest import unavailable
-from .support import sqlstores
+from .support import mariadbserver, netns, pgserver, sqlstores
 from .support.faultload import run
 from .support.faultproxy import FaultProxy
+from .support.mariadbserver import ThrowawayMariaDB
+from .support.pgserver import ThrowawayPostgres
 from .support.waiting import until
 
 pytestmark = pytest.mark.slow
@@ -138,3 +140,78 @@ def test_a_send_whose_answer_was_lost_is_not_stored_again(
         assert "may have been stored" in str(error), error
         assert consumer.receive(wait=1) == [], "the deleted message came back"
         assert consumer.stats().total == 0
+
+
+def cut_off(client: Client) -> float:
+    """Cut the link to the store's host while a send is on its way; how long the send took
+    to fail (it must fail: StoreUnavailable, OutcomeUnknown among them)."""
+    q = client.queue("far")
+    outcome: list[BaseException | str] = []
+
+    def send() -> None:
+        try:
+            q.send("during")
+            outcome.append("sent")
+        except StoreUnavailable as exc:
+            outcome.append(exc)
+
+    sender = threading.Thread(target=send, daemon=True)
+    started = time.monotonic()
+    sender.start()
+    sender.join(150)
+    took = time.monotonic() - started
+    assert outcome and isinstance(outcome[0], StoreUnavailable), outcome
+    return took
+
+
+def followed_back(client: Client) -> None:
+    """Once the link is back, the store serves again with no restart: a send succeeds and
+    every message acknowledged before the cut is there."""
+    q = client.queue("far")
+    until(lambda: bool(_sent(q, "after")), 60, "a send after the link came back")
+    bodies = set()
+    while batch := q.receive(10, wait=0):
+        bodies |= {m.body.decode() for m in batch}
+        q.delete_batch([m.receipt for m in batch if m.receipt])
+    assert bodies - {"during"} == {"before", "after"}
+
+
+def _sent(q: Any, body: str) -> bool:
+    try:
+        q.send(body)
+    except StoreUnavailable:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
+def test_a_database_host_that_stops_answering_fails_calls_within_a_minute(kind: str) -> None:
+    """The link to the database's host goes dead without a word (no reset, no refusal: a
+    host gone, a network partitioned), with a send on its way: the send fails within a
+    minute (the store's TCP settings; TCP's own timers would hold it a quarter of an hour
+    and more) instead of holding its thread, and once the link is back the store serves
+    again."""
+    why = netns.unavailable_reason() or (
+        pgserver.unavailable_reason() if kind == "postgres" else mariadbserver.unavailable_reason()
+    )
+    if why is not None:
+        unavailable(why)
+    with netns.cut_off_link() as link:
+        server: ThrowawayPostgres | ThrowawayMariaDB
+        if kind == "postgres":
+            server = ThrowawayPostgres(link=link)
+        else:
+            server = ThrowawayMariaDB(binlog=False, link=link)
+        try:
+            if isinstance(server, ThrowawayMariaDB):
+                server.start().allow_tcp_root()
+            else:
+                server.start()
+            with Client(f"{server.url}?reconnect_timeout=5") as client:
+                client.create_queue("far").send("before")
+                link.cut()
+                assert cut_off(client) < 60
+                link.mend()
+                followed_back(client)
+        finally:
+            server.stop()

@@ -15,6 +15,8 @@ from typing import Any
 
 import pymysql
 
+from .netns import Link
+
 SERVER_IDS = iter(range(100, 10_000))
 
 
@@ -35,16 +37,21 @@ def _free_port() -> int:
 
 
 class ThrowawayMariaDB:
-    def __init__(self, under: Path | None = None, *, binlog: bool = True) -> None:
+    def __init__(
+        self, under: Path | None = None, *, binlog: bool = True, link: Link | None = None
+    ) -> None:
         """`under`: the directory to make its own in (a `disks.small_disk`, say). `binlog`:
-        keep a binary log (replication needs one)."""
+        keep a binary log (replication needs one). `link`: run in that network namespace,
+        listening on its address (`netns.cut_off_link`)."""
         self.binlog = binlog
+        self.link = link
+        self.host = link.there if link is not None else "127.0.0.1"
         self.dir = Path(tempfile.mkdtemp(prefix="conveyor-mariadb-", dir=under))
         self.data = self.dir / "data"
         self.port = _free_port()
         self.server_id = next(SERVER_IDS)
         self.proc: subprocess.Popen[bytes] | None = None
-        self.url = f"mysql://root@127.0.0.1:{self.port}/test"
+        self.url = f"mysql://root@{self.host}:{self.port}/test"
 
     def start(self) -> ThrowawayMariaDB:
         if not self.data.exists():
@@ -57,9 +64,10 @@ class ThrowawayMariaDB:
             )  # fmt: skip
         mariadbd = _bin("mariadbd")
         assert mariadbd is not None
+        there = self.link.run_there() if self.link is not None else []
         self.proc = subprocess.Popen(
-            [mariadbd, "--no-defaults", f"--datadir={self.data}", "--user=root",
-             f"--port={self.port}", "--bind-address=127.0.0.1",
+            [*there, mariadbd, "--no-defaults", f"--datadir={self.data}", "--user=root",
+             f"--port={self.port}", f"--bind-address={self.host}",
              f"--socket={self.dir / 'sock'}", f"--pid-file={self.dir / 'pid'}",
              f"--server-id={self.server_id}",
              *(["--log-bin=binlog", "--binlog-format=ROW"] if self.binlog else []),
@@ -96,8 +104,9 @@ class ThrowawayMariaDB:
             return cur.fetchall()
 
     def allow_tcp_root(self) -> None:
-        self.sql("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'", db=None)
-        self.sql("GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION", db=None)
+        peer = self.link.here if self.link is not None else "127.0.0.1"
+        self.sql(f"CREATE USER IF NOT EXISTS 'root'@'{peer}'", db=None)
+        self.sql(f"GRANT ALL ON *.* TO 'root'@'{peer}' WITH GRANT OPTION", db=None)
 
     def follow(self, primary: ThrowawayMariaDB) -> None:
         """Replicate `primary` from its first transaction on (GTID), read-only meanwhile."""

@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .netns import Link
+
 
 def _bin(name: str) -> str | None:
     found = shutil.which(name)
@@ -39,17 +41,20 @@ def unavailable_reason() -> str | None:
 
 
 class ThrowawayPostgres:
-    def __init__(self, settings: str = "") -> None:
-        """`settings`: more of the server's options (`-c name=value ...`)."""
+    def __init__(self, settings: str = "", *, link: Link | None = None) -> None:
+        """`settings`: more of the server's options (`-c name=value ...`). `link`: run in
+        that network namespace, listening on its address (`netns.cut_off_link`)."""
         self.settings = settings
+        self.link = link
+        self.host = link.there if link is not None else "127.0.0.1"
         self.dir = Path(tempfile.mkdtemp(prefix="conveyor-pg-"))
         self.data = self.dir / "data"
         self.port = _free_port()
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self._as: list[str] = []
+        self.url = f"postgresql://postgres@{self.host}:{self.port}/postgres"
+        self._as: list[str] = link.run_there() if link is not None else []
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres", "postgres")
-            self._as = ["runuser", "-u", "postgres", "--"]
+            self._as += ["runuser", "-u", "postgres", "--"]
 
     def _run(self, *args: str, timeout: float = 120) -> None:
         subprocess.run([*self._as, *args], check=True, capture_output=True, timeout=timeout)
@@ -79,6 +84,9 @@ class ThrowawayPostgres:
             initdb = _bin("initdb")
             assert initdb is not None
             self._run(initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
+            if self.link is not None:
+                with open(self.data / "pg_hba.conf", "a") as hba:
+                    hba.write(f"host all all {self.link.here}/32 trust\n")
         self._pg_ctl("start")
         return self
 
@@ -86,7 +94,7 @@ class ThrowawayPostgres:
         pg_ctl = _bin("pg_ctl")
         assert pg_ctl is not None
         options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir}"
+            f"-p {self.port} -c listen_addresses={self.host} -k {self.dir}"
             f" -c fsync=off -c max_connections=200 {self.settings}"
         )
         self._run(pg_ctl, "-D", str(self.data), "-l", str(self.dir / "log"), "-w",
@@ -98,7 +106,7 @@ class ThrowawayPostgres:
         deadline = time.monotonic() + 60
         while True:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                socket.create_connection((self.host, self.port), timeout=1).close()
                 return
             except OSError:
                 if time.monotonic() > deadline:

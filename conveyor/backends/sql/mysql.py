@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import queue as queue_mod
+import socket
 import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -83,6 +84,20 @@ _CANCELLED = {1317, 1969, 3024}
 # out of room: a table that cannot grow (InnoDB on a full disk), a full disk
 _FULL = {1114, 1021}
 _LOCK_WAITS = Compiler("mysql", MYSQL, lambda qid: {}, lambda qid: {})(MYSQL_LOCK_WAITS)
+# for a server whose host stops answering without closing the connection (a host gone, a
+# network partition): a statement sent and never acknowledged fails after 20 s, a connection
+# waiting for an answer after 25 s without a sign of life from the host (TCP's own timers
+# take a quarter of an hour and more); Linux's options, where the platform has them
+TCP_SETTINGS = [
+    (getattr(socket, name), value)
+    for name, value in (
+        ("TCP_USER_TIMEOUT", 20_000),
+        ("TCP_KEEPIDLE", 10),
+        ("TCP_KEEPINTVL", 5),
+        ("TCP_KEEPCNT", 3),
+    )
+    if hasattr(socket, name)
+]
 # the server runs read-only (--read-only), or is in read-only mode
 _READ_ONLY = {1290, 1836}
 
@@ -191,9 +206,14 @@ class MySQLConnections(ServerConnections):
             return self._open()
 
     def _connect(self, host: str, port: int) -> Conn:
-        """A connection to one host, its lock waits bounded (`lock_timeout`)."""
+        """A connection to one host, its lock waits bounded (`lock_timeout`), and its socket
+        given up where the server's host stops answering (`TCP_SETTINGS`)."""
         conn = pymysql.connect(host=host, port=port, **self._connect_args)
         try:
+            sock = getattr(conn, "_sock", None)  # PyMySQL's socket (it sets SO_KEEPALIVE)
+            if sock is not None:
+                for option, value in TCP_SETTINGS:
+                    sock.setsockopt(socket.IPPROTO_TCP, option, value)
             with conn.cursor() as cur:
                 cur.execute(_LOCK_WAITS, self._waits)
         except pymysql.Error:

@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...clock import Clock
@@ -123,6 +124,19 @@ LISTENER_TTL = 15.0
 # the pool, which renews connections past their lifetime
 KEEP_SECONDS = 60.0
 POOL_TIMEOUT = 5.0  # how long an operation waits for a connection when all are busy
+# libpq's settings for a database that stops answering without closing the connection (a
+# host gone, a network partition): a statement sent and never acknowledged fails after 20 s,
+# an idle or waiting connection after 25 s without a sign of life from the server's host, a
+# connection attempt after 10 s; else each waits out TCP's own timers, a quarter of an hour
+# and more. Only where the store URL does not set them.
+NETWORK_DEFAULTS = {
+    "connect_timeout": "10",
+    "tcp_user_timeout": "20000",
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+}
 
 # binary parameters (%b): arrays cross without text quoting and escaping
 # rows with ids chosen by senders from which an insert tries COPY first (a savepoint and a
@@ -193,7 +207,9 @@ class PostgresConnections(ServerConnections):
     ) -> None:
         if pool_size < 1:
             raise InvalidInput(f"pool_size must be at least 1, got {pool_size}")
-        self.conninfo = conninfo
+        given = conninfo_to_dict(conninfo)
+        network = {k: v for k, v in NETWORK_DEFAULTS.items() if k not in given}
+        self.conninfo = make_conninfo(conninfo, **network)
         self.display = redact(conninfo)
         self.prefix = prefix
         self.channel = f"{prefix}messages"
@@ -203,7 +219,7 @@ class PostgresConnections(ServerConnections):
         self.lock_timeout = lock_timeout
         options = f"{PLANNER_OPTIONS} -c lock_timeout={round(lock_timeout * 1000)}"
         self._pool = ConnectionPool(
-            conninfo,
+            self.conninfo,
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True, "options": options},
