@@ -51,7 +51,10 @@ def wake_waiters(client: Client) -> None:
 
 def test_idle_waiter_uses_no_measurable_cpu(store_url: str) -> None:
     """A receive waiting 2 s on an empty queue, measured in a process of its own (so that
-    nothing left running by other tests counts): under a twentieth of a core."""
+    nothing left running by other tests counts): under a quarter of a core. A waiter that
+    spins uses all of one (2 s); the polls the stores make by design (every 0.2 to 1 s, each
+    a round trip) cost 3-10% of a core on this machine, by the hour (0.07 to 0.2 s measured
+    on one day, the same code), so the bound is far from both."""
     out = subprocess.run(
         [sys.executable, "-m", "tests.support.procs", "idle", store_url],
         capture_output=True,
@@ -60,7 +63,7 @@ def test_idle_waiter_uses_no_measurable_cpu(store_url: str) -> None:
         check=True,
     ).stdout
     cpu = float(out.split()[-1])
-    assert cpu < 0.1, f"waiting 2 s used {cpu:.3f} s of CPU"
+    assert cpu < 0.5, f"waiting 2 s used {cpu:.3f} s of CPU"
 
 
 def test_a_wake_up_on_the_waiters_own_loop_skips_the_loops_wake_up_pipe() -> None:
