@@ -277,13 +277,13 @@ class ServerConnections(Connections[CursorExec]):
                     self._reconnected(lost_at)
                 raise
             except self.driver_errors as exc:
+                stopped = self._stopped(exc)  # on purpose: neither retried nor in doubt
+                if stopped is not None:
+                    raise StoreUnavailable(self._why_stopped(stopped, exc)) from exc
                 kind = self._retryable(exc)
                 # a connection lost once statements were sent: they may have committed
                 in_doubt = in_doubt or (began and kind == "disconnect")
                 if kind is None:
-                    stopped = self._stopped(exc)
-                    if stopped is not None:
-                        raise StoreUnavailable(self._why_stopped(stopped, exc)) from exc
                     raise StoreUnavailable(
                         f"{self.scheme} store {self.display} failed: {exc}"
                     ) from exc

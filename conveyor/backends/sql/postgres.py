@@ -248,8 +248,6 @@ class PostgresConnections(ServerConnections):
     def _retryable(self, exc: BaseException) -> str | None:
         if isinstance(exc, psycopg.errors.TransactionRollback):
             return "conflict"
-        if self._stopped(exc) is not None:  # on purpose: not a lost connection
-            return None
         if isinstance(exc, ConnectionsBusy):
             return "busy"
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout):
