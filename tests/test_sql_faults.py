@@ -1,7 +1,10 @@
 """A PostgreSQL server (a throwaway one of the test's own) restarts while a server and
 workers run: no acknowledged message is lost, both reconnect by themselves and say so in
 their logs, and clients never see a traceback (at worst a typed 503 while the database is
-down). It crashes between a job's staging and its commit: nothing is published."""
+down). It crashes between a job's staging and its commit: nothing is published. And the
+database says no: a lock another session holds past lock_timeout, a statement it cancels, a
+full disk under the store's tables; each call fails at once saying so, never retried as a
+lost connection."""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -18,9 +23,11 @@ import pytest
 from conveyor import Client, OutcomeUnknown, SendEntry, StagedWritesLost, StoreUnavailable
 
 from .conftest import unavailable
-from .support import disks, mariadbserver, pgserver
+from .support import disks, mariadbserver, pgserver, sqlstores
 from .support.mariadbserver import ThrowawayMariaDB
 from .support.pgserver import ThrowawayPostgres
+from .support.sqlstores import fresh
+from .support.waiting import until
 from .test_sql_cluster import VISIBILITY, Cluster
 
 pytestmark = pytest.mark.slow
@@ -203,3 +210,118 @@ def test_a_full_disk_under_mariadb_fails_writes_whole_and_says_so(
             fill_then_grow(mariadb.url, disk, caplog)
         finally:
             mariadb.stop()
+
+
+@contextmanager
+def locks_held(kind: str, url: str, statements: list[str]) -> Iterator[None]:
+    """A session of another program that runs `statements` in a transaction left open
+    ({messages}: the store's messages table) while the block runs, then lets go."""
+    table = f"{url.split('prefix=')[1].split('&')[0]}messages"
+    if kind == "postgres":
+        session: Any = psycopg.connect(sqlstores.PG_URL)
+    else:
+        session = sqlstores.mysql_connect(url)
+        session.autocommit(False)
+        session.begin()
+    try:
+        with session.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement.format(messages=table))
+        yield
+    finally:
+        session.rollback()
+        if kind == "mysql":
+            with session.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+        session.close()
+
+
+LOCKS = {
+    "postgres": ["LOCK TABLE {messages} IN ACCESS EXCLUSIVE MODE"],
+    "mysql": ["LOCK TABLES {messages} WRITE"],
+}
+
+
+def test_a_lock_held_by_another_session_fails_calls_after_lock_timeout(
+    kind: str, urls: list[str]
+) -> None:
+    """Another session holds locks the store's statements need, and keeps its transaction
+    open: a row of a received message (an operator's SELECT ... FOR UPDATE), then the
+    messages table (LOCK TABLE, LOCK TABLES: what a schema change takes). A delete of that
+    message, and then a send, fail once the URL's lock_timeout has passed (not retried,
+    never waiting for ever), saying what to look for; nothing of them is written, and both
+    work once the session lets go."""
+    url = fresh(kind, urls, lock_timeout="1")
+    with Client(url) as client:
+        q = client.create_queue("held")
+        q.send("first")
+        (got,) = q.receive(1, wait=0)
+        assert got.receipt
+        with locks_held(kind, url, ["SELECT * FROM {messages} FOR UPDATE"]):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match=r"waited 1 s \(lock_timeout\) for a lock"):
+                q.delete(got.receipt)
+            assert time.monotonic() - started < 4  # once, not retried
+        with locks_held(kind, url, LOCKS[kind]):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match="LOCK TABLE or a schema change"):
+                q.send("while locked")
+            assert time.monotonic() - started < 4
+        q.delete(got.receipt)
+        q.send("after")
+        assert [m.body for m in q.receive(10, wait=0)] == [b"after"]
+
+
+def test_a_statement_the_database_cancels_fails_its_call_without_retries(
+    kind: str, urls: list[str]
+) -> None:
+    """A statement of the store cancelled by the database (here an operator's cancel of a
+    send waiting for a table lock; a statement timeout set on the server says the same):
+    the call fails at once with StoreUnavailable saying so, instead of being run again as
+    if the connection had been lost."""
+    url = fresh(kind, urls, lock_timeout="60")
+    if kind == "postgres":
+        watch: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
+        waiting = (
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE 'INSERT%'"
+        )
+        cancel = "SELECT pg_cancel_backend(%s)"
+    else:
+        watch = sqlstores.mysql_connect(url)
+        waiting = (
+            "SELECT id FROM information_schema.processlist"
+            " WHERE state LIKE 'Waiting for table metadata lock' AND info LIKE 'INSERT%'"
+        )
+        cancel = "KILL QUERY %s"
+    failed: list[BaseException] = []
+    found: list[Any] = []
+
+    def blocked() -> bool:
+        with watch.cursor() as cur:
+            cur.execute(waiting)
+            found[:] = cur.fetchall()
+        return bool(found)
+
+    with Client(url) as client, watch:
+        q = client.create_queue("cancelled")
+
+        def send() -> None:
+            try:
+                q.send("waits")
+            except StoreUnavailable as exc:
+                failed.append(exc)
+
+        sender = threading.Thread(target=send)
+        with locks_held(kind, url, LOCKS[kind]):
+            sender.start()
+            until(blocked, 10, "a send waiting for the table lock")
+            started = time.monotonic()
+            with watch.cursor() as cur:
+                cur.execute(cancel, (found[0][0],))
+            sender.join(10)
+            assert time.monotonic() - started < 5  # not retried for reconnect_timeout
+        sender.join(60)
+        (error,) = failed
+        assert "the database cancelled a statement" in str(error)
+        assert q.receive(10, wait=0) == []
