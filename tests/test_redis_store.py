@@ -4,6 +4,7 @@ moves between queues in different slots of a cluster lose nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import shutil
@@ -287,6 +288,92 @@ def test_rediss_speaks_tls_and_checks_the_servers_certificate(tmp_path: Path) ->
             client.list_queues()  # plain text to a TLS port
     finally:
         server.kill()
+
+
+@contextlib.contextmanager
+def memory_capped(tmp_path: Path, maxmemory: str, policy: str) -> Iterator[Any]:
+    """A Redis of its own with `maxmemory` and `maxmemory-policy` set, killed after."""
+    why = redisservers.available()
+    if why is not None:
+        unavailable(why)
+    server = redisservers.RedisServer(
+        tmp_path / "redis", free_port(), "--maxmemory", maxmemory,
+        "--maxmemory-policy", policy, "--appendonly", "no",
+    )  # fmt: skip
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.mark.parametrize("calls", ["functions", "scripts"])
+def test_a_full_server_refuses_sends_and_goes_on_serving_consumers(
+    tmp_path: Path, calls: str
+) -> None:
+    """A Redis at its `maxmemory` (policy noeviction) refuses the batch that would grow it,
+    whole, with an error saying so and what to do; receives, visibility changes, deletes,
+    stats, edits and purges go on, so consumers can empty it; once there is room, sends
+    succeed again. The same where the scripts run by SHA rather than as functions."""
+    with (
+        memory_capped(tmp_path, "3mb", "noeviction") as server,
+        Client(f"{server.url}?prefix=full&reconnect_timeout=0") as client,
+    ):
+        store = client.backend
+        assert isinstance(store, RedisStore)
+        store.redis.client()
+        scripts = store.redis._scripts
+        assert scripts is not None and scripts.functions  # Redis 7 on this machine
+        if calls == "scripts":
+            scripts.functions = {}
+        dead = client.create_queue("jobs-dlq")
+        q = client.create_queue(
+            "jobs", visibility_timeout=30,
+            dead_letter=DeadLetterPolicy(queue="jobs-dlq", max_receive_count=5),
+        )  # fmt: skip
+        sent = 0
+        with pytest.raises(StoreUnavailable, match=r"is full .*raise the server's maxmemory"):
+            for _ in range(10_000):
+                assert all(r.ok for r in q.send_batch([b"x" * 1000] * 10))
+                sent += 10
+        assert sent > 0 and q.stats().ready == sent  # nothing of the refused batch
+        with pytest.raises(StoreUnavailable, match="is full"):
+            q.send("one more")
+        got = q.receive(10)
+        assert len(got) == 10
+        q.change_visibility(got[0].receipt or "", 60)
+        assert all(r.ok for r in q.delete_batch([m.receipt or "" for m in got[1:]]))
+        q.move_to_dlq(got[0].id, "given up")  # an operator's `invalid`
+        assert dead.stats().ready == 1
+        stats = q.stats()
+        assert (stats.ready, stats.in_flight, stats.deleted) == (sent - 10, 0, 9)
+        q.purge()
+        assert q.stats().total == 0
+        q.send("room again")
+        [m] = q.receive(1)
+        assert m.text == "room again"
+        assert bool(scripts.functions) == (calls == "functions")
+
+
+def test_a_server_that_may_evict_keys_is_named_in_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under an eviction policy other than noeviction a full Redis deletes keys, and queues
+    with them: the store says so when it connects, and is silent under noeviction."""
+    with (
+        memory_capped(tmp_path, "64mb", "allkeys-lru") as server,
+        caplog.at_level(logging.WARNING, logger="conveyor.store"),
+    ):
+        with Client(f"{server.url}?prefix=evict") as client:
+            client.create_queue("jobs")
+        [warning] = [r.getMessage() for r in caplog.records if "maxmemory" in r.getMessage()]
+        assert "allkeys-lru" in warning and "noeviction" in warning
+        caplog.clear()
+        with redis.Redis(port=server.port) as raw:
+            raw.config_set("maxmemory-policy", "noeviction")
+        with Client(f"{server.url}?prefix=evict") as client:
+            client.create_queue("jobs")
+        assert not [r for r in caplog.records if "maxmemory" in r.getMessage()]
 
 
 def test_a_restart_with_appendfsync_always_loses_no_acknowledged_send(tmp_path: Path) -> None:

@@ -79,6 +79,27 @@ def open_client(url: str) -> Any:
     return sentinel(sentinels, sentinel_kwargs=timeouts).master_for(service, **settings)
 
 
+def major_version(info: dict[str, Any]) -> int:
+    """The server's major version from its INFO (0 where it does not say)."""
+    try:
+        return int(str(info.get("redis_version", "0")).split(".")[0])
+    except ValueError:
+        return 0
+
+
+def warn_of_eviction(display: str, policy: Any) -> None:
+    """Log a warning where the server may evict keys when full: it would take messages, or
+    whole queues, without a word. (A server that does not say, such as a cluster's proxy,
+    is taken at its word.)"""
+    if policy is not None and policy != "noeviction":
+        log.warning(
+            "redis store %s has maxmemory-policy %s: when it is full, Redis deletes keys, and"
+            " messages or whole queues with them; set maxmemory-policy noeviction (a full"
+            " server then refuses new messages and goes on serving receives and deletes)",
+            display, policy,
+        )  # fmt: skip
+
+
 class RedisConnection:
     def __init__(
         self,
@@ -114,11 +135,13 @@ class RedisConnection:
             if self._client is None:
                 try:
                     client: Any = open_client(self.url)
-                    cluster = client.info("cluster").get("cluster_enabled") == 1
+                    info = client.info()  # server, memory and cluster among its sections
+                    cluster = info.get("cluster_enabled") == 1
                     if cluster:
                         client.close()
                         client = RedisCluster.from_url(self.url)
-                    scripts = Scripts(client)
+                    warn_of_eviction(self.display, info.get("maxmemory_policy"))
+                    scripts = Scripts(client, flags=major_version(info) >= 7)
                     if not cluster:
                         self._load_library(client, scripts)
                     upgrade = scripts.by_name["upgrade"]
@@ -165,6 +188,12 @@ class RedisConnection:
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
                 continue
+            except redis.exceptions.OutOfMemoryError as exc:
+                raise StoreUnavailable(
+                    f"redis store {self.display} is full ({exc}): it takes no new messages"
+                    " until there is room, while receives and deletes go on; raise the"
+                    " server's maxmemory, or drain or purge queues"
+                ) from exc
             except redis.exceptions.RedisError as exc:
                 raise StoreUnavailable(f"redis store {self.display} failed: {exc}") from exc
             if lost_at is not None:
