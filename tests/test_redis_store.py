@@ -24,7 +24,7 @@ from conveyor.backends.redis.connection import InDoubt
 from conveyor.receipts import make_receipt
 
 from .conftest import unavailable
-from .support import redisservers, sqlstores
+from .support import faultproxy, redisservers, sqlstores, waiting
 from .support.live import free_port
 
 pytestmark = pytest.mark.slow
@@ -374,6 +374,55 @@ def test_a_server_that_may_evict_keys_is_named_in_a_warning(
         with Client(f"{server.url}?prefix=evict") as client:
             client.create_queue("jobs")
         assert not [r for r in caplog.records if "maxmemory" in r.getMessage()]
+
+
+def test_a_failover_behind_one_address_is_followed(tmp_path: Path) -> None:
+    """A managed Redis's failover behind one address (a DNS name, a proxy): the master the
+    store's connections lead to becomes a replica, and the address leads to the promoted
+    one. The store's next calls meet READONLY; it drops those connections, connects again,
+    and carries on with nothing lost. A URL that leads to a replica alone fails within
+    `reconnect_timeout`, saying to give the master's address."""
+    why = redisservers.available()
+    if why is not None:
+        unavailable(why)
+    first = redisservers.RedisServer(tmp_path / "a", free_port(), "--appendonly", "no")
+    second = redisservers.RedisServer(tmp_path / "b", free_port(), "--appendonly", "no")
+    first.start()
+    second.start()
+    proxy = faultproxy.FaultProxy("127.0.0.1", first.port)
+    try:
+        with (
+            redis.Redis(port=first.port) as old,
+            redis.Redis(port=second.port) as new,
+            Client(proxy.url(first.url) + "?prefix=failover&reconnect_timeout=10") as client,
+        ):
+            new.replicaof("127.0.0.1", first.port)
+            q = client.create_queue("jobs")
+            q.send_batch(["a", "b"])
+            [held] = q.receive(1, visibility_timeout=60)
+            waiting.until(lambda: old.wait(1, 100) == 1, timeout=20, what="the replica in sync")
+            new.replicaof("NO", "ONE")
+            old.replicaof("127.0.0.1", second.port)
+            proxy.target = ("127.0.0.1", second.port)
+            q.send("c")
+            q.delete(held.receipt or "")
+            got = q.receive(10)
+            assert sorted(m.text for m in got) == ["b", "c"] and held.text == "a"
+            assert all(r.ok for r in q.delete_batch([m.receipt or "" for m in got]))
+            client.create_queue("more")
+            assert client.list_queues() == ["jobs", "more"]
+            stats = q.stats()
+            assert (stats.total, stats.sent, stats.deleted) == (0, 3, 3)
+        proxy.target = ("127.0.0.1", first.port)  # a replica, and nothing else
+        with (
+            Client(proxy.url(first.url) + "?prefix=failover&reconnect_timeout=0.5") as client,
+            pytest.raises(StoreUnavailable, match=r"read-only replica .*master's address"),
+        ):
+            client.queue("jobs").send("d")
+    finally:
+        proxy.close()
+        first.kill()
+        second.kill()
 
 
 def test_a_restart_with_appendfsync_always_loses_no_acknowledged_send(tmp_path: Path) -> None:

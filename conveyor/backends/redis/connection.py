@@ -27,13 +27,15 @@ log = logging.getLogger("conveyor.store")
 
 T = TypeVar("T")
 
-# what a lost connection, a restarting server or a resharding cluster raise (all retried)
+# what a lost connection, a restarting server, a resharding cluster or a failover raise (all
+# retried; a replica refuses a write before running any of it: READONLY)
 RETRIED = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     redis.exceptions.BusyLoadingError,
     redis.exceptions.ClusterDownError,
     redis.exceptions.TryAgainError,
+    redis.exceptions.ReadOnlyError,
 )
 
 
@@ -176,11 +178,25 @@ class RedisConnection:
             except RETRIED as exc:
                 # on a cluster, redis-py cannot say whether the request was written
                 doubt = doubt or isinstance(exc, InDoubt) or (self.cluster and _lost(exc))
+                replica = isinstance(exc, redis.exceptions.ReadOnlyError)
+                if replica:
+                    self._failed_over()
                 now = time.monotonic()
                 if lost_at is None:
                     lost_at = now
-                    log.warning("lost the connection to %s (%s); retrying", self.display, exc)
+                    if replica:
+                        log.warning(
+                            "%s answered as a replica (%s); reconnecting", self.display, exc
+                        )
+                    else:
+                        log.warning("lost the connection to %s (%s); retrying", self.display, exc)
                 elif now - lost_at > self.reconnect_timeout:
+                    if replica:
+                        raise StoreUnavailable(
+                            f"redis store {self.display} has answered as a read-only replica"
+                            f" for {now - lost_at:.0f} s: give the URL the master's address,"
+                            " or its Sentinels' (sentinel=SERVICE)"
+                        ) from exc
                     raise StoreUnavailable(
                         f"redis store {self.display} has been unreachable for"
                         f" {now - lost_at:.0f} s ({exc}): check that the server is running"
@@ -243,6 +259,9 @@ class RedisConnection:
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             conn.disconnect()
             raise InDoubt(f"{exc} (the request was written: it may have run)") from exc
+        except redis.exceptions.ReadOnlyError:
+            conn.disconnect()  # a replica now: a new connection finds the master
+            raise
         except redis.exceptions.ResponseError:
             self._idle.append(conn)  # the error was the whole reply: the connection is in step
             raise
@@ -251,6 +270,17 @@ class RedisConnection:
             raise
         self._idle.append(conn)
         return reply
+
+    def _failed_over(self) -> None:
+        """The server answered READONLY: it is a replica now, after a failover behind an
+        address that names the master (a DNS name, a proxy, a load balancer; a Sentinel's
+        connections find the new master themselves). Its idle connections are closed, so
+        that the next ones are made afresh and reach the master; the connections busy in
+        other threads follow when their own writes are refused."""
+        while self._idle:
+            self._idle.pop().disconnect()
+        if not self.cluster and self._client is not None:
+            self._client.connection_pool.disconnect(inuse_connections=False)
 
     def _take(self) -> Any:
         """An idle connection still open and in step (nothing waiting on it: ~2 us to ask),
