@@ -325,3 +325,102 @@ def test_a_statement_the_database_cancels_fails_its_call_without_retries(
         (error,) = failed
         assert "the database cancelled a statement" in str(error)
         assert q.receive(10, wait=0) == []
+
+
+@contextmanager
+def role_of_its_own() -> Iterator[tuple[str, Any]]:
+    """A login role of the test's own on the machine's PostgreSQL, with a schema of its own
+    (where its tables go: first on its search path), and a session to change it with;
+    dropped after."""
+    role = f"conveyor_ro_{secrets.token_hex(4)}"
+    admin: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
+    try:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"CREATE SCHEMA {role} AUTHORIZATION {role}")
+        yield role, admin
+    finally:
+        admin.execute(f"DROP SCHEMA IF EXISTS {role} CASCADE")
+        admin.execute(f"DROP OWNED BY {role}")
+        admin.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.close()
+
+
+def test_a_standby_the_address_led_to_is_left_for_the_primary_on_postgresql() -> None:
+    """A failover behind one address (a DNS name, a proxy, a cloud endpoint): the old
+    primary's sessions end, the store connects again to an address that still leads to it,
+    now a standby that takes no writes, and then to the new primary. Here the role's
+    sessions are ended and its new ones made read-only, and then new ones take writes again.
+    Reads go on throughout; a send meets the refusal on the read-only sessions (SQLSTATE
+    25006, nothing of it done) and is done once on a new connection. An address that leads
+    to read-only sessions alone fails after `reconnect_timeout`, saying to give the primary's
+    address."""
+    why = sqlstores.reachable("postgres")
+    if why is not None:
+        unavailable(why)
+    base = sqlstores.PG_URL.replace("postgres@", "{role}@", 1)
+    with role_of_its_own() as (role, admin):
+
+        def fail_over_to_standby() -> None:
+            admin.execute(f"ALTER ROLE {role} SET default_transaction_read_only = on")
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+
+        url = f"{base.format(role=role)}?prefix=standby_&reconnect_timeout=10"
+        with Client(url) as client:
+            q = client.create_queue("jobs")
+            q.send("before")
+            fail_over_to_standby()
+            assert q.stats().ready == 1  # read on a new, read-only session
+            admin.execute(f"ALTER ROLE {role} RESET default_transaction_read_only")
+            q.send("after")  # refused on the read-only sessions, done on a new one
+            got = q.receive(10, wait=0)
+            assert sorted(m.text for m in got) == ["after", "before"]
+            assert all(r.ok for r in q.delete_batch([m.receipt or "" for m in got]))
+            assert q.stats().total == 0
+        with Client(url.replace("=10", "=0.5")) as client:
+            q = client.queue("jobs")
+            assert q.stats().total == 0
+            fail_over_to_standby()
+            with pytest.raises(StoreUnavailable, match=r"has taken no writes .*primary's address"):
+                q.send("never")
+
+
+def test_a_server_made_read_only_for_a_while_is_waited_out_on_mariadb() -> None:
+    """MariaDB set read-only (`read_only`, as a failover tool does to a demoted primary) for
+    a moment: a send waits it out and is done once, for a user without the right to write
+    past it; one that stays read-only fails after `reconnect_timeout`, saying so."""
+    why = mariadbserver.unavailable_reason()
+    if why is not None:
+        unavailable(why)
+    mariadb = ThrowawayMariaDB(binlog=False).start()
+    try:
+        admin = sqlstores.mysql_connect(mariadb.url)
+        with admin.cursor() as cur:
+            cur.execute("CREATE USER 'app'@'%'")
+            cur.execute("GRANT ALL ON test.* TO 'app'@'%'")
+        url = f"{mariadb.url.replace('root@', 'app@')}?prefix=ro_&reconnect_timeout=10"
+        with Client(url) as client:
+            q = client.create_queue("jobs")
+            q.send("before")
+            with admin.cursor() as cur:
+                cur.execute("SET GLOBAL read_only = 1")
+            timer = threading.Timer(0.5, lambda: admin.cursor().execute("SET GLOBAL read_only = 0"))
+            timer.start()
+            started = time.monotonic()
+            q.send("after")
+            timer.join()
+            assert 0.4 < time.monotonic() - started < 10
+            got = q.receive(10, wait=0)
+            assert sorted(m.text for m in got) == ["after", "before"]
+            with admin.cursor() as cur:
+                cur.execute("SET GLOBAL read_only = 1")
+        with (
+            Client(url.replace("=10", "=0.5")) as client,
+            pytest.raises(StoreUnavailable, match=r"has taken no writes .*primary's address"),
+        ):
+            client.queue("jobs").send("never")
+        admin.close()
+    finally:
+        mariadb.stop()

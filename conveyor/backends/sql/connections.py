@@ -212,8 +212,9 @@ class ServerConnections(Connections[CursorExec]):
     @abstractmethod
     def _retryable(self, exc: BaseException) -> str | None:
         """'disconnect' for a lost or refused connection, 'conflict' for a deadlock or
-        serialization failure, 'busy' when every connection stayed in use (all retried),
-        None for anything else."""
+        serialization failure, 'busy' when every connection stayed in use, 'read-only' for
+        a write a read-only server refused before doing any of it (a standby the address
+        led to; all retried), None for anything else."""
 
     @abstractmethod
     def _stopped(self, exc: BaseException) -> Stopped | None:
@@ -229,6 +230,11 @@ class ServerConnections(Connections[CursorExec]):
 
     def _on_disconnect(self) -> None:
         """Drop idle connections that died with the server."""
+
+    def _on_read_only(self) -> None:
+        """Drop idle connections to a server that takes no writes (a primary demoted in a
+        failover, which the address now leads past), so that new ones find the primary."""
+        self._on_disconnect()
 
     def check(self) -> None:
         try:
@@ -288,10 +294,18 @@ class ServerConnections(Connections[CursorExec]):
                         f"{self.scheme} store {self.display} failed: {exc}"
                     ) from exc
                 now = time.monotonic()
+                if kind == "read-only":  # every time: each connection may lead to the old host
+                    self._on_read_only()
                 if lost_at is None:
                     lost_at = now
-                    lost = kind == "disconnect"
-                    if lost:
+                    lost = kind in ("disconnect", "read-only")
+                    if kind == "read-only":
+                        log.warning(
+                            "%s takes no writes (%s): a standby after a failover?; reconnecting",
+                            self.display,
+                            first_line(exc),
+                        )
+                    elif lost:
                         log.warning(
                             "lost the connection to %s (%s); reconnecting",
                             self.display,
@@ -348,6 +362,12 @@ def _gave_up(kind: str, scheme: str, display: str, seconds: float, exc: BaseExce
         return (
             f"{scheme} store {display}: an operation kept conflicting with others for"
             f" {seconds:.0f} s ({first_line(exc)}): retry it"
+        )
+    if kind == "read-only":
+        return (
+            f"{scheme} store {display} has taken no writes for {seconds:.0f} s"
+            f" ({first_line(exc)}): the URL leads to a standby or a read-only server; give"
+            " it the primary's address (or every host, which the store tries in turn)"
         )
     return (
         f"{scheme} store {display} has been unreachable for {seconds:.0f} s ({exc}): check"

@@ -302,8 +302,8 @@ class MySQLConnections(ServerConnections):
             if code in _DISCONNECTS or 2000 <= code < 3000:  # the client's own errors
                 return "disconnect"
         code = exc.args[0] if isinstance(exc, pymysql.Error) and exc.args else 0
-        if code in _READ_ONLY and len(self._hosts) > 1:  # a demoted primary: find another
-            return "disconnect"
+        if code in _READ_ONLY:  # a demoted primary: find the new one (another host, or this
+            return "read-only"  # address once it leads there)
         return None
 
     def _stopped(self, exc: BaseException) -> Stopped | None:

@@ -248,6 +248,8 @@ class PostgresConnections(ServerConnections):
     def _retryable(self, exc: BaseException) -> str | None:
         if isinstance(exc, psycopg.errors.TransactionRollback):
             return "conflict"
+        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+            return "read-only"
         if isinstance(exc, ConnectionsBusy):
             return "busy"
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout):
@@ -268,6 +270,11 @@ class PostgresConnections(ServerConnections):
         self._held.release()
         with suppress(psycopg.Error):
             self._pool.check()
+
+    def _on_read_only(self) -> None:
+        # the pool's connections are alive, only led to the wrong host: all are replaced
+        self._held.release()
+        self._pool.drain()
 
     def _connect_once(self) -> None:
         psycopg.connect(self.conninfo, connect_timeout=5).close()
