@@ -8,6 +8,7 @@ lost connection."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -21,6 +22,7 @@ import psycopg
 import pytest
 
 from conveyor import Client, OutcomeUnknown, SendEntry, StagedWritesLost, StoreUnavailable
+from conveyor.backends.sql.store import SQLStore
 
 from .conftest import unavailable
 from .support import disks, mariadbserver, pgserver, sqlstores
@@ -424,3 +426,57 @@ def test_a_server_made_read_only_for_a_while_is_waited_out_on_mariadb() -> None:
         admin.close()
     finally:
         mariadb.stop()
+
+
+def end_idle_sessions(kind: str, client: Client) -> None:
+    """End the store's connections from the server's side while they are idle (what an
+    idle timeout, an operator's kill or a proxy's restart does), and wait until they are
+    gone."""
+    backend = client.backend
+    assert isinstance(backend, SQLStore)
+    db: Any = backend.db
+    if kind == "postgres":
+        pids = [conn.info.backend_pid for conn, _ in db._held._idle]
+        gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)"
+        with psycopg.connect(sqlstores.PG_URL, autocommit=True) as admin:
+            for pid in pids:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            until(lambda: admin.execute(gone, (pids,)).fetchone() == (0,), 10, "ended")
+        return
+    ids = [conn.thread_id() for conn in list(db._idle.queue)]
+    admin = sqlstores.mysql_connect(sqlstores.MYSQL_URL)
+    with admin.cursor() as cur:
+        for thread in ids:
+            cur.execute("KILL CONNECTION %s", (thread,))
+
+        def ended() -> bool:
+            cur.execute("SELECT id FROM information_schema.processlist")
+            return not {row[0] for row in cur.fetchall()} & set(ids)
+
+        until(ended, 10, "ended")
+    admin.close()
+
+
+def test_a_connection_the_server_ended_while_idle_is_replaced_before_a_write(
+    kind: str, urls: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server ends the store's idle connections (here killed; an idle timeout, a
+    proxy's restart do the same). The next send finds so before it writes anything, takes
+    a new connection, and is stored once: not answered OutcomeUnknown ("it may have been
+    stored") as a send whose connection was lost in flight is. The log says what
+    happened."""
+    url = fresh(kind, urls)
+    with Client(url) as client:
+        q = client.create_queue("idle")
+        q.send("first")
+        q.send_batch(["a", "b"])
+        for round_ in range(2):
+            end_idle_sessions(kind, client)
+            with caplog.at_level(logging.WARNING, logger="conveyor.store"):
+                q.send(f"single {round_}")
+                q.send_batch([f"batch {round_}", f"batch {round_}"])
+            said = " ".join(r.getMessage() for r in caplog.records)
+            assert "closed the connection while it was idle" in said and "reconnected" in said
+            caplog.clear()
+        got = q.receive(10, wait=0)
+        assert len(got) == 9 and q.stats().ready == 0

@@ -34,7 +34,14 @@ from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import check_options, redact
 from ..rules import ClaimTerms
-from .connections import LOCK_TIMEOUT, CursorExec, ServerConnections, Stopped, lock_timeout
+from .connections import (
+    LOCK_TIMEOUT,
+    CursorExec,
+    ServerConnections,
+    Stopped,
+    lock_timeout,
+    sent_unasked,
+)
 from .dialect import Bare, ServerDialect
 from .inflight import HeadWatch, claim_values
 from .rows import Fields, Row, claimed
@@ -200,10 +207,22 @@ class MySQLConnections(ServerConnections):
         self._wakes: dict[str, Wakes] = {}
 
     def _get(self) -> Conn:
+        """An idle connection, or a new one. One the server closed while it was idle (its
+        `wait_timeout`, a proxy's idle timeout, a restart: `sent_unasked`) is found so
+        before anything is written to it, and raises 2006 ("gone away"): the operation is
+        then retried as for a lost connection, but never in doubt (a send made on it would
+        have been answered `OutcomeUnknown`)."""
         try:
-            return self._idle.get_nowait()
+            conn = self._idle.get_nowait()
         except queue_mod.Empty:
             return self._open()
+        sock = getattr(conn, "_sock", None)
+        if sock is not None and not sent_unasked(sock.fileno()):
+            return conn
+        _discard(conn)
+        raise pymysql.err.OperationalError(
+            2006, "the server closed the connection while it was idle"
+        )
 
     def _connect(self, host: str, port: int) -> Conn:
         """A connection to one host, its lock waits bounded (`lock_timeout`), and its socket
@@ -325,7 +344,10 @@ class MySQLConnections(ServerConnections):
             _discard(conn)
 
     def _connect_once(self) -> None:
-        conn = self._get()
+        try:
+            conn = self._get()
+        except pymysql.err.OperationalError:  # an idle one the server closed, say
+            conn = self._open()
         with conn.cursor() as cur:
             cur.execute(MYSQL_VERSION.text)
             (version,) = cur.fetchone()

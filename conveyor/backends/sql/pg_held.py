@@ -21,8 +21,16 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from .connections import sent_unasked
+
 Conn = psycopg.Connection[Any]
 _IDLE = psycopg.pq.TransactionStatus.IDLE
+_OK = psycopg.pq.ConnStatus.OK
+
+
+class ClosedWhileIdle(psycopg.OperationalError):
+    """The server had closed the connection an operation was about to use: nothing of the
+    operation was sent."""
 
 
 class ConnectionsBusy(PoolTimeout):
@@ -41,7 +49,22 @@ class HeldConnections:
         self._closed = False
 
     def borrow(self) -> tuple[Conn, float]:
-        """A connection and when it was taken from the pool."""
+        """A connection and when it was taken from the pool. One the server closed while it
+        was idle (its `idle_session_timeout`, a proxy's or a firewall's idle timeout, a
+        restart) is found so before anything is written to it, and raises ClosedWhileIdle:
+        the operation is then retried as for a lost connection, but never in doubt (a send
+        made on it would have been answered `OutcomeUnknown`). The pool is renewed (`drain`:
+        the others of its age likely went the same way), each connection out of it
+        replaced as it returns."""
+        conn, since = self._borrow()
+        if closed_by_server(conn):
+            self._pool.drain()
+            with suppress(psycopg.Error):
+                self._to_pool(conn)
+            raise ClosedWhileIdle("the server closed the connection while it was idle")
+        return conn, since
+
+    def _borrow(self) -> tuple[Conn, float]:
         try:
             return self._idle.pop()
         except IndexError:
@@ -120,6 +143,18 @@ class HeldConnections:
                 return
             with suppress(psycopg.Error):
                 self._to_pool(conn)
+
+
+def closed_by_server(conn: Conn) -> bool:
+    """Whether the server has ended this idle connection (`sent_unasked`: the pool's
+    connections LISTEN to nothing)."""
+    pgconn = conn.pgconn
+    if pgconn.status != _OK:
+        return True
+    try:
+        return sent_unasked(pgconn.socket)
+    except psycopg.OperationalError:
+        return True
 
 
 class Borrowed:
