@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, NamedTuple
 
+from ...exceptions import StoreUnavailable
 from ...models import QueueAttributes, QueueStats
 from ..base import WouldBlock
 from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, deadline_rules
@@ -49,14 +50,26 @@ class SQLAccounts(Generic[E]):
         self._swept: dict[int, float] = {}
 
     def count(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> None:
+        """Count what an operation did, once it is done (committed): the totals are written
+        when due, and a failure to write them is the totals', not the operation's (a send
+        said to have failed would be sent again), so it is logged and they wait for the
+        next write."""
         if self.totals.add(qid, sent, received, deleted):
-            self.flush()
+            try:
+                self.flush()
+            except StoreUnavailable as exc:
+                log.warning("could not write the running totals (%s); trying again later", exc)
 
     def flush(self) -> None:
-        """Write the running totals counted here."""
+        """Write the running totals counted here; where that fails, they are kept."""
         rows = self.totals.take()
         if rows:
-            self.store.write(lambda ex: write_counts(ex, self.store.dialect, rows))
+            try:
+                self.store.write(lambda ex: write_counts(ex, self.store.dialect, rows))
+            except BaseException:
+                for sent, received, deleted, qid in rows:
+                    self.totals.add(qid, sent, received, deleted)
+                raise
 
     def forget(self, qid: int) -> None:
         """A queue deleted: what was counted of it here goes with it (its stored count is

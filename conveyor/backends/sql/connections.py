@@ -30,7 +30,7 @@ log = logging.getLogger("conveyor.store")
 
 T = TypeVar("T")
 
-Stopped = Literal["lock", "cancelled", "full"]
+Stopped = Literal["lock", "cancelled", "full", "shared"]
 
 LOCK_TIMEOUT = 30.0
 """Seconds a statement of a database server's store waits for a lock that another session
@@ -221,8 +221,9 @@ class ServerConnections(Connections[CursorExec]):
     def _stopped(self, exc: BaseException) -> Stopped | None:
         """How the database refused a statement and rolled its transaction back, where
         `exc` says it did: "lock" (it waited `lock_timeout` for another session's lock),
-        "cancelled" (a statement timeout set on the server, or an operator's cancel) or
-        "full" (the server's disk). Not retried, nor taken for a lost connection (whose
+        "cancelled" (a statement timeout set on the server, or an operator's cancel),
+        "full" (the server's disk) or "shared" (its session was not its own: a pooler in
+        transaction mode). Not retried, nor taken for a lost connection (whose
         commit may have happened): the same wait, timeout or full disk would come again."""
 
     @abstractmethod
@@ -334,6 +335,15 @@ class ServerConnections(Connections[CursorExec]):
                 " and its transaction was rolled back. Look for a transaction left open, a"
                 f" LOCK TABLE or a schema change ({self.lock_hint}), or raise lock_timeout in"
                 " the store's URL"
+            )
+        if stopped == "shared":
+            return (
+                f"{self.scheme} store {self.display}: the store's session was shared with"
+                f" other clients ({first_line(exc)}), and the transaction was rolled back: a"
+                " connection pooler in transaction mode (PgBouncer's pool_mode = transaction)"
+                " hands each transaction to any server connection, and the store needs the"
+                " same one for its prepared statements, settings and LISTEN. Give the store a"
+                " pool in session mode, or the database's own address"
             )
         if stopped == "full":
             return (

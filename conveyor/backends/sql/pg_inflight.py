@@ -55,10 +55,17 @@ class HeldIndexes(HeadWatch):
     """Which queues have their in-flight indexes (`deep`: once both are valid), and
     building them; with `rows` 0, every queue is indexed as it is made."""
 
-    def __init__(self, conninfo: str, prefix: str, options: str, sql: Compiler) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        prefix: str,
+        configure: Callable[[psycopg.Connection[Any]], None],
+        sql: Compiler,
+    ) -> None:
+        """`configure`: gives a new connection the store's session settings."""
         super().__init__(prefix, sql)
         self.conninfo = conninfo
-        self.options = options
+        self.configure = configure
         self.check_after = CHECK_AFTER
         self.slow_after = SLOW_DEEP_CLAIM
         self.recheck_every = RECHECK_EVERY
@@ -110,7 +117,8 @@ class HeldIndexes(HeadWatch):
     def _build(self, qid: int) -> None:
         fresh, held = self.names(qid)
         try:
-            with psycopg.connect(self.conninfo, autocommit=True, options=self.options) as conn:
+            with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                self.configure(conn)
                 self._locked(conn, qid)
                 for statement in POSTGRES_HELD_INDEXES:
                     conn.execute(self.sql(statement, qid))

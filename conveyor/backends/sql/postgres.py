@@ -78,6 +78,7 @@ from .statements import (
     POSTGRES_PLAIN_ROWS,
     POSTGRES_PUBLISH_PLAIN,
     POSTGRES_RESERVE_SEQS,
+    POSTGRES_SESSION_SETTINGS,
     RECORD_LEASES,
 )
 from .store import SQLStore
@@ -111,10 +112,9 @@ TYPES = ServerTypes(
 # cannot depend on the values or the statistics (`key_scope`, row comparisons, LATERAL
 # probes), and PostgreSQL's own choice between a generic and a custom plan, made on a
 # table's stale size, made a receive from a queue of 1,000,000 messages a quarter slower
-# than from 10,000 (with either kind forced, the same at both).
-PLANNER_OPTIONS = (
-    "-c enable_bitmapscan=off -c enable_sort=off -c jit=off -c plan_cache_mode=force_generic_plan"
-)
+# than from 10,000 (with either kind forced, the same at both). Each connection sets them
+# (POSTGRES_SESSION_SETTINGS, with lock_timeout) once it is made: as startup options
+# (`-c name=value`) they would be refused by connection poolers such as PgBouncer.
 
 # a listening process refreshes its row this often; a row older than the TTL is ignored
 LISTENER_BEAT = 5.0
@@ -217,12 +217,12 @@ class PostgresConnections(ServerConnections):
         self.sql = Compiler("postgresql", postgres_style(), lambda qid: names, lambda qid: {})
         self.reconnect_timeout = reconnect_timeout
         self.lock_timeout = lock_timeout
-        options = f"{PLANNER_OPTIONS} -c lock_timeout={round(lock_timeout * 1000)}"
         self._pool = ConnectionPool(
             self.conninfo,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "options": options},
+            kwargs={"autocommit": True},
+            configure=self.configure,
             timeout=POOL_TIMEOUT,
             open=False,
             name=f"conveyor-{prefix}",
@@ -236,6 +236,11 @@ class PostgresConnections(ServerConnections):
         self._listener_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._listened_at = -1e18  # when the listeners table was last read
         self._anyone_listens = True
+
+    def configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Give a new connection (autocommit) the store's session settings."""
+        settings = {"lock_timeout": str(round(self.lock_timeout * 1000))}
+        conn.execute(self.sql(POSTGRES_SESSION_SETTINGS), settings)
 
     def _transaction(self, tx: bool) -> Borrowed:
         if not self._opened:
@@ -263,6 +268,12 @@ class PostgresConnections(ServerConnections):
             return "cancelled"
         if isinstance(exc, psycopg.errors.DiskFull):
             return "full"
+        # a statement the driver prepared on this session, gone or there twice: the
+        # session is a pooler's, shared transaction by transaction
+        if isinstance(
+            exc, psycopg.errors.InvalidSqlStatementName | psycopg.errors.DuplicatePreparedStatement
+        ):
+            return "shared"
         return None
 
     def _on_disconnect(self) -> None:
@@ -386,7 +397,7 @@ class PostgresDialect(ServerDialect):
     def __init__(self, db: PostgresConnections) -> None:
         super().__init__(db.prefix)
         self.db = db
-        self.held = HeldIndexes(db.conninfo, self.prefix, PLANNER_OPTIONS, self.sql)
+        self.held = HeldIndexes(db.conninfo, self.prefix, db.configure, self.sql)
 
     @property
     def single_delete(self) -> bool:

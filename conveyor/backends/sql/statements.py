@@ -1124,6 +1124,15 @@ POSTGRES_AUTOVACUUM = Statement(
     "Whether the server runs autovacuum.",
     "SELECT current_setting('autovacuum')",
 )
+POSTGRES_SESSION_SETTINGS = Statement(
+    "postgres_session_settings",
+    "The store's planner settings and lock timeout for the rest of the session (set after"
+    " connecting, not as startup options, which a connection pooler such as PgBouncer"
+    " refuses).",
+    "SELECT set_config('enable_bitmapscan', 'off', false), set_config('enable_sort', 'off',"
+    " false), set_config('jit', 'off', false), set_config('plan_cache_mode',"
+    " 'force_generic_plan', false), set_config('lock_timeout', :lock_timeout, false)",
+)
 POSTGRES_ANY_LISTENER = Statement(
     "postgres_any_listener",
     "Whether any process listening for sends beat since a time.",
