@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pymysql
 import pytest
 
 from conveyor import Client, OutcomeUnknown, SendEntry, StagedWritesLost, StoreUnavailable
@@ -480,3 +481,65 @@ def test_a_connection_the_server_ended_while_idle_is_replaced_before_a_write(
             caplog.clear()
         got = q.receive(10, wait=0)
         assert len(got) == 9 and q.stats().ready == 0
+
+
+def test_a_server_out_of_connections_is_waited_out_on_mariadb() -> None:
+    """MariaDB at its `max_connections` (other programs hold them all): a store that needs
+    a new connection waits for one (a busy database's moment) instead of failing at once,
+    and fails after `reconnect_timeout` saying which limit to raise or what to lower; a
+    store's first use fails at once, saying the same rather than to check the URL."""
+    why = mariadbserver.unavailable_reason()
+    if why is not None:
+        unavailable(why)
+    mariadb = ThrowawayMariaDB(binlog=False).start()
+    hogs: list[Any] = []
+    try:
+        admin = sqlstores.mysql_connect(mariadb.url)
+        with admin.cursor() as cur:
+            cur.execute("CREATE USER 'app'@'%'")
+            cur.execute("GRANT ALL ON test.* TO 'app'@'%'")
+            cur.execute("SET GLOBAL max_connections = 10")  # MariaDB's least
+        app = mariadb.url.replace("root@", "app@")
+        url = f"{app}?prefix=crowd_&reconnect_timeout=10"
+
+        def crowd() -> None:
+            while True:
+                try:
+                    hogs.append(sqlstores.mysql_connect(app))
+                except pymysql.err.OperationalError as exc:
+                    assert exc.args[0] == 1040
+                    return
+
+        def let_go() -> None:
+            while hogs:
+                hogs.pop().close()
+
+        with Client(url) as client:
+            q = client.create_queue("jobs")
+            q.send("before")
+            crowd()
+            with admin.cursor() as cur:  # its idle connection ends: it needs a new one
+                cur.execute("SELECT id FROM information_schema.processlist WHERE user = 'app'")
+                mine = [row[0] for row in cur.fetchall()]
+                for thread in mine:
+                    cur.execute("KILL CONNECTION %s", (thread,))
+            crowd()  # the room the killed connections left
+            timer = threading.Timer(0.5, let_go)
+            timer.start()
+            started = time.monotonic()
+            q.send("after")
+            timer.join()
+            assert 0.4 < time.monotonic() - started < 10
+            assert q.stats().ready == 2
+        crowd()
+        with (
+            Client(url.replace("=10", "=0.5")) as client,
+            pytest.raises(StoreUnavailable, match="raise the server's max_connections"),
+        ):
+            client.queue("jobs").send("never")
+        let_go()
+        admin.close()
+    finally:
+        for hog in hogs:
+            hog.close()
+        mariadb.stop()

@@ -213,9 +213,10 @@ class ServerConnections(Connections[CursorExec]):
     @abstractmethod
     def _retryable(self, exc: BaseException) -> str | None:
         """'disconnect' for a lost or refused connection, 'conflict' for a deadlock or
-        serialization failure, 'busy' when every connection stayed in use, 'read-only' for
-        a write a read-only server refused before doing any of it (a standby the address
-        led to; all retried), None for anything else."""
+        serialization failure, 'busy' when every connection stayed in use, 'crowded' when
+        the server refused a new connection at its connection limit, 'read-only' for a
+        write a read-only server refused before doing any of it (a standby the address led
+        to; all retried), None for anything else."""
 
     @abstractmethod
     def _stopped(self, exc: BaseException) -> Stopped | None:
@@ -242,9 +243,13 @@ class ServerConnections(Connections[CursorExec]):
         try:
             self._connect_once()
         except self.driver_errors as exc:
+            hint = (
+                CROWDED_HINT
+                if self._retryable(exc) == "crowded"
+                else "check the URL, and that the database server is running and reachable"
+            )
             raise StoreUnavailable(
-                f"cannot connect to {self.scheme} store {self.display}: {first_line(exc)}"
-                " (check the URL, and that the database server is running and reachable)"
+                f"cannot connect to {self.scheme} store {self.display}: {first_line(exc)} ({hint})"
             ) from exc
 
     def read(self, fn: Callable[[CursorExec], T]) -> T:
@@ -314,6 +319,12 @@ class ServerConnections(Connections[CursorExec]):
                             first_line(exc),
                         )
                         self._on_disconnect()
+                    elif kind == "crowded":
+                        log.warning(
+                            "%s has no connections to spare (%s); waiting",
+                            self.display,
+                            first_line(exc),
+                        )
                     elif kind == "busy":
                         log.warning("%s; waiting", first_line(exc))
                 elif now - lost_at > self.reconnect_timeout:
@@ -362,6 +373,12 @@ class ServerConnections(Connections[CursorExec]):
         log.warning("reconnected to %s after %.1f s", self.display, time.monotonic() - lost_at)
 
 
+CROWDED_HINT = (
+    "raise the server's max_connections (or the user's limit), or lower the store's pool_size"
+    " or the number of processes using it"
+)
+
+
 def _gave_up(kind: str, scheme: str, display: str, seconds: float, exc: BaseException) -> str:
     """Why an operation retried for `reconnect_timeout` gave up, and what to do."""
     if kind == "busy":
@@ -373,6 +390,11 @@ def _gave_up(kind: str, scheme: str, display: str, seconds: float, exc: BaseExce
         return (
             f"{scheme} store {display}: an operation kept conflicting with others for"
             f" {seconds:.0f} s ({first_line(exc)}): retry it"
+        )
+    if kind == "crowded":
+        return (
+            f"{scheme} store {display}: the database server has had no connections to spare"
+            f" for {seconds:.0f} s ({first_line(exc)}): {CROWDED_HINT}"
         )
     if kind == "read-only":
         return (

@@ -105,6 +105,8 @@ TCP_SETTINGS = [
     )
     if hasattr(socket, name)
 ]
+# the server's connection limits: max_connections, the user's max_user_connections
+_CROWDED = {1040, 1203}
 # the server runs read-only (--read-only), or is in read-only mode
 _READ_ONLY = {1290, 1836}
 
@@ -321,6 +323,8 @@ class MySQLConnections(ServerConnections):
             if code in _DISCONNECTS or 2000 <= code < 3000:  # the client's own errors
                 return "disconnect"
         code = exc.args[0] if isinstance(exc, pymysql.Error) and exc.args else 0
+        if code in _CROWDED:  # no connection made: waited out like a busy pool
+            return "crowded"
         if code in _READ_ONLY:  # a demoted primary: find the new one (another host, or this
             return "read-only"  # address once it leads there)
         return None
