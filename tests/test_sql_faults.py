@@ -543,3 +543,61 @@ def test_a_server_out_of_connections_is_waited_out_on_mariadb() -> None:
         for hog in hogs:
             hog.close()
         mariadb.stop()
+
+
+def crowd_room(admin: Any, hogs: list[Any]) -> bool:
+    """Whether client backends other than `admin` and `hogs` are still there."""
+    mine = [admin.info.backend_pid] + [h.info.backend_pid for h in hogs]
+    row = admin.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE pid <> ALL(%s)"
+        " AND backend_type = 'client backend'",
+        (mine,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def test_a_postgresql_out_of_connections_is_named_when_the_wait_ends() -> None:
+    """PostgreSQL at its `max_connections` (others hold them all): a store's first use fails
+    at once, and a running store that needs a new connection waits `reconnect_timeout`; both
+    errors say the server has no connections to spare and which limit to raise (the pool
+    itself says only that it had no connection to give)."""
+    why = pgserver.unavailable_reason()
+    if why is not None:
+        unavailable(why)
+    pg = ThrowawayPostgres("-c max_connections=8 -c superuser_reserved_connections=0").start()
+    hogs: list[Any] = []
+
+    def crowd() -> None:
+        while True:
+            try:
+                hogs.append(psycopg.connect(pg.url, connect_timeout=5, autocommit=True))
+            except psycopg.OperationalError as exc:
+                assert "too many clients" in str(exc)
+                return
+
+    try:
+        url = f"{pg.url}?prefix=crowd_&reconnect_timeout=1"
+        with Client(url) as client, psycopg.connect(pg.url, autocommit=True) as admin:
+            q = client.create_queue("jobs")
+            q.send("before")
+            crowd()
+            admin.execute(  # the store's connections end: it needs new ones
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> ALL(%s)"
+                " AND backend_type = 'client backend'",
+                ([admin.info.backend_pid]
+                 + [h.info.backend_pid for h in hogs],),
+            )  # fmt: skip
+            until(lambda: not crowd_room(admin, hogs), 10, "the store's connections ended")
+            crowd()
+            with pytest.raises(StoreUnavailable, match=r"no connections to spare .*max_conn"):
+                q.send("after")
+        crowd()  # the room the first store and the session above left
+        with (
+            Client(url) as client,
+            pytest.raises(StoreUnavailable, match="raise the server's max_connections"),
+        ):
+            client.list_queues()
+    finally:
+        for hog in hogs:
+            hog.close()
+        pg.stop()

@@ -234,6 +234,11 @@ class ServerConnections(Connections[CursorExec]):
     def _on_disconnect(self) -> None:
         """Drop idle connections that died with the server."""
 
+    def _why_unreachable(self, exc: BaseException) -> BaseException:
+        """What the server says to a new connection, where `exc` does not say why none
+        could be had (a pool's timeout): `exc` itself elsewhere."""
+        return exc
+
     def _on_read_only(self) -> None:
         """Drop idle connections to a server that takes no writes (a primary demoted in a
         failover, which the address now leads past), so that new ones find the primary."""
@@ -328,8 +333,10 @@ class ServerConnections(Connections[CursorExec]):
                     elif kind == "busy":
                         log.warning("%s; waiting", first_line(exc))
                 elif now - lost_at > self.reconnect_timeout:
+                    why = self._why_unreachable(exc)
+                    kind = self._retryable(why) or kind
                     raise StoreUnavailable(
-                        _gave_up(kind, self.scheme, self.display, now - lost_at, exc)
+                        _gave_up(kind, self.scheme, self.display, now - lost_at, why)
                     ) from exc
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)

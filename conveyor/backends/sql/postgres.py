@@ -183,6 +183,19 @@ def from_url(rest: str, params: dict[str, str], *, clock: Clock) -> SQLStore[Cur
     )
 
 
+# what PostgreSQL answers a connection at its limits (max_connections; the reserved slots;
+# a role's or a database's CONNECTION LIMIT): libpq reports it without its SQLSTATE
+CROWDED_WORDS = (
+    "too many clients",
+    "remaining connection slots are reserved",
+    "too many connections for",
+)
+
+
+def _crowded(text: str) -> bool:
+    return any(words in text for words in CROWDED_WORDS)
+
+
 def int_array(values: Sequence[int]) -> str:
     """A bigint[] parameter as its text form: a tenth of the driver's cost of dumping a list."""
     return "{%s}" % ",".join(map(str, values))  # noqa: UP031 - the braces would need doubling
@@ -257,6 +270,10 @@ class PostgresConnections(ServerConnections):
             return "read-only"
         if isinstance(exc, ConnectionsBusy):
             return "busy"
+        if isinstance(exc, psycopg.errors.TooManyConnections) or (
+            isinstance(exc, psycopg.OperationalError) and _crowded(str(exc))
+        ):  # no connection was made
+            return "crowded"
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout):
             return "disconnect"
         return None
@@ -281,6 +298,17 @@ class PostgresConnections(ServerConnections):
         self._held.release()
         with suppress(psycopg.Error):
             self._pool.check()
+
+    def _why_unreachable(self, exc: BaseException) -> BaseException:
+        # the pool connects in the background and says only that it had no connection
+        # to give: a connection of this call's own hears the server's reason
+        if not isinstance(exc, PoolTimeout) or isinstance(exc, ConnectionsBusy):
+            return exc
+        try:
+            psycopg.connect(self.conninfo, connect_timeout=5).close()
+        except psycopg.Error as refused:
+            return refused
+        return exc
 
     def _on_read_only(self) -> None:
         # the pool's connections are alive, only led to the wrong host: all are replaced
