@@ -24,6 +24,7 @@ import pytest
 
 from conveyor import Client, OutcomeUnknown, SendEntry, StagedWritesLost, StoreUnavailable
 from conveyor.backends.sql.store import SQLStore
+from conveyor.backends.sql.totals import last_counts
 
 from .conftest import unavailable
 from .support import disks, mariadbserver, pgserver, sqlstores
@@ -601,3 +602,24 @@ def test_a_postgresql_out_of_connections_is_named_when_the_wait_ends() -> None:
         for hog in hogs:
             hog.close()
         pg.stop()
+
+
+def test_the_last_counts_are_written_on_a_connection_the_server_ended(
+    kind: str, urls: list[str]
+) -> None:
+    """The running totals a process still holds as it exits are written in one last attempt
+    (`last_counts`): where the server ended the store's idle connections meanwhile, the
+    attempt finds so before it sends anything and takes a new connection, once."""
+    url = fresh(kind, urls)
+    with Client(url) as client:
+        q = client.create_queue("idle")
+        q.send("a")  # its count written at once
+        q.send("b")  # its count held for up to a second
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        assert backend.accounts.totals  # held
+        end_idle_sessions(kind, client)
+        last_counts(backend.db, backend.accounts.totals, backend.dialect)
+        assert not backend.accounts.totals
+    with Client(url) as again:
+        assert again.queue("idle").stats().sent == 2

@@ -261,13 +261,21 @@ class ServerConnections(Connections[CursorExec]):
         return self._run(fn, False)
 
     def last_write(self, fn: Callable[[CursorExec], object]) -> None:
-        """One attempt, no retries (the process may be ending), nothing said if it fails:
-        the counts it held are what is lost."""
-        try:
-            with self._transaction(True) as cur:
-                fn(CursorExec(cur))
-        except Exception as exc:
-            log.debug("last write to %s failed: %s", self.display, first_line(exc))
+        """One attempt (the process may be ending), nothing said if it fails: the counts it
+        held are what is lost. A connection found closed before anything was sent on it
+        (the server's idle timeout, while the process idled) is replaced, once."""
+        for attempt in (1, 2):
+            began = False
+            try:
+                with self._transaction(True) as cur:
+                    began = True
+                    fn(CursorExec(cur))
+                return
+            except Exception as exc:
+                if attempt == 1 and not began and self._retryable(exc) == "disconnect":
+                    continue
+                log.debug("last write to %s failed: %s", self.display, first_line(exc))
+                return
 
     def write(
         self, fn: Callable[[CursorExec], T], *, single: bool = False, durable: bool = True

@@ -222,6 +222,7 @@ class MySQLConnections(ServerConnections):
         if sock is not None and not sent_unasked(sock.fileno()):
             return conn
         _discard(conn)
+        self._on_disconnect()  # the other idle ones likely went the same way
         raise pymysql.err.OperationalError(
             2006, "the server closed the connection while it was idle"
         )

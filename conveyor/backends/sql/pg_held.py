@@ -53,14 +53,15 @@ class HeldConnections:
         was idle (its `idle_session_timeout`, a proxy's or a firewall's idle timeout, a
         restart) is found so before anything is written to it, and raises ClosedWhileIdle:
         the operation is then retried as for a lost connection, but never in doubt (a send
-        made on it would have been answered `OutcomeUnknown`). The pool is renewed (`drain`:
-        the others of its age likely went the same way), each connection out of it
-        replaced as it returns."""
+        made on it would have been answered `OutcomeUnknown`). The pool is renewed, and the
+        idle connections held here go back to it (`drain`: the others of its age likely
+        went the same way), each connection out of it replaced as it returns."""
         conn, since = self._borrow()
         if closed_by_server(conn):
             self._pool.drain()
             with suppress(psycopg.Error):
                 self._to_pool(conn)
+            self.release()  # the other idle ones too: the drained pool replaces them
             raise ClosedWhileIdle("the server closed the connection while it was idle")
         return conn, since
 
