@@ -291,20 +291,24 @@ def test_rediss_speaks_tls_and_checks_the_servers_certificate(tmp_path: Path) ->
 
 
 @contextlib.contextmanager
-def memory_capped(tmp_path: Path, maxmemory: str, policy: str) -> Iterator[Any]:
-    """A Redis of its own with `maxmemory` and `maxmemory-policy` set, killed after."""
+def own_server(tmp_path: Path, *options: str) -> Iterator[Any]:
+    """A Redis of the test's own with these settings (no append-only file), killed after."""
     why = redisservers.available()
     if why is not None:
         unavailable(why)
     server = redisservers.RedisServer(
-        tmp_path / "redis", free_port(), "--maxmemory", maxmemory,
-        "--maxmemory-policy", policy, "--appendonly", "no",
-    )  # fmt: skip
+        tmp_path / "redis", free_port(), *options, "--appendonly", "no"
+    )
     server.start()
     try:
         yield server
     finally:
         server.kill()
+
+
+def memory_capped(tmp_path: Path, maxmemory: str, policy: str) -> Any:
+    """A Redis of its own with `maxmemory` and `maxmemory-policy` set."""
+    return own_server(tmp_path, "--maxmemory", maxmemory, "--maxmemory-policy", policy)
 
 
 @pytest.mark.parametrize("calls", ["functions", "scripts"])
@@ -423,6 +427,45 @@ def test_a_failover_behind_one_address_is_followed(tmp_path: Path) -> None:
         proxy.close()
         first.kill()
         second.kill()
+
+
+def test_a_server_out_of_connections_is_named_as_such(tmp_path: Path) -> None:
+    """A Redis whose `maxclients` are all taken by other programs: the store's first use
+    fails saying so and what to raise, not to check the URL; a running store that needs a
+    new connection waits `reconnect_timeout` for room, then says the same."""
+    hogs: list[Any] = []
+
+    def crowd() -> None:
+        while True:
+            hog = redis.Redis(port=server.port, retry=redisservers.ONCE)
+            try:
+                hog.ping()
+            except redis.exceptions.ConnectionError:
+                hog.close()
+                return
+            hogs.append(hog)
+
+    with own_server(tmp_path, "--maxclients", "6") as server:
+        with Client(f"{server.url}?prefix=crowd&reconnect_timeout=0.5") as client:
+            q = client.create_queue("jobs")
+            q.send("before")
+            crowd()
+            store = client.backend
+            assert isinstance(store, RedisStore)
+            for conn in list(store.redis._idle):  # its connections end: it needs new ones
+                host, port = conn._sock.getsockname()[:2]
+                hogs[0].client_kill(f"{host}:{port}")
+            crowd()
+            with pytest.raises(StoreUnavailable, match="raise its maxclients"):
+                q.send("after")
+        crowd()  # the room the first store left
+        with (
+            Client(f"{server.url}?prefix=crowd") as client,
+            pytest.raises(StoreUnavailable, match="no connections to spare: raise its maxclients"),
+        ):
+            client.list_queues()
+        for hog in hogs:
+            hog.close()
 
 
 def test_a_restart_with_appendfsync_always_loses_no_acknowledged_send(tmp_path: Path) -> None:

@@ -81,6 +81,16 @@ def open_client(url: str) -> Any:
     return sentinel(sentinels, sentinel_kwargs=timeouts).master_for(service, **settings)
 
 
+def _what_to_do(exc: BaseException, otherwise: str) -> str:
+    """Advice for an error that kept the store from the server."""
+    if "max number of clients" in str(exc):  # the server's maxclients, all in use
+        return (
+            "the server has no connections to spare: raise its maxclients, or run fewer"
+            " processes against it"
+        )
+    return otherwise
+
+
 def major_version(info: dict[str, Any]) -> int:
     """The server's major version from its INFO (0 where it does not say)."""
     try:
@@ -151,9 +161,11 @@ class RedisConnection:
                         client, self.registry_key, self.prefix, upgrade
                     )
                 except redis.exceptions.RedisError as exc:
+                    hint = _what_to_do(
+                        exc, "check the URL, and that the server is running and reachable"
+                    )
                     raise StoreUnavailable(
-                        f"cannot connect to redis store {self.display}: {exc} (check the URL,"
-                        " and that the server is running and reachable)"
+                        f"cannot connect to redis store {self.display}: {exc} ({hint})"
                     ) from exc
                 self._scripts = scripts
                 self.cluster = cluster
@@ -199,7 +211,8 @@ class RedisConnection:
                         ) from exc
                     raise StoreUnavailable(
                         f"redis store {self.display} has been unreachable for"
-                        f" {now - lost_at:.0f} s ({exc}): check that the server is running"
+                        f" {now - lost_at:.0f} s ({exc}):"
+                        f" {_what_to_do(exc, 'check that the server is running')}"
                     ) from exc
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
