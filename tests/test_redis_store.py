@@ -245,6 +245,30 @@ def test_a_server_with_a_password_is_reached_with_it_and_refused_without(tmp_pat
         server.kill()
 
 
+def test_a_password_changed_under_a_running_store_is_said_at_once(tmp_path: Path) -> None:
+    """The server's password is changed (rotated) while a store runs, and its connections
+    end: the next call fails at once saying the server refused the credentials and what to
+    give, instead of waiting `reconnect_timeout` as for a server that went away and then
+    calling it unreachable."""
+    with own_server(tmp_path, "--requirepass", "old") as server:
+        url = f"redis://:old@127.0.0.1:{server.port}/0?prefix=auth&reconnect_timeout=30"
+        with Client(url) as client:
+            q = client.create_queue("jobs")
+            q.send("before")
+            with redis.Redis(port=server.port, password="old") as admin:
+                admin.config_set("requirepass", "new")
+                admin.client_kill_filter(_type="normal", skipme=True)
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match="refused the store's credentials"):
+                q.send("after")
+            assert time.monotonic() - started < 5
+        with (
+            Client(url) as client,
+            pytest.raises(StoreUnavailable, match="check the URL: give the URL the server's"),
+        ):
+            client.list_queues()
+
+
 def test_rediss_speaks_tls_and_checks_the_servers_certificate(tmp_path: Path) -> None:
     """`rediss://` against a server taking TLS alone: the store works with a CA that signed
     the server's certificate (libpq-style `ssl_ca_certs`), and refuses a server it cannot

@@ -81,8 +81,13 @@ def open_client(url: str) -> Any:
     return sentinel(sentinels, sentinel_kwargs=timeouts).master_for(service, **settings)
 
 
+AUTH_HINT = "give the URL the server's current password (and user, where it has ACL users)"
+
+
 def _what_to_do(exc: BaseException, otherwise: str) -> str:
     """Advice for an error that kept the store from the server."""
+    if isinstance(exc, redis.exceptions.AuthenticationError):
+        return f"check the URL: {AUTH_HINT}"
     if "max number of clients" in str(exc):  # the server's maxclients, all in use
         return (
             "the server has no connections to spare: raise its maxclients, or run fewer"
@@ -187,6 +192,11 @@ class RedisConnection:
         while True:
             try:
                 result = settle(client) if doubt and settle is not None else fn(client)
+            except redis.exceptions.AuthenticationError as exc:  # a ConnectionError, not lost
+                raise StoreUnavailable(
+                    f"redis store {self.display} refused the store's credentials ({exc}):"
+                    f" {AUTH_HINT}"
+                ) from exc
             except RETRIED as exc:
                 # on a cluster, redis-py cannot say whether the request was written
                 doubt = doubt or isinstance(exc, InDoubt) or (self.cluster and _lost(exc))
