@@ -319,27 +319,12 @@ class ServerConnections(Connections[CursorExec]):
                 if lost_at is None:
                     lost_at = now
                     lost = kind in ("disconnect", "read-only")
-                    if kind == "read-only":
-                        log.warning(
-                            "%s takes no writes (%s): a standby after a failover?; reconnecting",
-                            self.display,
-                            first_line(exc),
-                        )
-                    elif lost:
-                        log.warning(
-                            "lost the connection to %s (%s); reconnecting",
-                            self.display,
-                            first_line(exc),
-                        )
-                        self._on_disconnect()
-                    elif kind == "crowded":
-                        log.warning(
-                            "%s has no connections to spare (%s); waiting",
-                            self.display,
-                            first_line(exc),
-                        )
-                    elif kind == "busy":
+                    if kind == "busy":
                         log.warning("%s; waiting", first_line(exc))
+                    elif kind in WAITING:
+                        log.warning(WAITING[kind], self.display, first_line(exc))
+                    if kind == "disconnect":
+                        self._on_disconnect()
                 elif now - lost_at > self.reconnect_timeout:
                     why = self._why_unreachable(exc)
                     kind = self._retryable(why) or kind
@@ -387,6 +372,13 @@ class ServerConnections(Connections[CursorExec]):
     def _reconnected(self, lost_at: float) -> None:
         log.warning("reconnected to %s after %.1f s", self.display, time.monotonic() - lost_at)
 
+
+# what the log says once as a retried operation starts waiting (the store, the error)
+WAITING = {
+    "disconnect": "lost the connection to %s (%s); reconnecting",
+    "read-only": "%s takes no writes (%s): a standby after a failover?; reconnecting",
+    "crowded": "%s has no connections to spare (%s); waiting",
+}
 
 CROWDED_HINT = (
     "raise the server's max_connections (or the user's limit), or lower the store's pool_size"

@@ -209,7 +209,12 @@ class MySQLConnections(ServerConnections):
         self._wakes: dict[str, Wakes] = {}
 
     def _get(self) -> Conn:
-        """An idle connection, or a new one. One the server closed while it was idle (its
+        """An idle connection (`_idle_one`), or a new one."""
+        conn = self._idle_one()
+        return conn if conn is not None else self._open()
+
+    def _idle_one(self) -> Conn | None:
+        """An idle connection, if any. One the server closed while it was idle (its
         `wait_timeout`, a proxy's idle timeout, a restart: `sent_unasked`) is found so
         before anything is written to it, and raises 2006 ("gone away"): the operation is
         then retried as for a lost connection, but never in doubt (a send made on it would
@@ -217,7 +222,7 @@ class MySQLConnections(ServerConnections):
         try:
             conn = self._idle.get_nowait()
         except queue_mod.Empty:
-            return self._open()
+            return None
         sock = getattr(conn, "_sock", None)
         if sock is not None and not sent_unasked(sock.fileno()):
             return conn
@@ -350,8 +355,10 @@ class MySQLConnections(ServerConnections):
 
     def _connect_once(self) -> None:
         try:
-            conn = self._get()
-        except pymysql.err.OperationalError:  # an idle one the server closed, say
+            conn = self._idle_one()
+        except pymysql.err.OperationalError:  # the server closed it while it was idle
+            conn = None
+        if conn is None:
             conn = self._open()
         with conn.cursor() as cur:
             cur.execute(MYSQL_VERSION.text)

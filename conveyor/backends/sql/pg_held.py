@@ -58,12 +58,17 @@ class HeldConnections:
         went the same way), each connection out of it replaced as it returns."""
         conn, since = self._borrow()
         if closed_by_server(conn):
-            self._pool.drain()
             with suppress(psycopg.Error):
                 self._to_pool(conn)
-            self.release()  # the other idle ones too: the drained pool replaces them
+            self.renew()
             raise ClosedWhileIdle("the server closed the connection while it was idle")
         return conn, since
+
+    def renew(self) -> None:
+        """Replace every connection: those in the pool and idle here now, the others as
+        they come back to the pool."""
+        self._pool.drain()
+        self.release()
 
     def _borrow(self) -> tuple[Conn, float]:
         try:

@@ -305,15 +305,13 @@ class PostgresConnections(ServerConnections):
         if not isinstance(exc, PoolTimeout) or isinstance(exc, ConnectionsBusy):
             return exc
         try:
-            psycopg.connect(self.conninfo, connect_timeout=5).close()
+            self._connect_once()
         except psycopg.Error as refused:
             return refused
         return exc
 
     def _on_read_only(self) -> None:
-        # the pool's connections are alive, only led to the wrong host: all are replaced
-        self._held.release()
-        self._pool.drain()
+        self._held.renew()  # they are alive, only led to the wrong host
 
     def _connect_once(self) -> None:
         psycopg.connect(self.conninfo, connect_timeout=5).close()
