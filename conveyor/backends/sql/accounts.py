@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Generic, NamedTuple
 
 from ...exceptions import StoreUnavailable
@@ -32,7 +32,7 @@ from .statements import (
     SWEEP_RETAINED,
     UNCOUNT,
 )
-from .totals import RunningTotals, write_counts
+from .totals import RunningTotals, Total, write_counts
 
 if TYPE_CHECKING:
     from .store import SQLStore
@@ -49,14 +49,26 @@ class SQLAccounts(Generic[E]):
         self.counts = LastCounts()  # of deep queues, for stats (estimates.py)
         self._swept: dict[int, float] = {}
 
-    def count(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> None:
-        """Count what an operation did, once it is done (committed): the totals are written
-        when due, and a failure to write them is the totals', not the operation's (a send
-        said to have failed would be sent again), so it is logged and they wait for the
-        next write."""
-        if self.totals.add(qid, sent, received, deleted):
+    def count(self, done: Sequence[tuple[int, int]], total: Total) -> None:
+        """Count what an operation did once it is done (committed: `done` is (queue id, how
+        many) pairs of `total`), and write the totals when due."""
+        if self.totals.add(self.store.clock.now(), total, done):
+            self.flush_if_due()
+
+    def add(self, done: Sequence[tuple[int, int]], total: Total) -> None:
+        """Count what an operation did, once it is done (committed)."""
+        self.totals.add(self.store.clock.now(), total, done)
+
+    def flush_if_due(self) -> None:
+        """Write the totals when due. A failure to write them is the totals', not the
+        operation's that counted last (a send said to have failed would be sent again),
+        so it is logged and they wait for the next write; on an event loop's thread, where
+        writing them now would wait for another writer, they wait likewise."""
+        if self.totals.due():
             try:
                 self.flush()
+            except WouldBlock:
+                pass
             except StoreUnavailable as exc:
                 log.warning("could not write the running totals (%s); trying again later", exc)
 
@@ -67,8 +79,7 @@ class SQLAccounts(Generic[E]):
             try:
                 self.store.write(lambda ex: write_counts(ex, self.store.dialect, rows))
             except BaseException:
-                for sent, received, deleted, qid in rows:
-                    self.totals.add(qid, sent, received, deleted)
+                self.totals.restore(rows)
                 raise
 
     def forget(self, qid: int) -> None:
@@ -266,10 +277,10 @@ class SQLAccounts(Generic[E]):
         sent, received, deleted, dead, expired = (int(v) for v in row[:5])
         more_sent, more_received, more_deleted = self.totals.pending(qid)
         totals = (sent + more_sent, received + more_received, deleted + more_deleted, dead, expired)
-        at, took, edits = row[5:]
+        at, took, edits, *counted = row[5:]
         last = None
         if at is not None:
-            last = self.counts.seen(qid, float(at), float(took))
+            last = self.counts.seen(qid, float(at), float(took), tuple(map(int, counted)))
             if last is None:
                 stored = ex.one(d.sql(STORED_COUNT), {"qid": qid})
                 if stored is not None and stored[-2] is not None:

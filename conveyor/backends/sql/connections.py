@@ -167,10 +167,11 @@ class Connections(ABC, Generic[E]):
         """See `LoopCommits.gathering`."""
         return False
 
-    def after_commit(self, fn: Callable[[str], object], arg: str) -> bool:
-        """Inside a write gathered with others (`gather`), hold `fn(arg)` until the
-        transaction has committed and say True; elsewhere say False (the caller runs it
-        now)."""
+    def after_commit(self, fn: Callable[[], object]) -> bool:
+        """Inside a write that shares a transaction not yet committed (gathered with others,
+        `gather`, or in an event loop's turn), hold `fn()` until that transaction has
+        committed and say True; elsewhere say False (the write has committed: the caller
+        runs it now)."""
         return False
 
     def announce(self, key: str, queue: str) -> None:

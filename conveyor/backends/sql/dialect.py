@@ -122,10 +122,6 @@ class Dialect(ABC, Generic[E]):
     skip_locked: str = ""  # ... and skips rows others hold
     single_insert = False  # an insert of rows is one statement (no explicit transaction)
     single_claim = False  # claim_ready is one statement
-    # running totals are written by each write's own transaction (SQLite: one writer at a
-    # time, so the queue's row is no point of contention, and a process ended any way loses
-    # no count); else counted in memory and written within a second (totals.py)
-    totals_with_writes = False
     polls_idle = False  # receives of an idle queue look before they take the write lock
     # the messages a stream's leases hold are deleted by one statement (DELETE_LEASED); else
     # by their claims' tokens, as deletes by receipt

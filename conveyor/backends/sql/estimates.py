@@ -136,11 +136,15 @@ class LastCounts:
         self._small: set[int] = set()
         self._recounting: set[int] = set()
 
-    def seen(self, qid: int, at: float, took: float) -> Count | None:
-        """The queue's stored count made at `at` in `took` seconds, if this process has
-        seen it."""
+    def seen(self, qid: int, at: float, took: float, totals: tuple[int, ...]) -> Count | None:
+        """The queue's stored count made at `at` in `took` seconds with the totals `totals`
+        (sent, received, deleted: moved on since it was stored, `SHIFT_COUNT`), if this
+        process has seen it."""
         count = self._seen.get(qid)
-        return count if count is not None and count.at == at and count.took == took else None
+        if count is None or count.at != at or count.took != took:
+            return None
+        s = count.stats
+        return count if (s.sent, s.received, s.deleted) == totals else None
 
     def saw(self, qid: int, count: Count) -> Count:
         with self._lock:

@@ -134,7 +134,6 @@ class SQLiteDialect(Dialect[SQLiteExec]):
     """SQLite: a table per queue, the rowid its delivery order."""
 
     name = "sqlite"
-    totals_with_writes = True
     key = "rowid"
     order = "rowid"
     columns = SQLITE_COLUMNS

@@ -291,7 +291,7 @@ class _Batch:
     __slots__ = ("durable", "later", "waited")
 
     def __init__(self) -> None:
-        self.later: list[Callable[[], object]] = []  # wake-ups of waiting receives
+        self.later: list[Callable[[], object]] = []  # once committed: wake-ups, counts
         self.durable = False  # a write must reach the disk before it is answered
         self.waited = True  # the lock was taken when the transaction began
 
@@ -394,7 +394,7 @@ class _Turn:
         self.conn = conn
         self.done = commit_wait(loop)
         self.durable = False  # a write must reach the disk before it is answered
-        self.later: list[Callable[[], object]] = []  # wake-ups of waiting receives
+        self.later: list[Callable[[], object]] = []  # once committed: wake-ups, counts
         self.writes = 0
 
 
@@ -548,12 +548,12 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def gathering(self) -> bool:
         return self._gathered.busy()
 
-    def after_commit(self, fn: Callable[[str], object], arg: str) -> bool:
+    def after_commit(self, fn: Callable[[], object]) -> bool:
         local = self._local
         batch = local.gathered or local.turn
         if batch is None:
             return False
-        batch.later.append(functools.partial(fn, arg))
+        batch.later.append(fn)
         return True
 
     def _savepoint(self, ex: SQLiteExec, fn: Callable[[SQLiteExec], T]) -> T:
@@ -840,16 +840,23 @@ class SQLiteConnections(Connections[SQLiteExec]):
             remaining -= step
 
     def last_write(self, fn: Callable[[SQLiteExec], object]) -> None:
+        """One attempt, on a connection of its own (this thread's may be in an event loop's
+        turn, and the process may be ending), nothing said if it fails: the counts it held
+        are what is lost. A database in memory goes with the process: nothing to write."""
+        if self.path == ":memory:" or not os.path.exists(self.path):
+            return
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=10)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                fn(SQLiteExec(conn))
-                conn.execute("COMMIT")
-            finally:
-                conn.close()
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy_ms / 1000)
         except sqlite3.Error:
-            pass
+            return
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            fn(SQLiteExec(conn))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            log.debug("the last counts of %s were not written: %s", self.path, exc)
+        finally:
+            conn.close()
 
     def close(self) -> None:
         for turn in list(self._turns):  # the loop that would have committed it has stopped

@@ -111,14 +111,6 @@ ADD_DEAD = Statement(
 )
 # one total raised alone (SQLite: in each operation's own transaction, where a statement
 # that raised all three would cost a microsecond more)
-ADD_TOTAL = {
-    total: Statement(
-        f"add_{total}",
-        f"A queue's running total of messages {total}, raised.",
-        f"UPDATE {{queues}} SET {total} = {total} + :n WHERE id = :qid",
-    )
-    for total in ("sent", "received", "deleted")
-}
 # a deep queue's last count (estimates.py): its stats then, the totals it saw, when, and how
 # long it took; and the queue's edits, the changes to it the totals do not record
 _COUNT_COLUMNS = (
@@ -132,9 +124,22 @@ _COUNT_VALUES = (
 QUEUE_TOTALS_AND_COUNT = Statement(
     "queue_totals_and_count",
     "A queue's running totals, when its stored count was made and how long it took (NULL:"
-    " none to use), and its edits.",
-    "SELECT q.sent, q.received, q.deleted, q.dead, q.expired, c.counted_at, c.took, c.edits"
+    " none to use), its edits, and the count's totals (moved on by `shift_count`).",
+    "SELECT q.sent, q.received, q.deleted, q.dead, q.expired, c.counted_at, c.took, c.edits,"
+    " c.sent, c.received, c.deleted"
     " FROM {queues} q LEFT JOIN {counts} c ON c.queue_id = q.id WHERE q.id = :qid",
+)
+COUNT_MADE_AT = Statement(
+    "count_made_at",
+    "When a queue's stored count was made (NULL, or no row: none to use).",
+    "SELECT counted_at FROM {counts} WHERE queue_id = :qid",
+)
+SHIFT_COUNT = Statement(
+    "shift_count",
+    "A queue's stored count's totals raised by what was done before the count and written"
+    " after it, so that its estimates do not take that twice.",
+    "UPDATE {counts} SET sent = sent + :sent, received = received + :received,"
+    " deleted = deleted + :deleted WHERE queue_id = :qid AND counted_at = :counted_at",
 )
 STORED_COUNT = Statement(
     "stored_count",

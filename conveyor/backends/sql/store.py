@@ -93,7 +93,7 @@ from .statements import (
     SET_QUEUE_ATTRIBUTES,
     SPEND_TOKENS,
 )
-from .totals import Total, add_total, last_counts
+from .totals import Total, last_counts
 
 if TYPE_CHECKING:
     import asyncio
@@ -145,9 +145,8 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         self.editor = SQLEditor(self)
         self.registry = SQLRegistry(self)
         self.bulk = SQLPipeline(self)
-        if not dialect.totals_with_writes:  # counts held in memory: written however it ends
-            totals = self.accounts.totals
-            at_end(self, last_counts, db, totals, dialect, forget=totals.take)
+        totals = self.accounts.totals  # counted in memory: written however the process ends
+        at_end(self, last_counts, db, totals, dialect, forget=totals.take)
 
     @property
     def key(self) -> str:
@@ -184,24 +183,16 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         durable: bool = True,
     ) -> T:
         """`db.write(fn)`, and the running total `total` (sent, received or deleted) of each
-        queue raised by what `fn` did (`counts(result)`: (queue id, how many) pairs): in
-        fn's own transaction where the dialect writes totals so (`totals_with_writes`), so
-        that no way a process ends loses a count; else by the accounts (totals.py)."""
-        d = self.dialect
-        if d.totals_with_writes:
-
-            def run(ex: E) -> T:
-                result = fn(ex)
-                for qid, n in counts(result):
-                    if n:
-                        add_total(ex, d, qid, total, n)
-                return result
-
-            return self.db.write(run, single=single, durable=durable)
+        queue raised by what `fn` did (`counts(result)`: (queue id, how many) pairs) once it
+        has committed: counted in memory and written by the accounts (totals.py)."""
         result = self.db.write(fn, single=single, durable=durable)
-        for qid, n in counts(result):
-            if n:
-                self.accounts.count(qid, **{total: n})
+        done = [(qid, n) for qid, n in counts(result) if n]
+        if done:
+            accounts = self.accounts
+            if self.db.after_commit(lambda: accounts.add(done, total)):
+                accounts.flush_if_due()  # in the transaction this write shares
+            else:
+                accounts.count(done, total)
         return result
 
     def write(self, fn: Callable[[E], T], *, single: bool = False, durable: bool = True) -> T:
@@ -327,7 +318,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
     # -- waiting --------------------------------------------------------------------------
 
     def notify(self, queue: str) -> None:
-        if self.db.after_commit(self.notify, queue):
+        if self.db.after_commit(lambda: self.notify(queue)):
             return  # a waiter woken now would not see the uncommitted write
         super().notify(queue)
         self.db.announce(self.key, queue)

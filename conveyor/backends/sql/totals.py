@@ -1,66 +1,120 @@
-"""Running totals (sent, received, deleted) of the server databases, kept in memory between
-writes (SQLite writes them with each operation: `SQLStore.counted_write`).
+"""Running totals (sent, received, deleted) of the SQL stores, kept in memory between writes.
 
 Hot operations would otherwise all update one row per queue, which concurrent transactions
-on PostgreSQL and MySQL would wait for one by one. A store adds to the totals as it goes and
-writes them to its queue rows at most once a second (and on close, at exit, and at the end
-of a `multiprocessing` child): its own stats add what it has not written yet, stats in other
-processes may lag by up to a second, and a process killed, or ended by `os._exit`, may lose
-a second of counts, never a message.
+on PostgreSQL and MySQL would wait for one by one, and which on SQLite would add that row's
+page to every commit (a fifth of a single-message send's time). A store adds to the totals
+as it goes (once the operation has committed: `SQLStore.counted_write`) and writes them to
+its queue rows at most once a second (and on close, at exit, and at the end of a
+`multiprocessing` child): its own stats add what it has not written yet, stats in other
+processes may lag by up to a second, and a process killed, or ended by a bare `os._exit`,
+may lose a second of counts, never a message.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .connections import Connections, Exec
-from .statements import ADD_COUNTS, ADD_TOTAL
+from .statements import ADD_COUNTS, COUNT_MADE_AT, SHIFT_COUNT
 
 if TYPE_CHECKING:
     from .dialect import Dialect
 
-# (sent, received, deleted, queue id): the parameters of one UPDATE per queue
-CountRow = tuple[int, int, int, int]
+Total = Literal["sent", "received", "deleted"]
+TOTALS: dict[Total, int] = {"sent": 1, "received": 2, "deleted": 3}  # where a span holds it
+
+SPAN = 0.01
+"""Seconds of a queue's counts kept together: whether a count of the queue made meanwhile
+saw what they did is told by the span (`Counted.before`)."""
+
+
+class Counted:
+    """A queue's counts not written yet, in spans of `SPAN` seconds by when they were made:
+    each span [began at (the store's clock), sent, received, deleted], oldest first."""
+
+    __slots__ = ("qid", "spans")
+
+    def __init__(self, qid: int) -> None:
+        self.qid = qid
+        self.spans: list[list[float]] = []
+
+    def add(self, at: float, which: int, n: int) -> None:
+        """`n` more of the total at `which` (`TOTALS`), done at `at`."""
+        spans = self.spans
+        if spans and at < spans[-1][0] + SPAN:
+            spans[-1][which] += n
+        else:
+            span = [at, 0, 0, 0]
+            span[which] = n
+            spans.append(span)
+
+    def sums(self) -> tuple[int, int, int]:
+        """Sent, received, deleted."""
+        return self.before(math.inf)
+
+    def before(self, at: float) -> tuple[int, int, int]:
+        """Sent, received and deleted in the spans begun before `at`: done before a count
+        made then, which saw what they did (to within a span)."""
+        sent = received = deleted = 0
+        for began, s, r, d in self.spans:
+            if began >= at:
+                break
+            sent += int(s)
+            received += int(r)
+            deleted += int(d)
+        return sent, received, deleted
 
 
 class RunningTotals:
     def __init__(self, interval: float = 1.0) -> None:
         self._lock = threading.Lock()
-        self._pending: dict[int, list[int]] = {}
+        self._pending: dict[int, Counted] = {}
         self._interval = interval
         self._due_at = 0.0
 
-    def add(self, qid: int, sent: int = 0, received: int = 0, deleted: int = 0) -> bool:
-        """Count; True when the totals are due to be written."""
+    def add(self, at: float, total: Total, done: Iterable[tuple[int, int]]) -> bool:
+        """Count what was done at `at` (the store's clock): `done`, (queue id, how many)
+        pairs of `total`; True when the totals are due to be written."""
+        which = TOTALS[total]
         with self._lock:
-            c = self._pending.get(qid)
-            if c is None:
-                self._pending[qid] = [sent, received, deleted]
-            else:
-                c[0] += sent
-                c[1] += received
-                c[2] += deleted
+            pending = self._pending
+            for qid, n in done:
+                c = pending.get(qid)
+                if c is None:
+                    c = pending[qid] = Counted(qid)
+                c.add(at, which, n)
         return self.due()
 
     def due(self) -> bool:
         return bool(self._pending) and time.monotonic() >= self._due_at
 
-    def take(self) -> list[CountRow]:
-        """The counts to write, one row per queue; starts counting afresh."""
+    def take(self) -> list[Counted]:
+        """The counts to write, one per queue; starts counting afresh."""
         with self._lock:
-            rows = [(s, r, d, qid) for qid, (s, r, d) in sorted(self._pending.items())]
+            rows = [c for _, c in sorted(self._pending.items())]
             self._pending.clear()
             self._due_at = time.monotonic() + self._interval
         return rows
+
+    def restore(self, rows: Sequence[Counted]) -> None:
+        """Counts taken and not written (the write failed), counted again."""
+        with self._lock:
+            for row in rows:
+                c = self._pending.get(row.qid)
+                if c is None:
+                    self._pending[row.qid] = row
+                else:
+                    c.spans = sorted(row.spans + c.spans)
 
     def pending(self, qid: int) -> tuple[int, int, int]:
         """A queue's counts not written yet: sent, received, deleted."""
         with self._lock:
             c = self._pending.get(qid)
-            return (c[0], c[1], c[2]) if c is not None else (0, 0, 0)
+            return c.sums() if c is not None else (0, 0, 0)
 
     def forget(self, qid: int) -> None:
         with self._lock:
@@ -70,23 +124,25 @@ class RunningTotals:
         return bool(self._pending)
 
 
-Total = Literal["sent", "received", "deleted"]
-
-
-def add_total(ex: Exec, d: Dialect[Any], qid: int, total: Total, n: int) -> None:
-    """Raise one running total of a queue by `n`, in the transaction of `ex`."""
-    ex.run(d.sql(ADD_TOTAL[total]), {"n": n, "qid": qid})
-
-
-def write_counts(ex: Exec, d: Dialect[Any], rows: Sequence[CountRow]) -> None:
-    """Add counts to their queues' rows."""
+def write_counts(ex: Exec, d: Dialect[Any], rows: Sequence[Counted]) -> None:
+    """Add counts to their queues' rows. Where a queue has a stored count (estimates.py)
+    made after some of them, that count saw what they did and its totals did not include
+    them: its totals are moved on by those, so that its estimates do not take them twice."""
+    sums = [(row, row.sums()) for row in rows]
     ex.run_many(
         d.sql(ADD_COUNTS),
         [
-            {"sent": sent, "received": received, "deleted": deleted, "qid": qid}
-            for sent, received, deleted, qid in rows
+            {"sent": sent, "received": received, "deleted": deleted, "qid": row.qid}
+            for row, (sent, received, deleted) in sums
         ],
     )
+    for row in rows:
+        made = ex.one(d.sql(COUNT_MADE_AT), {"qid": row.qid})
+        if made is None or made[0] is None or row.spans[0][0] >= float(made[0]):
+            continue
+        sent, received, deleted = row.before(float(made[0]))
+        values = {"sent": sent, "received": received, "deleted": deleted}
+        ex.run(d.sql(SHIFT_COUNT), {**values, "qid": row.qid, "counted_at": made[0]})
 
 
 def last_counts(db: Connections[Any], totals: RunningTotals, d: Dialect[Any]) -> None:
