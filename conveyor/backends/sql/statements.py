@@ -129,10 +129,11 @@ QUEUE_TOTALS_AND_COUNT = Statement(
     " c.sent, c.received, c.deleted"
     " FROM {queues} q LEFT JOIN {counts} c ON c.queue_id = q.id WHERE q.id = :qid",
 )
-COUNT_MADE_AT = Statement(
-    "count_made_at",
-    "When a queue's stored count was made (NULL, or no row: none to use).",
-    "SELECT counted_at FROM {counts} WHERE queue_id = :qid",
+COUNTS_MADE_AT = Statement(
+    "counts_made_at",
+    "The queues, of these, that have a stored count to use, and when it was made.",
+    "SELECT queue_id, counted_at FROM {counts} WHERE queue_id IN (:qids*)"
+    " AND counted_at IS NOT NULL",
 )
 SHIFT_COUNT = Statement(
     "shift_count",

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .connections import Connections, Exec
-from .statements import ADD_COUNTS, COUNT_MADE_AT, SHIFT_COUNT
+from .statement import spread
+from .statements import ADD_COUNTS, COUNTS_MADE_AT, SHIFT_COUNT
 
 if TYPE_CHECKING:
     from .dialect import Dialect
@@ -136,13 +137,18 @@ def write_counts(ex: Exec, d: Dialect[Any], rows: Sequence[Counted]) -> None:
             for row, (sent, received, deleted) in sums
         ],
     )
+    qids = [row.qid for row in rows]
+    made: dict[int, float] = {
+        int(qid): float(at)
+        for qid, at in ex.rows(d.sql(COUNTS_MADE_AT, 0, len(qids)), spread("qids", qids))
+    }
     for row in rows:
-        made = ex.one(d.sql(COUNT_MADE_AT), {"qid": row.qid})
-        if made is None or made[0] is None or row.spans[0][0] >= float(made[0]):
-            continue
-        sent, received, deleted = row.before(float(made[0]))
+        at = made.get(row.qid)
+        if at is None or row.spans[0][0] >= at:
+            continue  # no count, or one made before all of these: it saw none
+        sent, received, deleted = row.before(at)
         values = {"sent": sent, "received": received, "deleted": deleted}
-        ex.run(d.sql(SHIFT_COUNT), {**values, "qid": row.qid, "counted_at": made[0]})
+        ex.run(d.sql(SHIFT_COUNT), {**values, "qid": row.qid, "counted_at": at})
 
 
 def last_counts(db: Connections[Any], totals: RunningTotals, d: Dialect[Any]) -> None:
