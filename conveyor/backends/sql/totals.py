@@ -138,10 +138,11 @@ def write_counts(ex: Exec, d: Dialect[Any], rows: Sequence[Counted]) -> None:
         ],
     )
     qids = [row.qid for row in rows]
-    made: dict[int, float] = {
-        int(qid): float(at)
-        for qid, at in ex.rows(d.sql(COUNTS_MADE_AT, 0, len(qids)), spread("qids", qids))
-    }
+    made: dict[int, float] = {}
+    for start in range(0, len(qids), 500):  # well within every driver's parameter limit
+        part = qids[start : start + 500]
+        found = ex.rows(d.sql(COUNTS_MADE_AT, 0, len(part)), spread("qids", part))
+        made.update((int(qid), float(at)) for qid, at in found)
     for row in rows:
         at = made.get(row.qid)
         if at is None or row.spans[0][0] >= at:
