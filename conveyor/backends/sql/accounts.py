@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+IDLE = 0.25
+"""Seconds without a count after which a process's held totals are written from a thread."""
+
 
 class SQLAccounts(Generic[E]):
     """What a store's queues hold and have seen: counts and sweeps."""
@@ -48,16 +51,57 @@ class SQLAccounts(Generic[E]):
         self.totals = RunningTotals()  # counted here, not yet written (totals.py)
         self.counts = LastCounts()  # of deep queues, for stats (estimates.py)
         self._swept: dict[int, float] = {}
+        self._timer: threading.Timer | None = None  # writes the totals once idle (`_later`)
+        self._active = 0.0  # time.monotonic() of the last count
 
     def count(self, done: Sequence[tuple[int, int]], total: Total) -> None:
         """Count what an operation did once it is done (committed: `done` is (queue id, how
         many) pairs of `total`), and write the totals when due."""
         if self.totals.add(self.store.clock.now(), total, done):
             self.flush_if_due()
+        else:
+            self._later()
 
     def add(self, done: Sequence[tuple[int, int]], total: Total) -> None:
         """Count what an operation did, once it is done (committed)."""
         self.totals.add(self.store.clock.now(), total, done)
+        self._later()
+
+    def _later(self) -> None:
+        """Write the totals from a thread should the process go idle: a process that calls
+        the store writes them itself once due (`count`, `flush_if_due`), and one that stops
+        calling still shows other processes what it did, about a second later."""
+        self._active = time.monotonic()
+        timer = self._timer
+        if timer is None or not timer.is_alive():
+            self._arm()
+
+    def _arm(self) -> None:
+        """A timer for when the totals held are due and the process has been idle."""
+        wait = self.totals.wait()
+        if wait is None:
+            return
+        idle = time.monotonic() - self._active
+        timer = self._timer = threading.Timer(max(wait, IDLE - idle), self._idle)
+        timer.daemon = True
+        timer.start()
+
+    def _idle(self) -> None:
+        self._timer = None
+        if time.monotonic() - self._active >= IDLE:  # else its own calls write them
+            try:
+                self.flush_if_due()
+            except Exception as exc:  # a store closed meanwhile: its close wrote them
+                log.debug("writing the running totals: %s", exc)
+        if self.totals:
+            self._arm()  # counted meanwhile, or not written: again
+
+    def close(self) -> None:
+        """The store closing: write what is held, and no more later."""
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+        self.flush()
 
     def flush_if_due(self) -> None:
         """Write the totals when due. A failure to write them is the totals', not the

@@ -312,7 +312,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
 
     def close(self) -> None:
         with contextlib.suppress(ConveyorError):  # counts are best effort without a database
-            self.accounts.flush()
+            self.accounts.close()
         self.db.close()
 
     # -- waiting --------------------------------------------------------------------------

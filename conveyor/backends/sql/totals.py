@@ -4,7 +4,8 @@ Hot operations would otherwise all update one row per queue, which concurrent tr
 on PostgreSQL and MySQL would wait for one by one, and which on SQLite would add that row's
 page to every commit (a fifth of a single-message send's time). A store adds to the totals
 as it goes (once the operation has committed: `SQLStore.counted_write`) and writes them to
-its queue rows at most once a second (and on close, at exit, and at the end of a
+its queue rows at most once a second (by the calls that count them, or from a thread once
+the process has gone idle: `SQLAccounts._later`; and on close, at exit, and at the end of a
 `multiprocessing` child): its own stats add what it has not written yet, stats in other
 processes may lag by up to a second, and a process killed, or ended by a bare `os._exit`,
 may lose a second of counts, never a message.
@@ -92,6 +93,12 @@ class RunningTotals:
 
     def due(self) -> bool:
         return bool(self._pending) and time.monotonic() >= self._due_at
+
+    def wait(self) -> float | None:
+        """Seconds until the totals held fall due (None: none held, or never due)."""
+        if not self._pending or self._due_at == math.inf:
+            return None
+        return max(0.0, self._due_at - time.monotonic())
 
     def take(self) -> list[Counted]:
         """The counts to write, one per queue; starts counting afresh."""
