@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...models import QueueStats
+from ..idle import WhenIdle
 from ..rules import deadline_rules, expired, tally
 from .items import Entry, n, num, s
 from .table import expr
@@ -52,10 +53,22 @@ class DynamoAccounts:
     def __init__(self, store: DynamoStore) -> None:
         self.store = store
         self.totals = Totals()  # counted here, not yet added to the totals items
+        self._idle = WhenIdle(self._flush_if_due, self.totals.wait, self.totals.__bool__)
 
     def count(self, entry: Entry, field: str, n: int = 1) -> None:
         if self.totals.add(entry.qt, field, n):
             self.flush()
+        else:
+            self._idle.counted()
+
+    def _flush_if_due(self) -> None:
+        if self.totals.due():
+            self.flush()
+
+    def close(self) -> None:
+        """The store closing: add what is held, and no more later."""
+        self._idle.cancel()
+        self.flush()
 
     def flush(self, qt: str | None = None) -> None:
         """Add what was counted here (of one queue, or of all) to the totals items."""

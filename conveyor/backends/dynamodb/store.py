@@ -145,7 +145,7 @@ class DynamoStore(Backend):
 
     def close(self) -> None:
         with contextlib.suppress(ConveyorError):  # a table gone or unreachable: counts too
-            self.accounts.flush()
+            self.accounts.close()
         self.table.close()
 
     def migrate(self) -> tuple[int, int] | None:

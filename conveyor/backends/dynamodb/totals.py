@@ -1,5 +1,7 @@
 """Running totals of each queue (sent, received, deleted, dead, expired), counted in memory
-and added to the queue's totals item at most once a second, before `stats()` and on close.
+and added to the queue's totals item at most once a second (by the calls that count them,
+or from a thread once the process has gone idle: backends/idle.py), before `stats()` and
+on close.
 
 Every send and receive writing to one item per queue would make that item a hot spot that
 caps the queue's throughput on DynamoDB; so a process writes at most one update per queue a
@@ -30,6 +32,18 @@ class Totals:
             counts = self._pending.setdefault(qt, [0] * len(FIELDS))
             counts[FIELDS.index(field)] += n
         return time.monotonic() >= self._due_at
+
+    def due(self) -> bool:
+        return bool(self._pending) and time.monotonic() >= self._due_at
+
+    def wait(self) -> float | None:
+        """Seconds until the totals held fall due (None: none held)."""
+        if not self._pending:
+            return None
+        return max(0.0, self._due_at - time.monotonic())
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
 
     def take(self, qt: str | None = None) -> dict[str, list[int]]:
         """What to write (of one queue, or of all), counting afresh."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Generic, NamedTuple
 from ...exceptions import StoreUnavailable
 from ...models import QueueAttributes, QueueStats
 from ..base import WouldBlock
+from ..idle import WhenIdle
 from ..rules import SWEEP_INTERVAL, SWEEP_ROWS, deadline_rules
 from .connections import E
 from .estimates import Count, LastCounts, Totals
@@ -39,9 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-IDLE = 0.25
-"""Seconds without a count after which a process's held totals are written from a thread."""
-
 
 class SQLAccounts(Generic[E]):
     """What a store's queues hold and have seen: counts and sweeps."""
@@ -51,8 +49,7 @@ class SQLAccounts(Generic[E]):
         self.totals = RunningTotals()  # counted here, not yet written (totals.py)
         self.counts = LastCounts()  # of deep queues, for stats (estimates.py)
         self._swept: dict[int, float] = {}
-        self._timer: threading.Timer | None = None  # writes the totals once idle (`_later`)
-        self._active = 0.0  # time.monotonic() of the last count
+        self._idle = WhenIdle(self.flush_if_due, self.totals.wait, self.totals.__bool__)
 
     def count(self, done: Sequence[tuple[int, int]], total: Total) -> None:
         """Count what an operation did once it is done (committed: `done` is (queue id, how
@@ -60,47 +57,16 @@ class SQLAccounts(Generic[E]):
         if self.totals.add(self.store.clock.now(), total, done):
             self.flush_if_due()
         else:
-            self._later()
+            self._idle.counted()
 
     def add(self, done: Sequence[tuple[int, int]], total: Total) -> None:
         """Count what an operation did, once it is done (committed)."""
         self.totals.add(self.store.clock.now(), total, done)
-        self._later()
-
-    def _later(self) -> None:
-        """Write the totals from a thread should the process go idle: a process that calls
-        the store writes them itself once due (`count`, `flush_if_due`), and one that stops
-        calling still shows other processes what it did, about a second later."""
-        self._active = time.monotonic()
-        timer = self._timer
-        if timer is None or not timer.is_alive():
-            self._arm()
-
-    def _arm(self) -> None:
-        """A timer for when the totals held are due and the process has been idle."""
-        wait = self.totals.wait()
-        if wait is None:
-            return
-        idle = time.monotonic() - self._active
-        timer = self._timer = threading.Timer(max(wait, IDLE - idle), self._idle)
-        timer.daemon = True
-        timer.start()
-
-    def _idle(self) -> None:
-        self._timer = None
-        if time.monotonic() - self._active >= IDLE:  # else its own calls write them
-            try:
-                self.flush_if_due()
-            except Exception as exc:  # a store closed meanwhile: its close wrote them
-                log.debug("writing the running totals: %s", exc)
-        if self.totals:
-            self._arm()  # counted meanwhile, or not written: again
+        self._idle.counted()
 
     def close(self) -> None:
         """The store closing: write what is held, and no more later."""
-        timer = self._timer
-        if timer is not None:
-            timer.cancel()
+        self._idle.cancel()
         self.flush()
 
     def flush_if_due(self) -> None:

@@ -5,7 +5,7 @@ on PostgreSQL and MySQL would wait for one by one, and which on SQLite would add
 page to every commit (a fifth of a single-message send's time). A store adds to the totals
 as it goes (once the operation has committed: `SQLStore.counted_write`) and writes them to
 its queue rows at most once a second (by the calls that count them, or from a thread once
-the process has gone idle: `SQLAccounts._later`; and on close, at exit, and at the end of a
+the process has gone idle: backends/idle.py; and on close, at exit, and at the end of a
 `multiprocessing` child): its own stats add what it has not written yet, stats in other
 processes may lag by up to a second, and a process killed, or ended by a bare `os._exit`,
 may lose a second of counts, never a message.

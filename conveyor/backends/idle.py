@@ -1,0 +1,70 @@
+"""Writing what a store counts in memory once its process goes idle.
+
+The stores that count running totals in memory (the SQL stores, DynamoDB) write them from
+the calls that count them, at most once a second. A process that stops calling would keep
+its last second's counts from every other process until it called again or exited; a
+`WhenIdle` writes them from a thread once they are due and the process has made no call for
+`IDLE` seconds. A busy process still writes them in its own calls, so the timer adds no
+writes beside them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+IDLE = 0.25
+"""Seconds without a count after which counts held are written from a thread."""
+
+
+class WhenIdle:
+    """Calls `write()` from a timer thread once `wait()` (seconds until the counts held are
+    due; None: nothing held) has passed and no `counted()` came for `IDLE` seconds, and again
+    while `held()` says counts remain (counted meanwhile, or a write that failed)."""
+
+    def __init__(
+        self,
+        write: Callable[[], object],
+        wait: Callable[[], float | None],
+        held: Callable[[], bool],
+    ) -> None:
+        self._write = write
+        self._wait = wait
+        self._held = held
+        self._timer: threading.Timer | None = None
+        self._active = 0.0  # time.monotonic() of the last count
+
+    def counted(self) -> None:
+        """A call counted something: the timer is armed, if it is not."""
+        self._active = time.monotonic()
+        timer = self._timer
+        if timer is None or not timer.is_alive():  # (a forked child's is not)
+            self._arm()
+
+    def cancel(self) -> None:
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+
+    def _arm(self) -> None:
+        wait = self._wait()
+        if wait is None:
+            return
+        idle = time.monotonic() - self._active
+        timer = self._timer = threading.Timer(max(wait, IDLE - idle), self._fire)
+        timer.daemon = True
+        timer.start()
+
+    def _fire(self) -> None:
+        self._timer = None
+        if time.monotonic() - self._active >= IDLE:  # else the process's own calls write
+            try:
+                self._write()
+            except Exception as exc:  # a store closed meanwhile: its close wrote them
+                log.debug("writing the counts held: %s", exc)
+        if self._held():
+            self._arm()
