@@ -24,17 +24,11 @@ IDLE = 0.25
 class WhenIdle:
     """Calls `write()` from a timer thread once `wait()` (seconds until the counts held are
     due; None: nothing held) has passed and no `counted()` came for `IDLE` seconds, and again
-    while `held()` says counts remain (counted meanwhile, or a write that failed)."""
+    while counts remain (counted meanwhile, or a write that failed)."""
 
-    def __init__(
-        self,
-        write: Callable[[], object],
-        wait: Callable[[], float | None],
-        held: Callable[[], bool],
-    ) -> None:
+    def __init__(self, write: Callable[[], object], wait: Callable[[], float | None]) -> None:
         self._write = write
         self._wait = wait
-        self._held = held
         self._timer: threading.Timer | None = None
         self._active = 0.0  # time.monotonic() of the last count
 
@@ -66,5 +60,4 @@ class WhenIdle:
                 self._write()
             except Exception as exc:  # a store closed meanwhile: its close wrote them
                 log.debug("writing the counts held: %s", exc)
-        if self._held():
-            self._arm()
+        self._arm()  # where counts remain

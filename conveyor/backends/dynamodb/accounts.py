@@ -53,7 +53,7 @@ class DynamoAccounts:
     def __init__(self, store: DynamoStore) -> None:
         self.store = store
         self.totals = Totals()  # counted here, not yet added to the totals items
-        self._idle = WhenIdle(self._flush_if_due, self.totals.wait, self.totals.__bool__)
+        self._idle = WhenIdle(self._flush_if_due, self.totals.wait)
 
     def count(self, entry: Entry, field: str, n: int = 1) -> None:
         if self.totals.add(entry.qt, field, n):

@@ -31,7 +31,7 @@ class Totals:
         with self._lock:
             counts = self._pending.setdefault(qt, [0] * len(FIELDS))
             counts[FIELDS.index(field)] += n
-        return time.monotonic() >= self._due_at
+        return self.due()
 
     def due(self) -> bool:
         return bool(self._pending) and time.monotonic() >= self._due_at
@@ -41,9 +41,6 @@ class Totals:
         if not self._pending:
             return None
         return max(0.0, self._due_at - time.monotonic())
-
-    def __bool__(self) -> bool:
-        return bool(self._pending)
 
     def take(self, qt: str | None = None) -> dict[str, list[int]]:
         """What to write (of one queue, or of all), counting afresh."""

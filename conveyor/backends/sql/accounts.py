@@ -49,7 +49,7 @@ class SQLAccounts(Generic[E]):
         self.totals = RunningTotals()  # counted here, not yet written (totals.py)
         self.counts = LastCounts()  # of deep queues, for stats (estimates.py)
         self._swept: dict[int, float] = {}
-        self._idle = WhenIdle(self.flush_if_due, self.totals.wait, self.totals.__bool__)
+        self._idle = WhenIdle(self.flush_if_due, self.totals.wait)
 
     def count(self, done: Sequence[tuple[int, int]], total: Total) -> None:
         """Count what an operation did once it is done (committed: `done` is (queue id, how

@@ -109,8 +109,6 @@ ADD_DEAD = Statement(
     "A queue's running total of messages moved to its dead-letter queue, raised by one.",
     "UPDATE {queues} SET dead = dead + 1 WHERE id = :qid",
 )
-# one total raised alone (SQLite: in each operation's own transaction, where a statement
-# that raised all three would cost a microsecond more)
 # a deep queue's last count (estimates.py): its stats then, the totals it saw, when, and how
 # long it took; and the queue's edits, the changes to it the totals do not record
 _COUNT_COLUMNS = (
