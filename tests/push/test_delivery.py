@@ -348,7 +348,7 @@ def test_msgid_deduplicates_until_acknowledged(start: Start) -> None:
 
 
 def test_a_silent_consumer_is_dropped_by_heartbeat(start: Start) -> None:
-    gw = start(heartbeat_interval=0.2, heartbeat_timeout=0.3)
+    gw = start(heartbeat_interval=0.5, heartbeat_timeout=0.5)
     silent = Peer(gw.port)
     register(silent, "beat", "mute", prefetch=5)
     producer = PushProducer(gw.url)
