@@ -303,9 +303,10 @@ class Queue:
         """The receive these options ask for, checked, the queue's defaults filled in:
         `wait` its receive_wait, `visibility_timeout` its visibility timeout."""
         check_max_messages(max_messages, SDK_BATCH)
-        attrs = self.info.attributes
+        attrs = self.info.attributes  # its values were checked as they were set
         vt = attrs.visibility_timeout if visibility_timeout is None else visibility_timeout
-        check_visibility(vt)
+        if visibility_timeout is not None:
+            check_visibility(visibility_timeout)
         return Receive(max_messages, vt, attrs.receive_wait if wait is None else check_wait(wait))
 
     def receive(

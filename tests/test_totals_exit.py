@@ -121,3 +121,32 @@ def test_an_idle_process_s_totals_reach_the_others_once_due(store: str, tmp_path
             until(lambda: (there.stats().sent, there.stats().received) == (3, 2), timeout=10)
     finally:
         drop(url)
+
+
+def test_an_idle_forked_child_s_totals_reach_the_others(url: str) -> None:
+    """A child forked while its parent's idle timer runs (counts held): the timer did not
+    come with it, so the child arms its own, and what it did reaches other processes while
+    it stays alive and makes no more calls."""
+    client = Client(url)
+    q = client.queue("work")
+    q.send("first")  # written at once: the first counts are due at once
+    q.send_batch(["a", "b"])  # held: the parent's timer is armed
+    ctx = multiprocessing.get_context("fork")
+    leave = ctx.Event()
+
+    def more() -> None:
+        q.send_batch([f"c{i}" for i in range(10)])
+        q.receive(4)
+        leave.wait(60)  # idle, and alive
+
+    proc = ctx.Process(target=more)
+    proc.start()
+    try:
+        with Client(url) as other:
+            there = other.queue("work")
+            until(lambda: (there.stats().sent, there.stats().received) == (13, 4), timeout=10)
+    finally:
+        leave.set()
+        proc.join(60)
+        client.close()
+    assert proc.exitcode == 0

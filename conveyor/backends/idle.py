@@ -11,6 +11,7 @@ writes beside them.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,16 @@ log = logging.getLogger(__name__)
 
 IDLE = 0.25
 """Seconds without a count after which counts held are written from a thread."""
+
+_forks = 0  # a forked child's timers did not come with it: counted once per fork
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class WhenIdle:
@@ -29,23 +40,33 @@ class WhenIdle:
     def __init__(self, write: Callable[[], object], wait: Callable[[], float | None]) -> None:
         self._write = write
         self._wait = wait
-        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None  # armed, or firing
+        self._forks = _forks
+        self._cancelled = False
         self._active = 0.0  # time.monotonic() of the last count
 
     def counted(self) -> None:
-        """A call counted something: the timer is armed, if it is not."""
+        """A call counted something: the timer is armed, if it is not (every operation
+        counts, so this asks no more than an attribute where it is)."""
         self._active = time.monotonic()
-        timer = self._timer
-        if timer is None or not timer.is_alive():  # (a forked child's is not)
-            self._arm()
+        if self._timer is None or self._forks != _forks:
+            if self._forks != _forks:  # a forked child: its parent's thread may hold the lock
+                self._lock, self._timer, self._forks = threading.Lock(), None, _forks
+            with self._lock:
+                if self._timer is None:
+                    self._arm()
 
     def cancel(self) -> None:
-        timer = self._timer
+        """No more writes from the timer (the store is closing)."""
+        with self._lock:
+            timer, self._timer, self._cancelled = self._timer, None, True
         if timer is not None:
             timer.cancel()
 
     def _arm(self) -> None:
-        wait = self._wait()
+        """Start the timer where counts are held (the lock held)."""
+        wait = None if self._cancelled else self._wait()
         if wait is None:
             return
         idle = time.monotonic() - self._active
@@ -54,10 +75,13 @@ class WhenIdle:
         timer.start()
 
     def _fire(self) -> None:
-        self._timer = None
+        with self._lock:
+            self._timer = None  # a count from now on arms it afresh
         if time.monotonic() - self._active >= IDLE:  # else the process's own calls write
             try:
                 self._write()
             except Exception as exc:  # a store closed meanwhile: its close wrote them
                 log.debug("writing the counts held: %s", exc)
-        self._arm()  # where counts remain
+        with self._lock:
+            if self._timer is None:  # where counts remain, and no count armed it
+                self._arm()

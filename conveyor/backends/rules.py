@@ -73,16 +73,18 @@ def bare_bodies(messages: Sequence[NewMessage]) -> bool:
     no attributes, group, deadline or compression."""
     first = messages[0]
     priority, delay = first.priority, first.delay
-    return all(
-        (m.generated_id or not m.id)
-        and not m.attributes
-        and m.group_id is None
-        and m.deadline is None
-        and not m.compressed
-        and m.priority == priority
-        and m.delay == delay
-        for m in messages
-    )
+    for m in messages:  # a plain loop: all() over a generator resumes a frame a message
+        if not (
+            (m.generated_id or not m.id)
+            and not m.attributes
+            and m.group_id is None
+            and m.deadline is None
+            and not m.compressed
+            and m.priority == priority
+            and m.delay == delay
+        ):
+            return False
+    return True
 
 
 class ClaimTerms(NamedTuple):

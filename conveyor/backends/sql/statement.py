@@ -208,6 +208,7 @@ class Numbered(str):
     # rows (``(...)*``) whose values all come after what they share, in the rows' order:
     # the names they share, then one row's own names (`by_rows`)
     layout: tuple[tuple[str, ...], tuple[str, ...]] | None
+    shared: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # the values of layout[0]
 
     def __new__(
         cls,
@@ -218,11 +219,16 @@ class Numbered(str):
         self = super().__new__(cls, text)
         self.order = order
         self.layout = layout
-        if len(order) > 1:
-            self.pick = operator.itemgetter(*order)
-        else:
-            self.pick = lambda values: tuple(values[name] for name in order)
+        self.pick = _values_of(order)
+        self.shared = _values_of(() if layout is None else layout[0])
         return self
+
+
+def _values_of(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """The values of `names` from a mapping, as a tuple in that order."""
+    if len(names) > 1:
+        return operator.itemgetter(*names)  # in C: most statements bind several
+    return lambda values: tuple(values[name] for name in names)
 
 
 def by_rows(
@@ -233,8 +239,7 @@ def by_rows(
     built straight from the rows where the text's numbers allow (the shared values first,
     then row after row), else by name."""
     if isinstance(sql, Numbered) and sql.layout is not None and sql.layout[1] == names:
-        head = tuple(shared[name] for name in sql.layout[0])
-        return (*head, *itertools.chain.from_iterable(rows))
+        return (*sql.shared(shared), *itertools.chain.from_iterable(rows))
     values = each(names, rows)
     values.update(shared)
     return positional(sql, values)

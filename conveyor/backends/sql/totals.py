@@ -89,7 +89,7 @@ class RunningTotals:
                 if c is None:
                     c = pending[qid] = Counted(qid)
                 c.add(at, which, n)
-        return self.due()
+        return time.monotonic() >= self._due_at  # `due`, with counts just added
 
     def due(self) -> bool:
         return bool(self._pending) and time.monotonic() >= self._due_at
