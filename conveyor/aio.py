@@ -313,7 +313,7 @@ class AsyncQueue:
         got = await (
             claim() if op.wait <= 0 else long_poll_async(queue, op.wait, claim, stop, self.waits)
         )
-        return [decode_message(m) for m in got]
+        return [decode_message(m) if m.compressed else m for m in got]
 
     async def run_send(self, op: Send) -> Sent:
         """Do a checked send (`Queue.sending`) in one store call, from the event loop."""

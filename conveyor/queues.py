@@ -351,7 +351,7 @@ class Queue:
                 got = done.value
         if len(got) == first < op.most:
             got = self.receive_more(got, op.most, vt)
-        return [decode_message(m) for m in got]
+        return [decode_message(m) if m.compressed else m for m in got]
 
     def receive_more(self, got: list[Message], most: int, vt: float) -> list[Message]:
         """`got`, a full claim of `batch_limit` messages, and what further claims add up to
@@ -404,6 +404,8 @@ class Queue:
         """Do a checked delete (`deleting`), `batch_limit` receipts a store call: each
         receipt's error (ReceiptHandleInvalid for a stale or forged one), or None."""
         backend, name = self._backend, self.name
+        if len(op.receipts) <= backend.batch_limit:  # one part (`_in_parts`)
+            return list(backend.delete(name, op.receipts))
         return self._in_parts(op.receipts, lambda part: backend.delete(name, part))
 
     def delete(self, receipt: str) -> None:

@@ -765,7 +765,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             for token, keys in by_token.items():
                 if attrs.archive:
                     self.editor.archive(ex, qid, queue, now, "deleted", keys, token)
-                gone.update((token, row) for row in d.delete_held(ex, qid, token, keys, exact))
+                gone.update([(token, row) for row in d.delete_held(ex, qid, token, keys, exact)])
             return gone
 
         single = d.single_delete and not attrs.archive and len(by_token) == 1
