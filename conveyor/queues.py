@@ -403,10 +403,7 @@ class Queue:
     def run_delete(self, op: Delete) -> list[Exception | None]:
         """Do a checked delete (`deleting`), `batch_limit` receipts a store call: each
         receipt's error (ReceiptHandleInvalid for a stale or forged one), or None."""
-        backend, name = self._backend, self.name
-        if len(op.receipts) <= backend.batch_limit:  # one part (`_in_parts`)
-            return list(backend.delete(name, op.receipts))
-        return self._in_parts(op.receipts, lambda part: backend.delete(name, part))
+        return self._in_parts(op.receipts, self._backend.delete)
 
     def delete(self, receipt: str) -> None:
         """Delete a received message. ReceiptHandleInvalid if the receipt is stale or forged."""
@@ -422,18 +419,20 @@ class Queue:
         return [batch_result(k, None, e) for k, e in zip(op.entry_ids, errors, strict=True)]
 
     def _in_parts(
-        self, items: Sequence[T], call: Callable[[Sequence[T]], Sequence[Exception | None]]
+        self,
+        items: Sequence[T],
+        call: Callable[[str, Sequence[T]], Sequence[Exception | None]],
     ) -> list[Exception | None]:
-        """`call` on `items`, `batch_limit` at a time; a part the store refuses gives each
-        of its items the error."""
-        limit = self._backend.batch_limit
+        """`call(queue, part)`, a store method, on `items`, `batch_limit` at a time; a part
+        the store refuses gives each of its items the error."""
+        name, limit = self.name, self._backend.batch_limit
         if len(items) <= limit:
-            return list(call(items))
+            return list(call(name, items))
         out: list[Exception | None] = []
         for start in range(0, len(items), limit):
             part = items[start : start + limit]
             try:
-                out.extend(call(part))
+                out.extend(call(name, part))
             except ConveyorError as exc:
                 out.extend([exc] * len(part))
         return out
@@ -443,8 +442,7 @@ class Queue:
         """Make received messages visible again as though that receive had not been made
         (`Backend.give_back`): for messages claimed and never handed to anyone. Per
         receipt, None or its error; `batch_limit` receipts a store call."""
-        backend, name = self._backend, self.name
-        return self._in_parts(receipts, lambda part: backend.give_back(name, part))
+        return self._in_parts(receipts, self._backend.give_back)
 
     def changing_visibility(
         self,
@@ -469,13 +467,8 @@ class Queue:
     def run_change_visibility(self, op: ChangeVisibility) -> list[Exception | None]:
         """Do a checked change of visibility (`changing_visibility`), `batch_limit` entries
         a store call: each entry's error, or None."""
-        backend, name = self._backend, self.name
         valid = [c for c in op.changes if not isinstance(c, ConveyorError)]
-        done = iter(
-            self._in_parts(valid, lambda part: backend.change_visibility(name, part))
-            if valid
-            else ()
-        )
+        done = iter(self._in_parts(valid, self._backend.change_visibility) if valid else ())
         return [c if isinstance(c, ConveyorError) else next(done) for c in op.changes]
 
     def change_visibility(self, receipt: str, timeout: float) -> None:

@@ -50,9 +50,9 @@ class WhenIdle:
         """A call counted something: the timer is armed, if it is not (every operation
         counts, so this asks no more than an attribute where it is)."""
         self._active = time.monotonic()
-        if self._timer is None or self._forks != _forks:
-            if self._forks != _forks:  # a forked child: its parent's thread may hold the lock
-                self._lock, self._timer, self._forks = threading.Lock(), None, _forks
+        if self._forks != _forks:  # a forked child: its parent's thread may hold the lock
+            self._lock, self._timer, self._forks = threading.Lock(), None, _forks
+        if self._timer is None:
             with self._lock:
                 if self._timer is None:
                     self._arm()
