@@ -82,6 +82,61 @@ def test_totals_written_after_a_count_that_saw_them_are_not_taken_twice(
             sqlstores.drop(url)
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgres", "mysql"])
+def test_totals_written_while_a_count_is_made_do_not_spoil_it(store: str, tmp_path: Any) -> None:
+    """Another process writes the totals it held (of sends made before the count) after the
+    count has read the queue and before it is stored: the count saw those sends and its
+    totals did not, and the writer found no count to move on, so that count is not stored
+    (it cannot tell which of what was written it saw): the next stats count again, and a
+    count with no such write meanwhile is stored. (Before, it was stored: the sends were
+    taken twice, and a queue emptied since showed them as ready until its next count.)"""
+    url = f"sqlite:///{tmp_path}/q.db" if store == "sqlite" else None
+    if url is None:
+        why = sqlstores.reachable(store)
+        if why is not None:
+            unavailable(why)
+        url = sqlstores.fresh_url(store)
+    clock = ManualClock()
+    try:
+        with Client(url, clock=clock) as sender, Client(url, clock=clock) as counter:
+            counted: list[str] = []
+            backend = spied(counter, counted)
+            sending = sender.backend
+            assert isinstance(sending, SQLStore)
+            q = sender.create_queue("burst", visibility_timeout=30)
+            q.send("first")  # written at once (the first counts are due at once)
+            sending.accounts.totals._due_at = float("inf")  # held from here on
+            for start in range(0, 40, 10):
+                q.send_batch([f"m{i}" for i in range(start, start + 10)])
+            clock.advance(1)
+            count = backend.accounts._count
+
+            def written_meanwhile(*args: Any) -> Any:
+                done = count(*args)
+                sending.accounts.flush()  # after the count read, before it is stored
+                return done
+
+            backend.accounts._count = written_meanwhile
+            there = counter.queue("burst")
+            assert there.stats().ready == 41 and counted == ["burst"]
+            backend.accounts._count = count
+            got = q.receive(10)
+            q.delete_batch([m.receipt or "" for m in got])
+            sending.accounts.flush()
+            again = there.stats()
+            assert counted == ["burst", "burst"]  # not stored: counted again
+            assert (again.ready, again.in_flight, again.total) == (31, 0, 31)
+            assert (again.sent, again.received, again.deleted) == (41, 10, 10)
+            q.send("after")
+            sending.accounts.flush()
+            estimated = there.stats()
+            assert counted == ["burst", "burst"]  # stored: estimated from it
+            assert (estimated.ready, estimated.total, estimated.sent) == (32, 32, 42)
+    finally:
+        if store != "sqlite":
+            sqlstores.drop(url)
+
+
 def spied(client: Client, counted: list[str], here: list[bool] | None = None) -> Any:
     """The client's store, its counts appended to `counted` (with, in `here`, whether each
     ran on the caller's thread), estimated from 20 messages on."""

@@ -33,7 +33,7 @@ from .statements import (
     SWEEP_RETAINED,
     UNCOUNT,
 )
-from .totals import RunningTotals, Total, write_counts
+from .totals import Counted, RunningTotals, Total, write_counts
 
 if TYPE_CHECKING:
     from .store import SQLStore
@@ -188,12 +188,22 @@ class SQLAccounts(Generic[E]):
             count = Count(stats=stats, at=now, took=time.perf_counter() - started)
             values = {**count.values(qid), "edits": before.edits}
             # the totals it counted and had not written go with it: the count's totals
-            # include them, and other processes move it on by the queue's row
+            # include them, and other processes move it on by the queue's row. The queue's
+            # own (if none, nothing) are written with them, its row locked in their order
             rows = self.totals.take()
+            if not any(row.qid == qid for row in rows):
+                rows = sorted([*rows, Counted(qid)], key=lambda row: row.qid)
 
             def store(ex: E) -> None:
-                if rows:
-                    write_counts(ex, d, rows)
+                write_counts(ex, d, rows)
+                # another process that wrote its totals after the count read the queue's
+                # row found no count to move on, and the count cannot tell which of them
+                # it saw: it is not stored, and the next stats count again
+                row = ex.one(d.sql(QUEUE_TOTALS_AND_COUNT), {"qid": qid})
+                ours = next(mine.sums() for mine in rows if mine.qid == qid)
+                alone = tuple(a + b for a, b in zip(before.written, ours, strict=True))
+                if row is None or tuple(int(v) for v in row[:3]) != alone:
+                    return
                 ex.run(d.sql(STORE_COUNT), values)
                 self.counts.saw(qid, count)
 
@@ -287,6 +297,7 @@ class SQLAccounts(Generic[E]):
         sent, received, deleted, dead, expired = (int(v) for v in row[:5])
         more_sent, more_received, more_deleted = self.totals.pending(qid)
         totals = (sent + more_sent, received + more_received, deleted + more_deleted, dead, expired)
+        written = (sent, received, deleted)
         at, took, edits, *counted = row[5:]
         last = None
         if at is not None:
@@ -295,12 +306,14 @@ class SQLAccounts(Generic[E]):
                 stored = ex.one(d.sql(STORED_COUNT), {"qid": qid})
                 if stored is not None and stored[-2] is not None:
                     last = self.counts.saw(qid, Count.stored(name, stored))
-        return Accounted(totals, last, int(edits or 0))
+        return Accounted(totals, written, last, int(edits or 0))
 
 
 class Accounted(NamedTuple):
     """What a queue's row and stored count say (`SQLAccounts._accounted`)."""
 
     totals: Totals
+    written: tuple[int, int, int]  # sent, received, deleted as the row says (`totals` adds
+    # what this process has not written)
     last: Count | None  # its last count, if it was deep
     edits: int  # changes the totals do not record, made to it so far (`SQLAccounts.recount`)

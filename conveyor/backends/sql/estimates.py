@@ -15,11 +15,13 @@ within `RECOUNT_AFTER` (or ever).
 
 Such stats are approximate, as SQS's ApproximateNumberOfMessages* are: a message whose delay
 or visibility timeout ends between two counts is shown where it was at the first; other
-processes' totals arrive within a second (totals.py); messages dead-lettered into the queue
-show at the next count. A purge, redrive or edit made through any process sets the queue's
-stored count aside in its own transaction (and raises the queue's ``edits``, so that a count
-begun before it is not stored after it): the next stats count. A queue counted at fewer
-messages is counted at every call, exactly: a small queue's stats are never estimates.
+processes' totals arrive within a second (totals.py), and those written while a count is
+made make it unusable (it cannot tell which of what they did it saw: it is not stored, and
+the next stats count again); messages dead-lettered into the queue show at the next count.
+A purge, redrive or edit made through any process sets the queue's stored count aside in
+its own transaction (and raises the queue's ``edits``, so that a count begun before it is
+not stored after it): the next stats count. A queue counted at fewer messages is counted at
+every call, exactly: a small queue's stats are never estimates.
 """
 
 from __future__ import annotations

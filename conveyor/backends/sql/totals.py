@@ -152,7 +152,7 @@ def write_counts(ex: Exec, d: Dialect[Any], rows: Sequence[Counted]) -> None:
         made.update((int(qid), float(at)) for qid, at in found)
     for row in rows:
         at = made.get(row.qid)
-        if at is None or row.spans[0][0] >= at:
+        if at is None or not row.spans or row.spans[0][0] >= at:
             continue  # no count, or one made before all of these: it saw none
         sent, received, deleted = row.before(at)
         values = {"sent": sent, "received": received, "deleted": deleted}
