@@ -5,11 +5,12 @@ changes the totals do not record counted at once, in any process."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from conveyor import Client, ManualClock
+from conveyor import Client, ManualClock, Queue
 from conveyor.backends.sql.store import SQLStore
 
 from .conftest import unavailable
@@ -17,124 +18,104 @@ from .support import sqlstores
 from .support.waiting import until
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgres", "mysql"])
-def test_stats_of_a_deep_queue_are_estimated_between_counts(store: str, tmp_path: Any) -> None:
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+def url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """A fresh database of each SQL store."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/q.db"
+        return
+    why = sqlstores.reachable(request.param)
+    if why is not None:
+        unavailable(why)
+    url = sqlstores.fresh_url(request.param)
+    try:
+        yield url
+    finally:
+        sqlstores.drop(url)
+
+
+def burst(sender: Client, clock: ManualClock) -> tuple[Queue, SQLStore[Any]]:
+    """Queue "burst", one message sent and its count written, then 40 sent whose counts
+    the sender holds (its totals never due), a second ago."""
+    sending = sender.backend
+    assert isinstance(sending, SQLStore)
+    q = sender.create_queue("burst", visibility_timeout=30)
+    q.send("first")  # written at once (the first counts are due at once)
+    sending.accounts.totals._due_at = float("inf")  # held from here on
+    for start in range(0, 40, 10):
+        q.send_batch([f"m{i}" for i in range(start, start + 10)])
+    clock.advance(1)
+    return q, sending
+
+
+def test_stats_of_a_deep_queue_are_estimated_between_counts(url: str) -> None:
     """A queue counted at `estimate_from` messages or more is not counted again until its
     count is due: its stats are the count moved on by the running totals, which agree with a
     count while only sends, receives and deletes happen. The count is stored: another
     process estimates from it at its first call. A purge made in any process, a due count
     and a queue counted below the threshold are counted; a count begun before a purge is
     not stored after it."""
-    if store == "sqlite":
-        url = f"sqlite:///{tmp_path}/q.db"
-    else:
-        why = sqlstores.reachable(store)
-        if why is not None:
-            unavailable(why)
-        url = sqlstores.fresh_url(store)
-    try:
-        _estimates(url)
-    finally:
-        if store != "sqlite":
-            sqlstores.drop(url)
+    _estimates(url)
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgres", "mysql"])
-def test_totals_written_after_a_count_that_saw_them_are_not_taken_twice(
-    store: str, tmp_path: Any
-) -> None:
+def test_totals_written_after_a_count_that_saw_them_are_not_taken_twice(url: str) -> None:
     """A process holds the totals of what it did (written within a second) while another
     counts the queue and stores the count: when the first writes them, the count already
     saw what they did, so its estimates move on by what was done after it alone. (Before,
     a burst of sends counted meanwhile was added again: a queue emptied since showed the
     burst as ready until its next count.)"""
-    url = f"sqlite:///{tmp_path}/q.db" if store == "sqlite" else None
-    if url is None:
-        why = sqlstores.reachable(store)
-        if why is not None:
-            unavailable(why)
-        url = sqlstores.fresh_url(store)
     clock = ManualClock()
-    try:
-        with Client(url, clock=clock) as sender, Client(url, clock=clock) as counter:
-            counted: list[str] = []
-            spied(counter, counted)
-            sending = sender.backend
-            assert isinstance(sending, SQLStore)
-            q = sender.create_queue("burst", visibility_timeout=30)
-            q.send("first")  # written at once (the first counts are due at once)
-            sending.accounts.totals._due_at = float("inf")  # held from here on
-            for start in range(0, 40, 10):
-                q.send_batch([f"m{i}" for i in range(start, start + 10)])
-            clock.advance(1)
-            there = counter.queue("burst")
-            assert there.stats().ready == 41 and counted == ["burst"]  # deep: stored
-            got = q.receive(10)
-            q.delete_batch([m.receipt or "" for m in got[:4]])
-            q.send("after")
-            sending.accounts.flush()  # what it held before the count, and after
-            estimated = there.stats()
-            assert counted == ["burst"]  # estimated from the count
-            assert (estimated.ready, estimated.in_flight) == (32, 6)
-            assert (estimated.sent, estimated.received, estimated.deleted) == (42, 10, 4)
-    finally:
-        if store != "sqlite":
-            sqlstores.drop(url)
+    with Client(url, clock=clock) as sender, Client(url, clock=clock) as counter:
+        counted: list[str] = []
+        spied(counter, counted)
+        q, sending = burst(sender, clock)
+        there = counter.queue("burst")
+        assert there.stats().ready == 41 and counted == ["burst"]  # deep: stored
+        got = q.receive(10)
+        q.delete_batch([m.receipt or "" for m in got[:4]])
+        q.send("after")
+        sending.accounts.flush()  # what it held before the count, and after
+        estimated = there.stats()
+        assert counted == ["burst"]  # estimated from the count
+        assert (estimated.ready, estimated.in_flight) == (32, 6)
+        assert (estimated.sent, estimated.received, estimated.deleted) == (42, 10, 4)
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgres", "mysql"])
-def test_totals_written_while_a_count_is_made_do_not_spoil_it(store: str, tmp_path: Any) -> None:
+def test_totals_written_while_a_count_is_made_do_not_spoil_it(url: str) -> None:
     """Another process writes the totals it held (of sends made before the count) after the
     count has read the queue and before it is stored: the count saw those sends and its
     totals did not, and the writer found no count to move on, so that count is not stored
     (it cannot tell which of what was written it saw): the next stats count again, and a
     count with no such write meanwhile is stored. (Before, it was stored: the sends were
     taken twice, and a queue emptied since showed them as ready until its next count.)"""
-    url = f"sqlite:///{tmp_path}/q.db" if store == "sqlite" else None
-    if url is None:
-        why = sqlstores.reachable(store)
-        if why is not None:
-            unavailable(why)
-        url = sqlstores.fresh_url(store)
     clock = ManualClock()
-    try:
-        with Client(url, clock=clock) as sender, Client(url, clock=clock) as counter:
-            counted: list[str] = []
-            backend = spied(counter, counted)
-            sending = sender.backend
-            assert isinstance(sending, SQLStore)
-            q = sender.create_queue("burst", visibility_timeout=30)
-            q.send("first")  # written at once (the first counts are due at once)
-            sending.accounts.totals._due_at = float("inf")  # held from here on
-            for start in range(0, 40, 10):
-                q.send_batch([f"m{i}" for i in range(start, start + 10)])
-            clock.advance(1)
-            count = backend.accounts._count
+    with Client(url, clock=clock) as sender, Client(url, clock=clock) as counter:
+        counted: list[str] = []
+        backend = spied(counter, counted)
+        q, sending = burst(sender, clock)
+        count = backend.accounts._count
 
-            def written_meanwhile(*args: Any) -> Any:
-                done = count(*args)
-                sending.accounts.flush()  # after the count read, before it is stored
-                return done
+        def written_meanwhile(*args: Any) -> Any:
+            done = count(*args)
+            sending.accounts.flush()  # after the count read, before it is stored
+            return done
 
-            backend.accounts._count = written_meanwhile
-            there = counter.queue("burst")
-            assert there.stats().ready == 41 and counted == ["burst"]
-            backend.accounts._count = count
-            got = q.receive(10)
-            q.delete_batch([m.receipt or "" for m in got])
-            sending.accounts.flush()
-            again = there.stats()
-            assert counted == ["burst", "burst"]  # not stored: counted again
-            assert (again.ready, again.in_flight, again.total) == (31, 0, 31)
-            assert (again.sent, again.received, again.deleted) == (41, 10, 10)
-            q.send("after")
-            sending.accounts.flush()
-            estimated = there.stats()
-            assert counted == ["burst", "burst"]  # stored: estimated from it
-            assert (estimated.ready, estimated.total, estimated.sent) == (32, 32, 42)
-    finally:
-        if store != "sqlite":
-            sqlstores.drop(url)
+        backend.accounts._count = written_meanwhile
+        there = counter.queue("burst")
+        assert there.stats().ready == 41 and counted == ["burst"]
+        backend.accounts._count = count
+        got = q.receive(10)
+        q.delete_batch([m.receipt or "" for m in got])
+        sending.accounts.flush()
+        again = there.stats()
+        assert counted == ["burst", "burst"]  # not stored: counted again
+        assert (again.ready, again.in_flight, again.total) == (31, 0, 31)
+        assert (again.sent, again.received, again.deleted) == (41, 10, 10)
+        q.send("after")
+        sending.accounts.flush()
+        estimated = there.stats()
+        assert counted == ["burst", "burst"]  # stored: estimated from it
+        assert (estimated.ready, estimated.total, estimated.sent) == (32, 32, 42)
 
 
 def spied(client: Client, counted: list[str], here: list[bool] | None = None) -> Any:
