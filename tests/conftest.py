@@ -129,6 +129,16 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     sqlstores.drop(url)
 
 
+@pytest.fixture(params=["sqlite", "postgres", "mysql", "redis", "dynamodb"])
+def work_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh store of each kind several processes share, with a queue "work"."""
+    made = STORES[request.param](tmp_path)
+    with Client(made) as client:
+        client.create_queue("work")
+    yield made
+    sqlstores.drop(made)
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()

@@ -8,7 +8,6 @@ import multiprocessing
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,13 +44,9 @@ def totals(url: str) -> tuple[int, int, int]:
     return s.sent, s.received, s.deleted
 
 
-@pytest.fixture(params=["sqlite", "postgres", "mysql", "redis", "dynamodb"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    made = STORES[request.param](tmp_path)
-    with Client(made) as client:
-        client.create_queue("work")
-    yield made
-    drop(made)
+@pytest.fixture
+def url(work_url: str) -> str:
+    return work_url
 
 
 def test_a_multiprocessing_child_leaves_its_totals(url: str) -> None:

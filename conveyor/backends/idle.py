@@ -11,25 +11,16 @@ writes beside them.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
+
+from .forks import renew_after_fork
 
 log = logging.getLogger(__name__)
 
 IDLE = 0.25
 """Seconds without a count after which counts held are written from a thread."""
-
-_forks = 0  # a forked child's timers did not come with it: counted once per fork
-
-
-def _forked() -> None:
-    global _forks
-    _forks += 1
-
-
-os.register_at_fork(after_in_child=_forked)
 
 
 class WhenIdle:
@@ -42,16 +33,19 @@ class WhenIdle:
         self._wait = wait
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None  # armed, or firing
-        self._forks = _forks
         self._cancelled = False
         self._active = 0.0  # time.monotonic() of the last count
+        renew_after_fork(self)
+
+    def forked(self) -> None:
+        """A forked child: its parent's timer did not come with it, and the parent's
+        thread may have held the lock."""
+        self._lock, self._timer = threading.Lock(), None
 
     def counted(self) -> None:
         """A call counted something: the timer is armed, if it is not (every operation
         counts, so this asks no more than an attribute where it is)."""
         self._active = time.monotonic()
-        if self._forks != _forks:  # a forked child: its parent's thread may hold the lock
-            self._lock, self._timer, self._forks = threading.Lock(), None, _forks
         if self._timer is None:
             with self._lock:
                 if self._timer is None:

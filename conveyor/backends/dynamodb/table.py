@@ -23,6 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ...exceptions import InvalidInput, StoreUnavailable
+from ..forks import renew_after_fork
 
 log = logging.getLogger("conveyor.dynamodb")
 
@@ -92,11 +93,18 @@ class Table:
         self._client: Any = None
         self._lock = threading.Lock()  # the client
         self._schema_lock = threading.Lock()
+        renew_after_fork(self)
         self._ready = False
         self.created = False  # this store created the table
         self.requests = 0
         self.items = 0  # items queries read
         self.capacity = 0.0
+
+    def forked(self) -> None:
+        """A forked child: a client of its own, not its parent's connections (forks.py)."""
+        self._client = None
+        self._lock = threading.Lock()
+        self._schema_lock = threading.Lock()
 
     @property
     def where(self) -> str:

@@ -20,6 +20,7 @@ from redis.sentinel import Sentinel
 
 from ...exceptions import StoreUnavailable
 from ...notify import HUB
+from ..forks import renew_after_fork
 from .layout import ensure_layout
 from .scripts import Scripts
 
@@ -137,12 +138,25 @@ class RedisConnection:
         self.cluster = False
         self._client: Any = None
         self._scripts: Scripts | None = None
+        self._closed = threading.Event()
+        self._connections()
+        self.layout_found = 0  # the store's layout when first connected (layout.py)
+        renew_after_fork(self)
+
+    def _connections(self) -> None:
         self._idle: list[Any] = []  # connections of `_evalsha` (pop and append are atomic)
         self._lock = threading.Lock()
         self._listener: threading.Thread | None = None
         self._listening = threading.Event()
+
+    def forked(self) -> None:
+        """A forked child: the parent's connections of `_evalsha` and its listener
+        forgotten (forks.py); the client's pool renews its own in a child."""
+        closed = self._closed.is_set()
         self._closed = threading.Event()
-        self.layout_found = 0  # the store's layout when first connected (layout.py)
+        if closed:
+            self._closed.set()
+        self._connections()
 
     def client(self) -> Any:
         """The client, made on first use."""

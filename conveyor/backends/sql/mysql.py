@@ -33,6 +33,7 @@ from ...clock import Clock
 from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import check_options, redact
+from ..forks import renew_after_fork
 from ..rules import ClaimTerms
 from .connections import (
     LOCK_TIMEOUT,
@@ -207,6 +208,12 @@ class MySQLConnections(ServerConnections):
         self.mariadb = False  # known once the server has answered (`check`)
         self._idle: queue_mod.LifoQueue[Conn] = queue_mod.LifoQueue(maxsize=pool_size)
         self._wakes: dict[str, Wakes] = {}
+        renew_after_fork(self)
+
+    def forked(self) -> None:
+        """A forked child: the parent's connections and wake sockets forgotten (forks.py)."""
+        self._idle = queue_mod.LifoQueue(maxsize=self._idle.maxsize)
+        self._wakes = {}
 
     def _get(self) -> Conn:
         """An idle connection (`_idle_one`), or a new one."""

@@ -36,6 +36,7 @@ from ...clock import Clock
 from ...exceptions import InvalidInput
 from ...notify import HUB
 from ...urls import redact
+from ..forks import renew_after_fork
 from ..rules import ClaimTerms
 from .connections import (
     LOCK_TIMEOUT,
@@ -230,25 +231,39 @@ class PostgresConnections(ServerConnections):
         self.sql = Compiler("postgresql", postgres_style(), lambda qid: names, lambda qid: {})
         self.reconnect_timeout = reconnect_timeout
         self.lock_timeout = lock_timeout
+        self.pool_size = pool_size
+        self._closed = threading.Event()
+        self._connections()
+        renew_after_fork(self)
+
+    def _connections(self) -> None:
+        """A pool and a listener of this process's own, made on first use."""
         self._pool = ConnectionPool(
             self.conninfo,
             min_size=1,
-            max_size=pool_size,
+            max_size=self.pool_size,
             kwargs={"autocommit": True},
             configure=self.configure,
             timeout=POOL_TIMEOUT,
             open=False,
-            name=f"conveyor-{prefix}",
+            name=f"conveyor-{self.prefix}",
         )
         self._opened = False
         self._lock = threading.Lock()
-        self._held = HeldConnections(self._pool, pool_size, POOL_TIMEOUT, KEEP_SECONDS)
+        self._held = HeldConnections(self._pool, self.pool_size, POOL_TIMEOUT, KEEP_SECONDS)
         self._listener: threading.Thread | None = None
         self._listening = threading.Event()
-        self._closed = threading.Event()
         self._listener_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._listened_at = -1e18  # when the listeners table was last read
         self._anyone_listens = True
+
+    def forked(self) -> None:
+        """A forked child: the parent's connections and listener forgotten (forks.py)."""
+        closed = self._closed.is_set()
+        self._closed = threading.Event()
+        if closed:
+            self._closed.set()
+        self._connections()
 
     def configure(self, conn: psycopg.Connection[Any]) -> None:
         """Give a new connection (autocommit) the store's session settings."""

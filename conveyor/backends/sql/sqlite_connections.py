@@ -38,6 +38,7 @@ from ...exceptions import InvalidInput, StoreUnavailable
 from ...notify import HUB
 from ...tuning import keep_heap
 from ..base import Inline, RunAgain, WouldBlock
+from ..forks import renew_after_fork
 from .connections import Connections, Exec, Params
 from .rows import Row
 from .sqlite_sync import Syncer, Worker, fsync_file, settle_all
@@ -448,6 +449,12 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self.durability = durability
         self._busy_ms = int(busy_timeout * 1000)
         self._heap = heap
+        self.commits = 0  # write transactions committed by this process (groups count once)
+        self._own()
+        renew_after_fork(self)
+
+    def _own(self) -> None:
+        """This process's connections, group commit, helpers and wake socket."""
         self._local = _PerThread()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -455,12 +462,18 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._group_lock = threading.Lock()
         self._waiting: list[_Write] = []
         self._leading = False
-        self.commits = 0  # write transactions committed by this process (groups count once)
         self._syncer = Syncer(self.wal)
         self._turns: set[_Turn] = set()  # open, on any event loop's thread
         self._gathered = _Gathered(self)
         self.checkpointer = _Checkpointer(self)
         self._wakes = Wakes(os.path.realpath(self.path), time.monotonic, beside=self.path)
+
+    def forked(self) -> None:
+        """A forked child: SQLite's connections must not be used across a fork, so the
+        parent's are forgotten, with its threads' state (forks.py). An in-memory database
+        is the child's own copy already (a new connection would find it empty)."""
+        if self.path != ":memory:":
+            self._own()
 
     @property
     def fsyncs(self) -> int:
