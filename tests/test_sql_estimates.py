@@ -4,13 +4,14 @@ changes the totals do not record counted at once, in any process."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from conveyor import Client, ManualClock, Queue
+from conveyor import Client, ConveyorError, ManualClock, Queue
 from conveyor.backends.sql.store import SQLStore
 
 from .conftest import unavailable
@@ -228,3 +229,31 @@ def test_a_flush_of_many_queues_finds_their_counts_in_parts(tmp_path: Any) -> No
         backend.accounts.flush()
         stats = q.stats()  # estimated: the 5 were seen by the count
         assert stats.ready == 30
+
+
+def test_totals_taken_to_go_with_a_count_that_could_not_be_stored_are_kept(tmp_path: Any) -> None:
+    """The totals a process held go with its count of a deep queue: where the count cannot
+    be stored (another writer held the lock past the busy timeout), the stats call fails
+    and the totals are counted again, written by the next write of them."""
+    path = tmp_path / "q.db"
+    clock = ManualClock()
+    with Client(f"sqlite:///{path}?busy_timeout=0.2", clock=clock) as client:
+        backend = spied(client, [])
+        q, _ = burst(client, clock)
+        count = backend.accounts._count
+        blocker = sqlite3.connect(path, isolation_level=None)
+
+        def locked_meanwhile(*args: Any) -> Any:
+            done = count(*args)
+            blocker.execute("BEGIN IMMEDIATE")  # the count made: its store waits, and fails
+            return done
+
+        backend.accounts._count = locked_meanwhile
+        with pytest.raises(ConveyorError):
+            q.stats()
+        blocker.execute("ROLLBACK")
+        backend.accounts._count = count
+        backend.accounts.flush()
+        (sent,) = blocker.execute("SELECT sent FROM queues").fetchone()
+        blocker.close()
+        assert sent == 41

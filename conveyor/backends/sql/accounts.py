@@ -207,16 +207,17 @@ class SQLAccounts(Generic[E]):
                 ex.run(d.sql(STORE_COUNT), values)
                 self.counts.saw(qid, count)
 
-            self._write_now_or_soon(store)
+            self._write_now_or_soon(store, rows)
         elif before.last is not None:
             uncount = {"qid": qid, "edits": before.edits}
             self._write_now_or_soon(lambda ex: ex.run(d.sql(UNCOUNT), uncount))
         self.counts.record(qid, deep)
         return stats
 
-    def _write_now_or_soon(self, fn: Callable[[E], object]) -> None:
+    def _write_now_or_soon(self, fn: Callable[[E], object], taken: Sequence[Counted] = ()) -> None:
         """Write now; or, on an event loop's thread where the write would wait for the lock
-        (the count is made: it is not made again in a thread for that), from a thread."""
+        (the count is made: it is not made again in a thread for that), from a thread.
+        Totals `taken` to be written with it are counted again where it fails."""
         try:
             self.store.write(fn)
         except WouldBlock:
@@ -226,8 +227,12 @@ class SQLAccounts(Generic[E]):
                     self.store.write(fn)
                 except Exception as exc:  # the next stats count again
                     log.debug("storing a count: %s", exc)
+                    self.totals.restore([row for row in taken if row.spans])
 
             threading.Thread(target=later, daemon=True).start()
+        except BaseException:
+            self.totals.restore([row for row in taken if row.spans])
+            raise
 
     def _recount(self, name: str, qid: int, attrs: QueueAttributes) -> None:
         """A deep queue's count made in the background (the store closing, or the queue
