@@ -274,3 +274,28 @@ def test_an_unreachable_endpoint_is_a_store_error() -> None:
     client = Client("dynamodb://table?endpoint_url=http://127.0.0.1:9&region=us-east-1")
     with pytest.raises(StoreUnavailable, match="cannot reach DynamoDB table 'table'"):
         client.list_queues()
+
+
+def test_a_failed_write_of_the_totals_fails_no_send_and_loses_no_count(url: str) -> None:
+    """The totals item cannot be updated when a send's counts fall due (the table refused
+    it): the send, which is stored, is not said to have failed, and its count is written by
+    the next write of the totals."""
+    with Client(url) as client:
+        store = _store(client)
+        q = client.create_queue("jobs")
+        call = store.table.call
+        refused: list[str] = []
+
+        def refusing(operation: str, **kwargs: Any) -> Any:
+            totals = operation == "update_item" and "#totals#" in str(kwargs.get("Key"))
+            if totals and not refused:
+                refused.append(operation)
+                raise StoreUnavailable("the totals item refused (as a throttled table)")
+            return call(operation, **kwargs)
+
+        store.table.call = refusing  # type: ignore[method-assign]
+        q.send("first")  # its count due at once: the write fails, the send stands
+        assert refused == ["update_item"]
+        q.send("second")
+        store.table.call = call  # type: ignore[method-assign]
+        assert (q.stats().sent, q.stats().ready) == (2, 2)

@@ -5,9 +5,11 @@ read those totals. A part the store holds, as it holds its editor and registry."
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ...exceptions import StoreUnavailable
 from ...models import QueueStats
 from ..idle import WhenIdle
 from ..rules import deadline_rules, expired, tally
@@ -18,6 +20,8 @@ from .totals import FIELDS, Totals
 if TYPE_CHECKING:
     from .store import DynamoStore
 
+log = logging.getLogger(__name__)
+
 
 def totals_key(qt: str) -> dict[str, Any]:
     """The key of a queue's totals item."""
@@ -26,18 +30,23 @@ def totals_key(qt: str) -> dict[str, Any]:
 
 def add_totals(call: Callable[..., Any], totals: Totals, qt: str | None = None) -> None:
     """Add what `totals` counted (of one queue, or of all) to the totals items, through the
-    store's `call`."""
-    for name, counts in totals.take(qt).items():
+    store's `call`; where an update fails, what it and the rest held is counted again."""
+    taken = totals.take(qt)
+    for name, counts in list(taken.items()):
         parts = [f"#{f} :{f}" for f, c in zip(FIELDS, counts, strict=True) if c]
-        if not parts:
-            continue
-        values = {f":{f}": n(c) for f, c in zip(FIELDS, counts, strict=True) if c}
-        call(
-            "update_item",
-            Key=totals_key(name),
-            ExpressionAttributeValues=values,
-            **expr(UpdateExpression="ADD " + ", ".join(parts)),
-        )
+        if parts:
+            values = {f":{f}": n(c) for f, c in zip(FIELDS, counts, strict=True) if c}
+            try:
+                call(
+                    "update_item",
+                    Key=totals_key(name),
+                    ExpressionAttributeValues=values,
+                    **expr(UpdateExpression="ADD " + ", ".join(parts)),
+                )
+            except BaseException:
+                totals.restore(taken)
+                raise
+        del taken[name]
 
 
 def last_totals(table: Any, totals: Totals) -> None:
@@ -56,8 +65,15 @@ class DynamoAccounts:
         self._idle = WhenIdle(self._flush_if_due, self.totals.wait)
 
     def count(self, entry: Entry, field: str, n: int = 1) -> None:
+        """Count what an operation did once it is done, and write the totals when due. A
+        failure to write them is the totals', not the operation's (a send said to have
+        failed would be sent again): it is logged, and they wait for the next write."""
         if self.totals.add(entry.qt, field, n):
-            self.flush()
+            try:
+                self.flush()
+            except StoreUnavailable as exc:
+                log.warning("could not write the running totals (%s); trying again later", exc)
+                self._idle.counted()
         else:
             self._idle.counted()
 

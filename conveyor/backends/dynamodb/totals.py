@@ -52,6 +52,14 @@ class Totals:
             self._due_at = time.monotonic() + self._interval
             return taken
 
+    def restore(self, taken: dict[str, list[int]]) -> None:
+        """Counts taken and not written (the write failed), counted again."""
+        with self._lock:
+            for qt, counts in taken.items():
+                held = self._pending.setdefault(qt, [0] * len(FIELDS))
+                for i, c in enumerate(counts):
+                    held[i] += c
+
     def forget(self, qt: str) -> None:
         with self._lock:
             self._pending.pop(qt, None)
