@@ -12,6 +12,7 @@ send in this process (delays and visibility timeouts ending, other processes' se
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 from collections import defaultdict, deque
@@ -30,6 +31,14 @@ class WaitHub:
         self._conditions: dict[Key, threading.Condition] = {}
         self._futures: dict[Key, deque[asyncio.Future[bool]]] = defaultdict(deque)
         self._tickers: dict[Key, asyncio.Task[None]] = {}
+
+    def forked(self) -> None:
+        """A forked child: its parent's waiters did not come with it, and a thread of the
+        parent may have held the lock, or a condition's, at the fork."""
+        self._lock = threading.Lock()
+        self._conditions = {}
+        self._futures = defaultdict(deque)
+        self._tickers = {}
 
     def version(self, store: str, queue: str) -> int:
         with self._lock:
@@ -162,3 +171,4 @@ def _end(fut: asyncio.Future[bool], woken: bool) -> None:
 
 
 HUB = WaitHub()
+os.register_at_fork(after_in_child=HUB.forked)

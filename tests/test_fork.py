@@ -5,12 +5,14 @@ once without crossing each other's, and the child closing it leaves the parent's
 from __future__ import annotations
 
 import multiprocessing
+import threading
 
 import pytest
 
 from conveyor import Client
 from conveyor.backends.sql.connections import ServerConnections
 from conveyor.backends.sql.store import SQLStore
+from conveyor.notify import HUB
 
 pytestmark = pytest.mark.slow
 
@@ -70,3 +72,28 @@ def test_parent_and_child_use_a_client_made_before_the_fork_at_once(url: str) ->
     expected = {"before", "after"} | {f"c{i}" for i in range(n)} | {f"p{i}" for i in range(n)}
     assert len(bodies) == len(set(bodies)) == 2 * n + 2 - 10
     assert set(bodies) < expected
+
+
+def test_a_child_forked_while_a_thread_held_the_wake_hub_wakes_its_own() -> None:
+    """A thread of the parent holds the in-process wake hub's lock at the fork (a send
+    waking receivers, at that moment): the child's own wake-ups are not stuck behind it."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with HUB._lock:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert held.wait(10)
+    proc = multiprocessing.get_context("fork").Process(target=HUB.notify, args=("s", "q"))
+    proc.start()
+    proc.join(10)
+    release.set()
+    thread.join()
+    stuck = proc.exitcode is None
+    if stuck:
+        proc.kill()
+        proc.join()
+    assert not stuck and proc.exitcode == 0
