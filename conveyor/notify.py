@@ -12,11 +12,12 @@ send in this process (delays and visibility timeouts ending, other processes' se
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 from collections import defaultdict, deque
 from typing import TYPE_CHECKING
+
+from .forks import renew_after_fork
 
 if TYPE_CHECKING:  # imported where an event loop runs: a synchronous program goes without
     import asyncio
@@ -171,4 +172,4 @@ def _end(fut: asyncio.Future[bool], woken: bool) -> None:
 
 
 HUB = WaitHub()
-os.register_at_fork(after_in_child=HUB.forked)
+renew_after_fork(HUB)

@@ -19,6 +19,7 @@ from binascii import a2b_base64, b2a_base64
 from collections.abc import Sequence
 
 from .exceptions import MalformedReceipt, ReceiptHandleInvalid
+from .forks import renew_after_fork
 from .validation import MAX_RETENTION, MAX_VISIBILITY
 
 # A receive's token is 16 hex digits: the receive's second modulo 2**24 (six digits; 194
@@ -40,7 +41,7 @@ class _RandomBytes:
         self._lock = threading.Lock()
         self._pool = b""
         self._at = 0
-        os.register_at_fork(after_in_child=self._forget)
+        renew_after_fork(self)
 
     def hex(self, n: int) -> str:
         with self._lock:
@@ -50,7 +51,7 @@ class _RandomBytes:
             self._at = at + n
             return self._pool[at : at + n].hex()
 
-    def _forget(self) -> None:
+    def forked(self) -> None:
         self._lock = threading.Lock()
         self._pool, self._at = b"", 0
 

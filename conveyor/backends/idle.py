@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .forks import renew_after_fork
+from ..forks import renew_after_fork
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ...exceptions import InvalidInput, StoreUnavailable
-from ..forks import renew_after_fork
+from ...forks import renew_after_fork
 
 log = logging.getLogger("conveyor.dynamodb")
 

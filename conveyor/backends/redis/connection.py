@@ -19,8 +19,8 @@ from redis.cluster import RedisCluster
 from redis.sentinel import Sentinel
 
 from ...exceptions import StoreUnavailable
+from ...forks import renew_after_fork, renewed
 from ...notify import HUB
-from ..forks import renew_after_fork
 from .layout import ensure_layout
 from .scripts import Scripts
 
@@ -152,10 +152,7 @@ class RedisConnection:
     def forked(self) -> None:
         """A forked child: the parent's connections of `_evalsha` and its listener
         forgotten (forks.py); the client's pool renews its own in a child."""
-        closed = self._closed.is_set()
-        self._closed = threading.Event()
-        if closed:
-            self._closed.set()
+        self._closed = renewed(self._closed)
         self._connections()
 
     def client(self) -> Any:

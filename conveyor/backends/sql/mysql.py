@@ -31,9 +31,9 @@ import pymysql
 
 from ...clock import Clock
 from ...exceptions import InvalidInput
+from ...forks import renew_after_fork
 from ...notify import HUB
 from ...urls import check_options, redact
-from ..forks import renew_after_fork
 from ..rules import ClaimTerms
 from .connections import (
     LOCK_TIMEOUT,

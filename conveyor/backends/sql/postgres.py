@@ -34,9 +34,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...clock import Clock
 from ...exceptions import InvalidInput
+from ...forks import renew_after_fork, renewed
 from ...notify import HUB
 from ...urls import redact
-from ..forks import renew_after_fork
 from ..rules import ClaimTerms
 from .connections import (
     LOCK_TIMEOUT,
@@ -259,10 +259,7 @@ class PostgresConnections(ServerConnections):
 
     def forked(self) -> None:
         """A forked child: the parent's connections and listener forgotten (forks.py)."""
-        closed = self._closed.is_set()
-        self._closed = threading.Event()
-        if closed:
-            self._closed.set()
+        self._closed = renewed(self._closed)
         self._connections()
 
     def configure(self, conn: psycopg.Connection[Any]) -> None:

@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...exceptions import InvalidInput, StoreUnavailable
+from ...forks import renew_after_fork
 from ...notify import HUB
 from ...tuning import keep_heap
 from ..base import Inline, RunAgain, WouldBlock
-from ..forks import renew_after_fork
 from .connections import Connections, Exec, Params
 from .rows import Row
 from .sqlite_sync import Syncer, Worker, fsync_file, settle_all
