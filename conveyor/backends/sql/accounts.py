@@ -191,8 +191,10 @@ class SQLAccounts(Generic[E]):
             # include them, and other processes move it on by the queue's row. The queue's
             # own (if none, nothing) are written with them, its row locked in their order
             rows = self.totals.take()
-            if not any(row.qid == qid for row in rows):
-                rows = sorted([*rows, Counted(qid)], key=lambda row: row.qid)
+            mine = next((row for row in rows if row.qid == qid), None)
+            if mine is None:
+                mine = Counted(qid)
+                rows = sorted([*rows, mine], key=lambda row: row.qid)
 
             def store(ex: E) -> None:
                 write_counts(ex, d, rows)
@@ -200,8 +202,7 @@ class SQLAccounts(Generic[E]):
                 # row found no count to move on, and the count cannot tell which of them
                 # it saw: it is not stored, and the next stats count again
                 row = ex.one(d.sql(QUEUE_TOTALS_AND_COUNT), {"qid": qid})
-                ours = next(mine.sums() for mine in rows if mine.qid == qid)
-                alone = tuple(a + b for a, b in zip(before.written, ours, strict=True))
+                alone = tuple(a + b for a, b in zip(before.written, mine.sums(), strict=True))
                 if row is None or tuple(int(v) for v in row[:3]) != alone:
                     return
                 ex.run(d.sql(STORE_COUNT), values)
@@ -227,11 +228,11 @@ class SQLAccounts(Generic[E]):
                     self.store.write(fn)
                 except Exception as exc:  # the next stats count again
                     log.debug("storing a count: %s", exc)
-                    self.totals.restore([row for row in taken if row.spans])
+                    self.totals.restore(taken)
 
             threading.Thread(target=later, daemon=True).start()
         except BaseException:
-            self.totals.restore([row for row in taken if row.spans])
+            self.totals.restore(taken)
             raise
 
     def _recount(self, name: str, qid: int, attrs: QueueAttributes) -> None:

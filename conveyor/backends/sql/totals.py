@@ -109,9 +109,12 @@ class RunningTotals:
         return rows
 
     def restore(self, rows: Sequence[Counted]) -> None:
-        """Counts taken and not written (the write failed), counted again."""
+        """Counts taken and not written (the write failed), counted again (a row with none
+        is left out)."""
         with self._lock:
             for row in rows:
+                if not row.spans:
+                    continue
                 c = self._pending.get(row.qid)
                 if c is None:
                     self._pending[row.qid] = row
