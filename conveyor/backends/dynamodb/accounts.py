@@ -65,21 +65,22 @@ class DynamoAccounts:
         self._idle = WhenIdle(self._flush_if_due, self.totals.wait)
 
     def count(self, entry: Entry, field: str, n: int = 1) -> None:
-        """Count what an operation did once it is done, and write the totals when due. A
-        failure to write them is the totals', not the operation's (a send said to have
-        failed would be sent again): it is logged, and they wait for the next write."""
+        """Count what an operation did once it is done, and write the totals when due."""
         if self.totals.add(entry.qt, field, n):
+            self._flush_if_due()
+        else:
+            self._idle.counted()
+
+    def _flush_if_due(self) -> None:
+        """Write the totals when due. A failure to write them is the totals', not the
+        operation's that counted last (a send said to have failed would be sent again): it
+        is logged, and they wait for the next write (the idle timer armed for it)."""
+        if self.totals.due():
             try:
                 self.flush()
             except StoreUnavailable as exc:
                 log.warning("could not write the running totals (%s); trying again later", exc)
                 self._idle.counted()
-        else:
-            self._idle.counted()
-
-    def _flush_if_due(self) -> None:
-        if self.totals.due():
-            self.flush()
 
     def close(self) -> None:
         """The store closing: add what is held, and no more later."""
