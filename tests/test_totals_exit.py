@@ -5,14 +5,17 @@ closing its client leaves the queue's sent, received and deleted totals right.""
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from conveyor import Client
+from conveyor.backends.sql.store import SQLStore
 
 from .conftest import STORES
 from .support.sqlstores import drop
@@ -68,6 +71,7 @@ def test_a_process_ended_by_a_bare_os_exit_loses_counts_never_messages(tmp_path:
         f"""
         import os
         from conveyor import Client
+from conveyor.backends.sql.store import SQLStore
         q = Client({url!r}).queue("work")
         for start in range(0, {N}, 10):
             q.send_batch([f"m{{i}}" for i in range(start, start + 10)])
@@ -116,6 +120,38 @@ def test_an_idle_process_s_totals_reach_the_others_once_due(store: str, tmp_path
             until(lambda: (there.stats().sent, there.stats().received) == (3, 2), timeout=10)
     finally:
         drop(url)
+
+
+def test_totals_a_process_could_not_write_reach_the_others_once_it_is_idle(
+    tmp_path: Path,
+) -> None:
+    """A send whose totals fell due while another connection held SQLite's write lock past
+    the busy timeout: the write of the totals fails (the send does not), and the process,
+    making no more calls, writes them once the lock is free, from its idle timer."""
+    path = tmp_path / "q.db"
+    url = f"sqlite:///{path}?busy_timeout=0.2"
+    with Client(url) as idle, Client(url) as other:
+        q = idle.create_queue("work")
+        q.send("first")  # written at once: the first counts are due at once
+        accounts = cast(SQLStore[Any], idle.backend).accounts
+        accounts.totals._due_at = 0.0  # the next send's counts due at once too
+        flush = accounts.flush
+        blocker = sqlite3.connect(path, isolation_level=None)
+
+        def locked_out() -> None:
+            del accounts.flush  # once
+            blocker.execute("BEGIN IMMEDIATE")
+            try:
+                flush()
+            finally:
+                blocker.execute("ROLLBACK")
+
+        accounts.flush = locked_out  # type: ignore[method-assign]
+        q.send("second")  # sent: its totals' write failed
+        blocker.close()
+        there = other.queue("work")
+        assert there.stats().sent == 1
+        until(lambda: there.stats().sent == 2, timeout=10, what="the totals written")
 
 
 def test_an_idle_forked_child_s_totals_reach_the_others(url: str) -> None:

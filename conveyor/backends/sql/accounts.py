@@ -73,14 +73,16 @@ class SQLAccounts(Generic[E]):
         """Write the totals when due. A failure to write them is the totals', not the
         operation's that counted last (a send said to have failed would be sent again),
         so it is logged and they wait for the next write; on an event loop's thread, where
-        writing them now would wait for another writer, they wait likewise."""
+        writing them now would wait for another writer, they wait likewise. Either way the
+        idle timer is armed for them, in case no call comes to write them."""
         if self.totals.due():
             try:
                 self.flush()
             except WouldBlock:
-                pass
+                self._idle.counted()
             except StoreUnavailable as exc:
                 log.warning("could not write the running totals (%s); trying again later", exc)
+                self._idle.counted()
 
     def flush(self) -> None:
         """Write the running totals counted here; where that fails, they are kept."""
