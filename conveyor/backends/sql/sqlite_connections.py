@@ -122,48 +122,6 @@ class SQLiteExec(Exec):
         self.conn.executemany(sql, [positional(sql, row) for row in rows])
 
 
-class _Tx:
-    """A write transaction: BEGIN IMMEDIATE; COMMIT, or ROLLBACK on any error (SQLite's
-    own errors raised as StoreUnavailable). `relaxed`: the commit need not wait for the
-    disk. A class rather than a generator-based context manager: every send, receive and
-    delete opens one."""
-
-    __slots__ = ("db", "ex", "relaxed")
-
-    def __init__(self, db: SQLiteConnections, relaxed: bool) -> None:
-        self.db = db
-        self.relaxed = relaxed
-
-    def __enter__(self) -> SQLiteExec:
-        ex = self.ex = self.db.exec()
-        conn = ex.conn
-        if self.db.durability == "full":  # not allowed inside a transaction
-            self.db.synchronous(conn, relaxed=self.relaxed)
-        self.db.begin(conn)
-        return ex
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        conn = self.ex.conn
-        if kind is None:
-            try:
-                conn.execute("COMMIT")
-            except BaseException as error:
-                exc = error
-            else:
-                db = self.db
-                if db._local.no_wait:  # on an event loop: the log is copied back elsewhere
-                    db.checkpointer.committed()
-                return
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise failure(f"SQLite store {self.db.path} failed", exc) from exc
-        if kind is None and exc is not None:
-            raise exc
-
-
 class _Checkpointer(Worker):
     """Copies the write-ahead log back into the database file for the commits made on
     event loops, from a thread of its own.
@@ -357,7 +315,7 @@ class _Gathered(Worker):
 
         def run_all(ex: SQLiteExec) -> None:
             calls.extend(self._take())  # what came while the lock was being taken
-            local = db._local  # of the thread that runs the transaction (this or a leader)
+            local = db._local.s  # of the thread that runs the transaction (this or a leader)
             batch.waited = local.waited
             local.gathered = batch
             try:
@@ -399,19 +357,28 @@ class _Turn:
         self.writes = 0
 
 
-class _PerThread(threading.local):
-    """A store's state in one thread: its connection, and what the thread is doing. Every
-    attribute is set when a thread first looks (a missing one would cost an exception)."""
+class _ThreadState:
+    """A store's state in one thread: its connection, and what the thread is doing (a
+    plain object: each attribute of a `threading.local` is a lookup of its own)."""
+
+    __slots__ = ("call", "ex", "gathered", "inline", "no_wait", "relaxed", "turn", "waited")
 
     def __init__(self) -> None:
         self.ex: SQLiteExec | None = None
         self.gathered: _Batch | None = None  # the transaction gathered calls share
         self.inline = False  # running on an event loop's thread
-        self.call: Inline | None = None  # that inline call
+        self.call: Inline | None = None  # that inline call (set while `inline`)
         self.relaxed = False  # the connection at synchronous=NORMAL (durability=full)
         self.no_wait = False  # the connection's busy timeout 0 (inline)
         self.waited = False  # the last BEGIN waited for the lock (not inline)
         self.turn: _Turn | None = None  # the loop's open transaction (on its thread)
+
+
+class _PerThread(threading.local):
+    """Each thread's `_ThreadState`, made when the thread first looks."""
+
+    def __init__(self) -> None:
+        self.s = _ThreadState()
 
 
 class _Write:
@@ -482,7 +449,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
 
     def exec(self) -> SQLiteExec:
         """This thread's connection (opened on first use)."""
-        ex = self._local.ex
+        ex = self._local.s.ex
         if ex is not None:
             return ex
         if self._heap:
@@ -509,7 +476,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             conn.execute("PRAGMA cache_size = -32000")
         except sqlite3.Error as exc:
             raise failure(f"cannot open SQLite store {self.path}", exc) from exc
-        ex = self._local.ex = SQLiteExec(conn)
+        ex = self._local.s.ex = SQLiteExec(conn)
         with self._lock:
             self._connections.append(conn)
         return ex
@@ -518,7 +485,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self.exec()
 
     def read(self, fn: Callable[[SQLiteExec], T]) -> T:
-        local = self._local
+        local = self._local.s
         turn = local.turn
         if turn is not None:  # on the loop's connection: what it reads is not committed yet
             if local.inline:
@@ -531,7 +498,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         try:
             return fn(self.exec())
         except sqlite3.OperationalError as exc:
-            if self._local.inline and _busy(exc):
+            if self._local.s.inline and _busy(exc):
                 raise WouldBlock from exc
             raise failure(f"SQLite store {self.path} failed", exc) from exc
         except sqlite3.Error as exc:
@@ -539,7 +506,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
 
     @contextlib.contextmanager
     def _inline(self) -> Iterator[Inline]:
-        local = self._local
+        local = self._local.s
         call = local.call = Inline()
         local.inline = True
         try:
@@ -553,7 +520,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
 
     def on_loop(self) -> bool:
         """Whether this thread is running a call inline, on an event loop's thread."""
-        return self._local.inline
+        return self._local.s.inline
 
     def gather(self, call: Callable[[], T]) -> asyncio.Future[T]:
         return self._gathered.submit(call)
@@ -562,7 +529,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         return self._gathered.busy()
 
     def after_commit(self, fn: Callable[[], object]) -> bool:
-        local = self._local
+        local = self._local.s
         batch = local.gathered or local.turn
         if batch is None:
             return False
@@ -588,27 +555,29 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def write(
         self, fn: Callable[[SQLiteExec], T], *, single: bool = False, durable: bool = True
     ) -> T:
-        local = self._local
-        batch = local.gathered
-        if batch is not None:
-            batch.durable = batch.durable or durable
-            return self._savepoint(self.exec(), fn)  # in the transaction the calls share
-        inline = local.inline
+        local = self._local.s
         call = local.call
-        if call is not None and call.lazy:  # answered once committed (`Inline.lazy`)
-            durable = False
-        if call is not None and call.short:
-            return self._in_turn(fn, durable, call)
-        if not inline and local.turn is not None:  # the loop's thread, outside `inline`
-            self._end_turn(local.turn)
-        if call is not None and durable and self.durability == "full":
-            loop = running_loop_or_block()  # the loop to await the disk on
-            # commit now, without SQLite's fsync; the caller awaits the log's fsync
-            committed = self.write(fn, single=single, durable=False)
-            if call.durable is None:
-                call.durable = commit_wait(loop)
-                self._syncer.after(call.durable)
-            return committed
+        inline = False
+        if call is not None or local.gathered is not None or local.turn is not None:
+            batch = local.gathered
+            if batch is not None:
+                batch.durable = batch.durable or durable
+                return self._savepoint(self.exec(), fn)  # in the transaction the calls share
+            inline = local.inline
+            if call is not None and call.lazy:  # answered once committed (`Inline.lazy`)
+                durable = False
+            if call is not None and call.short:
+                return self._in_turn(fn, durable, call)
+            if not inline and local.turn is not None:  # the loop's thread, outside `inline`
+                self._end_turn(local.turn)
+            if call is not None and durable and self.durability == "full":
+                loop = running_loop_or_block()  # the loop to await the disk on
+                # commit now, without SQLite's fsync; the caller awaits the log's fsync
+                committed = self.write(fn, single=single, durable=False)
+                if call.durable is None:
+                    call.durable = commit_wait(loop)
+                    self._syncer.after(call.durable)
+                return committed
         with self._group_lock:
             if not (self._leading or (inline and self._gathered.busy())):
                 self._leading = True
@@ -620,8 +589,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 self._waiting.append(me)
         if me is None:  # nobody writing: a group of one, led by this thread
             try:
-                with _Tx(self, self.durability == "full" and not durable) as ex:
-                    result: T = fn(ex)
+                result: T = self._transaction(local, fn, self.durability == "full" and not durable)
                 self.commits += 1
                 return result
             finally:
@@ -641,11 +609,34 @@ class SQLiteConnections(Connections[SQLiteExec]):
         led: T = me.outcome()
         return led
 
+    def _transaction(self, local: _ThreadState, fn: Callable[[SQLiteExec], T], relaxed: bool) -> T:
+        """`fn` in a write transaction on this thread's connection: BEGIN IMMEDIATE;
+        COMMIT, or ROLLBACK on any error (SQLite's own errors raised as StoreUnavailable).
+        `relaxed`: the commit need not wait for the disk (durability=full). A method, not a
+        context manager: every send, receive and delete opens one."""
+        ex = local.ex or self.exec()
+        conn = ex.conn
+        if self.durability == "full" and local.relaxed != relaxed:  # not inside a transaction
+            self.synchronous(conn, relaxed=relaxed)
+        self.begin(conn)
+        try:
+            result = fn(ex)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise failure(f"SQLite store {self.path} failed", exc) from exc
+            raise
+        if local.no_wait:  # on an event loop: the log is copied back elsewhere
+            self.checkpointer.committed()
+        return result
+
     def _in_turn(self, fn: Callable[[SQLiteExec], T], durable: bool, call: Inline) -> T:
         """Run a short write on an event loop's thread in the transaction of the loop's turn
         (opened here by the first), in a savepoint of its own once another has run there;
         its caller awaits the turn's commit."""
-        local = self._local
+        local = self._local.s
         turn = local.turn
         if turn is None:
             turn = self._open_turn()
@@ -682,7 +673,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             with self._group_lock:
                 self._pass_lead(())
             raise
-        turn = self._local.turn = _Turn(conn, loop)
+        turn = self._local.s.turn = _Turn(conn, loop)
         self._turns.add(turn)
         loop.call_soon(self._end_turn, turn)
         return turn
@@ -705,15 +696,15 @@ class SQLiteConnections(Connections[SQLiteExec]):
         else:
             done.set_result(None)
         checkpointer = self.checkpointer
-        if checkpointer.restart == "asked" and self._local.no_wait:
+        if checkpointer.restart == "asked" and self._local.s.no_wait:
             checkpointer.restart_on(turn.conn)
 
     def _close_turn(self, turn: _Turn, *, commit: bool) -> StoreUnavailable | None:
         """Commit the turn's transaction (what failed, if it did), or roll it back (its
         first write failed: nobody waits for it), and let the next writer lead."""
         self._turns.discard(turn)
-        if self._local.turn is turn:
-            self._local.turn = None
+        if self._local.s.turn is turn:
+            self._local.s.turn = None
         conn = turn.conn
         error: StoreUnavailable | None = None
         try:
@@ -755,16 +746,19 @@ class SQLiteConnections(Connections[SQLiteExec]):
         # durable commit (or checkpoint): a power cut before that can undo it
         relaxed = self.durability == "full" and not any(w.durable for w in group)
         results: list[tuple[_Write, Any]] = []
+
+        def run(ex: SQLiteExec) -> None:
+            if len(group) == 1:
+                results.append((group[0], group[0].fn(ex)))
+            else:
+                for w in group:
+                    try:
+                        results.append((w, self._savepoint(ex, w.fn)))
+                    except Exception as exc:
+                        w.error = exc
+
         try:
-            with _Tx(self, relaxed) as ex:
-                if len(group) == 1:
-                    results.append((group[0], group[0].fn(ex)))
-                else:
-                    for w in group:
-                        try:
-                            results.append((w, self._savepoint(ex, w.fn)))
-                        except Exception as exc:
-                            w.error = exc
+            self._transaction(self._local.s, run, relaxed)
         except BaseException as exc:  # nothing of the group was committed
             for w in group:
                 w.error = exc
@@ -776,7 +770,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def synchronous(self, conn: sqlite3.Connection, *, relaxed: bool) -> None:
         """This thread's connection at synchronous=NORMAL for a commit that need not wait
         for the disk, else FULL (changed only when it differs): at durability=full only."""
-        local = self._local
+        local = self._local.s
         if local.relaxed != relaxed:
             conn.execute(f"PRAGMA synchronous = {'NORMAL' if relaxed else 'FULL'}")
             local.relaxed = relaxed
@@ -791,7 +785,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         2 and 4 processes sending on one file moved a quarter fewer messages at a worse p99
         (docs/stores.md, "Atomicity"), the lock changing hands after every transaction.
         """
-        local = self._local
+        local = self._local.s
         if local.inline:
             if not local.no_wait:  # kept while the thread runs inline
                 conn.execute("PRAGMA busy_timeout = 0")

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import operator
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -40,6 +40,7 @@ from ...models import (
     SendResult,
     sent_result,
 )
+from ...notify import HUB
 from ...receipts import (
     claim_token,
     group_receipts,
@@ -177,7 +178,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         self,
         fn: Callable[[E], T],
         total: Total,
-        counts: Callable[[T], Iterable[tuple[int, int]]],
+        counts: Callable[[T], Sequence[tuple[int, int]]],
         *,
         single: bool = False,
         durable: bool = True,
@@ -186,13 +187,17 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         queue raised by what `fn` did (`counts(result)`: (queue id, how many) pairs) once it
         has committed: counted in memory and written by the accounts (totals.py)."""
         result = self.db.write(fn, single=single, durable=durable)
-        done = [(qid, n) for qid, n in counts(result) if n]
-        if done:
-            accounts = self.accounts
-            if self.db.after_commit(lambda: accounts.add(done, total)):
-                accounts.flush_if_due()  # in the transaction this write shares
-            else:
-                accounts.count(done, total)
+        done = counts(result)
+        for _, n in done:
+            if n:
+                break
+        else:
+            return result  # nothing done (a receive that found nothing)
+        accounts = self.accounts
+        if self.db.after_commit(lambda: accounts.add(done, total)):
+            accounts.flush_if_due()  # in the transaction this write shares
+        else:
+            accounts.count(done, total)
         return result
 
     def write(self, fn: Callable[[E], T], *, single: bool = False, durable: bool = True) -> T:
@@ -320,8 +325,8 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
     def notify(self, queue: str) -> None:
         if self.db.after_commit(lambda: self.notify(queue)):
             return  # a waiter woken now would not see the uncommitted write
-        super().notify(queue)
-        self.db.announce(self.key, queue)
+        HUB.notify(self._key, queue)  # `Backend.notify`, then the other processes'
+        self.db.announce(self._key, queue)
 
     def wait_for_messages(self, queue: str, since: int, timeout: float) -> None:
         if self.clock.manual:

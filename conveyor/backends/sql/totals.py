@@ -36,23 +36,14 @@ saw what they did is told by the span (`Counted.before`)."""
 
 class Counted:
     """A queue's counts not written yet, in spans of `SPAN` seconds by when they were made:
-    each span [began at (the store's clock), sent, received, deleted], oldest first."""
+    each span [began at (the store's clock), sent, received, deleted], oldest first (added
+    to by `RunningTotals.add`)."""
 
     __slots__ = ("qid", "spans")
 
     def __init__(self, qid: int) -> None:
         self.qid = qid
         self.spans: list[list[float]] = []
-
-    def add(self, at: float, which: int, n: int) -> None:
-        """`n` more of the total at `which` (`TOTALS`), done at `at`."""
-        spans = self.spans
-        if spans and at < spans[-1][0] + SPAN:
-            spans[-1][which] += n
-        else:
-            span = [at, 0, 0, 0]
-            span[which] = n
-            spans.append(span)
 
     def sums(self) -> tuple[int, int, int]:
         """Sent, received, deleted."""
@@ -80,15 +71,24 @@ class RunningTotals:
 
     def add(self, at: float, total: Total, done: Iterable[tuple[int, int]]) -> bool:
         """Count what was done at `at` (the store's clock): `done`, (queue id, how many)
-        pairs of `total`; True when the totals are due to be written."""
+        pairs of `total` (a pair of none left out); True when the totals are due to be
+        written."""
         which = TOTALS[total]
         with self._lock:
             pending = self._pending
             for qid, n in done:
+                if not n:
+                    continue
                 c = pending.get(qid)
                 if c is None:
                     c = pending[qid] = Counted(qid)
-                c.add(at, which, n)
+                spans = c.spans  # `n` more in the span of `at` (a new one where it ended)
+                if spans and at < spans[-1][0] + SPAN:
+                    spans[-1][which] += n
+                else:
+                    span = [at, 0, 0, 0]
+                    span[which] = n
+                    spans.append(span)
         return time.monotonic() >= self._due_at  # `due`, with counts just added
 
     def due(self) -> bool:
