@@ -71,7 +71,6 @@ def test_a_process_ended_by_a_bare_os_exit_loses_counts_never_messages(tmp_path:
         f"""
         import os
         from conveyor import Client
-from conveyor.backends.sql.store import SQLStore
         q = Client({url!r}).queue("work")
         for start in range(0, {N}, 10):
             q.send_batch([f"m{{i}}" for i in range(start, start + 10)])
