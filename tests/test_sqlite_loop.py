@@ -732,3 +732,50 @@ def test_writes_handed_over_while_the_lock_was_free_go_back_to_the_loop(
             ("first", "conveyor-sqlite-writer"),
             ("later", "conveyor-sqlite-writer"),  # the writer had waited for the lock
         ]
+
+
+def test_totals_written_in_a_loop_turn_that_fails_to_commit_are_counted_again(
+    tmp_path: Path,
+) -> None:
+    """The running totals a process held, written in the transaction of an event loop's
+    turn (they fell due there), are counted again when that turn's commit fails: the
+    turn's own send is undone, and the earlier send it counted is kept."""
+    import asyncio
+    import math
+
+    from conveyor.aio import AsyncClient
+
+    path = tmp_path / "t.db"
+    setup = sqlite3.connect(path, isolation_level=None)
+    setup.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    setup.execute(
+        "CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)"
+    )
+    with Client(f"sqlite:///{path}?durability=normal") as client:
+        client.create_queue("jobs")
+        store = client.backend
+        assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
+        db, totals = store.db, store.accounts.totals
+        q = AsyncClient(client=client).queue("jobs")
+
+        async def scenario() -> None:
+            db.exec().conn.execute("PRAGMA foreign_keys = ON")  # the loop's connection
+            totals._due_at = math.inf  # held: neither written by the next send nor a timer
+            await q.send("first")
+            assert totals.pending(store.lookup("jobs")[0]) == (1, 0, 0)
+            totals._due_at = 0.0  # due: the next write in a turn writes them
+            send = asyncio.create_task(q.send("second"))
+            await asyncio.sleep(0)  # the send wrote in the turn's transaction, not committed
+            turn = db._local.s.turn
+            assert turn is not None
+            turn.conn.execute("INSERT INTO child VALUES (99)")  # its COMMIT fails now
+            with pytest.raises(StoreUnavailable):
+                await send
+
+        asyncio.run(scenario())
+        qid = store.lookup("jobs")[0]
+        assert totals.pending(qid) == (1, 0, 0)  # the first send's, counted again
+        store.accounts.flush()
+        assert rows_of(path, "SELECT sent FROM queues") == [(1,)]
+        assert [m.text for m in client.queue("jobs").receive(10)] == ["first"]
+    setup.close()

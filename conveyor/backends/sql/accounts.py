@@ -93,6 +93,7 @@ class SQLAccounts(Generic[E]):
             except BaseException:
                 self.totals.restore(rows)
                 raise
+            self._kept_if_undone(rows)
 
     def forget(self, qid: int) -> None:
         """A queue deleted: what was counted of it here goes with it (its stored count is
@@ -223,6 +224,7 @@ class SQLAccounts(Generic[E]):
         Totals `taken` to be written with it are counted again where it fails."""
         try:
             self.store.write(fn)
+            self._kept_if_undone(taken)
         except WouldBlock:
 
             def later() -> None:
@@ -236,6 +238,12 @@ class SQLAccounts(Generic[E]):
         except BaseException:
             self.totals.restore(taken)
             raise
+
+    def _kept_if_undone(self, rows: Sequence[Counted]) -> None:
+        """Totals written by a write that shares a transaction not committed yet (an event
+        loop's turn, gathered calls): counted again if that transaction fails."""
+        if rows:
+            self.store.db.if_undone(lambda: self.totals.restore(rows))
 
     def _recount(self, name: str, qid: int, attrs: QueueAttributes) -> None:
         """A deep queue's count made in the background (the store closing, or the queue

@@ -174,6 +174,12 @@ class Connections(ABC, Generic[E]):
         runs it now)."""
         return False
 
+    def if_undone(self, fn: Callable[[], object]) -> bool:
+        """Inside a write that shares a transaction not yet committed (as `after_commit`),
+        hold `fn()` until that transaction fails to commit (or is rolled back) and say True;
+        elsewhere say False (the write has committed)."""
+        return False
+
     def announce(self, key: str, queue: str) -> None:
         """After a commit that may have made messages of `queue` ready: tell other
         processes' long polls. The generic version does nothing (databases that notify

@@ -247,10 +247,11 @@ class _Checkpointer(Worker):
 class _Batch:
     """What the gathered calls of one transaction leave for after its commit."""
 
-    __slots__ = ("durable", "later", "waited")
+    __slots__ = ("durable", "later", "undone", "waited")
 
     def __init__(self) -> None:
         self.later: list[Callable[[], object]] = []  # once committed: wake-ups, counts
+        self.undone: list[Callable[[], object]] = []  # if not committed (`if_undone`)
         self.durable = False  # a write must reach the disk before it is answered
         self.waited = True  # the lock was taken when the transaction began
 
@@ -331,14 +332,14 @@ class _Gathered(Worker):
         try:
             # committed without SQLite's fsync; the log is fsynced below if a write needs it
             db.write(run_all, durable=False)
-            error = fsync_file(db.wal) if db.durability == "full" and batch.durable else None
         except BaseException as exc:  # nothing was committed
             error = exc
+            run_each(batch.undone)
+        else:
+            error = fsync_file(db.wal) if db.durability == "full" and batch.durable else None
         if error is not None:
             return [(future, None, error) for _, future in calls], True
-        for fn in batch.later:
-            with contextlib.suppress(Exception):
-                fn()
+        run_each(batch.later)
         return outcomes, batch.waited
 
 
@@ -347,13 +348,14 @@ class _Turn:
     connection: opened by the first, committed at the loop's next turn (`SQLiteConnections.
     _end_turn`). `done` is what their callers await."""
 
-    __slots__ = ("conn", "done", "durable", "later", "writes")
+    __slots__ = ("conn", "done", "durable", "later", "undone", "writes")
 
     def __init__(self, conn: sqlite3.Connection, loop: asyncio.AbstractEventLoop) -> None:
         self.conn = conn
         self.done = commit_wait(loop)
         self.durable = False  # a write must reach the disk before it is answered
         self.later: list[Callable[[], object]] = []  # once committed: wake-ups, counts
+        self.undone: list[Callable[[], object]] = []  # if not committed (`if_undone`)
         self.writes = 0
 
 
@@ -536,6 +538,14 @@ class SQLiteConnections(Connections[SQLiteExec]):
         batch.later.append(fn)
         return True
 
+    def if_undone(self, fn: Callable[[], object]) -> bool:
+        local = self._local.s
+        batch = local.gathered or local.turn
+        if batch is None:
+            return False
+        batch.undone.append(fn)
+        return True
+
     def _savepoint(self, ex: SQLiteExec, fn: Callable[[SQLiteExec], T]) -> T:
         """Run `fn` in a savepoint of the open transaction: one write of several that share
         it (a group, gathered calls), undone alone if it raises (SQLite's own errors raised
@@ -688,9 +698,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         if error is not None:
             done.set_exception(error)
             return
-        for fn in turn.later:
-            with contextlib.suppress(Exception):
-                fn()
+        run_each(turn.later)
         if turn.durable and self.durability == "full":
             self._syncer.after(done)
         else:
@@ -724,6 +732,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
         if commit and error is None:
             self.commits += 1
             self.checkpointer.committed()
+        else:
+            run_each(turn.undone)
         return error
 
     def _pass_lead(self, group: Sequence[_Write], leader: _Write | None = None) -> None:
@@ -883,6 +893,14 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 conn.close()
             self._connections.clear()
         self._local = _PerThread()
+
+
+def run_each(calls: Sequence[Callable[[], object]]) -> None:
+    """Call each of `calls` (held for after a commit, or for its failure): one that raises
+    does not keep the others from running."""
+    for fn in calls:
+        with contextlib.suppress(Exception):
+            fn()
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
