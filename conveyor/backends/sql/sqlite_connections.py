@@ -531,19 +531,19 @@ class SQLiteConnections(Connections[SQLiteExec]):
         return self._gathered.busy()
 
     def after_commit(self, fn: Callable[[], object]) -> bool:
-        local = self._local.s
-        batch = local.gathered or local.turn
-        if batch is None:
-            return False
-        batch.later.append(fn)
-        return True
+        return self._hold(fn, committed=True)
 
     def if_undone(self, fn: Callable[[], object]) -> bool:
+        return self._hold(fn, committed=False)
+
+    def _hold(self, fn: Callable[[], object], *, committed: bool) -> bool:
+        """Hold `fn` for the commit (or the failure) of the transaction this thread's write
+        shares (gathered calls', or an event loop's turn); False where it shares none."""
         local = self._local.s
         batch = local.gathered or local.turn
         if batch is None:
             return False
-        batch.undone.append(fn)
+        (batch.later if committed else batch.undone).append(fn)
         return True
 
     def _savepoint(self, ex: SQLiteExec, fn: Callable[[SQLiteExec], T]) -> T:
