@@ -9,7 +9,7 @@ import json
 import zlib
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from . import tracing
 from .backends.base import Backend, Editing
@@ -29,6 +29,7 @@ from .models import (
     QueueStats,
     SendResult,
     batch_result,
+    sent_result,
 )
 from .sends import (
     MAX_BATCH_BYTES,
@@ -225,7 +226,8 @@ class Queue:
         if isinstance(entries, str | bytes):
             raise InvalidInput("pass a list of entries or bodies, not one body")
         entries = list(entries)
-        if all(type(e) is bytes or type(e) is str for e in entries):
+        bare = all(type(e) is bytes or type(e) is str for e in entries)
+        if bare:
             check_batch_size(len(entries), SDK_BATCH)
             ids: Sequence[str] = INDEX_IDS[: len(entries)]
             total = sum(len(e) for e in entries if isinstance(e, bytes | str))
@@ -238,6 +240,11 @@ class Queue:
         if len(entries) <= MAX_BATCH:
             check_batch_bytes(total)
         attrs = self.info.attributes
+        if bare and len(entries) <= self._backend.batch_limit:
+            bodies = self._checks.as_they_are(attrs, cast(list[Body], entries))
+            if bodies is not None:  # one store call takes them as they are
+                made = self._backend.send_bodies(self.name, bodies, attrs.delay)
+                return [batch_result(k, sent_result(i)) for k, i in zip(ids, made, strict=True)]
         prepared: list[NewMessage] = []
         sent_ids: list[str] = []
         failed: dict[str, BatchResult] = {}

@@ -138,18 +138,11 @@ class SendChecks:
         if most is not None:
             check_batch_size(len(entries), most)
         if ids is None and set(map(type, entries)) == {bytes}:
-            bodies = cast(Sequence[bytes], entries)
-            sizes = list(map(len, bodies))
             if most is not None and most <= MAX_BATCH:
-                check_batch_bytes(sum(sizes))
-            if (
-                not attrs.fifo
-                and attrs.compress_over is None
-                and min(sizes)
-                and max(sizes) <= attrs.max_message_bytes
-                and not tracing.ON
-            ):  # the cheapest send: the bodies go to the store as they are
-                return Send(bodies=tuple(bodies), delay=attrs.delay)
+                check_batch_bytes(sum(map(len, cast(Sequence[bytes], entries))))
+            bare = self.as_they_are(attrs, cast(Sequence[bytes], entries))
+            if bare is not None:
+                return Send(bodies=bare, delay=attrs.delay)
         elif most is not None and most <= MAX_BATCH:
             check_batch_bytes(body_bytes(entries))
         if ids is None:
@@ -157,6 +150,22 @@ class SendChecks:
         return Send(
             messages=tuple(self.one(attrs, e, i) for i, e in zip(ids, entries, strict=True))
         )
+
+    def as_they_are(
+        self, attrs: QueueAttributes, bodies: Sequence[Body]
+    ) -> tuple[bytes, ...] | None:
+        """Bare bodies (a batch's worth, checked as a batch) as the store takes them, where
+        they can go to it as they are, the cheapest send (`Backend.send_bodies`): a standard
+        queue without compression, each body of 1 byte to the queue's limit, no trace
+        context to add. None where any needs more: each goes through `body` instead."""
+        if attrs.fifo or attrs.compress_over is not None or tracing.ON or not bodies:
+            return None
+        if set(map(type, bodies)) != {bytes}:
+            bodies = [encode_body(b) for b in bodies]
+        sizes = list(map(len, bodies))
+        if not min(sizes) or max(sizes) > attrs.max_message_bytes:
+            return None
+        return tuple(cast(Sequence[bytes], bodies))
 
     def one(
         self, attrs: QueueAttributes, entry: SendEntry | Body, message_id: str | None = None

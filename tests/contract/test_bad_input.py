@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -214,6 +215,31 @@ def test_a_send_of_bare_bodies_goes_to_the_store_as_they_are(
     with pytest.raises(InvalidInput, match="group"):  # what a FIFO queue needs is said
         fifo.sending([b"a"])
     assert fifo.stats().total == 0
+
+
+def test_a_batch_of_bare_bodies_goes_to_the_store_in_one_call_as_they_are(
+    client: Client, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`send_batch` of bodies alone on a standard queue hands them to the store as they
+    are, in one `send_bodies` call (str bodies encoded); the queue's delay applies and the
+    results carry the ids in entry order."""
+    q = client.create_queue("q", delay=5)
+    backend = client.backend
+    calls: list[tuple[str, tuple[bytes, ...], float]] = []
+    real = backend.send_bodies
+
+    def spy(queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
+        calls.append((queue, tuple(bodies), delay))
+        return real(queue, bodies, delay)
+
+    monkeypatch.setattr(backend, "send_bodies", spy)
+    results = q.send_batch(["\u00e9", b"b", "c"])
+    assert calls == [("q", ("\u00e9".encode(), b"b", b"c"), 5.0)]
+    assert [r.entry_id for r in results] == ["0", "1", "2"] and all(r.ok for r in results)
+    assert q.receive(10) == []
+    clock.advance(5)
+    got = {m.id: m.text for m in q.receive(10)}
+    assert [got[r.result.id] for r in results if r.result] == ["\u00e9", "b", "c"]
 
 
 def test_batch_reports_per_entry(client: Client) -> None:
