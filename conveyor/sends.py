@@ -158,7 +158,7 @@ class SendChecks:
         they can go to it as they are, the cheapest send (`Backend.send_bodies`): a standard
         queue without compression, each body of 1 byte to the queue's limit, no trace
         context to add. None where any needs more: each goes through `body` instead."""
-        if attrs.fifo or attrs.compress_over is not None or tracing.ON or not bodies:
+        if not bodies or not _plain(attrs):
             return None
         if set(map(type, bodies)) != {bytes}:
             bodies = [encode_body(b) for b in bodies]
@@ -166,6 +166,16 @@ class SendChecks:
         if not min(sizes) or max(sizes) > attrs.max_message_bytes:
             return None
         return tuple(cast(Sequence[bytes], bodies))
+
+    def as_it_is(self, attrs: QueueAttributes, body: Body) -> bytes | None:
+        """`as_they_are` for one body."""
+        if not _plain(attrs):
+            return None
+        if type(body) is not bytes:
+            body = encode_body(body)
+        if not body or len(body) > attrs.max_message_bytes:
+            return None
+        return body
 
     def one(
         self, attrs: QueueAttributes, entry: SendEntry | Body, message_id: str | None = None
@@ -259,6 +269,12 @@ class SendChecks:
         if attrs.compress_over is not None and len(body) > attrs.compress_over:
             body, compressed = packed(attrs, body)
         return bare_message(body, attrs.delay, message_id, compressed)
+
+
+def _plain(attrs: QueueAttributes) -> bool:
+    """Whether a queue's bodies can go to its store as they are (`SendChecks.as_they_are`):
+    a standard queue without compression, and no trace context to add."""
+    return not attrs.fifo and attrs.compress_over is None and not tracing.ON
 
 
 def encode_body(body: Body) -> bytes:

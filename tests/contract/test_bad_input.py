@@ -221,8 +221,8 @@ def test_a_batch_of_bare_bodies_goes_to_the_store_in_one_call_as_they_are(
     client: Client, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`send_batch` of bodies alone on a standard queue hands them to the store as they
-    are, in one `send_bodies` call (str bodies encoded); the queue's delay applies and the
-    results carry the ids in entry order."""
+    are, in one `send_bodies` call (str bodies encoded), and `send` of a body alone too;
+    the queue's delay applies and the results carry the ids in entry order."""
     q = client.create_queue("q", delay=5)
     backend = client.backend
     calls: list[tuple[str, tuple[bytes, ...], float]] = []
@@ -236,10 +236,13 @@ def test_a_batch_of_bare_bodies_goes_to_the_store_in_one_call_as_they_are(
     results = q.send_batch(["\u00e9", b"b", "c"])
     assert calls == [("q", ("\u00e9".encode(), b"b", b"c"), 5.0)]
     assert [r.entry_id for r in results] == ["0", "1", "2"] and all(r.ok for r in results)
+    one = q.send("d")  # a single body likewise
+    assert calls[1:] == [("q", (b"d",), 5.0)] and not one.duplicate
     assert q.receive(10) == []
     clock.advance(5)
     got = {m.id: m.text for m in q.receive(10)}
     assert [got[r.result.id] for r in results if r.result] == ["\u00e9", "b", "c"]
+    assert got[one.id] == "d"
 
 
 def test_batch_reports_per_entry(client: Client) -> None:
