@@ -626,7 +626,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         context manager: every send, receive and delete opens one."""
         ex = local.ex or self.exec()
         conn = ex.conn
-        if self.durability == "full" and local.relaxed != relaxed:  # not inside a transaction
+        if self.durability == "full":  # not allowed inside a transaction
             self.synchronous(conn, relaxed=relaxed)
         self.begin(conn)
         try:
