@@ -603,10 +603,10 @@ def test_commits_on_an_event_loop_leave_checkpoints_to_a_thread_and_the_log_stay
     store's checkpoint thread does, and a log that writes kept ahead of it starts again
     from its beginning once past its limit. A reader keeping an old snapshot makes that
     wait give up rather than hold writers back."""
-    from conveyor.backends.sql.sqlite_connections import _Checkpointer
+    from conveyor.backends.sql.sqlite_checkpoints import Checkpointer
 
-    monkeypatch.setattr(_Checkpointer, "EVERY", 10**9)  # no checkpoint asked for, at first
-    monkeypatch.setattr(_Checkpointer, "LIMIT", 1000)
+    monkeypatch.setattr(Checkpointer, "EVERY", 10**9)  # no checkpoint asked for, at first
+    monkeypatch.setattr(Checkpointer, "LIMIT", 1000)
     path = tmp_path / "c.db"
     frame = 4096 + 24  # a page of log and its header
 
@@ -647,11 +647,11 @@ def test_the_log_starts_anew_between_two_turns_of_a_loop_that_writes(
     loop's thread between two of its turns, where it need not wait for the write lock
     (from the checkpoint thread it waited in SQLite's busy handler against the loop, then
     held every write back); the log stays bounded and nothing written is lost."""
-    from conveyor.backends.sql.sqlite_connections import _Checkpointer
+    from conveyor.backends.sql.sqlite_checkpoints import Checkpointer
 
-    monkeypatch.setattr(_Checkpointer, "EVERY", 16)  # a checkpoint every 16 commits
-    monkeypatch.setattr(_Checkpointer, "MOST", 16)
-    monkeypatch.setattr(_Checkpointer, "LIMIT", 300)
+    monkeypatch.setattr(Checkpointer, "EVERY", 16)  # a checkpoint every 16 commits
+    monkeypatch.setattr(Checkpointer, "MOST", 16)
+    monkeypatch.setattr(Checkpointer, "LIMIT", 300)
     path = tmp_path / "r.db"
     with Client(f"sqlite:///{path}?durability=normal") as client:
         client.create_queue("jobs")
