@@ -1,0 +1,138 @@
+"""Turns at a SQLite file's write lock for a writer that has waited long.
+
+SQLite lets a writer that finds the write lock taken sleep in its busy handler (1, 2, 5 ...
+100 ms) and try again. A process that writes in a loop takes the lock again microseconds
+after it let it go, so a sleeper's tries can keep meeting it taken: with four processes
+draining one file, one of them could wait seconds while the others moved thousands of
+messages, and a receive could come back empty after the queue had been drained by the rest.
+
+A writer that has waited `TURN_AFTER` seconds takes the file's turn: it holds an exclusive
+`flock` on ``FILE-turn`` (beside the database) and raises a flag in that file's first byte,
+which every process on the file has mapped into memory. Every writer looks at the flag
+before it asks for the lock (a read from memory, no system call) and, while the flag is up,
+waits for it to come down (for `HOLD_BACK` at most: a writer stopped with the turn, by
+SIGSTOP or a debugger, holds the others back no longer than that); so the writer with the
+turn has the lock as soon as the transactions already under way end, and lowers the flag
+once it has it. Writers that have
+waited long take the turn one after another (the `flock`). A flag left up by a process
+that died holding the turn (its `flock` went with it) is lowered by the first writer that
+finds no `flock` behind it.
+
+Where the file cannot be made (a read-only directory) a writer waits in SQLite's busy
+handler alone, as it did before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import mmap
+import os
+import threading
+import time
+
+log = logging.getLogger("conveyor.store")
+
+TURN_AFTER = 0.05  # seconds a write waits in SQLite's busy handler before it takes the turn
+SIZE = 8  # bytes of the turn file: the flag is the first
+CHECK_HOLDER = 0.05  # seconds a writer gives way before it looks whether the turn is held
+HOLD_BACK = 1.0  # seconds a writer gives way at most, then asks for the lock all the same
+
+
+class Turnstile:
+    """The turn file of one SQLite database, as this process sees it."""
+
+    def __init__(self, database: str) -> None:
+        self.path = database + "-turn"
+        self._mutex = threading.Lock()  # one thread of this process takes the turn at a time
+        mode = 0o644
+        with contextlib.suppress(OSError):
+            mode = os.stat(database).st_mode & 0o666
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+        try:
+            if os.fstat(fd).st_size < SIZE:
+                os.ftruncate(fd, SIZE)  # every process that gets here makes it the same size
+            self.flag = mmap.mmap(fd, SIZE)
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    @classmethod
+    def open(cls, database: str) -> Turnstile | None:
+        """The turnstile of `database`, or None where its file cannot be made or mapped."""
+        try:
+            return cls(database)
+        except (OSError, ValueError) as exc:
+            log.debug("SQLite store %s: no turns at the write lock (%s)", database, exc)
+            return None
+
+    def give_way(self, until: float) -> None:
+        """Wait while another writer has the turn (its flag is up), for `HOLD_BACK` and until
+        `until` (time.monotonic()) at most; a flag whose holder has gone is lowered."""
+        started = time.monotonic()
+        until = min(until, started + HOLD_BACK)
+        pause = 0.0002
+        looked = started
+        while self.flag[0]:
+            now = time.monotonic()
+            if now >= until:
+                return
+            if now - looked >= CHECK_HOLDER:
+                looked = now
+                self._lower_if_left()
+            time.sleep(pause)
+            pause = min(pause * 2, 0.0005)
+
+    def _lower_if_left(self) -> None:
+        """Lower a flag that no `flock` holds up: its process died with the turn."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return  # held: a writer has the turn
+        else:
+            if self.flag[0]:
+                log.info("SQLite store: a turn at the write lock left by a process that ended")
+                self.flag[0] = 0
+        finally:
+            os.close(fd)  # and with it the shared flock
+
+    def take(self, until: float) -> bool:
+        """Take the turn, waiting for other writers who have it until `until` at most;
+        False where it could not be had by then. `leave()` gives it back."""
+        if not self._mutex.acquire(timeout=max(until - time.monotonic(), 0.0)):
+            return False
+        pause = 0.0002
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= until:
+                    self._mutex.release()
+                    return False
+                time.sleep(pause)
+                pause = min(pause * 2, 0.0005)
+            except OSError:
+                self._mutex.release()
+                return False
+        self.flag[0] = 1
+        return True
+
+    def leave(self) -> None:
+        """Lower the flag and give the turn back."""
+        self.flag[0] = 0
+        with contextlib.suppress(OSError):
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._mutex.release()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError, BufferError):
+            self.flag.close()
+        with contextlib.suppress(OSError):
+            os.close(self._fd)

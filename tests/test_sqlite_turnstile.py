@@ -1,0 +1,147 @@
+"""Turns at a SQLite file's write lock: a writer that has waited long is let in next."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conveyor import Client, Queue
+from conveyor.backends.sql import sqlite_turnstile
+from conveyor.backends.sql.sqlite_turnstile import Turnstile
+from conveyor.exceptions import StoreUnavailable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _wait_for(predicate, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "condition not reached"
+        time.sleep(0.005)
+
+
+def test_the_writer_that_waited_long_goes_before_one_that_just_came(tmp_path: Path) -> None:
+    """Another connection holds the lock; a send waits, past `TURN_AFTER`, so it takes the
+    turn; then a second store on the file (as another process) sends. When the lock is let
+    go, the first goes first: the second held back while the first had the turn. Without
+    turns the first sleeps in SQLite's busy handler (20-25 ms between tries by then) while
+    the second, just come, tries after 1, 2, 5 ms, and is in first."""
+    path = str(tmp_path / "q.db")
+    first = Client(f"sqlite:///{path}").create_queue("q")
+    second = Client(f"sqlite:///{path}").queue("q")
+    second.stats()  # its connection open: a store object of its own, its own turnstile
+    watcher = Turnstile(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the write lock, held by another connection
+    errors: list[BaseException] = []
+
+    def send(q: Queue, body: str) -> None:
+        try:
+            q.send(body)
+        except BaseException as exc:
+            errors.append(exc)
+
+    waited = threading.Thread(target=send, args=(first, "waited"))
+    came = threading.Thread(target=send, args=(second, "came"))
+    try:
+        waited.start()
+        _wait_for(lambda: watcher.flag[0] == 1 or bool(errors), 10)  # it took the turn
+        came.start()
+        time.sleep(0.005)  # the second is giving way, or about to ask for the lock
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    waited.join(30)
+    came.join(30)
+    assert not errors
+    assert watcher.flag[0] == 0, "the flag is lowered once the writer has the lock"
+    assert [m.body for m in first.peek(10)] == [b"waited", b"came"]
+    watcher.close()
+
+
+def test_a_writer_gives_way_while_another_process_has_the_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For `HOLD_BACK` at most, then it asks for the lock all the same: a process stopped
+    with the turn (SIGSTOP) does not stop the others."""
+    monkeypatch.setattr(sqlite_turnstile, "HOLD_BACK", 0.3)
+    q = Client(f"sqlite:///{tmp_path}/q.db").create_queue("q")
+    other = Turnstile(str(tmp_path / "q.db"))  # its own flock, as another process's
+    try:
+        assert other.take(time.monotonic() + 5)
+        started = time.monotonic()
+        q.send("held back")
+        assert time.monotonic() - started >= 0.3
+        assert other.flag[0] == 1
+        other.leave()
+        started = time.monotonic()
+        q.send("let in")
+        assert time.monotonic() - started < 0.3
+        assert [m.body for m in q.peek(10)] == [b"held back", b"let in"]
+    finally:
+        other.close()
+
+
+def test_a_writer_gives_way_for_its_busy_timeout_at_most(tmp_path: Path) -> None:
+    q = Client(f"sqlite:///{tmp_path}/q.db?busy_timeout=0.2").create_queue("q")
+    other = Turnstile(str(tmp_path / "q.db"))
+    holder = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None)
+    try:
+        assert other.take(time.monotonic() + 5)
+        holder.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="busy_timeout"):
+            q.send("held back")
+        assert 0.2 <= time.monotonic() - started < 5
+        holder.execute("ROLLBACK")
+        assert q.stats().total == 0, "nothing is written by a send that failed"
+    finally:
+        holder.close()
+        other.leave()
+        other.close()
+
+
+def test_a_turn_left_by_a_process_that_died_is_lowered(tmp_path: Path) -> None:
+    path = str(tmp_path / "q.db")
+    q = Client(f"sqlite:///{path}?busy_timeout=30").create_queue("q")
+    q.send("before")
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys, time\n"
+            "from conveyor.backends.sql.sqlite_turnstile import Turnstile\n"
+            "t = Turnstile(sys.argv[1])\n"
+            "assert t.take(time.monotonic() + 5)\n"
+            "os._exit(0)  # dies holding the turn: its flock goes, the flag stays\n",
+            path,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
+    assert killed.returncode == 0, killed.stderr.decode()
+    watcher = Turnstile(path)
+    assert watcher.flag[0] == 1
+    started = time.monotonic()
+    q.send("after")
+    assert time.monotonic() - started < 10, "the flag of a dead process held the send back"
+    assert watcher.flag[0] == 0
+    assert [m.body for m in q.peek(10)] == [b"before", b"after"]
+    watcher.close()
+
+
+def test_without_a_turn_file_writes_wait_in_sqlites_busy_handler_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_turnstile, "SIZE", 0)  # mmap of 0 bytes fails: no turnstile
+    assert Turnstile.open(str(tmp_path / "x.db")) is None
+    q = Client(f"sqlite:///{tmp_path}/q.db").create_queue("q")
+    q.send("a")
+    assert [m.body for m in q.peek(10)] == [b"a"]
