@@ -2,8 +2,9 @@
 
 ``python -m bench.sharing [--processes 2,4] [--messages 3000] [--repeat 3]``
 
-Each workload runs with the store's turns at the write lock (sqlite_turnstile.py) and, as
-the baseline, without them (SQLite's busy handler alone), in turn, on a new file each run
+Each workload runs with the store's way of waiting for the write lock (5 ms in SQLite's
+busy handler, then short steps, then turns: sqlite_turnstile.py; "turns: yes") and, as the
+baseline, with SQLite's busy handler alone, in turn, on a new file each run
 (durability=normal, 100-byte bodies):
 
 - send: N processes each send M single messages;

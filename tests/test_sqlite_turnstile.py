@@ -1,4 +1,4 @@
-"""Turns at a SQLite file's write lock: a writer that has waited long is let in next."""
+"""How a SQLite write waits for the lock: short steps after 5 ms, then a turn."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import pytest
 
 from conveyor import Client, Queue
 from conveyor.backends.sql import sqlite_turnstile
+from conveyor.backends.sql.sqlite_connections import SQLiteConnections, SQLiteExec
 from conveyor.backends.sql.sqlite_turnstile import Turnstile
+from conveyor.backends.sql.store import SQLStore
 from conveyor.exceptions import StoreUnavailable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,3 +147,27 @@ def test_without_a_turn_file_writes_wait_in_sqlites_busy_handler_alone(
     q = Client(f"sqlite:///{tmp_path}/q.db").create_queue("q")
     q.send("a")
     assert [m.body for m in q.peek(10)] == [b"a"]
+
+
+def test_a_read_that_meets_the_lock_waits_the_whole_busy_timeout(tmp_path: Path) -> None:
+    """A write's first tries wait 5 ms in SQLite's busy handler (`FINE_AFTER`); a read that
+    meets a lock (in WAL, another connection's recovery) is made again with the store's
+    whole busy timeout, as reads waited before."""
+    client = Client(f"sqlite:///{tmp_path}/q.db?busy_timeout=7")
+    backend = client.backend
+    assert isinstance(backend, SQLStore)
+    db = backend.db
+    assert isinstance(db, SQLiteConnections)
+    timeouts: list[int] = []
+
+    def read(ex: SQLiteExec) -> str:
+        (ms,) = ex.conn.execute("PRAGMA busy_timeout").fetchone()
+        timeouts.append(ms)
+        if len(timeouts) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        return "read"
+
+    assert db.read(read) == "read"
+    assert timeouts == [5, 7000]
+    (ms,) = db.exec().conn.execute("PRAGMA busy_timeout").fetchone()
+    assert ms == 5, "the write's first tries wait 5 ms again"

@@ -20,8 +20,9 @@ once (another process holds the lock) is handed to the store's writer thread (`g
 which runs every write handed over meanwhile in one transaction once it has the lock; until
 that has committed, later writes of the loop join it.
 
-Between processes, a write that has waited `TURN_AFTER` for the lock takes the file's turn
-(sqlite_turnstile.py): the others hold back until it has the lock.
+Between processes, a write that finds the lock taken waits `FINE_AFTER` in SQLite's busy
+handler, then tries in short steps, and after `TURN_AFTER` takes the file's turn: the others
+hold back until it has the lock (sqlite_turnstile.py).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from .connections import Connections, Exec, Params
 from .rows import Row
 from .sqlite_checkpoints import AUTOCHECKPOINT, Checkpointer
 from .sqlite_sync import Syncer, Worker, fsync_file, settle_all
-from .sqlite_turnstile import TURN_AFTER, Turnstile
+from .sqlite_turnstile import FINE_AFTER, TURN_AFTER, Turnstile
 from .statement import Numbered, positional
 from .wakes import Wakes
 
@@ -353,23 +354,26 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 if not self._turnstile_looked:
                     self._turnstile = Turnstile.open(self.path)
                     if self._turnstile is not None:
-                        self._wait_ms = min(self._busy_ms, int(TURN_AFTER * 1000))
+                        self._wait_ms = min(self._busy_ms, int(FINE_AFTER * 1000))
                     self._turnstile_looked = True
         try:
             conn = sqlite3.connect(
                 self.path,
                 isolation_level=None,
                 check_same_thread=False,
-                timeout=self._wait_ms / 1000,
+                timeout=self._busy_ms / 1000,
                 # each queue is a table with statements of its own: room for a few hundred
                 # queues in use at once (about 2 KiB a statement, 4 MiB when full)
                 cached_statements=2048,
             )
-            conn.execute(f"PRAGMA busy_timeout = {self._wait_ms}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA journal_mode = WAL")  # on a new file, with the lock
             sync = "FULL" if self.durability == "full" else "NORMAL"
             conn.execute(f"PRAGMA synchronous = {sync}")
             conn.execute("PRAGMA cache_size = -32000")
+            # SQLite's busy handler for a write's first tries (`begin`); a read that meets
+            # the lock (rare in WAL: another connection's recovery) waits on (`read`)
+            conn.execute(f"PRAGMA busy_timeout = {self._wait_ms}")
         except sqlite3.Error as exc:
             raise failure(f"cannot open SQLite store {self.path}", exc) from exc
         ex = self._local.s.ex = SQLiteExec(conn)
@@ -394,11 +398,25 @@ class SQLiteConnections(Connections[SQLiteExec]):
         try:
             return fn(self.exec())
         except sqlite3.OperationalError as exc:
-            if self._local.s.inline and _busy(exc):
-                raise WouldBlock from exc
+            if _busy(exc):
+                if self._local.s.inline:
+                    raise WouldBlock from exc
+                if self._wait_ms < self._busy_ms:
+                    return self._read_waiting(fn)
             raise failure(f"SQLite store {self.path} failed", exc) from exc
         except sqlite3.Error as exc:
             raise failure(f"SQLite store {self.path} failed", exc) from exc
+
+    def _read_waiting(self, fn: Callable[[SQLiteExec], T]) -> T:
+        """`fn` again, with SQLite's busy handler waiting the whole busy timeout."""
+        ex = self.exec()
+        ex.conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        try:
+            return fn(ex)
+        except sqlite3.Error as exc:
+            raise failure(f"SQLite store {self.path} failed", exc) from exc
+        finally:
+            ex.conn.execute(f"PRAGMA busy_timeout = {self._wait_ms}")
 
     @contextlib.contextmanager
     def _inline(self) -> Iterator[Inline]:
@@ -680,16 +698,17 @@ class SQLiteConnections(Connections[SQLiteExec]):
             local.relaxed = relaxed
 
     def begin(self, conn: sqlite3.Connection) -> None:
-        """BEGIN IMMEDIATE. Where another connection holds the write lock, SQLite's own busy
-        handler tries again (after 1, 2, 5, 10 ... 100 ms) until the store's busy timeout
-        has passed in all, then the call fails with StoreUnavailable. Inline (on an event
-        loop's thread) a busy lock raises `WouldBlock` at once. A write that has waited
-        `TURN_AFTER` takes the file's turn, and while another has it, a write waits for it
-        (inline: raises `WouldBlock`) before it asks for the lock.
+        """BEGIN IMMEDIATE. Where another connection holds the write lock: `FINE_AFTER` in
+        SQLite's busy handler, then tries in short steps, then after `TURN_AFTER` the
+        file's turn (sqlite_turnstile.py), until the store's busy timeout has passed in
+        all; then the call fails with StoreUnavailable. While another writer has the turn,
+        a write holds back before it asks. Inline (on an event loop's thread) a busy lock,
+        or the turn taken, raises `WouldBlock` at once.
 
-        Backing off in shorter steps of our own (50 µs to 2 ms) was measured against this:
-        2 and 4 processes sending on one file moved a quarter fewer messages at a worse p99
-        (docs/stores.md, "Atomicity"), the lock changing hands after every transaction.
+        Short steps from the first try (50 µs to 2 ms) were measured against SQLite's
+        handler alone: 2 and 4 processes sending on one file moved a quarter fewer messages
+        at a worse p99, the lock changing hands after every transaction. After 5 ms in the
+        handler they move as many (docs/benchmarks.md, "Processes sharing one SQLite file").
         """
         local = self._local.s
         turnstile = self._turnstile
@@ -713,23 +732,45 @@ class SQLiteConnections(Connections[SQLiteExec]):
             local.no_wait = False
         started = time.monotonic()
         if turnstile is not None and turnstile.flag[0]:
-            turnstile.give_way(started + self._busy_ms / 1000)
+            local.waited = True
+            if not self._wait_for_lock(conn, turnstile, started):
+                raise self._locked(started)
+            return
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise failure(f"SQLite store {self.path} is unavailable", exc) from exc
             local.waited = True
-            if turnstile is not None and self._begin_in_turn(conn, turnstile, started):
+            if turnstile is not None and self._wait_for_lock(conn, turnstile, started):
                 return
-            raise StoreUnavailable(
-                f"SQLite store {self.path} stayed locked for {time.monotonic() - started:.1f} s"
-                f" (busy_timeout={self._busy_ms / 1000:g}): another connection holds its write"
-                " lock (a long transaction, or a process stopped in one); retry later, or"
-                " raise busy_timeout in the store's URL"
-            ) from exc
+            raise self._locked(started) from exc
         # microseconds where the lock is free; SQLite's busy handler sleeps 1 ms and more
         local.waited = time.monotonic() - started > LOCK_WAITED
+
+    def _locked(self, started: float) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"SQLite store {self.path} stayed locked for {time.monotonic() - started:.1f} s"
+            f" (busy_timeout={self._busy_ms / 1000:g}): another connection holds its write"
+            " lock (a long transaction, or a process stopped in one); retry later, or"
+            " raise busy_timeout in the store's URL"
+        )
+
+    def _wait_for_lock(
+        self, conn: sqlite3.Connection, turnstile: Turnstile, started: float
+    ) -> bool:
+        """BEGIN IMMEDIATE for a write that met the lock taken (or the turn another writer
+        has: it holds back first): tried in short steps until `TURN_AFTER` has passed since
+        `started`, then with the file's turn; False where the busy timeout passed first.
+        Short steps rather than SQLite's handler, whose sleeps grow to 20 ms and more: the
+        lock is free for microseconds between another process's transactions, and the
+        writers that held back for a turn all ask at once when it ends."""
+        until = started + self._busy_ms / 1000
+        if turnstile.flag[0]:
+            turnstile.give_way(until)
+        if self._poll_begin(conn, min(started + TURN_AFTER, until), turnstile):
+            return True
+        return self._begin_in_turn(conn, turnstile, started)
 
     def _begin_in_turn(
         self, conn: sqlite3.Connection, turnstile: Turnstile, started: float
@@ -740,13 +781,23 @@ class SQLiteConnections(Connections[SQLiteExec]):
         until = started + self._busy_ms / 1000
         if not turnstile.take(until):
             return False
+        try:
+            return self._poll_begin(conn, until, None)
+        finally:
+            turnstile.leave()
+
+    def _poll_begin(
+        self, conn: sqlite3.Connection, until: float, turnstile: Turnstile | None
+    ) -> bool:
+        """BEGIN IMMEDIATE tried every 0.1 ms, growing to 0.5 ms, until `until`; False where
+        the lock stayed taken. With `turnstile` (not held by this writer), it holds back
+        again while another writer has the turn."""
         conn.execute("PRAGMA busy_timeout = 0")
         try:
-            # only the transactions already under way are ahead: try again after 0.1 ms,
-            # growing to 0.5 ms (SQLite's busy handler sleeps 1, 2, 5, 10 ms, while every
-            # other writer of the file holds back)
             pause = 0.0001
             while True:
+                if turnstile is not None and turnstile.flag[0]:
+                    turnstile.give_way(until)
                 try:
                     conn.execute("BEGIN IMMEDIATE")
                     return True
@@ -759,7 +810,6 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 pause = min(pause * 2, 0.0005)
         finally:
             conn.execute(f"PRAGMA busy_timeout = {self._wait_ms}")
-            turnstile.leave()
 
     def announce(self, key: str, queue: str) -> None:
         self._wakes.announce(queue)

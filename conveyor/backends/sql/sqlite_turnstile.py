@@ -1,25 +1,30 @@
-"""Turns at a SQLite file's write lock for a writer that has waited long.
+"""How a write waits for a SQLite file's write lock that another connection holds, and
+turns at the lock for a writer that has waited long.
 
-SQLite lets a writer that finds the write lock taken sleep in its busy handler (1, 2, 5 ...
-100 ms) and try again. A process that writes in a loop takes the lock again microseconds
-after it let it go, so a sleeper's tries can keep meeting it taken: with four processes
-draining one file, one of them could wait seconds while the others moved thousands of
-messages, and a receive could come back empty after the queue had been drained by the rest.
+SQLite lets a writer that finds the lock taken sleep in its busy handler (1, 2, 5 ... 100
+ms) and try again. A process that writes in a loop takes the lock again microseconds after
+it let it go, so a sleeper's tries can keep meeting it taken: with four processes sending
+on one file, one send waited 930 ms while the others went on; with four draining one
+queue, one process moved 10 messages of 20,000. So a write waits in three steps:
 
-A writer that has waited `TURN_AFTER` seconds takes the file's turn: it holds an exclusive
-`flock` on ``FILE-turn`` (beside the database) and raises a flag in that file's first byte,
-which every process on the file has mapped into memory. Every writer looks at the flag
-before it asks for the lock (a read from memory, no system call) and, while the flag is up,
-waits for it to come down (for `HOLD_BACK` at most: a writer stopped with the turn, by
-SIGSTOP or a debugger, holds the others back no longer than that); so the writer with the
-turn has the lock as soon as the transactions already under way end, and lowers the flag
-once it has it. Writers that have
-waited long take the turn one after another (the `flock`). A flag left up by a process
-that died holding the turn (its `flock` went with it) is lowered by the first writer that
-finds no `flock` behind it.
+1. `FINE_AFTER` (5 ms) in SQLite's busy handler (tries after 1, 3 and 5 ms): the common
+   wait, for a transaction under way, ends here;
+2. then until `TURN_AFTER` (50 ms) it tries every 0.1 ms, growing to 0.5 ms, and catches
+   the lock between another process's transactions;
+3. then it takes the file's turn: it holds an exclusive `flock` on ``FILE-turn`` (beside
+   the database) and raises a flag in that file's first byte, which every process on the
+   file has mapped into memory. Every write looks at the flag before it asks for the lock
+   (a read from memory, no system call) and, while the flag is up, holds back (for
+   `HOLD_BACK` at most: a writer stopped with the turn, by SIGSTOP or a debugger, holds
+   the others back no longer than that), then tries in short steps as in 2. The writer
+   with the turn has the lock as soon as the transactions under way end, and lowers the
+   flag once it has it. Writers that have waited long take the turn one after another
+   (the `flock`).
 
-Where the file cannot be made (a read-only directory) a writer waits in SQLite's busy
-handler alone, as it did before.
+A flag left up by a process that died holding the turn (its `flock` went with it) is
+lowered by the first writer that finds no `flock` behind it. Where the file cannot be made
+(a read-only directory) a write waits in SQLite's busy handler alone, for the whole busy
+timeout, as every read does.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ import time
 
 log = logging.getLogger("conveyor.store")
 
-TURN_AFTER = 0.05  # seconds a write waits in SQLite's busy handler before it takes the turn
+FINE_AFTER = 0.005  # seconds a write waits in SQLite's busy handler, then tries in short steps
+TURN_AFTER = 0.05  # seconds a write waits in all before it takes the turn
 SIZE = 8  # bytes of the turn file: the flag is the first
 CHECK_HOLDER = 0.05  # seconds a writer gives way before it looks whether the turn is held
 HOLD_BACK = 1.0  # seconds a writer gives way at most, then asks for the lock all the same
