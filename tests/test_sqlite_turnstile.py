@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -171,3 +172,48 @@ def test_a_read_that_meets_the_lock_waits_the_whole_busy_timeout(tmp_path: Path)
     assert timeouts == [5, 7000]
     (ms,) = db.exec().conn.execute("PRAGMA busy_timeout").fetchone()
     assert ms == 5, "the write's first tries wait 5 ms again"
+
+
+def test_a_process_stopped_with_the_turn_holds_the_others_back_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process stopped (SIGSTOP) while it has the turn: the first write gives way for
+    `HOLD_BACK`, the later ones do not wait for that turn again; once it goes on and gives
+    the turn back, turns are waited for again."""
+    monkeypatch.setattr(sqlite_turnstile, "HOLD_BACK", 0.3)
+    path = str(tmp_path / "q.db")
+    q = Client(f"sqlite:///{path}").create_queue("q")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys, time\n"
+            "from conveyor.backends.sql.sqlite_turnstile import Turnstile\n"
+            "t = Turnstile(sys.argv[1])\n"
+            "assert t.take(time.monotonic() + 5)\n"
+            "os.kill(os.getpid(), signal.SIGSTOP)  # stopped with the turn\n"
+            "t.leave()\n",
+            path,
+        ],
+        cwd=ROOT,
+    )
+    watcher = Turnstile(path)
+    try:
+        _wait_for(lambda: watcher.flag[0] != 0 and holder.poll() is None)
+        started = time.monotonic()
+        q.send("first")
+        assert time.monotonic() - started >= 0.3, "the first write gives way"
+        started = time.monotonic()
+        for i in range(5):
+            q.send(f"later {i}")
+        assert time.monotonic() - started < 0.3 * 5, "later writes waited for it again"
+        assert watcher.flag[0] != 0, "the stopped process still has the turn"
+        holder.send_signal(signal.SIGCONT)
+        assert holder.wait(30) == 0
+        assert watcher.flag[0] == 0
+        assert q.stats().total == 6
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        watcher.close()

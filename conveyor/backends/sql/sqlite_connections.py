@@ -713,7 +713,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         local = self._local.s
         turnstile = self._turnstile
         if local.inline:
-            if turnstile is not None and turnstile.flag[0]:
+            if turnstile is not None and turnstile.flag[0] and turnstile.held_up():
                 raise WouldBlock
             if not local.no_wait:  # kept while the thread runs inline
                 conn.execute("PRAGMA busy_timeout = 0")
@@ -770,7 +770,10 @@ class SQLiteConnections(Connections[SQLiteExec]):
             turnstile.give_way(until)
         if self._poll_begin(conn, min(started + TURN_AFTER, until), turnstile):
             return True
-        return self._begin_in_turn(conn, turnstile, started)
+        if self._begin_in_turn(conn, turnstile, started):
+            return True
+        # the turn could not be had for `HOLD_BACK` (its holder stopped): on without it
+        return self._poll_begin(conn, until, turnstile)
 
     def _begin_in_turn(
         self, conn: sqlite3.Connection, turnstile: Turnstile, started: float

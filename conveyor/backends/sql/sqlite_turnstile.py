@@ -16,7 +16,8 @@ queue, one process moved 10 messages of 20,000. So a write waits in three steps:
    file has mapped into memory. Every write looks at the flag before it asks for the lock
    (a read from memory, no system call) and, while the flag is up, holds back (for
    `HOLD_BACK` at most: a writer stopped with the turn, by SIGSTOP or a debugger, holds
-   the others back no longer than that), then tries in short steps as in 2. The writer
+   each process back once, and the turn is not waited for again while it lasts), then
+   tries in short steps as in 2. The writer
    with the turn has the lock as soon as the transactions under way end, and lowers the
    flag once it has it. Writers that have waited long take the turn one after another
    (the `flock`).
@@ -64,6 +65,10 @@ class Turnstile:
             os.close(fd)
             raise
         self._fd = fd
+        # the flag of a turn this process gave way to for `HOLD_BACK` in vain (its holder
+        # stopped): not waited for again while it stays up, and when it was last looked at
+        self.stuck = 0
+        self._stuck_looked = 0.0
 
     @classmethod
     def open(cls, database: str) -> Turnstile | None:
@@ -76,20 +81,41 @@ class Turnstile:
 
     def give_way(self, until: float) -> None:
         """Wait while another writer has the turn (its flag is up), for `HOLD_BACK` and until
-        `until` (time.monotonic()) at most; a flag whose holder has gone is lowered."""
+        `until` (time.monotonic()) at most; a flag whose holder has gone is lowered. A turn
+        held past `HOLD_BACK` (its holder stopped) is not waited for again while it lasts."""
         started = time.monotonic()
+        if self.flag[0] == self.stuck:
+            if started - self._stuck_looked >= HOLD_BACK:
+                self._stuck_looked = started
+                self._lower_if_left()
+            return
+        self.stuck = 0  # the turn given way to in vain has ended
         until = min(until, started + HOLD_BACK)
         pause = 0.0002
         looked = started
         while self.flag[0]:
             now = time.monotonic()
             if now >= until:
+                if now >= started + HOLD_BACK:
+                    self.stuck, self._stuck_looked = self.flag[0], now
+                    log.warning(
+                        "SQLite store %s: a writer has held the turn at the write lock for"
+                        " %.1f s without taking the lock (a process stopped?); writes go on"
+                        " without waiting for it",
+                        self.path,
+                        now - started,
+                    )
                 return
             if now - looked >= CHECK_HOLDER:
                 looked = now
                 self._lower_if_left()
             time.sleep(pause)
             pause = min(pause * 2, 0.0005)
+
+    def held_up(self) -> bool:
+        """Whether another writer has the turn, and is not stopped with it."""
+        flag = self.flag[0]
+        return flag != 0 and flag != self.stuck
 
     def _lower_if_left(self) -> None:
         """Lower a flag that no `flock` holds up: its process died with the turn."""
@@ -109,8 +135,10 @@ class Turnstile:
             os.close(fd)  # and with it the shared flock
 
     def take(self, until: float) -> bool:
-        """Take the turn, waiting for other writers who have it until `until` at most;
-        False where it could not be had by then. `leave()` gives it back."""
+        """Take the turn, waiting for other writers who have it for `HOLD_BACK` and until
+        `until` at most; False where it could not be had by then. `leave()` gives it
+        back."""
+        until = min(until, time.monotonic() + HOLD_BACK)
         if not self._mutex.acquire(timeout=max(until - time.monotonic(), 0.0)):
             return False
         pause = 0.0002
@@ -127,7 +155,11 @@ class Turnstile:
             except OSError:
                 self._mutex.release()
                 return False
-        self.flag[0] = 1
+        # each turn's flag differs from the last one's (1-255), so that a turn given way to in
+        # vain is told from the next
+        turn = self.flag[1] % 255 + 1
+        self.flag[1] = turn
+        self.flag[0] = turn
         return True
 
     def leave(self) -> None:
