@@ -731,7 +731,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT}")
             local.no_wait = False
         started = time.monotonic()
-        if turnstile is not None and turnstile.flag[0]:
+        if turnstile is not None and turnstile.flag[0] and turnstile.held_up():
             local.waited = True
             if not self._wait_for_lock(conn, turnstile, started):
                 raise self._locked(started)

@@ -17,10 +17,9 @@ queue, one process moved 10 messages of 20,000. So a write waits in three steps:
    (a read from memory, no system call) and, while the flag is up, holds back (for
    `HOLD_BACK` at most: a writer stopped with the turn, by SIGSTOP or a debugger, holds
    each process back once, and the turn is not waited for again while it lasts), then
-   tries in short steps as in 2. The writer
-   with the turn has the lock as soon as the transactions under way end, and lowers the
-   flag once it has it. Writers that have waited long take the turn one after another
-   (the `flock`).
+   tries in short steps as in 2. The writer with the turn has the lock as soon as the
+   transactions under way end, and lowers the flag once it has it. Writers that have
+   waited long take the turn one after another (the `flock`).
 
 A flag left up by a process that died holding the turn (its `flock` went with it) is
 lowered by the first writer that finds no `flock` behind it. Where the file cannot be made
