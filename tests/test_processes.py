@@ -16,7 +16,7 @@ from conveyor import Client, ManualClock
 from conveyor.models import NewMessage
 
 from .conftest import unavailable
-from .support import sqlstores
+from .support import sqlstores, waiting
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,13 +28,6 @@ def _spawn(*args: str) -> subprocess.Popen[bytes]:
         cwd=ROOT,
         stderr=subprocess.PIPE,
     )
-
-
-def _wait_for(predicate, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, "condition not reached"
-        time.sleep(0.02)
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -61,7 +54,7 @@ def test_four_processes_drain_20000_exactly_once(tmp_path: Path, shared_url: str
             "bulk", [NewMessage(id=i, body=b"x" * 100) for i in ids[start : start + 1000]]
         )
     procs = [_spawn("drain", url, "bulk", str(tmp_path / f"out{n}")) for n in range(4)]
-    _wait_for(lambda: all((tmp_path / f"out{n}.ready").exists() for n in range(4)), 60)
+    waiting.until(lambda: all((tmp_path / f"out{n}.ready").exists() for n in range(4)), 60)
     for n in range(4):
         (tmp_path / f"out{n}.go").touch()
     for p in procs:
@@ -87,7 +80,7 @@ def test_sigterm_mid_batch_loses_nothing(tmp_path: Path) -> None:
     sent = {q.send(f"job {i}").id for i in range(12)}
     out = tmp_path / "log"
     proc = _spawn("work", url, "jobs", str(out), "0.3")
-    _wait_for(lambda: out.exists() and out.read_text().count("start") >= 2)
+    waiting.until(lambda: out.exists() and out.read_text().count("start") >= 2, 30)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err.decode()
@@ -110,7 +103,7 @@ def test_sigkill_messages_come_back_after_visibility_timeout(tmp_path: Path) -> 
     sent = {q.send(f"job {i}").id for i in range(6)}
     out = tmp_path / "log"
     proc = _spawn("work", url, "jobs", str(out), "60")
-    _wait_for(lambda: q.stats().in_flight >= 2)
+    waiting.until(lambda: q.stats().in_flight >= 2, 30)
     held = {m.id for m in q.peek(10, state="in_flight")}
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)

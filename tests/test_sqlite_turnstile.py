@@ -19,14 +19,9 @@ from conveyor.backends.sql.sqlite_turnstile import Turnstile
 from conveyor.backends.sql.store import SQLStore
 from conveyor.exceptions import StoreUnavailable
 
+from .support import waiting
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _wait_for(predicate, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, "condition not reached"
-        time.sleep(0.005)
 
 
 def test_the_writer_that_waited_long_goes_before_one_that_just_came(tmp_path: Path) -> None:
@@ -54,7 +49,7 @@ def test_the_writer_that_waited_long_goes_before_one_that_just_came(tmp_path: Pa
     came = threading.Thread(target=send, args=(second, "came"))
     try:
         waited.start()
-        _wait_for(lambda: watcher.flag[0] == 1 or bool(errors), 10)  # it took the turn
+        waiting.until(lambda: watcher.flag[0] != 0 or bool(errors), 10)  # it took the turn
         came.start()
         time.sleep(0.005)  # the second is giving way, or about to ask for the lock
     finally:
@@ -199,7 +194,7 @@ def test_a_process_stopped_with_the_turn_holds_the_others_back_once(
     )
     watcher = Turnstile(path)
     try:
-        _wait_for(lambda: watcher.flag[0] != 0 and holder.poll() is None)
+        waiting.until(lambda: watcher.flag[0] != 0 and holder.poll() is None, 30)
         started = time.monotonic()
         q.send("first")
         assert time.monotonic() - started >= 0.3, "the first write gives way"

@@ -10,13 +10,7 @@ import pytest
 
 from conveyor import Client, DeadLetterPolicy, ManualClock, Message, Worker
 
-
-def _wait_for(predicate, timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached")
-        time.sleep(0.005)
+from .support import waiting
 
 
 def test_processes_everything_concurrently(client: Client) -> None:
@@ -75,7 +69,7 @@ def test_extends_visibility_while_handler_runs(client: Client, clock: ManualCloc
     assert started.wait(5)
     first = q.get(sent.id).visible_at
     clock.advance(6)  # past half the visibility timeout: the worker extends it
-    _wait_for(lambda: q.get(sent.id).visible_at > first)
+    waiting.until(lambda: q.get(sent.id).visible_at > first, timeout=5)
     clock.advance(6)  # past the original timeout: still invisible to others
     assert q.receive() == []
     release.set()
@@ -116,7 +110,7 @@ def test_stop_finishes_held_work_and_releases_the_rest(client: Client) -> None:
     t = threading.Thread(target=w.run, kwargs={"handle_signals": False})
     t.start()
     assert started.wait(5)
-    _wait_for(lambda: q.stats().in_flight == 2)
+    waiting.until(lambda: q.stats().in_flight == 2, timeout=5)
     w.stop()
     release.set()  # m0 finishes within the grace period; m1 does not
     t.join(5)
@@ -150,7 +144,7 @@ def test_a_stop_gives_back_uncounted_what_waited_its_turn(client: Client, kind: 
     )
     t = threading.Thread(target=w.run, kwargs={"handle_signals": False})
     t.start()
-    _wait_for(lambda: bool(started) and q.stats().in_flight == 3)
+    waiting.until(lambda: bool(started) and q.stats().in_flight == 3, timeout=5)
     w.stop()
     t.join(5)
     release.set()
