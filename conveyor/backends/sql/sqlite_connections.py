@@ -47,7 +47,7 @@ from .connections import Connections, Exec, Params
 from .rows import Row
 from .sqlite_checkpoints import AUTOCHECKPOINT, Checkpointer
 from .sqlite_sync import Syncer, Worker, fsync_file, settle_all
-from .sqlite_turnstile import FINE_AFTER, TURN_AFTER, Turnstile
+from .sqlite_turnstile import FINE_AFTER, TURN_AFTER, Turnstile, short_tries
 from .statement import Numbered, positional
 from .wakes import Wakes
 
@@ -797,8 +797,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         again while another writer has the turn."""
         conn.execute("PRAGMA busy_timeout = 0")
         try:
-            pause = 0.0001
-            while True:
+            for _ in short_tries(until, first=0.0001):
                 if turnstile is not None and turnstile.flag[0]:
                     turnstile.give_way(until)
                 try:
@@ -807,10 +806,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 except sqlite3.OperationalError as exc:
                     if not _busy(exc):
                         raise failure(f"SQLite store {self.path} is unavailable", exc) from exc
-                if time.monotonic() >= until:
-                    return False
-                time.sleep(pause)
-                pause = min(pause * 2, 0.0005)
+            return False
         finally:
             conn.execute(f"PRAGMA busy_timeout = {self._wait_ms}")
 

@@ -36,6 +36,7 @@ import mmap
 import os
 import threading
 import time
+from collections.abc import Iterator
 
 log = logging.getLogger("conveyor.store")
 
@@ -44,6 +45,18 @@ TURN_AFTER = 0.05  # seconds a write waits in all before it takes the turn
 SIZE = 8  # bytes of the turn file: the flag is the first
 CHECK_HOLDER = 0.05  # seconds a writer gives way before it looks whether the turn is held
 HOLD_BACK = 1.0  # seconds a writer gives way at most, then asks for the lock all the same
+
+
+def short_tries(until: float, first: float = 0.0002) -> Iterator[None]:
+    """Yield for a try, then sleep `first` seconds, doubling to 0.5 ms, and yield again,
+    until time.monotonic() has reached `until` (a try is made at or after it, last)."""
+    pause = first
+    while True:
+        yield
+        if time.monotonic() >= until:
+            return
+        time.sleep(pause)
+        pause = min(pause * 2, 0.0005)
 
 
 class Turnstile:
@@ -83,33 +96,33 @@ class Turnstile:
         `until` (time.monotonic()) at most; a flag whose holder has gone is lowered. A turn
         held past `HOLD_BACK` (its holder stopped) is not waited for again while it lasts."""
         started = time.monotonic()
-        if self.flag[0] == self.stuck:
+        flag = self.flag[0]
+        if flag == 0:
+            return
+        if flag == self.stuck:
             if started - self._stuck_looked >= HOLD_BACK:
                 self._stuck_looked = started
                 self._lower_if_left()
             return
         self.stuck = 0  # the turn given way to in vain has ended
-        until = min(until, started + HOLD_BACK)
-        pause = 0.0002
         looked = started
-        while self.flag[0]:
-            now = time.monotonic()
-            if now >= until:
-                if now >= started + HOLD_BACK:
-                    self.stuck, self._stuck_looked = self.flag[0], now
-                    log.warning(
-                        "SQLite store %s: a writer has held the turn at the write lock for"
-                        " %.1f s without taking the lock (a process stopped?); writes go on"
-                        " without waiting for it",
-                        self.path,
-                        now - started,
-                    )
+        for _ in short_tries(min(until, started + HOLD_BACK)):
+            if not self.flag[0]:
                 return
+            now = time.monotonic()
             if now - looked >= CHECK_HOLDER:
                 looked = now
                 self._lower_if_left()
-            time.sleep(pause)
-            pause = min(pause * 2, 0.0005)
+        now = time.monotonic()
+        if self.flag[0] and now >= started + HOLD_BACK:
+            self.stuck, self._stuck_looked = self.flag[0], now
+            log.warning(
+                "SQLite store %s: a writer has held the turn at the write lock for %.1f s"
+                " without taking the lock (a process stopped?); writes go on without waiting"
+                " for it",
+                self.path,
+                now - started,
+            )
 
     def held_up(self) -> bool:
         """Whether another writer has the turn, and is not stopped with it."""
@@ -140,20 +153,19 @@ class Turnstile:
         until = min(until, time.monotonic() + HOLD_BACK)
         if not self._mutex.acquire(timeout=max(until - time.monotonic(), 0.0)):
             return False
-        pause = 0.0002
-        while True:
+        taken = False
+        for _ in short_tries(until):
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                taken = True
                 break
             except BlockingIOError:
-                if time.monotonic() >= until:
-                    self._mutex.release()
-                    return False
-                time.sleep(pause)
-                pause = min(pause * 2, 0.0005)
+                continue
             except OSError:
-                self._mutex.release()
-                return False
+                break
+        if not taken:
+            self._mutex.release()
+            return False
         # each turn's flag differs from the last one's (1-255), so that a turn given way to in
         # vain is told from the next
         turn = self.flag[1] % 255 + 1
