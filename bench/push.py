@@ -106,12 +106,21 @@ def free_port() -> int:
 
 
 def run_conveyor(
-    store: str, label: str, n: int, prefetch: int, window: int, workdir: str
+    store: str,
+    label: str,
+    n: int,
+    prefetch: int,
+    window: int,
+    workdir: str,
+    flow_backlog: int | None = None,
 ) -> Result:
     port = free_port()
     conf = os.path.join(workdir, "conf.json")
+    settings: dict[str, Any] = {"rate": 0, "ack_timeout": 60000}
+    if flow_backlog is not None:
+        settings["flow_backlog"] = flow_backlog
     with open(conf, "w") as f:
-        json.dump({"rate": 0, "ack_timeout": 60000}, f)
+        json.dump(settings, f)
     gateway = subprocess.Popen(
         [sys.executable, "-m", "conveyor", "--store", store, "gateway",
          "--listen", f"127.0.0.1:{port}", "--conf", conf],
@@ -321,14 +330,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each; the median (by msgs/s) is shown"
     )
+    parser.add_argument(
+        "--flow-backlog",
+        type=int,
+        default=None,
+        help="the gateway's flow_backlog (default: its own; 0: flow control off)",
+    )
     args = parser.parse_args(argv)
     n = 1000 if args.quick else args.messages
     mp.set_start_method("spawn")
     workdir = tempfile.mkdtemp(prefix="conveyor-bench-push-")
     print(f"# python -m bench.push: {n:,} messages of {SIZE} bytes, 1 producer +"
           f" {CONSUMERS} consumers")  # fmt: skip
+    flow = "the gateway's default" if args.flow_backlog is None else args.flow_backlog
     print(f"# {platform.python_implementation()} {platform.python_version()},"
-          f" {os.cpu_count()} cores, {platform.machine()}\n")  # fmt: skip
+          f" {os.cpu_count()} cores, {platform.machine()}; load average"
+          f" {os.getloadavg()[0]:.2f}; flow_backlog: {flow}\n")  # fmt: skip
     print(f"| {'run (1P+4C, single messages)':<56} |    msgs/s |   p50 ms |   p99 ms | send p50 |"
           " srv µs/m |")  # fmt: skip
     print(f"|{'-' * 58}|-----------|----------|----------|----------|----------|")
@@ -342,7 +359,8 @@ def main(argv: list[str] | None = None) -> None:
                     url = f"sqlite:///{db}" if store == "sqlite" else "memory://"
                     name = f"Conveyor {label}, {mode(window)}, prefetch {prefetch}"
                     runs.append((f"{store} {window} {prefetch}", lambda u=url, m=name, p=prefetch,
-                                 w=window: run_conveyor(u, m, n, p, w, workdir)))  # fmt: skip
+                                 w=window: run_conveyor(u, m, n, p, w, workdir,
+                                                        args.flow_backlog)))  # fmt: skip
                 runs.append((f"rabbit {window} {prefetch}",
                              lambda p=prefetch, w=window: run_rabbit(n, p, w)))  # fmt: skip
                 for key, run in runs:

@@ -26,6 +26,7 @@ MS_KEYS = {
     "retry_delay": "retry_delay",
     "stall_timeout": "stall_timeout",
     "auth_timeout": "auth_timeout",
+    "flow_wait": "flow_wait",
 }
 PLAIN_KEYS = {
     "retry_times": "retry_times",
@@ -38,6 +39,7 @@ PLAIN_KEYS = {
     "prefetch": "prefetch",
     "max_frame": "max_frame",
     "max_connections": "max_connections",
+    "flow_backlog": "flow_backlog",
 }
 IGNORED_KEYS = {"log_level"}  # SKMQ's; `conveyor --log-level` sets it
 
@@ -89,6 +91,15 @@ class GatewayConfig:
     tls_cert: str | None = None
     """Serve TLS with this PEM certificate (chain) and `tls_key`."""
     tls_key: str | None = None
+    flow_backlog: int = 1000
+    """Flow control: while an app's consumers wait for pushes (one of them has room) and the
+    messages this gateway stored for the app and has not yet pushed are more than this, a
+    producer's next frames are read once the pushes have caught up (for `flow_wait` at
+    most), so the gateway's time goes to the consumers before it takes more; consumers
+    whose windows are full (the consumers are the limit) never hold producers back. 0: no
+    flow control."""
+    flow_wait: float = 0.5
+    """Flow control holds a producer's next frames this long at most at a time."""
 
     def __post_init__(self) -> None:
         checks = (
@@ -106,13 +117,16 @@ class GatewayConfig:
             ("max_frame", self.max_frame >= 1024),
             ("max_connections", self.max_connections >= 1),
             ("auth_timeout", 0 < self.auth_timeout <= 3600),
+            ("flow_backlog", self.flow_backlog >= 0),
+            ("flow_wait", 0 < self.flow_wait <= 60),
         )
         bad = [name for name, ok in checks if not ok]
         if bad:
             raise InvalidInput(
                 "gateway settings out of range: "
                 + ", ".join(f"{name}={getattr(self, name)!r}" for name in bad)
-                + " (ack_timeout up to 12 h, prefetch 1..10000, times above 0)"
+                + " (ack_timeout up to 12 h, prefetch 1..10000, flow_wait up to 60 s,"
+                " times above 0, counts not negative)"
             )
 
     @classmethod
@@ -134,7 +148,7 @@ class GatewayConfig:
                 if key in MS_KEYS:
                     values[MS_KEYS[key]] = float(value) / 1000
                 elif key in ("listener_port", "retry_times", "prefetch", "max_frame",
-                             "max_connections"):  # fmt: skip
+                             "max_connections", "flow_backlog"):  # fmt: skip
                     values[PLAIN_KEYS[key]] = int(value)  # SKMQ writes the port as a string
                 elif key == "rate":
                     values["rate"] = float(value)

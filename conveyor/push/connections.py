@@ -122,6 +122,7 @@ async def frames(gw: Gateway, conn: Connection, items: list[Frame | FrameError])
             try:
                 if run == "send":
                     conn.write(b"".join(await gw.send_run(batch)))
+                    await gw.give_way(batch)  # the answers go out meanwhile
                 else:
                     conn.write(b"".join(await gw.deliveries.answer_run(conn, batch)))
             except Exception:

@@ -147,6 +147,38 @@ class QueueOps:
         return [decode_message(m) for m in self.queue.claim(max_messages, visibility_timeout)]
 
 
+class Load:
+    """How busy this process is: the share of a core it used over the last `window`
+    seconds (measured again at most once a `window`; a look after a longer while starts
+    a new window). Busy from `BUSY` up: the gateway's
+    time then goes to producers or to consumers, not both, and flow control gives it to
+    the consumers."""
+
+    BUSY = 0.5
+
+    def __init__(
+        self,
+        window: float = 0.02,
+        clock: Callable[[], float] = time.monotonic,
+        cpu: Callable[[], float] = time.process_time,
+    ) -> None:
+        self.window = window
+        self.clock = clock
+        self.cpu = cpu
+        self.at, self.used = clock(), cpu()
+        self.share = 0.0
+
+    def busy(self) -> bool:
+        now = self.clock()
+        span = now - self.at
+        if span >= self.window:
+            used = self.cpu()
+            # a span of several windows since the last look says little of the last one
+            self.share = (used - self.used) / span if span < 4 * self.window else 0.0
+            self.at, self.used = now, used
+        return self.share >= self.BUSY
+
+
 class Dispatcher:
     """Receives from one queue and pushes to the consumers `candidates` names: by their
     shares (shares.py) for an app's queue (`weighted`), to whoever has room for a consumer's
@@ -175,6 +207,12 @@ class Dispatcher:
         self.drained: int | None = None
         # when the last claim came back full, and the consumers' windows it claimed for
         self.full_at: tuple[float, int] | None = None
+        # flow control (`give_way`): the messages this gateway stored for the queue since a
+        # claim last found it drained, less those pushed since (what producers here are
+        # ahead by)
+        self.lead = 0
+        self.moved = asyncio.Event()  # set once `lead` is down to `caught_up` again
+        self.caught_up = 0
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name=f"dispatch {self.queue}")
@@ -198,6 +236,28 @@ class Dispatcher:
         while self.ahead and (keep_after is None or self.ahead[0][1] < keep_after):
             message, _ = self.ahead.popleft()
             self.gateway.spawn(self.gateway.release_message(self.queue, message, pushed=False))
+
+    def stored(self, n: int) -> None:
+        """`n` messages were stored for this queue here (flow control's count)."""
+        self.lead += n
+
+    async def give_way(self, backlog: int, limit: float) -> None:
+        """Flow control (`GatewayConfig.flow_backlog`): return once at most `backlog` of the
+        messages stored here wait to be pushed, or once the gateway's process is no longer
+        busy (its consumers, not the gateway, are then the limit), or after `limit`
+        seconds."""
+        deadline = time.monotonic() + limit
+        load = self.gateway.load
+        while self.lead > backlog and not self.stopped and load.busy():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.caught_up = backlog
+            self.moved.clear()
+            # woken as the pushes catch up; every few of the load's windows to look at it
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, 4 * load.window)):
+                    await self.moved.wait()
 
     def capacity(self) -> int:
         """How many messages the consumers could hold at once: how far to claim ahead."""
@@ -235,6 +295,8 @@ class Dispatcher:
         messages = await long_poll_async(ops.queue, RECEIVE_WAIT, claim, stopping)
         if len(messages) < max_messages:
             self.drained = since
+            self.lead = 0  # nothing is waiting in the store: producers are not ahead
+            self.moved.set()
         return messages
 
     async def _wait_for_room(self, limit: float | None = None) -> None:
@@ -335,3 +397,7 @@ class Dispatcher:
             gw.deliveries.deliver(
                 Delivery(self.queue, message, peer, claimed + gw.config.ack_timeout)
             )
+        if takers:
+            self.lead = max(0, self.lead - len(takers))
+            if self.lead <= self.caught_up:
+                self.moved.set()

@@ -57,7 +57,7 @@ from ..exceptions import (
     NotFound,
     QueueDoesNotExist,
 )
-from ..models import Capability, DeadLetterPolicy, Message
+from ..models import Capability, DeadLetterPolicy, Message, SendResult
 from ..validation import NAME_RE, parse_json_text
 from . import connections, heartbeats, shares
 from .codec import (
@@ -72,7 +72,7 @@ from .codec import (
 from .config import GatewayConfig, server_tls
 from .connections import INTERNAL
 from .deliveries import Deliveries
-from .dispatch import Dispatcher, QueueOps
+from .dispatch import Dispatcher, Load, QueueOps
 from .peers import App, Connection, Peer, parse_peer
 from .registry import ConsumerRegistry
 
@@ -116,6 +116,7 @@ class Gateway:
         self.stats = {"received": 0, "pushed": 0, "acked": 0, "rejected": 0, "dead": 0}
         self.registry = ConsumerRegistry(client, self.config, self.call)
         self.deliveries = Deliveries(self)
+        self.load = Load()  # how busy the gateway's process is: flow control's trigger
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -386,6 +387,18 @@ class Gateway:
             await self._store_runs(frames, later, answers)
         return answers
 
+    async def give_way(self, frames: list[Frame]) -> None:
+        """Flow control after a run of sends (`GatewayConfig.flow_backlog`): where the
+        gateway's process is busy and behind with an app's pushes, the producer's next
+        frames wait for the pushes to catch up."""
+        backlog = self.config.flow_backlog
+        if backlog <= 0 or not self.load.busy():
+            return
+        for name in {frame.appid for frame in frames}:
+            dispatcher = self.dispatchers.get(name)
+            if dispatcher is not None and dispatcher.lead > backlog:
+                await dispatcher.give_way(backlog, self.config.flow_wait)
+
     async def _store_runs(
         self, frames: list[Frame], runs: dict[str, list[int]], answers: list[bytes]
     ) -> None:
@@ -402,6 +415,11 @@ class Gateway:
                 for k in run
             ]
             results = await self.ops(name).send.many(items)
+            dispatcher = self.dispatchers.get(name)
+            if dispatcher is not None:
+                dispatcher.stored(
+                    sum(1 for r in results if isinstance(r, SendResult) and not r.duplicate)
+                )
             for k, result in zip(run, results, strict=True):
                 if isinstance(result, ConveyorError):
                     answers[k] = resp("reject", str(result), msgid=frames[k].msgid)

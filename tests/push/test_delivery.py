@@ -25,6 +25,7 @@ from conveyor.push import (
     Reject,
 )
 from conveyor.push.codec import Frame, encode
+from conveyor.push.dispatch import Load
 from conveyor.push.peers import TokenBucket
 
 from ..support.push import Peer, Start, counting_claims, register
@@ -172,6 +173,121 @@ def test_consumers_that_answer_slowly_get_one_round_a_claim(start: Start) -> Non
         for c in consumers:
             c.stop()
     assert sum(claims) == n and max(claims) <= 2, claims
+
+
+class Busy(Load):
+    """A gateway's process that is always busy: flow control's trigger held on."""
+
+    def busy(self) -> bool:
+        return True
+
+
+def test_a_busy_gateway_reads_a_streaming_producer_at_the_pace_of_its_pushes(
+    start: Start,
+) -> None:
+    """Flow control: while the gateway is busy, a producer streaming 2,000 messages (100
+    unconfirmed) is never more than `flow_backlog` and one window of frames ahead of the
+    pushes; every message is still confirmed, and handled once. (Without it the producer,
+    confirmed as fast as it sends, gets hundreds of messages ahead of two consumers.)"""
+    gw = start(rate=0, flow_backlog=50, flow_wait=30)
+    gw.gateway.load = Busy()
+    seen: Counter[bytes] = Counter()
+    lock = threading.Lock()
+
+    def handle(message: PushMessage) -> None:
+        time.sleep(0.001)  # a consumer's work
+        with lock:
+            seen[message.content] += 1
+
+    consumers = [PushConsumer(gw.url, "flow", handle, prefetch=1).start() for _ in range(2)]
+    until(lambda: "flow" in gw.gateway.dispatchers, what="the app's dispatcher")
+    dispatcher = gw.gateway.dispatchers["flow"]
+    leads: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            leads.append(dispatcher.lead)
+            time.sleep(0.0005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    n = 2000
+    bodies = [f"m{i}".encode() for i in range(n)]
+    try:
+        replies = PushProducer(gw.url).send_many("flow", bodies, window=100)
+        until(lambda: sum(seen.values()) == n, timeout=60, what="every message handled")
+    finally:
+        stop.set()
+        sampler.join()
+        for c in consumers:
+            c.stop()
+    assert all(r.ok for r in replies)
+    assert set(seen) == set(bodies) and set(seen.values()) == {1}
+    assert 50 < max(leads) <= 50 + 100, max(leads)
+
+
+def test_consumers_that_are_the_limit_never_hold_a_producer_back(start: Start) -> None:
+    """Flow control leaves a gateway that is not busy alone: slow consumers (the limit) see
+    a burst confirmed as fast as it comes, not at their pace, and it waits in the queue."""
+    gw = start(rate=0, flow_backlog=10, flow_wait=30)
+    handled: list[bytes] = []
+
+    def slowly(message: PushMessage) -> None:
+        time.sleep(0.05)
+        handled.append(message.content)
+
+    consumers = [PushConsumer(gw.url, "limit", slowly, prefetch=1).start() for _ in range(2)]
+    try:
+        until(lambda: "limit" in gw.gateway.dispatchers, what="the app's dispatcher")
+        n = 300
+        replies = PushProducer(gw.url).send_many("limit", [b"m"] * n, window=100)
+        assert all(r.ok for r in replies)
+        # about 40 a second: held to their pace, the burst would take 7 s, not a moment
+        assert len(handled) < 100, len(handled)
+        assert gw.client.queue("limit").stats().ready > n // 2
+    finally:
+        for c in consumers:
+            c.stop()
+
+
+def test_flow_control_holds_a_producer_flow_wait_at_most(start: Start) -> None:
+    """Consumers that answer nothing leave the pushes behind for good: a busy gateway holds
+    the producer's next frames `flow_wait` at a time, then reads them; nothing is lost."""
+    gw = start(rate=0, flow_backlog=5, flow_wait=0.2)
+    gw.gateway.load = Busy()
+    release = threading.Event()
+    consumer = PushConsumer(gw.url, "stuck", lambda m: release.wait(30), prefetch=1).start()
+    try:
+        until(lambda: "stuck" in gw.gateway.dispatchers, what="the app's dispatcher")
+        began = time.monotonic()
+        replies = PushProducer(gw.url).send_many("stuck", [b"m"] * 300, window=100)
+        took = time.monotonic() - began
+        assert all(r.ok for r in replies)
+        assert 0.2 <= took < 10, took  # held once at least, and let go
+        assert gw.client.queue("stuck").stats().total == 300
+    finally:
+        release.set()
+        consumer.stop()
+
+
+def test_load_is_the_share_of_a_core_over_the_last_window() -> None:
+    now, used = [0.0], [0.0]
+    load = Load(window=0.02, clock=lambda: now[0], cpu=lambda: used[0])
+    now[0], used[0] = 0.01, 0.01
+    assert not load.busy()  # the first window is not over: nothing measured yet
+    now[0], used[0] = 0.02, 0.015
+    assert load.busy()  # 75% of a core
+    now[0], used[0] = 0.025, 0.015
+    assert load.busy()  # within a window: the last window's share
+    now[0], used[0] = 0.045, 0.02
+    assert not load.busy()  # 20%
+    now[0], used[0] = 0.07, 0.04
+    assert load.busy()  # 80%
+    now[0], used[0] = 1.0, 1.0
+    assert not load.busy()  # after a long while: a new window begins
+    now[0], used[0] = 1.02, 1.015
+    assert load.busy()
 
 
 def test_messages_claimed_ahead_go_back_when_the_gateway_stops(start: Start) -> None:

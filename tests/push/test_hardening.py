@@ -178,17 +178,23 @@ def test_config_reads_skmqs_conf_json(tmp_path: Path) -> None:
                 "listener_host": "127.0.0.1",
                 "listener_port": "2734",
                 "log_level": "info",
+                "flow_backlog": 500,
+                "flow_wait": 250,
             }
         )
     )
     config = GatewayConfig.from_json(conf)
     assert (config.retry_times, config.ack_timeout, config.rate, config.port) == (3, 30, 200, 2734)
+    assert (config.flow_backlog, config.flow_wait) == (500, 0.25)
     assert GatewayConfig.from_json(conf, port=0).port == 0
     conf.write_text('{"retry_time": 3}')
     with pytest.raises(InvalidInput, match="unknown setting 'retry_time'"):
         GatewayConfig.from_json(conf)
     conf.write_text('{"ack_timeout": -5}')
     with pytest.raises(InvalidInput, match="ack_timeout"):
+        GatewayConfig.from_json(conf)
+    conf.write_text('{"flow_backlog": -1}')
+    with pytest.raises(InvalidInput, match="flow_backlog=-1"):
         GatewayConfig.from_json(conf)
 
 
