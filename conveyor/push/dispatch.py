@@ -220,6 +220,7 @@ class Dispatcher:
     def stop(self) -> None:
         self.stopped = True
         self.room.set()
+        self.moved.set()  # a producer held for this queue's pushes goes on
         if self.task is not None:
             self.task.cancel()
         self._release_ahead()
