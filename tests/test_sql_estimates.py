@@ -42,7 +42,7 @@ def burst(sender: Client, clock: ManualClock) -> tuple[Queue, SQLStore[Any]]:
     assert isinstance(sending, SQLStore)
     q = sender.create_queue("burst", visibility_timeout=30)
     q.send("first")  # written at once (the first counts are due at once)
-    sending.accounts.totals._due_at = float("inf")  # held from here on
+    sending.accounts.totals.hold()  # held from here on
     for start in range(0, 40, 10):
         q.send_batch([f"m{i}" for i in range(start, start + 10)])
     clock.advance(1)
@@ -217,7 +217,7 @@ def test_a_flush_of_many_queues_finds_their_counts_in_parts(tmp_path: Any) -> No
         q.send_batch([f"m{i}" for i in range(30)])
         qid, _ = backend.lookup("deep")
         totals = backend.accounts.totals
-        totals._due_at = float("inf")
+        totals.hold()
         clock.advance(1)
         before = clock.now()
         clock.advance(1)
@@ -225,7 +225,7 @@ def test_a_flush_of_many_queues_finds_their_counts_in_parts(tmp_path: Any) -> No
         # as if another process had held 5 more from before the count, with 600 queues'
         # counts (which have none stored), the queue last: in the second part
         totals.add(before, "sent", [(n, 1) for n in range(-600, 0)] + [(qid, 5)])
-        totals._due_at = 0.0
+        totals.due_now()
         backend.accounts.flush()
         stats = q.stats()  # estimated: the 5 were seen by the count
         assert stats.ready == 30

@@ -406,7 +406,7 @@ def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one
         assert isinstance(backend, SQLStore)
         # no write but the sends' (the running totals held back): a write from another
         # thread meanwhile would hand a send to the writer thread, which fsyncs on its own
-        backend.accounts.totals._due_at = float("inf")
+        backend.accounts.totals.hold()
         q = AsyncClient(client=client).queue("jobs")
 
         async def scenario() -> None:
@@ -741,7 +741,6 @@ def test_totals_written_in_a_loop_turn_that_fails_to_commit_are_counted_again(
     turn (they fell due there), are counted again when that turn's commit fails: the
     turn's own send is undone, and the earlier send it counted is kept."""
     import asyncio
-    import math
 
     from conveyor.aio import AsyncClient
 
@@ -760,10 +759,10 @@ def test_totals_written_in_a_loop_turn_that_fails_to_commit_are_counted_again(
 
         async def scenario() -> None:
             db.exec().conn.execute("PRAGMA foreign_keys = ON")  # the loop's connection
-            totals._due_at = math.inf  # held: neither written by the next send nor a timer
+            totals.hold()  # held: neither written by the next send nor a timer
             await q.send("first")
             assert totals.pending(store.lookup("jobs")[0]) == (1, 0, 0)
-            totals._due_at = 0.0  # due: the next write in a turn writes them
+            totals.due_now()  # due: the next write in a turn writes them
             send = asyncio.create_task(q.send("second"))
             await asyncio.sleep(0)  # the send wrote in the turn's transaction, not committed
             turn = db._local.s.turn

@@ -519,7 +519,7 @@ def test_stats_write_only_what_expired_and_totals_that_are_due(
         assert isinstance(store, SQLStore)
         q = client.create_queue("jobs", retention=120)
         q.send("first")  # the first count is due at once: written
-        store.accounts.totals._due_at = float("inf")  # held from here on
+        store.accounts.totals.hold()  # held from here on
         q.send_batch(["a", "b"])
         q.receive(2)
         assert rows_of(tmp_path / "s.db", "SELECT sent, received FROM queues") == [(1, 0)]
@@ -537,7 +537,7 @@ def test_stats_write_only_what_expired_and_totals_that_are_due(
         clock.advance(121)
         assert q.stats().expired == 3 and writes != []  # the sweep wrote
         writes.clear()
-        store.accounts.totals._due_at = 0.0
+        store.accounts.totals.due_now()
         assert q.stats().sent == 3
         assert rows_of(tmp_path / "s.db", "SELECT sent, received FROM queues") == [(3, 2)]
         assert len(writes) == 1  # the totals, due

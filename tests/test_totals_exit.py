@@ -133,7 +133,7 @@ def test_totals_a_process_could_not_write_reach_the_others_once_it_is_idle(
         q = idle.create_queue("work")
         q.send("first")  # written at once: the first counts are due at once
         accounts = cast(SQLStore[Any], idle.backend).accounts
-        accounts.totals._due_at = 0.0  # the next send's counts due at once too
+        accounts.totals.due_now()  # the next send's counts due at once too
         flush = accounts.flush
         blocker = sqlite3.connect(path, isolation_level=None)
 

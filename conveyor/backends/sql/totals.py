@@ -94,6 +94,15 @@ class RunningTotals:
     def due(self) -> bool:
         return bool(self._pending) and time.monotonic() >= self._due_at
 
+    def hold(self) -> None:
+        """Hold the totals: never due (written only by `take`, at close or exit) until
+        `due_now`."""
+        self._due_at = math.inf
+
+    def due_now(self) -> None:
+        """Make the totals due at once: the next write that counts writes them."""
+        self._due_at = 0.0
+
     def wait(self) -> float | None:
         """Seconds until the totals held fall due (None: none held, or never due)."""
         if not self._pending or self._due_at == math.inf:
