@@ -4,6 +4,8 @@ changes the totals do not record counted at once, in any process."""
 
 from __future__ import annotations
 
+import multiprocessing
+import random
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -257,3 +259,73 @@ def test_totals_taken_to_go_with_a_count_that_could_not_be_stored_are_kept(tmp_p
         (sent,) = blocker.execute("SELECT sent FROM queues").fetchone()
         blocker.close()
         assert sent == 41
+
+
+def _busy(url: str, seed: int, ops: int) -> None:
+    """A process sending, receiving and deleting on queue "busy" at random (`ops` calls)."""
+    rng = random.Random(seed)
+    with Client(url) as client:
+        q = client.queue("busy")
+        held: list[str] = []
+        for n in range(ops):
+            r = rng.random()
+            if r < 0.25:
+                q.send(f"w{seed}-{n}")
+            elif r < 0.45:
+                q.send_batch([f"w{seed}-{n}-{i}" for i in range(rng.randint(2, 10))])
+            elif r < 0.75:
+                held += [m.receipt or "" for m in q.receive(rng.randint(1, 10))]
+            elif held:
+                k = rng.randint(1, min(10, len(held)))
+                if k == 1:
+                    q.delete(held[0])
+                else:
+                    q.delete_batch(held[:k])
+                del held[:k]
+
+
+def test_estimates_agree_with_a_count_once_processes_that_wrote_at_once_are_done(
+    url: str,
+) -> None:
+    """Three processes send, receive and delete at random on a deep queue while another
+    polls its stats (each count stored, made again in the background once due, while
+    totals are written). The estimates are approximate meanwhile (what a count saw is told
+    by when it was done: a write whose clock was read before the count and committed after
+    it is taken as seen), but they never show as delayed a message sent without a delay,
+    and once the processes are done (their totals written, as a process does as it ends)
+    the next count, made once due, makes them the count, ready and in flight alike."""
+    with Client(url) as client:
+        counted: list[str] = []
+        backend = spied(client, counted)
+        q = client.create_queue("busy", visibility_timeout=300)
+        for start in range(0, 200, 10):
+            q.send_batch([f"m{i}" for i in range(start, start + 10)])
+        assert q.stats().total == 200 and counted == ["busy"]  # deep: the count stored
+        spawn = multiprocessing.get_context("spawn")
+        workers = [spawn.Process(target=_busy, args=(url, seed, 300)) for seed in range(3)]
+        for w in workers:
+            w.start()
+        polls = 0
+        while any(w.is_alive() for w in workers):
+            assert q.stats().delayed == 0
+            polls += 1
+        for w in workers:
+            w.join(60)
+            assert w.exitcode == 0
+        assert polls > 10 and len(counted) > 1, (polls, counted)  # counted again meanwhile
+        qid, attrs = backend.lookup("busy")
+        exact, _ = backend.accounts._count("busy", qid, attrs, backend.clock.now())
+        assert exact.delayed == 0
+
+        def agrees() -> bool:
+            got = q.stats()
+            assert got.delayed == 0
+            return (got.ready, got.in_flight, got.sent, got.received, got.deleted) == (
+                exact.ready,
+                exact.in_flight,
+                exact.sent,
+                exact.received,
+                exact.deleted,
+            )
+
+        until(agrees, timeout=30, what="the estimates the count once the next count is made")

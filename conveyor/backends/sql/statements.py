@@ -177,9 +177,13 @@ RECOUNT = Statement(
 COUNT_MESSAGES = Statement(
     "count_messages",
     "A queue's messages counted: ready, delayed, in flight, and the oldest one's send time"
-    " (leaving out what a job staged, hidden until it publishes, and what expired).",
-    "SELECT coalesce(sum(CASE WHEN visible_at <= :now THEN 1 ELSE 0 END), 0),"
-    " coalesce(sum(CASE WHEN visible_at > :now AND receive_count = 0 THEN 1 ELSE 0 END), 0),"
+    " (leaving out what a job staged, hidden until it publishes, and what expired). A message"
+    " sent without a delay (visible from its send time) is ready, whatever the clock says:"
+    " another process may have sent it a moment after :now was read, before the count.",
+    "SELECT coalesce(sum(CASE WHEN visible_at <= :now"
+    " OR (receive_count = 0 AND visible_at <= sent_at) THEN 1 ELSE 0 END), 0),"
+    " coalesce(sum(CASE WHEN visible_at > :now AND receive_count = 0 AND visible_at > sent_at"
+    " THEN 1 ELSE 0 END), 0),"
     " coalesce(sum(CASE WHEN visible_at > :now AND receive_count > 0 THEN 1 ELSE 0 END), 0),"
     " min(sent_at) FROM {messages} WHERE {scope} AND visible_at < :hidden"
     " AND sent_at >= :horizon AND (deadline IS NULL OR deadline > :cut)",
