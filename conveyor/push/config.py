@@ -92,12 +92,11 @@ class GatewayConfig:
     """Serve TLS with this PEM certificate (chain) and `tls_key`."""
     tls_key: str | None = None
     flow_backlog: int = 1000
-    """Flow control: while an app's consumers wait for pushes (one of them has room) and the
-    messages this gateway stored for the app and has not yet pushed are more than this, a
-    producer's next frames are read once the pushes have caught up (for `flow_wait` at
-    most), so the gateway's time goes to the consumers before it takes more; consumers
-    whose windows are full (the consumers are the limit) never hold producers back. 0: no
-    flow control."""
+    """Flow control: while the gateway's process is busy (half a core or more) and more than
+    this many of the messages it stored for an app wait to be pushed, a producer's next
+    frames are read once the pushes have caught up (`flow_wait` at most at a time), so that
+    its time goes to the consumers before it takes more. Slow consumers leave the process
+    idle and never hold producers back. 0: no flow control."""
     flow_wait: float = 0.5
     """Flow control holds a producer's next frames this long at most at a time."""
 

@@ -149,10 +149,9 @@ class QueueOps:
 
 class Load:
     """How busy this process is: the share of a core it used over the last `window`
-    seconds (measured again at most once a `window`; a look after a longer while starts
-    a new window). Busy from `BUSY` up: the gateway's
-    time then goes to producers or to consumers, not both, and flow control gives it to
-    the consumers."""
+    seconds (measured again at most once a `window`; a look after a longer while starts a
+    new window). Busy from `BUSY` up: what the gateway spends taking in a producer's
+    messages it no longer has for pushing them, and flow control gives it to the pushes."""
 
     BUSY = 0.5
 

@@ -264,7 +264,7 @@ def test_flow_control_holds_a_producer_flow_wait_at_most(start: Start) -> None:
         replies = PushProducer(gw.url).send_many("stuck", [b"m"] * 300, window=100)
         took = time.monotonic() - began
         assert all(r.ok for r in replies)
-        assert 0.2 <= took < 10, took  # held once at least, and let go
+        assert 0.2 <= took < 30, took  # held once at least (each time 0.2 s), and let go
         assert gw.client.queue("stuck").stats().total == 300
     finally:
         release.set()
