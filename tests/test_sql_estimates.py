@@ -306,12 +306,18 @@ def test_estimates_agree_with_a_count_once_processes_that_wrote_at_once_are_done
         for w in workers:
             w.start()
         polls = 0
-        while any(w.is_alive() for w in workers):
-            assert q.stats().delayed == 0
-            polls += 1
-        for w in workers:
-            w.join(60)
-            assert w.exitcode == 0
+        try:
+            while any(w.is_alive() for w in workers):
+                assert q.stats().delayed == 0
+                polls += 1
+            for w in workers:
+                w.join(60)
+                assert w.exitcode == 0
+        finally:  # none left writing (or making the store again) once the store is dropped
+            for w in workers:
+                if w.is_alive():
+                    w.terminate()
+                w.join(10)
         assert polls > 10 and len(counted) > 1, (polls, counted)  # counted again meanwhile
         qid, attrs = backend.lookup("busy")
         exact, _ = backend.accounts._count("busy", qid, attrs, backend.clock.now())
