@@ -45,6 +45,8 @@ import functools
 import hashlib
 import hmac
 import logging
+import math
+import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -113,7 +115,15 @@ class Gateway:
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="push-store")
         self.server: asyncio.Server | None = None
         self.closing = False
-        self.stats = {"received": 0, "pushed": 0, "acked": 0, "rejected": 0, "dead": 0}
+        self.stats = {
+            "received": 0,
+            "pushed": 0,
+            "acked": 0,
+            "rejected": 0,
+            "dead": 0,
+            "held": 0,  # producers' reads held by flow control
+        }
+        self._held_said: dict[str, float] = {}  # when flow control last said so, per app
         self.registry = ConsumerRegistry(client, self.config, self.call)
         self.deliveries = Deliveries(self)
         self.load = Load()  # how busy the gateway's process is: flow control's trigger
@@ -397,6 +407,16 @@ class Gateway:
         for name in {frame.appid for frame in frames}:
             dispatcher = self.dispatchers.get(name)
             if dispatcher is not None and dispatcher.lead > backlog:
+                self.stats["held"] += 1
+                now = time.monotonic()
+                if now - self._held_said.get(name, -math.inf) >= 60:
+                    self._held_said[name] = now
+                    log.info(
+                        "flow control: producers of app %s wait for its pushes (%d stored"
+                        " and not yet pushed, flow_backlog %d): its consumers take fewer"
+                        " than its producers send while the gateway is busy",
+                        name, dispatcher.lead, backlog,
+                    )  # fmt: skip
                 await dispatcher.give_way(backlog, self.config.flow_wait)
 
     async def _store_runs(

@@ -183,12 +183,13 @@ class Busy(Load):
 
 
 def test_a_busy_gateway_reads_a_streaming_producer_at_the_pace_of_its_pushes(
-    start: Start,
+    start: Start, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Flow control: while the gateway is busy, a producer streaming 2,000 messages (100
     unconfirmed) is never more than `flow_backlog` and one window of frames ahead of the
     pushes; every message is still confirmed, and handled once. (Without it the producer,
     confirmed as fast as it sends, gets hundreds of messages ahead of two consumers.)"""
+    caplog.set_level("INFO", logger="conveyor.push")
     gw = start(rate=0, flow_backlog=50, flow_wait=30)
     gw.gateway.load = Busy()
     seen: Counter[bytes] = Counter()
@@ -225,6 +226,9 @@ def test_a_busy_gateway_reads_a_streaming_producer_at_the_pace_of_its_pushes(
     assert all(r.ok for r in replies)
     assert set(seen) == set(bodies) and set(seen.values()) == {1}
     assert 50 < max(leads) <= 50 + 100, max(leads)
+    assert gw.gateway.stats["held"] > 0
+    said = [r.getMessage() for r in caplog.records if "flow control" in r.getMessage()]
+    assert len(said) == 1 and "producers of app flow wait for its pushes" in said[0], said
 
 
 def test_consumers_that_are_the_limit_never_hold_a_producer_back(start: Start) -> None:
