@@ -25,6 +25,11 @@ from __future__ import annotations
 from .rows import ARCHIVE_COLUMNS, CONSUMER_COLUMNS
 from .statement import Statement
 
+# a row never received and not delayed is "fresh": ready (retention and deadline aside);
+# any other is "held", ready once its visible_at has passed (inflight.py)
+FRESH = "receive_count = 0 AND visible_at <= sent_at"
+HELD = "(receive_count > 0 OR visible_at > sent_at)"
+
 # -- queue rows ---------------------------------------------------------------------------
 
 QUEUE_ROW = Statement(
@@ -178,12 +183,11 @@ COUNT_MESSAGES = Statement(
     "count_messages",
     "A queue's messages counted: ready, delayed, in flight, and the oldest one's send time"
     " (leaving out what a job staged, hidden until it publishes, and what expired). A message"
-    " sent without a delay (visible from its send time) is ready, whatever the clock says:"
+    " never received and sent without a delay (FRESH) is ready, whatever the clock says:"
     " another process may have sent it a moment after :now was read, before the count.",
-    "SELECT coalesce(sum(CASE WHEN visible_at <= :now"
-    " OR (receive_count = 0 AND visible_at <= sent_at) THEN 1 ELSE 0 END), 0),"
-    " coalesce(sum(CASE WHEN visible_at > :now AND receive_count = 0 AND visible_at > sent_at"
-    " THEN 1 ELSE 0 END), 0),"
+    f"SELECT coalesce(sum(CASE WHEN visible_at <= :now OR ({FRESH}) THEN 1 ELSE 0 END), 0),"
+    " coalesce(sum(CASE WHEN visible_at > :now AND receive_count = 0"
+    f" AND {HELD} THEN 1 ELSE 0 END), 0),"
     " coalesce(sum(CASE WHEN visible_at > :now AND receive_count > 0 THEN 1 ELSE 0 END), 0),"
     " min(sent_at) FROM {messages} WHERE {scope} AND visible_at < :hidden"
     " AND sent_at >= :horizon AND (deadline IS NULL OR deadline > :cut)",
@@ -541,11 +545,6 @@ SQLITE_ALL_COLUMNS = (
     *SQLITE_SEND_COLUMNS, "receive_count", "first_received_at", "version", "source_queue",
     "error",
 )  # fmt: skip
-# a row never received and not delayed is "fresh": ready (retention and deadline aside);
-# any other is "held", ready once its visible_at has passed (inflight.py)
-FRESH = "receive_count = 0 AND visible_at <= sent_at"
-HELD = "(receive_count > 0 OR visible_at > sent_at)"
-
 SQLITE_CREATE_QUEUE = (
     Statement(
         "sqlite_create_queue",
