@@ -210,8 +210,7 @@ class Dispatcher:
         # claim last found it drained, less those pushed since (what producers here are
         # ahead by)
         self.lead = 0
-        self.moved = asyncio.Event()  # set once `lead` is down to `caught_up` again
-        self.caught_up = 0
+        self.moved = asyncio.Event()  # set once `lead` is down to the flow_backlog again
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name=f"dispatch {self.queue}")
@@ -241,18 +240,17 @@ class Dispatcher:
         """`n` messages were stored for this queue here (flow control's count)."""
         self.lead += n
 
-    async def give_way(self, backlog: int, limit: float) -> None:
-        """Flow control (`GatewayConfig.flow_backlog`): return once at most `backlog` of the
-        messages stored here wait to be pushed, or once the gateway's process is no longer
-        busy (its consumers, not the gateway, are then the limit), or after `limit`
-        seconds."""
-        deadline = time.monotonic() + limit
-        load = self.gateway.load
-        while self.lead > backlog and not self.stopped and load.busy():
+    async def give_way(self) -> None:
+        """Flow control (`GatewayConfig.flow_backlog`): return once at most `flow_backlog` of
+        the messages stored here wait to be pushed, or once the gateway's process is no
+        longer busy (its consumers, not the gateway, are then the limit), or after
+        `flow_wait` seconds."""
+        config, load = self.gateway.config, self.gateway.load
+        deadline = time.monotonic() + config.flow_wait
+        while self.lead > config.flow_backlog and not self.stopped and load.busy():
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            self.caught_up = backlog
             self.moved.clear()
             # woken as the pushes catch up; every few of the load's windows to look at it
             with contextlib.suppress(TimeoutError):
@@ -399,5 +397,5 @@ class Dispatcher:
             )
         if takers:
             self.lead = max(0, self.lead - len(takers))
-            if self.lead <= self.caught_up:
+            if self.lead <= gw.config.flow_backlog:
                 self.moved.set()

@@ -59,7 +59,7 @@ from ..exceptions import (
     NotFound,
     QueueDoesNotExist,
 )
-from ..models import Capability, DeadLetterPolicy, Message, SendResult
+from ..models import Capability, DeadLetterPolicy, Message
 from ..validation import NAME_RE, parse_json_text
 from . import connections, heartbeats, shares
 from .codec import (
@@ -417,7 +417,7 @@ class Gateway:
                         " than its producers send while the gateway is busy",
                         name, dispatcher.lead, backlog,
                     )  # fmt: skip
-                await dispatcher.give_way(backlog, self.config.flow_wait)
+                await dispatcher.give_way()
 
     async def _store_runs(
         self, frames: list[Frame], runs: dict[str, list[int]], answers: list[bytes]
@@ -435,11 +435,7 @@ class Gateway:
                 for k in run
             ]
             results = await self.ops(name).send.many(items)
-            dispatcher = self.dispatchers.get(name)
-            if dispatcher is not None:
-                dispatcher.stored(
-                    sum(1 for r in results if isinstance(r, SendResult) and not r.duplicate)
-                )
+            stored = 0
             for k, result in zip(run, results, strict=True):
                 if isinstance(result, ConveyorError):
                     answers[k] = resp("reject", str(result), msgid=frames[k].msgid)
@@ -452,7 +448,12 @@ class Gateway:
                     )
                 else:
                     self.stats["received"] += 1
+                    if not result.duplicate:
+                        stored += 1
                     answers[k] = self._sent(frames[k], result.duplicate)
+            dispatcher = self.dispatchers.get(name)
+            if dispatcher is not None:
+                dispatcher.stored(stored)
 
     # -- consumers ------------------------------------------------------------------------
 
