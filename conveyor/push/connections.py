@@ -65,6 +65,7 @@ async def accept(gw: Gateway, reader: asyncio.StreamReader, writer: asyncio.Stre
 async def read(gw: Gateway, conn: Connection) -> None:
     decoder = Decoder(max_frame=gw.config.max_frame)
     cfg = gw.config
+    clock = asyncio.get_running_loop().time
     while not gw.closing:
         timeout = cfg.read_timeout if decoder.pending else cfg.idle_timeout
         if not conn.authenticated:
@@ -72,7 +73,7 @@ async def read(gw: Gateway, conn: Connection) -> None:
         try:
             if timeout <= 0:
                 raise TimeoutError
-            data = await asyncio.wait_for(conn.reader.read(65536), timeout)
+            data = await conn.read_until(clock() + timeout)
         except TimeoutError:
             if not conn.authenticated:
                 log.info("closing %s: not authenticated within %.0f s", conn.address,

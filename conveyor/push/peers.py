@@ -45,11 +45,19 @@ class Connection:
     """One TCP connection, either way: frames out, and what the gateway knows of it.
 
     Frames written in one turn of the event loop go out in one write: a push, a reply, a
-    ping each cost a system call otherwise, and a consumer a read for each."""
+    ping each cost a system call otherwise, and a consumer a read for each.
+
+    A read waits until the connection's `deadline` (`wait_until`): one timer a connection,
+    moved on only when it goes off before the deadline it was set for, so a read that
+    comes in time costs no timer and no task of its own (as `asyncio.wait_for` would)."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.deadline = 0.0  # the loop's time when a read waiting for the peer gives up
+        self._timer: asyncio.TimerHandle | None = None
+        self._reader_task: asyncio.Task[Any] | None = None  # set while a read waits
+        self._expired = False
         self.authenticated = False
         self.peer: Peer | None = None  # the consumer registered on this connection
         self.last_seen = time.monotonic()
@@ -58,6 +66,41 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._out: list[bytes] = []  # written this turn of the loop, not yet sent
+
+    async def read_until(self, deadline: float, size: int = 65536) -> bytes:
+        """Up to `size` bytes from the peer; TimeoutError if none come by `deadline` (the
+        loop's time)."""
+        self.deadline = deadline
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._time_up)
+        task = self._reader_task = asyncio.current_task()
+        try:
+            return await self.reader.read(size)
+        except asyncio.CancelledError:
+            if not self._expired or task is None:
+                raise
+            self._expired = False
+            task.uncancel()
+            raise TimeoutError from None
+        finally:
+            self._reader_task = None
+
+    def _time_up(self) -> None:
+        """The timer: a read still waiting at its deadline is cancelled (and raises
+        TimeoutError); one given a later deadline since is waited for again."""
+        self._timer = None
+        task = self._reader_task
+        if task is None:
+            return  # no read waits: the next one sets the timer again
+        loop = task.get_loop()
+        if loop.time() < self.deadline:
+            self._timer = loop.call_at(self.deadline, self._time_up)
+        elif not self._expired:
+            self._expired = True
+            task.cancel()
 
     def write(self, data: bytes) -> None:
         if not data or self.writer.is_closing():
@@ -77,6 +120,9 @@ class Connection:
             await self.writer.drain()
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._send_out()
         if not self.writer.is_closing():
             self.writer.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,6 +105,27 @@ def test_timeouts_close_idle_and_stalled_connections(start: Start) -> None:
     stalled = Peer(gw.port)
     stalled.send(b"type=queue\r\nappid=a\r\n")  # a frame begun, never finished
     assert idle.closed(timeout=10) and stalled.closed(timeout=10)
+
+
+def test_a_frame_begun_has_the_read_timeout_and_a_talking_peer_no_idle_timeout(
+    start: Start,
+) -> None:
+    """A connection's deadline moves with what it reads: a frame left unfinished closes it
+    after `read_timeout`, well before `idle_timeout`; a peer that sends a frame now and then
+    stays open long past `idle_timeout`; one that goes silent is closed after it."""
+    gw = start(idle_timeout=1.0, read_timeout=0.2)
+    idle, stalled, talker = Peer(gw.port), Peer(gw.port), Peer(gw.port)
+    stalled.send(b"type=queue\r\nappid=a\r\n")
+    assert stalled.closed(timeout=0.7)  # the read timeout, not the idle one
+    assert not idle.closed(timeout=0.05)
+    for _ in range(6):  # 1.8 s of a ping each 0.3 s: past the idle timeout
+        talker.send(b"ping\r\n\r\n")
+        assert talker.next().type == "pong"
+        time.sleep(0.3)
+    assert idle.closed(timeout=5)
+    talker.send(b"ping\r\n\r\n")
+    assert talker.next().type == "pong"
+    assert talker.closed(timeout=5)  # silent now: closed after the idle timeout
 
 
 def test_a_thousand_connections_at_once(start: Start) -> None:
