@@ -36,6 +36,7 @@ from conveyor.backends.sql.postgres import PostgresConnections
 from conveyor.backends.sql.schema import SERVER_MIGRATIONS
 from conveyor.backends.sql.statements import WALK
 from conveyor.backends.sql.store import SQLStore
+from conveyor.ids import rowid_of
 from conveyor.models import NewMessage
 from conveyor.urls import open_backend
 
@@ -78,6 +79,9 @@ def test_upgrade_from_an_older_schema(kind: str, urls: list[str]) -> None:
         cur.execute(f"ALTER TABLE {p}subscriptions DROP COLUMN attributes")
         if kind == "mysql":
             cur.execute(sqlstores.mysql_version_4_order(old.dialect.prefix))
+        else:
+            for statement in sqlstores.postgres_every_id_indexed(p):
+                cur.execute(statement)
         cur.execute(f"UPDATE {old.dialect.prefix}schema SET version = 1")
 
     again = sql_backend(url)
@@ -679,9 +683,11 @@ def test_paging_reads_one_range_of_the_order_index(kind: str, urls: list[str]) -
 def test_ids_are_found_through_the_id_index_whatever_the_statistics(
     kind: str, urls: list[str]
 ) -> None:
-    """A lookup of many message ids (redrive, import) probes the (id, queue_id) index, even
-    where the planner's statistics, gathered before a queue grew, call that queue empty:
-    never a walk of the queue through its order index, never a scan of the table."""
+    """A lookup of many message ids (redrive, import) probes the (id, queue_id) index (on
+    PostgreSQL, the primary key for the ids the store made, which carry their row's key, and
+    the index of ids chosen by senders for the others), even where the planner's statistics,
+    gathered before a queue grew, call that queue empty: never a walk of the queue through
+    its order index, never a scan of the table."""
     with Client(fresh(kind, urls)) as client:
         backend = client.backend
         assert isinstance(backend, SQLStore)
@@ -697,7 +703,9 @@ def test_ids_are_found_through_the_id_index_whatever_the_statistics(
         run_cursor(backend, lambda cur: cur.execute(analyze))
         for _ in range(6):  # the statistics say nothing of these
             backend.send("big", [NewMessage(id="", body=b"b", generated_id=True)] * 5000)
-        wanted = [m.id for m in big.peek(limit=1000, after=0)][::2]
+        chosen = [NewMessage(id=f"chosen-{i}", body=b"c") for i in range(500)]
+        backend.send("big", chosen)
+        wanted = [m.id for m in big.peek(limit=1000, after=0)][::2] + [m.id for m in chosen]
         qid, _ = backend.lookup("big")
 
         class Explain(CursorExec):
@@ -710,9 +718,55 @@ def test_ids_are_found_through_the_id_index_whatever_the_statistics(
         found = run_cursor(backend, lambda cur: d.find_many(Explain(cur), qid, wanted))
         assert len(found) == len(wanted)
         plan = "\n".join(Explain.plans)
-        assert "by_id" in plan and "messages_order" not in plan, plan
+        assert "messages_order" not in plan, plan
+        if kind == "postgres":
+            assert "messages_pkey" in plan and "messages_by_chosen_id" in plan, plan
+        else:
+            assert "by_id" in plan, plan
         if kind == "postgres":
             assert "Seq Scan" not in plan, plan
+
+
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
+def test_ids_the_store_makes_carry_their_row_key_and_stay_out_of_the_id_index(
+    kind: str, urls: list[str]
+) -> None:
+    """PostgreSQL: every way a standard queue's send inserts makes its ids from the row's
+    key, outside the index of ids; an id chosen by a sender is in it. Both are found by id,
+    a sender's id equal to one the queue holds (an id the store made, sent again) is a
+    duplicate, and the same id goes into another queue."""
+    with Client(fresh(kind, urls)) as client:
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+        table = f"{backend.dialect.prefix}messages"
+        q, other = client.create_queue("made"), client.create_queue("other")
+        one = q.send("one").id
+        batch = [r.result.id for r in q.send_batch(["a", "b", "c"]) if r.result]
+        urgent = q.send_batch([SendEntry(entry_id=str(i), body="u", priority=3) for i in range(12)])
+        tagged = q.send("t", attributes={"k": "v"}).id
+        [chosen] = backend.send("made", [NewMessage(id="chosen-1", body=b"c")])
+        made = [one, *batch, *(r.result.id for r in urgent if r.result), tagged]
+
+        def rows(cur: Any) -> dict[str, tuple[int, bool]]:
+            cur.execute(f"SELECT id, seq, indexed FROM {table}")
+            return {str(i): (int(seq), bool(ix)) for i, seq, ix in cur.fetchall()}
+
+        stored = run_cursor(backend, rows)
+        assert len(stored) == len(made) + 1 and chosen.id == "chosen-1"
+        for message_id in made:
+            seq, indexed = stored[message_id]
+            assert rowid_of(message_id) == seq and not indexed, message_id
+        assert stored["chosen-1"][1] and rowid_of("chosen-1") is None
+        for message_id in [*made, "chosen-1"]:
+            assert q.get(message_id).id == message_id
+        again = backend.send("made", [NewMessage(id=one, body=b"again")])
+        assert again[0].duplicate and len(run_cursor(backend, rows)) == len(stored)
+        assert not backend.send("other", [NewMessage(id=one, body=b"copy")])[0].duplicate
+        assert other.get(one).text == "copy" and q.get(one).text == "one"
+        qid, _ = backend.lookup("made")
+        d = backend.dialect
+        found = run_cursor(backend, lambda cur: d.find_many(CursorExec(cur), qid, made))
+        assert sorted(key for key, _ in found) == sorted(stored[i][0] for i in made)
 
 
 @pytest.mark.parametrize("kind", ["postgres"], indirect=True)
@@ -744,8 +798,10 @@ def test_a_receive_rewrites_its_rows_on_their_own_pages(kind: str, urls: list[st
         def older(cur: Any) -> None:  # as the versions before made it
             p = backend.dialect.prefix
             cur.execute(f"ALTER TABLE {table} SET (fillfactor = 70)")
-            cur.execute(f"DROP TABLE {p}counts")  # the version after
-            cur.execute(f"UPDATE {p}schema SET version = version - 2")
+            cur.execute(f"DROP TABLE {p}counts")  # the versions after
+            for statement in sqlstores.postgres_every_id_indexed(p):
+                cur.execute(statement)
+            cur.execute(f"UPDATE {p}schema SET version = version - 3")
 
         run_cursor(backend, older)
 
@@ -755,7 +811,7 @@ def test_a_receive_rewrites_its_rows_on_their_own_pages(kind: str, urls: list[st
 
     upgraded = sql_backend(url)
     try:
-        assert upgraded.migrate() == (SCHEMA_VERSION - 2, SCHEMA_VERSION)
+        assert upgraded.migrate() == (SCHEMA_VERSION - 3, SCHEMA_VERSION)
         assert run_cursor(upgraded, options) == ["fillfactor=50"]
     finally:
         upgraded.close()

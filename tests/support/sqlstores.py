@@ -138,6 +138,18 @@ def mysql_version_4_order(prefix: str) -> str:
     )
 
 
+def postgres_every_id_indexed(prefix: str) -> list[str]:
+    """The statements that put a PostgreSQL messages table back to the schema versions
+    before ids the store makes carried their row's key: every id in the index of ids, no
+    `indexed` column; for tests that downgrade."""
+    p = prefix
+    return [
+        f"CREATE UNIQUE INDEX {p}messages_by_id ON {p}messages (id, queue_id)",
+        f"DROP INDEX {p}messages_by_chosen_id",
+        f"ALTER TABLE {p}messages DROP COLUMN indexed",
+    ]
+
+
 def drop_redis(url: str, prefix: str) -> None:
     """Delete every key of a Redis store's prefix (its queues' and its registry's)."""
     import redis

@@ -70,6 +70,8 @@ INDEXES = {
     "messages_by_id": "messages_by_id",
     "messages_by_deadline": "messages_by_deadline",
     "messages_seq": "messages_seq",
+    "messages_serial": "messages_seq_seq",  # PostgreSQL's sequence of the key (BIGSERIAL's)
+    "messages_by_chosen_id": "messages_by_chosen_id",
     "messages_held_index": "messages_held",
     "archive_by_queue": "archive_by_queue",
 }
@@ -274,6 +276,25 @@ class Dialect(ABC, Generic[E]):
     @abstractmethod
     def find(self, ex: E, qid: int, message_id: str) -> int | None:
         """The key of a message by id, or None."""
+
+    def held_at_home(self, ex: E, qid: int, ids: Sequence[str]) -> set[str]:
+        """Of ids chosen by senders, those the queue holds outside the index that finds the
+        others (ids the store made there, sent again): the dialect's inserts skip them as
+        they skip the rest it holds. None elsewhere."""
+        return set()
+
+    def insert_mark(self) -> int:
+        """A mark taken before an insert's first attempt, for `stored_before` (0 where the
+        dialect needs none)."""
+        return 0
+
+    def stored_before(
+        self, ex: E, qid: int, ids: Sequence[str], made: bool, mark: int
+    ) -> list[str] | None:
+        """The ids, as stored, of the messages an earlier attempt of an insert of `ids`
+        (made by this store beforehand: `made`; `insert_mark` taken before its first
+        attempt) stored, or None unless it stored them all."""
+        return list(ids) if len(self.find_many(ex, qid, ids)) >= len(set(ids)) else None
 
     def find_many(self, ex: E, qid: int, ids: Sequence[str]) -> list[tuple[int, float]]:
         """(key, visible_at) of the queue's messages with these ids."""

@@ -338,6 +338,9 @@ class SQLPipeline(Pipeline):
                 for m, i in zip(messages, ids, strict=True)
             ]
             if d.stages_aside:
+                held = d.held_at_home(ex, qid, [row.id for row in rows])
+                if held:  # skipped now: publishing skips the ids the index holds
+                    rows = [row for row in rows if row.id not in held]
                 if rows:
                     d.stage_aside(ex, mine.tag, mine.staged, rows)
                     ex.run(d.sql(ADD_STAGED), {"n": len(rows), "tag": mine.tag})

@@ -35,6 +35,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ...clock import Clock
 from ...exceptions import InvalidInput
 from ...forks import renew_after_fork, renewed
+from ...ids import rowid_of
 from ...notify import HUB
 from ...urls import redact
 from ..rules import ClaimTerms
@@ -56,6 +57,7 @@ from .statement import Compiler, Statement, Style, each, postgres_style, spread
 from .statements import (
     POSTGRES_ANY_LISTENER,
     POSTGRES_ARRAY_ROWS,
+    POSTGRES_AT_HOMES,
     POSTGRES_AUTOVACUUM,
     POSTGRES_CLAIM_KEYS,
     POSTGRES_CLAIM_READY,
@@ -65,6 +67,7 @@ from .statements import (
     POSTGRES_DEEP_WALK,
     POSTGRES_DEEP_WALK_LOCKING,
     POSTGRES_DELETE_HELD,
+    POSTGRES_FIND_MADE,
     POSTGRES_FIND_MANY,
     POSTGRES_HELD_INDEXES_NOW,
     POSTGRES_KEYED_ROWS,
@@ -73,6 +76,9 @@ from .statements import (
     POSTGRES_LISTENER_BEAT,
     POSTGRES_LISTENER_GONE,
     POSTGRES_LOCK_SCHEMA,
+    POSTGRES_MADE_ARRAY_ROWS,
+    POSTGRES_MADE_PLAIN_ROWS,
+    POSTGRES_MADE_SINCE,
     POSTGRES_NEW_MOVED_ROW,
     POSTGRES_NEW_SENT_ROW,
     POSTGRES_NOTIFY,
@@ -436,6 +442,9 @@ class PostgresDialect(ServerDialect):
         super().__init__(db.prefix)
         self.db = db
         self.held = HeldIndexes(db.conninfo, self.prefix, db.configure, self.sql)
+        # the highest key an insert of ids made here was given: the keys of any insert begun
+        # since lie above it (the sequence's values only grow)
+        self.made_floor = 0
 
     @property
     def single_delete(self) -> bool:
@@ -460,8 +469,17 @@ class PostgresDialect(ServerDialect):
         # the order index (walking the whole queue) instead of by seq
         return f"queue_id + 0 = {int(qid)}"
 
+    def find(self, ex: CursorExec, qid: int, message_id: str) -> int | None:
+        seq = rowid_of(message_id)
+        if seq is not None:
+            found = ex.one(self.sql(POSTGRES_FIND_MADE, qid), {"seq": seq, "id": message_id})
+            if found is not None:
+                return int(found[0])
+        return super().find(ex, qid, message_id)
+
     def find_many(self, ex: CursorExec, qid: int, ids: Sequence[str]) -> list[tuple[int, float]]:
-        # a probe of the (id, queue_id) index per id, whatever the statistics say (LATERAL
+        # per id, a probe of the key its id carries (where the store made it) and of the
+        # (id, queue_id) index of ids chosen by senders, whatever the statistics say (LATERAL
         # with LIMIT: a nested loop, the subquery is not flattened; `+ 0`: the order index
         # cannot serve the queue). With `id IN (...)` on a table never analyzed PostgreSQL
         # took a queue of 1,000,000 rows for 4,000 and filtered all of it through the order
@@ -469,11 +487,36 @@ class PostgresDialect(ServerDialect):
         # from before a queue grew, it took the queue for empty and did the same
         found: list[tuple[int, float]] = []
         for i in range(0, len(ids), 1000):
-            for key, visible_at in ex.rows(
-                self.sql(POSTGRES_FIND_MANY, qid), {"ids": list(ids[i : i + 1000])}
-            ):
+            part = list(ids[i : i + 1000])
+            values = {"ids": part, "seqs": [rowid_of(message_id) for message_id in part]}
+            for key, visible_at in ex.rows(self.sql(POSTGRES_FIND_MANY, qid), values):
                 found.append((int(key), float(visible_at)))
         return found
+
+    def insert_mark(self) -> int:
+        return self.made_floor
+
+    def stored_before(
+        self, ex: CursorExec, qid: int, ids: Sequence[str], made: bool, mark: int
+    ) -> list[str] | None:
+        if not made:
+            return super().stored_before(ex, qid, ids, made, mark)
+        # the ids an insert made carry the random digits of the ids made for it beforehand,
+        # and keys above any this process was given before its first attempt
+        tails = [i[-12:] for i in ids]
+        values = {"qid": qid, "floor": mark, "tails": tails}
+        stored = {
+            str(i)[-12:]: str(i) for (i,) in ex.rows(self.sql(POSTGRES_MADE_SINCE, qid), values)
+        }
+        return [stored[t] for t in tails] if all(t in stored for t in tails) else None
+
+    def held_at_home(self, ex: CursorExec, qid: int, ids: Sequence[str]) -> set[str]:
+        # ids this store made carry the key of their row, which no index of ids holds
+        homes = [(seq, i) for i in ids if (seq := rowid_of(i)) is not None]
+        if not homes:
+            return set()
+        values = {"seqs": [seq for seq, _ in homes], "ids": [i for _, i in homes]}
+        return {str(i) for (i,) in ex.rows(self.sql(POSTGRES_AT_HOMES, qid), values)}
 
     def advice(self, ex: CursorExec) -> list[str]:
         found = ex.one(self.sql(POSTGRES_AUTOVACUUM))
@@ -499,35 +542,45 @@ class PostgresDialect(ServerDialect):
         inserts: dict[str, Statement],
         n: int,
         values: dict[str, Any],
-        fresh: bool,
-    ) -> set[str] | None:
-        """Run an insert of message rows (`inserts`: its four kinds, statements.py's
-        `_pg_inserts`), with the notification of listening processes; the ids inserted, or
-        None when `fresh` (all of them: ids made for this attempt)."""
-        # a speculative insert costs more: only where a sender chose the ids, or on retry
-        kind = "plain" if fresh else "new"
+    ) -> list[Any]:
+        """Run an insert of message rows (`inserts`: statements.py's `_pg_chosen` or
+        `_pg_made`), with the notification of listening processes; the rows it returns."""
+        kind = "plain"
         if self.db.listened(ex):
-            kind += "_notify"
+            kind = "notify"
             values["channel"], values["queue"] = self.db.channel, queue
-        cur = ex.cur
-        cur.execute(self.sql(inserts[kind], qid, n), values)
-        if fresh:
-            return None
-        return {message_id for (message_id,) in cur.fetchall()}
+        return ex.rows(self.sql(inserts[kind], qid, n), values)
 
-    def _rows_insert(
-        self, ex: CursorExec, qid: int, queue: str, rows: Sequence[Fields], fresh: bool
-    ) -> set[str] | None:
+    def _chosen_rows(
+        self, ex: CursorExec, qid: int, queue: str, rows: Sequence[Fields]
+    ) -> set[str]:
+        """Rows with ids chosen by senders, skipping ids the queue holds; the ids inserted."""
         if len(rows) <= _VALUES_ROWS and all(_plain(row) for row in rows):
             # the common batch (no priority, attributes, group, deadline or compression):
             # four scalar parameters a row, which the driver dumps in C and, under its limit
             # of 50, converts once per batch size (arrays cost it ~0.5 ms more a statement)
             values = each(_PLAIN, [(r.id, r.body, r.sent_at, r.visible_at) for r in rows])
             values["qid"] = qid
-            return self._insert(ex, qid, queue, POSTGRES_PLAIN_ROWS, len(rows), values, fresh)
-        # one array per column: the same statement (prepared once) for any batch size
-        arrays = _arrays(qid, rows)
-        return self._insert(ex, qid, queue, POSTGRES_ARRAY_ROWS, 0, arrays, fresh)
+            found = self._insert(ex, qid, queue, POSTGRES_PLAIN_ROWS, len(rows), values)
+        else:  # one array per column: the same statement (prepared once) for any batch size
+            found = self._insert(ex, qid, queue, POSTGRES_ARRAY_ROWS, 0, _arrays(qid, rows))
+        return {str(message_id) for (message_id,) in found}
+
+    def _insert_made(
+        self,
+        ex: CursorExec,
+        qid: int,
+        queue: str,
+        statements: dict[str, Statement],
+        n: int,
+        values: dict[str, Any],
+    ) -> list[str]:
+        """Run an insert of rows whose ids it makes from their keys (statements.py's
+        `_pg_made`); the ids, in the rows' order."""
+        made = sorted(self._insert(ex, qid, queue, statements, n, values))
+        if made:
+            self.made_floor = max(self.made_floor, int(made[-1][0]))
+        return [str(message_id) for _, message_id in made]
 
     def insert_bare(
         self, ex: CursorExec, qid: int, queue: str, bare: Bare, retry: bool
@@ -538,13 +591,22 @@ class PostgresDialect(ServerDialect):
                 Fields(i, body, None, None, None, bare.priority, None, bare.now, bare.visible_at, 0)
                 for i, body in zip(ids, bare.bodies, strict=True)
             ]
-            self._rows_insert(ex, qid, queue, rows, not retry)
-            return ids
+            return self._made_rows(ex, qid, queue, rows)
         pairs = zip(ids, bare.bodies, strict=True)
-        values = each(_PLAIN, [(i, body, bare.now, bare.visible_at) for i, body in pairs])
+        values = each(_MADE, [(_rand(i), body, bare.now, bare.visible_at) for i, body in pairs])
         values["qid"] = qid
-        self._insert(ex, qid, queue, POSTGRES_PLAIN_ROWS, len(ids), values, not retry)
-        return ids
+        return self._insert_made(ex, qid, queue, POSTGRES_MADE_PLAIN_ROWS, len(ids), values)
+
+    def _made_rows(self, ex: CursorExec, qid: int, queue: str, rows: Sequence[Fields]) -> list[str]:
+        """Rows whose ids the insert makes (their own ids, made beforehand, give the random
+        digits); the ids made."""
+        if len(rows) <= _VALUES_ROWS and all(_plain(row) for row in rows):
+            values = each(_MADE, [(_rand(r.id), r.body, r.sent_at, r.visible_at) for r in rows])
+            values["qid"] = qid
+            return self._insert_made(ex, qid, queue, POSTGRES_MADE_PLAIN_ROWS, len(rows), values)
+        arrays = _arrays(qid, rows)
+        arrays["rands"] = [_rand(i) for i in arrays.pop("ids")]
+        return self._insert_made(ex, qid, queue, POSTGRES_MADE_ARRAY_ROWS, 0, arrays)
 
     def insert(
         self,
@@ -556,9 +618,11 @@ class PostgresDialect(ServerDialect):
         made: bool,
         retry: bool,
     ) -> list[str | None]:
-        inserted = self._rows_insert(ex, qid, queue, rows, made and not retry)
-        if made or inserted is None:
-            return [row.id for row in rows]
+        if made:  # (a retry comes here only after an attempt that surely stored nothing)
+            return list(self._made_rows(ex, qid, queue, rows))
+        held = self.held_at_home(ex, qid, [row.id for row in rows])
+        kept = [row for row in rows if row.id not in held] if held else rows
+        inserted = self._chosen_rows(ex, qid, queue, kept) if kept else set()
         out: list[str | None] = []
         for row in rows:
             if row.id in inserted:
@@ -569,6 +633,8 @@ class PostgresDialect(ServerDialect):
         return out
 
     def insert_one(self, ex: CursorExec, qid: int, row: Fields) -> tuple[int, str] | None:
+        if self.held_at_home(ex, qid, [row.id]):
+            return None
         if row.as_sent:
             statement, values = POSTGRES_NEW_SENT_ROW, self.sent_named(qid, row)
         else:
@@ -583,6 +649,10 @@ class PostgresDialect(ServerDialect):
         self, ex: CursorExec, qid: int, rows: Sequence[Fields], made: bool
     ) -> list[int | None]:
         if not made:
+            held = self.held_at_home(ex, qid, [row.id for row in rows])
+            if held:
+                kept = iter(self.insert_keyed(ex, qid, [r for r in rows if r.id not in held], made))
+                return [None if row.id in held else next(kept) for row in rows]
             if not all(row.as_sent and row.id for row in rows):
                 return super().insert_keyed(ex, qid, rows, made)
             if len(rows) >= COPY_IDS_AT:
@@ -744,6 +814,14 @@ class PostgresDialect(ServerDialect):
 
 
 _PLAIN = ("id", "body", "sent_at", "visible_at")  # a plain row's own values
+_MADE = ("r", "body", "sent_at", "visible_at")  # ... where the insert makes its id
+
+
+def _rand(made_before: str) -> int:
+    """The random bits of an id the insert makes from those of the id made for its row
+    beforehand (`conveyor.ids.new_ids`): its last 12 digits the same, which is how a retry
+    finds the row an attempt whose answer was lost stored."""
+    return int(made_before[-12:], 16) | (int(made_before[20:23], 16) & 0x7FF) << 48
 
 
 def _arrays(qid: int, rows: Sequence[Fields]) -> dict[str, Any]:

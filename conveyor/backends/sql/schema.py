@@ -457,6 +457,32 @@ POSTGRES_ROOM_FOR_RECEIVES = Statement(
     f"ALTER TABLE {{messages_table}} SET (fillfactor = {MESSAGES_FILLFACTOR})",
 )
 
+# PostgreSQL: the ids the store makes carry their row's key (statements.py's PG_ROW_ID), so
+# finding one is a probe of the primary key, and only ids chosen by senders (and rows moved
+# from elsewhere, whose ids carry another row's key) are in the unique index of ids. An
+# entry in that index was a third of the B-tree records a send wrote to the WAL (about 110
+# bytes a message: `python -m bench.pgmq`, docs/benchmarks.md). The rows already stored keep
+# their entries (`indexed` true).
+POSTGRES_CHOSEN_IDS = (
+    Statement(
+        "postgres_add_indexed",
+        "Whether a message's id is in the index of ids (chosen by a sender, or carrying"
+        " another row's key); the store's own ids are not.",
+        "ALTER TABLE {messages_table} ADD COLUMN indexed BOOLEAN NOT NULL DEFAULT true",
+    ),
+    Statement(
+        "postgres_index_chosen_ids",
+        "The messages' index by id, of the ids in it.",
+        "CREATE UNIQUE INDEX {messages_by_chosen_id} ON {messages_table} (id, queue_id)"
+        " WHERE indexed",
+    ),
+    Statement(
+        "postgres_drop_id_index",
+        "The index of every message's id, dropped.",
+        "DROP INDEX {messages_by_id}",
+    ),
+)
+
 # messages staged in the messages table (hidden at visible_at >= 1e15), which a new way of
 # staging leaves its jobs unable to publish
 SERVER_DROP_HIDDEN = Statement(
@@ -645,6 +671,7 @@ SERVER_MIGRATIONS: list[Step] = [
     _only_on("postgresql", [POSTGRES_ROOM_FOR_RECEIVES]),
     # deep queues' last counts, shared by every process (estimates.py)
     (CREATE_COUNTS,),
+    _only_on("postgresql", POSTGRES_CHOSEN_IDS),
 ]
 
 
@@ -656,6 +683,6 @@ def catalog() -> list[Statement]:
             found += step
     found += [
         SQLITE_QUEUED_STAGES, SQLITE_DROP_STAGED_ROWS, *SQLITE_QUEUE_IDS_ONCE, CLUSTERED_ORDER,
-        HELD_INDEX, POSTGRES_ROOM_FOR_RECEIVES,
+        HELD_INDEX, POSTGRES_ROOM_FOR_RECEIVES, *POSTGRES_CHOSEN_IDS,
     ]  # fmt: skip
     return list(dict.fromkeys(found))

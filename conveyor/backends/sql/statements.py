@@ -986,8 +986,9 @@ SERVER_DROP_QUEUE = Statement(
 )
 SERVER_FIND = Statement(
     "server_find",
-    "A message's key, by its queue and id.",
+    "A message's key, by its queue and id (on PostgreSQL, an id chosen by a sender).",
     "SELECT seq FROM {messages} WHERE id = :id AND queue_id = :qid",
+    postgresql="SELECT seq FROM {messages} WHERE indexed AND id = :id AND queue_id = :qid",
 )
 SERVER_ROWS_AHEAD = Statement(
     "server_rows_ahead",
@@ -1168,32 +1169,99 @@ POSTGRES_NOTIFY = Statement(
 )
 
 
-def _pg_inserts(name: str, doc: str, insert: str, binary: bool) -> dict[str, Statement]:
-    """An insert of message rows as `plain` (the ids made for this attempt), `new` (rows
-    whose id the queue holds skipped; the ids inserted), and each with the listening
-    processes notified in the same statement (`plain_notify`, `new_notify`)."""
-    new = f"{insert} ON CONFLICT (queue_id, id) DO NOTHING RETURNING id"
-    notified = "SELECT ins.id FROM ins, (SELECT pg_notify(:channel, :queue)) n"
-    texts = {
-        "plain": (insert, ""),
-        "new": (new, ", skipping ids the queue holds; the ids inserted"),
-        "plain_notify": (
-            f"WITH ins AS ({insert} RETURNING id) {notified}",
-            ", listening processes notified",
-        ),
-        "new_notify": (
-            f"WITH ins AS ({new}) {notified}",
-            ", skipping ids the queue holds, listening processes notified; the ids inserted",
+# PostgreSQL: the ids the store makes carry their row's key (`conveyor.ids.row_id`), made by
+# the insert from the key the sequence gives the row and 59 random bits; only ids chosen by
+# senders (and rows moved from elsewhere) are `indexed`, in the unique index of ids
+_PG_CHOSEN_CONFLICT = "ON CONFLICT (queue_id, id) WHERE indexed"
+# `conveyor.ids.row_id(s, r)` in SQL: s the row's key, r the random bits
+PG_ROW_ID = (
+    "lpad(to_hex(s >> 31), 8, '0') || '-' || lpad(to_hex((s >> 15) & 65535), 4, '0') || '-8'"
+    " || lpad(to_hex((s >> 3) & 4095), 3, '0') || '-'"
+    " || to_hex(32768 | ((s & 7) << 11) | ((r >> 48) & 2047)) || '-'"
+    " || lpad(to_hex(r & 281474976710655), 12, '0')"
+)
+_MADE_COLUMNS = ", ".join(c for c in SERVER_SEND_COLUMNS if c != "id")
+
+
+def _pg_made(name: str, doc: str, source: str, columns: str, binary: bool) -> dict[str, Statement]:
+    """An insert of message rows whose ids the store makes (`PG_ROW_ID`): `source` gives a
+    row's random bits as r and its other values under `columns`; the key and id of each row
+    (`plain`), and with the listening processes notified in the same statement (`notify`)."""
+    insert = (
+        f"INSERT INTO {{messages}} (seq, indexed, id, {_MADE_COLUMNS}) SELECT s, false,"
+        f" {PG_ROW_ID}, {columns} FROM (SELECT nextval('{{messages_serial}}') AS s, *"
+        f" FROM {source}) t RETURNING seq, id"
+    )
+    notified = "SELECT ins.seq, ins.id FROM ins, (SELECT pg_notify(:channel, :queue)) n"
+    return {
+        "plain": Statement(name, f"{doc}; the key and id of each.", insert, binary=binary),
+        "notify": Statement(
+            f"{name}_notify",
+            f"{doc}, listening processes notified; the key and id of each.",
+            f"WITH ins AS ({insert}) {notified}",
+            binary=binary,
         ),
     }
+
+
+POSTGRES_MADE_PLAIN_ROWS = _pg_made(
+    "postgres_made_plain_rows",
+    "Rows as sent with no options, their ids made from their keys, inserted",
+    "(VALUES (:r*::int8, :body*::bytea, :sent_at*::float8, :visible_at*::float8)*)"
+    " AS v(r, b, sa, va)",
+    "(:qid)::bigint, 0, b, NULL, NULL, NULL, NULL, sa, va, 0",
+    binary=False,
+)
+POSTGRES_MADE_ARRAY_ROWS = _pg_made(
+    "postgres_made_array_rows",
+    "Rows as sent, one array a column, their ids made from their keys, inserted",
+    "unnest(:qids::bigint[], :nprios::int[], :rands::int8[], :bodies::bytea[],"
+    " :attributes::text[], :group_ids::text[], :dedup_ids::text[], :deadlines::float8[],"
+    " :sent_ats::float8[], :visible_ats::float8[], :compressed::smallint[])"
+    " AS u(q, p, r, b, a, g, d, dl, sa, va, c)",
+    "q, p, b, a, g, d, dl, sa, va, c",
+    binary=True,
+)
+POSTGRES_MADE_SINCE = Statement(
+    "postgres_made_since",
+    "The ids of a queue's rows with ids the store made, keyed after a floor, that end in"
+    " these random digits (what an insert whose answer was lost stored).",
+    "SELECT id FROM {messages} WHERE queue_id = :qid AND seq > :floor AND NOT indexed"
+    " AND right(id, 12) = ANY(:tails::text[])",
+)
+POSTGRES_AT_HOMES = Statement(
+    "postgres_at_homes",
+    "Of these ids the store made, those a queue holds at the keys they carry.",
+    "SELECT id FROM {messages} WHERE seq = ANY(:seqs::int8[]) AND {key_scope}"
+    " AND id = ANY(:ids::text[])",
+)
+POSTGRES_FIND_MADE = Statement(
+    "postgres_find_made",
+    "A message's key, by its queue, its id and the key the id carries.",
+    "SELECT seq FROM {messages} WHERE seq = :seq AND {key_scope} AND id = :id",
+)
+
+
+def _pg_chosen(name: str, doc: str, insert: str, binary: bool) -> dict[str, Statement]:
+    """An insert of message rows with ids chosen by senders, rows whose id the queue holds
+    skipped; the ids inserted (`plain`), and with the listening processes notified in the
+    same statement (`notify`)."""
+    insert = f"{insert} {_PG_CHOSEN_CONFLICT} DO NOTHING RETURNING id"
+    notified = "SELECT ins.id FROM ins, (SELECT pg_notify(:channel, :queue)) n"
     return {
-        kind: Statement(f"{name}_{kind}" if kind != "plain" else name, f"{doc}{more}.", text,
-                        binary=binary)
-        for kind, (text, more) in texts.items()
-    }  # fmt: skip
+        "plain": Statement(
+            name, f"{doc}, skipping ids the queue holds; the ids inserted.", insert, binary=binary
+        ),
+        "notify": Statement(
+            f"{name}_notify",
+            f"{doc}, skipping ids the queue holds, listening processes notified; the ids inserted.",
+            f"WITH ins AS ({insert}) {notified}",
+            binary=binary,
+        ),
+    }
 
 
-POSTGRES_PLAIN_ROWS = _pg_inserts(
+POSTGRES_PLAIN_ROWS = _pg_chosen(
     "postgres_plain_rows",
     "Rows as sent with no options (no priority, attributes, group, deadline or compression),"
     " five values a row, inserted",
@@ -1208,7 +1276,7 @@ _ARRAYS = (
     " :attributes::text[], :group_ids::text[], :dedup_ids::text[], :deadlines::float8[],"
     " :sent_ats::float8[], :visible_ats::float8[], :compressed::smallint[])"
 )
-POSTGRES_ARRAY_ROWS = _pg_inserts(
+POSTGRES_ARRAY_ROWS = _pg_chosen(
     "postgres_array_rows",
     "Rows as sent, one array a column, inserted",
     f"{_SEND_INTO} SELECT * FROM {_ARRAYS}",
@@ -1218,20 +1286,20 @@ POSTGRES_KEYED_ROWS = Statement(
     "postgres_keyed_rows",
     "Rows as sent, one array a column, inserted where the queue holds none of their ids;"
     " the key and id of each inserted.",
-    f"{_SEND_INTO} SELECT * FROM {_ARRAYS} ON CONFLICT (queue_id, id) DO NOTHING RETURNING seq, id",
+    f"{_SEND_INTO} SELECT * FROM {_ARRAYS} {_PG_CHOSEN_CONFLICT} DO NOTHING RETURNING seq, id",
     binary=True,
 )
 POSTGRES_NEW_SENT_ROW = Statement(
     "postgres_new_sent_row",
     "A row as sent, inserted unless the queue holds its id; its key.",
-    f"{_SEND_INTO} VALUES {_ONE_SENT} ON CONFLICT (queue_id, id) DO NOTHING RETURNING seq",
+    f"{_SEND_INTO} VALUES {_ONE_SENT} {_PG_CHOSEN_CONFLICT} DO NOTHING RETURNING seq",
 )
 POSTGRES_NEW_MOVED_ROW = Statement(
     "postgres_new_moved_row",
     "A row moved from elsewhere (its receives and history kept), inserted unless the queue"
     " holds its id; its key.",
     f"INSERT INTO {{messages}} ({', '.join(SERVER_ALL_COLUMNS)}) VALUES {_ONE_MOVED}"
-    " ON CONFLICT (queue_id, id) DO NOTHING RETURNING seq",
+    f" {_PG_CHOSEN_CONFLICT} DO NOTHING RETURNING seq",
 )
 POSTGRES_RESERVE_SEQS = Statement(
     "postgres_reserve_seqs",
@@ -1250,10 +1318,13 @@ POSTGRES_COPY_STAGING = Statement(
 )
 POSTGRES_FIND_MANY = Statement(
     "postgres_find_many",
-    "The key and visible time of a queue's messages with these ids: one probe of the id"
-    " index per id, whatever the statistics say.",
-    "SELECT m.seq, m.visible_at FROM unnest(:ids::text[]) AS x(id) CROSS JOIN LATERAL"
-    " (SELECT seq, visible_at FROM {messages} WHERE id = x.id AND {key_scope} LIMIT 1) m",
+    "The key and visible time of a queue's messages with these ids: per id, a probe of the"
+    " key it carries (where the store made it) and of the index of ids chosen by senders,"
+    " whatever the statistics say.",
+    "SELECT m.seq, m.visible_at FROM unnest(:ids::text[], :seqs::int8[]) AS x(id, s)"
+    " CROSS JOIN LATERAL (SELECT seq, visible_at FROM {messages} WHERE seq = x.s AND"
+    " {key_scope} AND id = x.id UNION ALL SELECT seq, visible_at FROM {messages}"
+    " WHERE indexed AND id = x.id AND {key_scope} LIMIT 1) m",
 )
 # a claim's changes to the rows of an UPDATE ... FROM, and the claimed rows it returns
 _PG_CLAIM_SET = (

@@ -451,6 +451,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             # ids are fixed before the first attempt, so a retried insert cannot duplicate
             mine = [m.generated_id or not m.id for m in messages]
             made = all(mine)
+            mark = d.insert_mark()
             fresh = iter(d.new_ids(sum(mine)) or ())
             rows = [
                 new_fields(m, next(fresh, "") if own else m.id, None, now, False, None)
@@ -460,8 +461,8 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             def insert(ex: E) -> list[str | None]:
                 tries[0] += 1
                 if ex.in_doubt and all(row.id for row in rows):
-                    self.settle(ex, qid, queue, [row.id for row in rows])
-                    return [row.id for row in rows]
+                    ids = [row.id for row in rows]
+                    return list(self.settle(ex, qid, queue, ids, made, mark))
                 return d.insert(ex, qid, queue, rows, made=made, retry=tries[0] > 1)
 
             stored = self.counted_write(
@@ -476,13 +477,19 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             ]
         return results
 
-    def settle(self, ex: E, qid: int, queue: str, ids: Sequence[str]) -> None:
-        """Before an insert of `ids` runs again after an attempt that lost its connection
-        (and so may have committed): return if that attempt stored every one of them, and
-        raise OutcomeUnknown otherwise. What it stored may have been received and deleted
-        since: inserting it again would deliver it a second time, after its delete."""
-        if len(self.dialect.find_many(ex, qid, ids)) < len(set(ids)):
+    def settle(
+        self, ex: E, qid: int, queue: str, ids: Sequence[str], made: bool, mark: int
+    ) -> list[str]:
+        """Before an insert of `ids` (made by this store beforehand: `made`; the dialect's
+        `insert_mark` taken before its first attempt) runs again after an attempt that lost
+        its connection (and so may have committed): return the
+        ids as stored if that attempt stored every one of them, and raise OutcomeUnknown
+        otherwise. What it stored may have been received and deleted since: inserting it
+        again would deliver it a second time, after its delete."""
+        stored = self.dialect.stored_before(ex, qid, ids, made, mark)
+        if stored is None:
             raise OutcomeUnknown.of_send(queue, len(ids))
+        return stored
 
     def send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
         ids = self.fresh_on_drop(queue, lambda: self._send_bodies(queue, bodies, delay))
@@ -511,12 +518,12 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         d = self.dialect
         bare = Bare(d.new_ids(len(bodies)), list(bodies), priority, now, now + delay)
         tries = [0]
+        mark = d.insert_mark()
 
         def insert_bare(ex: E) -> list[str]:
             tries[0] += 1
             if ex.in_doubt and bare.ids is not None:
-                self.settle(ex, qid, queue, bare.ids)
-                return bare.ids
+                return self.settle(ex, qid, queue, bare.ids, True, mark)
             return d.insert_bare(ex, qid, queue, bare, tries[0] > 1)
 
         return self.counted_write(insert_bare, "sent", lambda ids: [(qid, len(ids))], single=True)
