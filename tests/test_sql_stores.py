@@ -5,6 +5,7 @@ across processes (LISTEN/NOTIFY on PostgreSQL, a bounded poll on MySQL)."""
 from __future__ import annotations
 
 import functools
+import random
 import secrets
 import subprocess
 import sys
@@ -34,9 +35,9 @@ from conveyor.backends.sql import accounts as sql_accounts
 from conveyor.backends.sql.connections import CursorExec, Params, ServerConnections
 from conveyor.backends.sql.postgres import PostgresConnections
 from conveyor.backends.sql.schema import SERVER_MIGRATIONS
-from conveyor.backends.sql.statements import WALK
+from conveyor.backends.sql.statements import PG_ROW_ID, WALK
 from conveyor.backends.sql.store import SQLStore
-from conveyor.ids import rowid_of
+from conveyor.ids import row_id, rowid_of
 from conveyor.models import NewMessage
 from conveyor.urls import open_backend
 
@@ -767,6 +768,29 @@ def test_ids_the_store_makes_carry_their_row_key_and_stay_out_of_the_id_index(
         d = backend.dialect
         found = run_cursor(backend, lambda cur: d.find_many(CursorExec(cur), qid, made))
         assert sorted(key for key, _ in found) == sorted(stored[i][0] for i in made)
+
+
+@pytest.mark.parametrize("kind", ["postgres"], indirect=True)
+def test_the_insert_makes_the_ids_conveyor_ids_makes(kind: str, urls: list[str]) -> None:
+    """PostgreSQL's SQL for an id made from a row's key (statements.py's PG_ROW_ID) gives
+    `conveyor.ids.row_id`'s id for keys up to the sequence's last and any random bits, and
+    `rowid_of` reads the key back."""
+    keys = [1, 7, 8, 32767, 32768, 2**31 - 1, 2**31, 2**40 + 12345, 2**47 + 3, 2**62 + 5]
+    rands = [0, 1, 2**48 - 1, 2**48, 2**59 - 1, random.getrandbits(59)]
+    with Client(fresh(kind, urls)) as client:
+        backend = client.backend
+        assert isinstance(backend, SQLStore)
+
+        def made(cur: Any) -> list[str]:
+            cur.execute(
+                f"SELECT {PG_ROW_ID} FROM unnest(%s::int8[], %s::int8[]) AS v(s, r)",
+                ([k for k in keys for _ in rands], [r for _ in keys for r in rands]),
+            )
+            return [str(i) for (i,) in cur.fetchall()]
+
+        ids = run_cursor(backend, made)
+    assert ids == [row_id(k, r) for k in keys for r in rands]
+    assert [rowid_of(i) for i in ids] == [k for k in keys for _ in rands]
 
 
 @pytest.mark.parametrize("kind", ["postgres"], indirect=True)

@@ -280,7 +280,7 @@ class Dialect(ABC, Generic[E]):
     def held_at_home(self, ex: E, qid: int, ids: Sequence[str]) -> set[str]:
         """Of ids chosen by senders, those the queue holds outside the index that finds the
         others (ids the store made there, sent again): the dialect's inserts skip them as
-        they skip the rest it holds. None elsewhere."""
+        they skip the rest it holds. None where every id is in the index."""
         return set()
 
     def insert_mark(self) -> int:
