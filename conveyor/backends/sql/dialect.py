@@ -125,6 +125,9 @@ class Dialect(ABC, Generic[E]):
     single_insert = False  # an insert of rows is one statement (no explicit transaction)
     single_claim = False  # claim_ready is one statement
     polls_idle = False  # receives of an idle queue look before they take the write lock
+    # the highest key an insert of ids made in the statement was given (PostgreSQL): the
+    # keys of any insert begun since lie above it; `stored_before` is given it as `mark`
+    made_floor = 0
     # the messages a stream's leases hold are deleted by one statement (DELETE_LEASED); else
     # by their claims' tokens, as deletes by receipt
     deletes_leased = False
@@ -283,16 +286,11 @@ class Dialect(ABC, Generic[E]):
         they skip the rest it holds. None where every id is in the index."""
         return set()
 
-    def insert_mark(self) -> int:
-        """A mark taken before an insert's first attempt, for `stored_before` (0 where the
-        dialect needs none)."""
-        return 0
-
     def stored_before(
         self, ex: E, qid: int, ids: Sequence[str], made: bool, mark: int
     ) -> list[str] | None:
         """The ids, as stored, of the messages an earlier attempt of an insert of `ids`
-        (made by this store beforehand: `made`; `insert_mark` taken before its first
+        (made by this store beforehand: `made`; `mark`, its `made_floor` before the first
         attempt) stored, or None unless it stored them all."""
         return list(ids) if len(self.find_many(ex, qid, ids)) >= len(set(ids)) else None
 

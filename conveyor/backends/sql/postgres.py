@@ -442,9 +442,7 @@ class PostgresDialect(ServerDialect):
         super().__init__(db.prefix)
         self.db = db
         self.held = HeldIndexes(db.conninfo, self.prefix, db.configure, self.sql)
-        # the highest key an insert of ids made here was given: the keys of any insert begun
-        # since lie above it (the sequence's values only grow)
-        self.made_floor = 0
+        self.made_floor = 0  # (the sequence's values only grow)
 
     @property
     def single_delete(self) -> bool:
@@ -492,9 +490,6 @@ class PostgresDialect(ServerDialect):
             for key, visible_at in ex.rows(self.sql(POSTGRES_FIND_MANY, qid), values):
                 found.append((int(key), float(visible_at)))
         return found
-
-    def insert_mark(self) -> int:
-        return self.made_floor
 
     def stored_before(
         self, ex: CursorExec, qid: int, ids: Sequence[str], made: bool, mark: int

@@ -451,7 +451,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             # ids are fixed before the first attempt, so a retried insert cannot duplicate
             mine = [m.generated_id or not m.id for m in messages]
             made = all(mine)
-            mark = d.insert_mark()
+            mark = d.made_floor
             fresh = iter(d.new_ids(sum(mine)) or ())
             rows = [
                 new_fields(m, next(fresh, "") if own else m.id, None, now, False, None)
@@ -480,12 +480,12 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
     def settle(
         self, ex: E, qid: int, queue: str, ids: Sequence[str], made: bool, mark: int
     ) -> list[str]:
-        """Before an insert of `ids` (made by this store beforehand: `made`; the dialect's
-        `insert_mark` taken before its first attempt) runs again after an attempt that lost
-        its connection (and so may have committed): return the
-        ids as stored if that attempt stored every one of them, and raise OutcomeUnknown
-        otherwise. What it stored may have been received and deleted since: inserting it
-        again would deliver it a second time, after its delete."""
+        """Before an insert of `ids` (made by this store beforehand: `made`; `mark`, the
+        dialect's `made_floor` before its first attempt) runs again after an attempt that
+        lost its connection (and so may have committed): return the ids as stored if that
+        attempt stored every one of them, and raise OutcomeUnknown otherwise. What it
+        stored may have been received and deleted since: inserting it again would deliver
+        it a second time, after its delete."""
         stored = self.dialect.stored_before(ex, qid, ids, made, mark)
         if stored is None:
             raise OutcomeUnknown.of_send(queue, len(ids))
@@ -518,7 +518,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         d = self.dialect
         bare = Bare(d.new_ids(len(bodies)), list(bodies), priority, now, now + delay)
         tries = [0]
-        mark = d.insert_mark()
+        mark = d.made_floor
 
         def insert_bare(ex: E) -> list[str]:
             tries[0] += 1
