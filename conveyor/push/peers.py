@@ -47,7 +47,7 @@ class Connection:
     Frames written in one turn of the event loop go out in one write: a push, a reply, a
     ping each cost a system call otherwise, and a consumer a read for each.
 
-    A read waits until the connection's `deadline` (`wait_until`): one timer a connection,
+    A read waits until the connection's `deadline` (`read_until`): one timer a connection,
     moved on only when it goes off before the deadline it was set for, so a read that
     comes in time costs no timer and no task of its own (as `asyncio.wait_for` would)."""
 

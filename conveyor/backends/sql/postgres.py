@@ -546,33 +546,37 @@ class PostgresDialect(ServerDialect):
             values["channel"], values["queue"] = self.db.channel, queue
         return ex.rows(self.sql(inserts[kind], qid, n), values)
 
-    def _chosen_rows(
-        self, ex: CursorExec, qid: int, queue: str, rows: Sequence[Fields]
-    ) -> set[str]:
-        """Rows with ids chosen by senders, skipping ids the queue holds; the ids inserted."""
+    def _rows_insert(
+        self, ex: CursorExec, qid: int, queue: str, rows: Sequence[Fields], made: bool
+    ) -> list[Any]:
+        """Rows as sent, in one statement: `made`, their ids made by the insert from their
+        keys (the ids made for them beforehand give the random digits); else ids chosen by
+        senders, skipping those the queue holds. The rows the statement returns."""
         if len(rows) <= _VALUES_ROWS and all(_plain(row) for row in rows):
             # the common batch (no priority, attributes, group, deadline or compression):
             # four scalar parameters a row, which the driver dumps in C and, under its limit
             # of 50, converts once per batch size (arrays cost it ~0.5 ms more a statement)
-            values = each(_PLAIN, [(r.id, r.body, r.sent_at, r.visible_at) for r in rows])
+            own: list[tuple[Any, ...]]
+            if made:
+                names, plain = _MADE, POSTGRES_MADE_PLAIN_ROWS
+                own = [(_rand(r.id), r.body, r.sent_at, r.visible_at) for r in rows]
+            else:
+                names, plain = _PLAIN, POSTGRES_PLAIN_ROWS
+                own = [(r.id, r.body, r.sent_at, r.visible_at) for r in rows]
+            values = each(names, own)
             values["qid"] = qid
-            found = self._insert(ex, qid, queue, POSTGRES_PLAIN_ROWS, len(rows), values)
-        else:  # one array per column: the same statement (prepared once) for any batch size
-            found = self._insert(ex, qid, queue, POSTGRES_ARRAY_ROWS, 0, _arrays(qid, rows))
-        return {str(message_id) for (message_id,) in found}
+            return self._insert(ex, qid, queue, plain, len(rows), values)
+        # one array per column: the same statement (prepared once) for any batch size
+        arrays = _arrays(qid, rows)
+        if made:
+            arrays["rands"] = [_rand(i) for i in arrays.pop("ids")]
+            return self._insert(ex, qid, queue, POSTGRES_MADE_ARRAY_ROWS, 0, arrays)
+        return self._insert(ex, qid, queue, POSTGRES_ARRAY_ROWS, 0, arrays)
 
-    def _insert_made(
-        self,
-        ex: CursorExec,
-        qid: int,
-        queue: str,
-        statements: dict[str, Statement],
-        n: int,
-        values: dict[str, Any],
-    ) -> list[str]:
-        """Run an insert of rows whose ids it makes from their keys (statements.py's
-        `_pg_made`); the ids, in the rows' order."""
-        made = sorted(self._insert(ex, qid, queue, statements, n, values))
+    def _made(self, returned: list[Any]) -> list[str]:
+        """The ids an insert that made them returned with their keys, in the rows' order
+        (the keys'); the highest key raises `made_floor`."""
+        made = sorted(returned)
         if made:
             self.made_floor = max(self.made_floor, int(made[-1][0]))
         return [str(message_id) for _, message_id in made]
@@ -590,18 +594,11 @@ class PostgresDialect(ServerDialect):
         pairs = zip(ids, bare.bodies, strict=True)
         values = each(_MADE, [(_rand(i), body, bare.now, bare.visible_at) for i, body in pairs])
         values["qid"] = qid
-        return self._insert_made(ex, qid, queue, POSTGRES_MADE_PLAIN_ROWS, len(ids), values)
+        return self._made(self._insert(ex, qid, queue, POSTGRES_MADE_PLAIN_ROWS, len(ids), values))
 
     def _made_rows(self, ex: CursorExec, qid: int, queue: str, rows: Sequence[Fields]) -> list[str]:
-        """Rows whose ids the insert makes (their own ids, made beforehand, give the random
-        digits); the ids made."""
-        if len(rows) <= _VALUES_ROWS and all(_plain(row) for row in rows):
-            values = each(_MADE, [(_rand(r.id), r.body, r.sent_at, r.visible_at) for r in rows])
-            values["qid"] = qid
-            return self._insert_made(ex, qid, queue, POSTGRES_MADE_PLAIN_ROWS, len(rows), values)
-        arrays = _arrays(qid, rows)
-        arrays["rands"] = [_rand(i) for i in arrays.pop("ids")]
-        return self._insert_made(ex, qid, queue, POSTGRES_MADE_ARRAY_ROWS, 0, arrays)
+        """Rows whose ids the insert makes; the ids made, in the rows' order."""
+        return self._made(self._rows_insert(ex, qid, queue, rows, True))
 
     def insert(
         self,
@@ -617,7 +614,8 @@ class PostgresDialect(ServerDialect):
             return list(self._made_rows(ex, qid, queue, rows))
         held = self.held_at_home(ex, qid, [row.id for row in rows])
         kept = [row for row in rows if row.id not in held] if held else rows
-        inserted = self._chosen_rows(ex, qid, queue, kept) if kept else set()
+        found = self._rows_insert(ex, qid, queue, kept, False) if kept else []
+        inserted = {str(message_id) for (message_id,) in found}
         out: list[str | None] = []
         for row in rows:
             if row.id in inserted:
@@ -643,28 +641,30 @@ class PostgresDialect(ServerDialect):
     def insert_keyed(
         self, ex: CursorExec, qid: int, rows: Sequence[Fields], made: bool
     ) -> list[int | None]:
-        if not made:
-            held = self.held_at_home(ex, qid, [row.id for row in rows])
-            if held:
-                kept = iter(self.insert_keyed(ex, qid, [r for r in rows if r.id not in held], made))
-                return [None if row.id in held else next(kept) for row in rows]
-            if not all(row.as_sent and row.id for row in rows):
-                return super().insert_keyed(ex, qid, rows, made)
-            if len(rows) >= COPY_IDS_AT:
-                # ids chosen by senders (an import), seldom held already: a binary COPY in a
-                # savepoint, which a unique violation undoes for the statement below
-                with suppress(psycopg.errors.UniqueViolation), ex.cur.connection.transaction():
-                    return list(self._copy_rows(ex, qid, rows))
-            # one statement of one array per column; the rows whose id the queue holds are
-            # skipped, and so is a second row of one id
-            stored = {
-                str(message_id): int(seq)
-                for seq, message_id in ex.rows(
-                    self.sql(POSTGRES_KEYED_ROWS, qid), _arrays(qid, rows)
-                )
-            }
-            return [stored.pop(row.id, None) for row in rows]
-        return list(self._copy_rows(ex, qid, rows))
+        if made:
+            return list(self._copy_rows(ex, qid, rows))
+        if not all(row.as_sent and row.id for row in rows):
+            return super().insert_keyed(ex, qid, rows, made)  # insert_one's, row by row
+        held = self.held_at_home(ex, qid, [row.id for row in rows])
+        kept = [row for row in rows if row.id not in held] if held else rows
+        keys = iter(self._chosen_keyed(ex, qid, kept) if kept else [])
+        return [None if row.id in held else next(keys) for row in rows]
+
+    def _chosen_keyed(self, ex: CursorExec, qid: int, rows: Sequence[Fields]) -> list[int | None]:
+        """Rows as sent with ids chosen by senders, none held at home; per row its key, or
+        None where the queue holds its id."""
+        if len(rows) >= COPY_IDS_AT:
+            # ids chosen by senders (an import), seldom held already: a binary COPY in a
+            # savepoint, which a unique violation undoes for the statement below
+            with suppress(psycopg.errors.UniqueViolation), ex.cur.connection.transaction():
+                return list(self._copy_rows(ex, qid, rows))
+        # one statement of one array per column; the rows whose id the queue holds are
+        # skipped, and so is a second row of one id
+        stored = {
+            str(message_id): int(seq)
+            for seq, message_id in ex.rows(self.sql(POSTGRES_KEYED_ROWS, qid), _arrays(qid, rows))
+        }
+        return [stored.pop(row.id, None) for row in rows]
 
     def stage_aside(self, ex: CursorExec, tag: int, start: int, rows: Sequence[Fields]) -> None:
         """One binary COPY into the (unlogged) staging table."""

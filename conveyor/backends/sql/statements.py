@@ -1183,25 +1183,35 @@ PG_ROW_ID = (
 _MADE_COLUMNS = ", ".join(c for c in SERVER_SEND_COLUMNS if c != "id")
 
 
-def _pg_made(name: str, doc: str, source: str, columns: str, binary: bool) -> dict[str, Statement]:
-    """An insert of message rows whose ids the store makes (`PG_ROW_ID`): `source` gives a
-    row's random bits as r and its other values under `columns`; the key and id of each row
-    (`plain`), and with the listening processes notified in the same statement (`notify`)."""
-    insert = (
-        f"INSERT INTO {{messages}} (seq, indexed, id, {_MADE_COLUMNS}) SELECT s, false,"
-        f" {PG_ROW_ID}, {columns} FROM (SELECT nextval('{{messages_serial}}') AS s, *"
-        f" FROM {source}) t RETURNING seq, id"
-    )
-    notified = "SELECT ins.seq, ins.id FROM ins, (SELECT pg_notify(:channel, :queue)) n"
+def _pg_notifying(
+    name: str, doc: str, insert: str, returned: str, what: str, binary: bool
+) -> dict[str, Statement]:
+    """An insert of message rows returning the columns `returned` (`what` they are) as it
+    is (`plain`), and with the listening processes notified in the same statement
+    (`notify`)."""
+    notified = f"SELECT {returned} FROM ins, (SELECT pg_notify(:channel, :queue)) n"
     return {
-        "plain": Statement(name, f"{doc}; the key and id of each.", insert, binary=binary),
+        "plain": Statement(
+            name, f"{doc}; {what}.", f"{insert} RETURNING {returned}", binary=binary
+        ),
         "notify": Statement(
             f"{name}_notify",
-            f"{doc}, listening processes notified; the key and id of each.",
-            f"WITH ins AS ({insert}) {notified}",
+            f"{doc}, listening processes notified; {what}.",
+            f"WITH ins AS ({insert} RETURNING {returned}) {notified}",
             binary=binary,
         ),
     }
+
+
+def _pg_made(name: str, doc: str, source: str, columns: str, binary: bool) -> dict[str, Statement]:
+    """An insert of message rows whose ids the store makes (`PG_ROW_ID`): `source` gives a
+    row's random bits as r and its other values under `columns`; the key and id of each."""
+    insert = (
+        f"INSERT INTO {{messages}} (seq, indexed, id, {_MADE_COLUMNS}) SELECT s, false,"
+        f" {PG_ROW_ID}, {columns} FROM (SELECT nextval('{{messages_serial}}') AS s, *"
+        f" FROM {source}) t"
+    )
+    return _pg_notifying(name, doc, insert, "seq, id", "the key and id of each", binary)
 
 
 POSTGRES_MADE_PLAIN_ROWS = _pg_made(
@@ -1244,21 +1254,10 @@ POSTGRES_FIND_MADE = Statement(
 
 def _pg_chosen(name: str, doc: str, insert: str, binary: bool) -> dict[str, Statement]:
     """An insert of message rows with ids chosen by senders, rows whose id the queue holds
-    skipped; the ids inserted (`plain`), and with the listening processes notified in the
-    same statement (`notify`)."""
-    insert = f"{insert} {_PG_CHOSEN_CONFLICT} DO NOTHING RETURNING id"
-    notified = "SELECT ins.id FROM ins, (SELECT pg_notify(:channel, :queue)) n"
-    return {
-        "plain": Statement(
-            name, f"{doc}, skipping ids the queue holds; the ids inserted.", insert, binary=binary
-        ),
-        "notify": Statement(
-            f"{name}_notify",
-            f"{doc}, skipping ids the queue holds, listening processes notified; the ids inserted.",
-            f"WITH ins AS ({insert}) {notified}",
-            binary=binary,
-        ),
-    }
+    skipped; the ids inserted."""
+    insert = f"{insert} {_PG_CHOSEN_CONFLICT} DO NOTHING"
+    doc = f"{doc}, skipping ids the queue holds"
+    return _pg_notifying(name, doc, insert, "id", "the ids inserted", binary)
 
 
 POSTGRES_PLAIN_ROWS = _pg_chosen(
