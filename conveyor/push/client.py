@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..exceptions import InvalidInput, PushRefused
-from .codec import PONG, Decoder, Frame, FrameError, encode
+from .codec import PING, PONG, Decoder, Frame, FrameError, encode
 from .config import DEFAULT_PORT
 
 log = logging.getLogger("conveyor.push")
@@ -32,6 +32,9 @@ ACK_PREFIX = b'{"status": "ack"'  # how the gateway's `resp` ack starts
 # seconds: answers of a batch still being handled are sent this often, and a message that
 # waited this long for the handler is answered `arrived` before it is handled
 ANSWER_EVERY = 0.05
+# seconds: a consumer whose handler runs this long without anything written pings the
+# gateway, whose own pings wait unread until the handler returns
+KEEP_ALIVE = 0.25
 
 
 class Reject(Exception):
@@ -255,6 +258,12 @@ class PushConsumer:
     other exception rejects it and is logged. A message that waits for the handler 50 ms or
     more is answered `arrived` first.
 
+    With one worker (the default) the handler runs on the thread that reads the
+    connection, as a message comes in, without a hand-off to another thread; while it runs
+    long, a keeper thread pings the gateway every `KEEP_ALIVE` seconds (any frame is a sign
+    of life to it), as the gateway's own pings wait unread until the handler returns. With
+    more workers, each message goes to a pool of that many threads.
+
     `run()` blocks until `stop()` (or SIGTERM/SIGINT, when run in the main thread): the
     handlers in progress finish and are answered, the connection closes, and messages
     pushed but not started go back to the queue. A dropped connection is re-established
@@ -288,6 +297,8 @@ class PushConsumer:
         self._sock: socket.socket | None = None
         self._write_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._in_hand = False  # a handler runs on the reading thread
+        self._written_at = time.monotonic()  # when this consumer last wrote to the gateway
 
     # -- running --------------------------------------------------------------------------
 
@@ -311,6 +322,8 @@ class PushConsumer:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self._stopping.set())
         pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"push-{self.id}")
+        if self.workers == 1:
+            pool.submit(self._keep_alive)
         backoff = 0.1
         try:
             while not self._stopping.is_set():
@@ -328,6 +341,7 @@ class PushConsumer:
                     self._stopping.wait(backoff)
                     backoff = min(5.0, backoff * 2)
         finally:
+            self._stopping.set()  # the keeper, too, stops
             pool.shutdown(wait=True)  # handlers in progress finish and answer
             self._close()
 
@@ -354,8 +368,7 @@ class PushConsumer:
                 continue
             if not data:
                 raise ConnectionResetError("the gateway closed the connection")
-            # what one read brings goes to the handlers at once (a thread hand-off costs more
-            # than a small handler), and is answered together
+            # what one read brings goes to the handlers at once, and is answered together
             out: list[bytes] = []
             pushed: list[PushMessage] = []
             for item in decoder.feed(data):
@@ -375,8 +388,8 @@ class PushConsumer:
             if not pushed:
                 continue
             now = time.monotonic()
-            if self.workers == 1:
-                pool.submit(self._handle_all, pushed, sock, now)
+            if self.workers == 1:  # here: a thread hand-off costs more than a small handler
+                self._handle_all(pushed, sock, now)
             else:
                 for message in pushed:
                     pool.submit(self._handle_all, [message], sock, now)
@@ -412,11 +425,26 @@ class PushConsumer:
                 announced = len(messages)
                 self._answer_all(answers, sock)
                 answers, since = [], time.monotonic()
-            answers.append(self._frame(self._outcome(message), message.msgid))
+            self._in_hand = True
+            try:
+                outcome = self._outcome(message)
+            finally:
+                self._in_hand = False
+            answers.append(self._frame(outcome, message.msgid))
             if time.monotonic() - since >= ANSWER_EVERY:
                 self._answer_all(answers, sock)
                 answers, since = [], time.monotonic()
         self._answer_all(answers, sock)
+
+    def _keep_alive(self) -> None:
+        """While a handler runs on the reading thread, ping the gateway whenever the
+        consumer has written nothing for `KEEP_ALIVE` seconds (its `pong` is read, and
+        ignored, once the handler returns)."""
+        while not self._stopping.wait(KEEP_ALIVE / 2):
+            sock = self._sock
+            quiet = time.monotonic() - self._written_at >= KEEP_ALIVE
+            if self._in_hand and quiet and sock is not None:
+                self._answer_all([encode(PING)], sock)
 
     def _outcome(self, message: PushMessage) -> str:
         try:
@@ -444,6 +472,7 @@ class PushConsumer:
             raise ConnectionResetError("not connected")
         with self._write_lock:
             sock.sendall(data)
+            self._written_at = time.monotonic()
 
     def _close(self) -> None:
         sock, self._sock = self._sock, None

@@ -485,6 +485,28 @@ def test_a_silent_consumer_is_dropped_by_heartbeat(start: Start) -> None:
     assert pings, "the gateway pinged before dropping"
 
 
+def test_a_consumer_whose_handler_runs_long_is_not_dropped(start: Start) -> None:
+    """With one worker the handler runs on the thread that reads (no hand-off): while it
+    runs longer than the gateway's heartbeats allow, the consumer pings the gateway itself,
+    so it is not dropped and the message is not delivered again."""
+    gw = start(heartbeat_interval=0.2, heartbeat_timeout=0.2)
+    got: list[str] = []
+
+    def handle(message: PushMessage) -> None:
+        got.append(message.msgid)
+        if message.msgid == "long":
+            time.sleep(1.5)  # silent for 1.5 s but for its pings; 0.4 s would drop it
+
+    producer = PushProducer(gw.url)
+    with PushConsumer(gw.url, "patient", handle, prefetch=1) as consumer:
+        producer.send("patient", b"1", msgid="long")
+        producer.send("patient", b"2", msgid="after")
+        until(lambda: got == ["long", "after"], what="both handled")
+        until(lambda: gw.client.queue("patient").stats().deleted == 2, what="both acked")
+        assert consumer.id in gw.gateway.apps["patient"].peers, "dropped by heartbeat"
+    assert got == ["long", "after"], "delivered again"
+
+
 def test_the_rate_limit_counts_messages_per_app(start: Start) -> None:
     gw = start(rate=50, rate_wait=0.5)
     producer = PushProducer(gw.url)
