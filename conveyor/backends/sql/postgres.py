@@ -442,7 +442,9 @@ class PostgresDialect(ServerDialect):
         super().__init__(db.prefix)
         self.db = db
         self.held = HeldIndexes(db.conninfo, self.prefix, db.configure, self.sql)
-        self.made_floor = 0  # (the sequence's values only grow)
+        # this instance's own `made_floor`, raised by `_made`: a floor, since the sequence
+        # that gives the keys only grows
+        self.made_floor = 0
 
     @property
     def single_delete(self) -> bool:
