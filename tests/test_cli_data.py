@@ -18,7 +18,7 @@ import pexpect
 import pytest
 from click.testing import CliRunner
 
-from conveyor import Client, DeadLetterPolicy
+from conveyor import Client, DeadLetterPolicy, Message, Queue
 from conveyor.cli import cli
 from conveyor.cli.app import State
 from conveyor.cli.render import shown
@@ -385,6 +385,31 @@ def test_ls_all_writes_every_page_as_it_reads_it(
     assert [m["id"] for m in first["messages"]] == ids[:5]
     shown_page = runner.invoke(cli, ["--store", url, "-q", "deep", "ls", "--limit", "5"]).stdout
     assert f"more: conveyor ls --after {first['next_after']}" in shown_page
+
+
+def test_ls_tells_a_message_sent_while_it_lists_as_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message sent after `ls` began and before it read the queue is ready, not delayed:
+    each page's states are told by the clock read once the page was read."""
+    url = f"sqlite:///{tmp_path}/ls.db"
+    with Client(url) as client:
+        client.create_queue("now").send("before")
+    real = Queue.peek
+
+    def peek_after_a_send(self: Queue, *args: Any, **kwargs: Any) -> list[Message]:
+        self.send("meanwhile")  # lands between the listing's start and its read
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Queue, "peek", peek_after_a_send)
+    runner = CliRunner()
+    for how in (["ls"], ["ls", "--all"]):
+        got = runner.invoke(cli, ["--store", url, "-o", "json", "-q", "now", *how])
+        assert got.exit_code == 0, got.output
+        listed = json.loads(got.stdout)["messages"]
+        assert len(listed) >= 2 and {m["state"] for m in listed} == {"ready"}, listed
+        table = runner.invoke(cli, ["--store", url, "-q", "now", *how]).stdout
+        assert "delayed" not in table and table.count("ready") >= 2, table
 
 
 def test_ls_all_into_a_reader_that_stops_early(tmp_path: Path) -> None:

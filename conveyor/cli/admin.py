@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,7 @@ def ls(
     """Messages with their state, receive count and age, without receiving them."""
     q = state.queue(queue_name)
     st = MessageState(state_filter) if state_filter else None
-    now = time.time()
+    now = state.client.clock.now
     more: int | None = None
     if everything:
         # written a page at a time as read (a queue of millions is never held in memory);
@@ -129,10 +129,15 @@ def ls(
         render.say(f"more: conveyor ls --after {more}")
 
 
-def _listing(state: State, found: Iterable[list[Message]], now: float, more: int | None) -> bool:
-    """`ls`'s messages, page by page: JSON, or a table."""
+def _listing(
+    state: State, found: Iterable[list[Message]], clock: Callable[[], float], more: int | None
+) -> bool:
+    """`ls`'s messages, page by page: JSON, or a table. Each page's states and ages are
+    told by the clock read once the page was read: a message sent after an earlier read of
+    the clock would show as delayed, not yet visible then."""
+    read = ((page, clock()) for page in found)
     if state.json:
-        dicts = ([render.message_dict(m, now, with_body=False) for m in page] for page in found)
+        dicts = ([render.message_dict(m, now, with_body=False) for m in page] for page, now in read)
         return render.stream_json("messages", dicts, {"next_after": more})
     rows = (
         [
@@ -148,7 +153,7 @@ def _listing(state: State, found: Iterable[list[Message]], now: float, more: int
             )
             for m in page
         ]
-        for page in found
+        for page, now in read
     )
     columns = ["id", "state", "receives", "priority", "age", "visible in", "sequence"]
     return render.stream_table(columns, rows)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 
 from ..support import waiting
 from ..support.live import LiveServer
@@ -453,3 +454,24 @@ def test_every_number_on_every_route_is_range_checked(server: LiveServer, name: 
         assert tried == len(bad) * 19
         stats = http.get(f"/queues/{name}/stats").json()
         assert (stats["ready"], stats["in_flight"], stats["delayed"]) == (1, 0, 0)
+
+
+def test_peek_tells_a_message_sent_while_it_reads_as_ready(
+    server: LiveServer, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message sent after a peek began and before it read the queue is ready, not delayed
+    (the dashboard lists messages through this route)."""
+    from conveyor import Message, Queue
+
+    real = Queue.peek
+
+    def peek_after_a_send(self: Queue, *args: Any, **kwargs: Any) -> list[Message]:
+        self.send("meanwhile")  # lands between the request's start and its read
+        return real(self, *args, **kwargs)
+
+    with httpx.Client(base_url=server.url) as http:
+        http.put(f"/queues/{name}")
+        monkeypatch.setattr(Queue, "peek", peek_after_a_send)
+        for params in ({}, {"search": "meanwhile"}):
+            listed = http.get(f"/queues/{name}/peek", params=params).json()
+            assert listed and {m["state"] for m in listed} == {"ready"}, listed

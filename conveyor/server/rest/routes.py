@@ -358,14 +358,17 @@ def peek(
     scan: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
 ) -> list[dict[str, Any]]:
     q = rest.client.queue(queue)
-    now = rest.client.clock.now()
+    clock = rest.client.clock
     if search is None:
-        return [message_json(m, now=now) for m in q.peek(limit, state=state, after=after)]
+        found = q.peek(limit, state=state, after=after)
+        now = clock.now()  # once read: a message sent meanwhile is not told as delayed
+        return [message_json(m, now=now) for m in found]
     wanted = search.casefold()
     out: list[dict[str, Any]] = []
     looked = 0
     while looked < scan and len(out) < limit:
         page = q.peek(min(1000, scan - looked), state=state, after=after)
+        now = clock.now()
         looked += len(page)
         out += [message_json(m, now=now) for m in page if matches(m, wanted)]
         if len(page) < min(1000, scan - looked + len(page)):
