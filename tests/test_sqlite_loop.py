@@ -380,7 +380,7 @@ def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one
 
     opened: list[str] = []
     real_open, real_fsync = os.open, os.fsync
-    failing = [True]
+    failing = [False]  # from the first send on
 
     def open_(path: str, flags: int, *args: int) -> int:
         opened.append(path)
@@ -408,6 +408,9 @@ def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one
         # thread meanwhile would hand a send to the writer thread, which fsyncs on its own
         backend.accounts.totals.hold()
         q = AsyncClient(client=client).queue("jobs")
+        wal = f"{tmp_path}/f.db-wal"
+        before = opened.count(wal)  # (the thread that made the queue fsynced the log too)
+        failing[0] = True
 
         async def scenario() -> None:
             with pytest.raises(StoreUnavailable, match=r"cannot fsync .*f\.db-wal"):
@@ -416,7 +419,7 @@ def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one
                 await q.send(f"m{i}")
 
         asyncio.run(scenario())
-    assert opened.count(f"{tmp_path}/f.db-wal") == 2  # once, and again after the failure
+    assert opened.count(wal) - before == 2  # once, and again after the failure
     assert "cannot start the fsync helper" in caplog.text
 
 
@@ -425,7 +428,8 @@ def test_the_fsync_helper_answers_each_read_of_requests_with_one_fsync(
 ) -> None:
     """The helper program fsyncs the log once for all the requests it reads at once and
     answers each; a failed fsync is the answer to every request it served, its reason goes
-    to standard error, and the next fsync opens the log afresh."""
+    to standard error, and the next fsync opens the log afresh (and, as the first fsync of
+    a log opened, fsyncs its directory too)."""
     import os
     import threading
     from unittest import mock
@@ -439,7 +443,8 @@ def test_the_fsync_helper_answers_each_read_of_requests_with_one_fsync(
     fsyncs: list[int] = []
     opened: list[str] = []
     real_open = os.open
-    outcomes = iter([OSError(5, "Input/output error"), None, None])
+    # the first fsync fails; the next opens the log afresh, and its directory is fsynced too
+    outcomes = iter([OSError(5, "Input/output error"), None, None, None])
 
     def fsync(fd: int) -> None:
         fsyncs.append(fd)
@@ -462,8 +467,8 @@ def test_the_fsync_helper_answers_each_read_of_requests_with_one_fsync(
         assert os.read(answers, 10) == b"F"
         os.close(ask)  # the end of its input ends it
         helper.join(10)
-    assert not helper.is_alive() and len(fsyncs) == 3
-    assert opened == [str(log), str(log)]
+    assert not helper.is_alive() and len(fsyncs) == 4
+    assert opened == [str(log), str(log), str(tmp_path)]
     assert f"cannot fsync {log}: [Errno 5] Input/output error" in capfd.readouterr().err
     for fd in (asks, answers, answer):
         os.close(fd)

@@ -3,7 +3,9 @@ sends are written."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -117,14 +119,15 @@ def test_an_older_file_is_upgraded_keeping_its_queues(tmp_path: Path) -> None:
 
 
 def commits_relaxed(client: Client, action: Callable[[], object]) -> bool:
-    """Whether `action` committed with the disk wait relaxed (synchronous NORMAL; the mode
-    is set before a transaction begins and kept until another is needed)."""
+    """Whether `action` committed without waiting for the disk: no fsync of the log after
+    its commit (the connections run at synchronous=NORMAL, so SQLite makes none itself)."""
     seen: list[str] = []
     store = client.backend
     assert isinstance(store, SQLStore) and isinstance(store.db, SQLiteConnections)
     ex = store.db.exec()
     assert isinstance(ex, SQLiteExec)
     conn = ex.conn
+    synced = store.db.log.syncs
     conn.set_trace_callback(seen.append)
     try:
         action()
@@ -132,7 +135,8 @@ def commits_relaxed(client: Client, action: Callable[[], object]) -> bool:
         conn.set_trace_callback(None)
     assert "COMMIT" in seen
     (mode,) = conn.execute("PRAGMA synchronous").fetchone()
-    return bool(mode == 1)  # 1 NORMAL, 2 FULL
+    assert mode == 1  # NORMAL, always
+    return store.db.log.syncs == synced
 
 
 def test_at_full_durability_only_at_least_once_claims_skip_the_disk_wait(
@@ -162,8 +166,46 @@ def test_at_full_durability_only_at_least_once_claims_skip_the_disk_wait(
         seen: list[str] = []
         conn.set_trace_callback(seen.append)
         q.receive(1)
+        q.send("b")
         conn.set_trace_callback(None)
         assert "COMMIT" in seen and not [s for s in seen if "synchronous" in s]
+        assert sqlite_db(client).log.syncs == 0  # durability=normal: the log never fsynced
+
+
+def test_a_durable_commit_fsyncs_the_log_once_committed_and_first_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At durability=full a thread's durable write is answered after an fsync of the
+    write-ahead log made once it has committed; the first such fsync also fsyncs the
+    directory that holds the log (as SQLite does when it first syncs a new log), so that a
+    log made since is found after a power cut."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append("directory" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real(fd)
+
+    with Client(f"sqlite:///{tmp_path}/q.db") as client:
+        q = client.create_queue("jobs")
+        store = client.backend
+        assert isinstance(store, SQLStore)
+        store.accounts.totals.hold()  # no write of the running totals among these
+        db = sqlite_db(client)
+        db.log.close()  # the log is opened afresh by the next fsync
+        monkeypatch.setattr(os, "fsync", fsync)
+        seen: list[str] = []
+        conn = db.exec().conn
+        conn.set_trace_callback(seen.append)
+        q.send("a")
+        conn.set_trace_callback(None)
+        assert synced == ["file", "directory"] and seen[-1] == "COMMIT"
+        q.send("b")
+        assert synced == ["file", "directory", "file"]
+        [m] = q.receive(1)  # an at-least-once claim: not waited for
+        assert synced == ["file", "directory", "file"]
+        q.delete(m.receipt or "")
+        assert synced == ["file", "directory", "file", "file"]
 
 
 def test_bodies_sent_together_keep_their_order_ids_and_options(tmp_path: Path) -> None:
@@ -574,3 +616,14 @@ def test_a_write_lock_held_elsewhere_fails_calls_within_busy_timeout(tmp_path: P
             holder.close()
         q.send("after")
         assert [m.body for m in q.receive(10, wait=0)] == [b"after"]
+
+
+def test_an_in_memory_database_has_no_log_to_fsync() -> None:
+    """`sqlite:///:memory:` keeps nothing past its process: its durable writes fsync no
+    file (there is none) and work as at durability=normal."""
+    with Client("sqlite:///:memory:") as client:
+        q = client.create_queue("jobs")
+        q.send("a")
+        [m] = q.receive(1)
+        q.delete(m.receipt or "")
+        assert q.stats().total == 0 and sqlite_db(client).log.syncs == 0

@@ -3,11 +3,12 @@ the store's write-ahead log when asked (`conveyor.backends.sql.sqlite_sync.Fsync
 starts it as ``python -I -S fsyncd.py LOG``).
 
 It reads requests, a byte each, from its standard input. For every read (all the requests
-that arrived since the last) it fsyncs the log once, then writes a byte a request to its
-standard output: ``F`` for the first, ``+`` for each other that fsync served; ``E`` and
-``e`` where it failed (the error goes to its standard error, and the log is opened afresh
-for the next fsync). It ends at the end of its input: when the store closes it, or when the
-process that started it is gone, whatever signal the rest of that process's group gets.
+that arrived since the last) it fsyncs the log once (the first time, its directory too),
+then writes a byte a request to its standard output: ``F`` for the first, ``+`` for each
+other that fsync served; ``E`` and ``e`` where it failed (the error goes to its standard
+error, and the log is opened afresh for the next fsync). It ends at the end of its input:
+when the store closes it, or when the process that started it is gone, whatever signal the
+rest of that process's group gets.
 
 It imports nothing but the standard library, and runs without site packages.
 """
@@ -34,7 +35,10 @@ def serve(path: str, requests: int = 0, replies: int = 1) -> None:
             try:
                 if fd is None:
                     fd = os.open(path, os.O_RDONLY)
-                os.fsync(fd)
+                    os.fsync(fd)
+                    fsync_directory(path)  # the first time: as SQLite does for a new log
+                else:
+                    os.fsync(fd)
                 reply = bytes([DONE]) + bytes([ALSO_DONE]) * (asked - 1)
             except OSError as exc:
                 print(f"conveyor: cannot fsync {path}: {exc}", file=sys.stderr, flush=True)
@@ -48,6 +52,15 @@ def serve(path: str, requests: int = 0, replies: int = 1) -> None:
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def fsync_directory(path: str) -> None:
+    """fsync the directory that holds `path` (OSError where it cannot)."""
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 def main() -> None:

@@ -1,9 +1,11 @@
 """Embedded SQLite store: the default.
 
 URL: ``sqlite:///relative/or/absolute/path.db`` (``sqlite:////abs/path.db`` for an absolute
-path). Options: ``durability=full`` (default: an acknowledged send survives a power cut;
-``synchronous=FULL``) or ``durability=normal`` (survives a process crash; ``synchronous=NORMAL``),
-``busy_timeout`` in seconds (default 60), ``keep_heap=true`` (see `conveyor.tuning`).
+path). Options: ``durability=full`` (default: an acknowledged send survives a power cut:
+its commit is answered once the write-ahead log has been fsynced after it, which is what
+``synchronous=FULL`` does) or ``durability=normal`` (survives a process crash; no fsync
+but the checkpoints'), ``busy_timeout`` in seconds (default 60), ``keep_heap=true`` (see
+`conveyor.tuning`).
 
 One file holds every queue, in WAL mode. Any number of threads and processes on one host may
 share it: every change runs inside ``BEGIN IMMEDIATE``, so claims are atomic. Each queue has

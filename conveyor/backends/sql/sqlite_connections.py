@@ -46,7 +46,7 @@ from ..base import Inline, RunAgain, WouldBlock
 from .connections import Connections, Exec, Params
 from .rows import Row
 from .sqlite_checkpoints import AUTOCHECKPOINT, Checkpointer
-from .sqlite_sync import Syncer, Worker, fsync_file, settle_all
+from .sqlite_sync import LogFile, Syncer, Worker, settle_all
 from .sqlite_turnstile import FINE_AFTER, TURN_AFTER, Turnstile, short_tries
 from .statement import Numbered, positional
 from .wakes import Wakes
@@ -219,7 +219,7 @@ class _Gathered(Worker):
             error = exc
             run_each(batch.undone)
         else:
-            error = fsync_file(db.wal) if db.durability == "full" and batch.durable else None
+            error = db.log.sync() if db.durability == "full" and batch.durable else None
         if error is not None:
             return [(future, None, error) for _, future in calls], True
         run_each(batch.later)
@@ -246,14 +246,13 @@ class _ThreadState:
     """A store's state in one thread: its connection, and what the thread is doing (a
     plain object: each attribute of a `threading.local` is a lookup of its own)."""
 
-    __slots__ = ("call", "ex", "gathered", "inline", "no_wait", "relaxed", "turn", "waited")
+    __slots__ = ("call", "ex", "gathered", "inline", "no_wait", "turn", "waited")
 
     def __init__(self) -> None:
         self.ex: SQLiteExec | None = None
         self.gathered: _Batch | None = None  # the transaction gathered calls share
         self.inline = False  # running on an event loop's thread
         self.call: Inline | None = None  # that inline call (set while `inline`)
-        self.relaxed = False  # the connection at synchronous=NORMAL (durability=full)
         self.no_wait = False  # the connection's busy timeout 0 (inline)
         self.waited = False  # the last BEGIN waited for the lock (not inline)
         self.turn: _Turn | None = None  # the loop's open transaction (on its thread)
@@ -297,8 +296,9 @@ class SQLiteConnections(Connections[SQLiteExec]):
             raise InvalidInput(f"durability must be 'full' or 'normal', got {durability!r}")
         self.path = path if path == ":memory:" else os.path.abspath(path)
         self.display = f"sqlite:///{self.path}"
-        self.wal = self.path + "-wal"  # the write-ahead log, fsynced for commits on event loops
-        self.durability = durability
+        self.wal = self.path + "-wal"  # the write-ahead log, fsynced for durable commits
+        # an in-memory database has no file to fsync: nothing of it survives its process
+        self.durability = "normal" if self.path == ":memory:" else durability
         self._busy_ms = int(busy_timeout * 1000)
         # what a connection waits for the lock before its write takes the turn (where there
         # is a turn file: set with it, at the first connection)
@@ -318,6 +318,8 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self._waiting: list[_Write] = []
         self._leading = False
         self._syncer = Syncer(self.wal)
+        # fsynced by the thread that commits a durable write (durability=full)
+        self.log = LogFile(self.wal)
         self._turns: set[_Turn] = set()  # open, on any event loop's thread
         self._gathered = _Gathered(self)
         self.checkpointer = Checkpointer(self)
@@ -368,8 +370,9 @@ class SQLiteConnections(Connections[SQLiteExec]):
             )
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             conn.execute("PRAGMA journal_mode = WAL")  # on a new file, with the lock
-            sync = "FULL" if self.durability == "full" else "NORMAL"
-            conn.execute(f"PRAGMA synchronous = {sync}")
+            # SQLite fsyncs the log only for checkpoints: at durability=full a durable
+            # commit fsyncs it itself, once committed (`_transaction`, the fsync helper)
+            conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA cache_size = -32000")
             # SQLite's busy handler for a write's first tries (`begin`); a read that meets
             # the lock (rare in WAL: another connection's recovery) waits on (`read`)
@@ -538,8 +541,6 @@ class SQLiteConnections(Connections[SQLiteExec]):
         context manager: every send, receive and delete opens one."""
         ex = local.ex or self.exec()
         conn = ex.conn
-        if self.durability == "full":  # not allowed inside a transaction
-            self.synchronous(conn, relaxed=relaxed)
         self.begin(conn)
         try:
             result = fn(ex)
@@ -550,6 +551,10 @@ class SQLiteConnections(Connections[SQLiteExec]):
             if isinstance(exc, sqlite3.Error):
                 raise failure(f"SQLite store {self.path} failed", exc) from exc
             raise
+        if not relaxed and self.durability == "full":
+            error = self.log.sync()  # committed; answered once on the disk
+            if error is not None:
+                raise error
         if local.no_wait:  # on an event loop: the log is copied back elsewhere
             self.checkpointer.committed()
         return result
@@ -588,8 +593,6 @@ class SQLiteConnections(Connections[SQLiteExec]):
             self._leading = True  # other threads' writes wait for this turn's commit
         try:
             conn = self.exec().conn
-            if self.durability == "full":  # not allowed inside a transaction
-                self.synchronous(conn, relaxed=True)
             self.begin(conn)
         except BaseException:
             with self._group_lock:
@@ -688,14 +691,6 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self.commits += 1
         for w, result in results:
             w.result = result
-
-    def synchronous(self, conn: sqlite3.Connection, *, relaxed: bool) -> None:
-        """This thread's connection at synchronous=NORMAL for a commit that need not wait
-        for the disk, else FULL (changed only when it differs): at durability=full only."""
-        local = self._local.s
-        if local.relaxed != relaxed:
-            conn.execute(f"PRAGMA synchronous = {'NORMAL' if relaxed else 'FULL'}")
-            local.relaxed = relaxed
 
     def begin(self, conn: sqlite3.Connection) -> None:
         """BEGIN IMMEDIATE. Where another connection holds the write lock: `FINE_AFTER` in
@@ -861,7 +856,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         for turn in list(self._turns):  # the loop that would have committed it has stopped
             error = self._close_turn(turn, commit=True)
             if error is None and turn.durable and self.durability == "full":
-                error = fsync_file(self.wal)
+                error = self.log.sync()
             settle_all([(turn.done, None, error)])
         self._gathered.close()
         self._gathered = _Gathered(self)
@@ -878,6 +873,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
+        self.log.close()
         self._local = _PerThread()
 
 

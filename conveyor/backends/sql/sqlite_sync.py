@@ -117,25 +117,39 @@ class SyncThread(Worker):
 
 
 class LogFile:
-    """A file (the write-ahead log) held open to be fsynced, by one thread at a time."""
+    """A file (the write-ahead log) held open to be fsynced, by any thread. The first
+    fsync after it is opened fsyncs its directory too, as SQLite does the first time it
+    syncs a new log: a log made since the directory was last synced is then found after a
+    power cut, with what was fsynced in it."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd: int | None = None
+        self._lock = threading.Lock()
+        self.syncs = 0
 
     def sync(self) -> StoreUnavailable | None:
         """fsync the file; what went wrong, if anything (then it is opened afresh for the
         next fsync)."""
-        try:
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDONLY)
-            os.fsync(self._fd)
-        except OSError as exc:
-            self.close()
-            return StoreUnavailable(f"SQLite store: cannot fsync {self.path}: {exc}")
+        with self._lock:
+            try:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDONLY)
+                    os.fsync(self._fd)
+                    fsyncd.fsync_directory(self.path)
+                else:
+                    os.fsync(self._fd)
+            except OSError as exc:
+                self._close()
+                return StoreUnavailable(f"SQLite store: cannot fsync {self.path}: {exc}")
+            self.syncs += 1
         return None
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
             with contextlib.suppress(OSError):
