@@ -627,3 +627,25 @@ def test_an_in_memory_database_has_no_log_to_fsync() -> None:
         [m] = q.receive(1)
         q.delete(m.receipt or "")
         assert q.stats().total == 0 and sqlite_db(client).log.syncs == 0
+
+
+def test_a_directory_that_cannot_be_fsynced_fails_no_fsync_of_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directory's fsync is SQLite's best effort: where its directory cannot be opened,
+    the log's own fsync still answers the commit."""
+    from conveyor.backends.sql.sqlite_sync import LogFile
+
+    log = tmp_path / "x.db-wal"
+    log.write_bytes(b"frames")
+    real_open = os.open
+
+    def open_(path: str, flags: int, *args: int) -> int:
+        if os.path.isdir(path):
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", open_)
+    file = LogFile(str(log))
+    assert file.sync() is None and file.sync() is None and file.syncs == 2
+    file.close()
