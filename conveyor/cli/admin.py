@@ -106,7 +106,7 @@ def ls(
     """Messages with their state, receive count and age, without receiving them."""
     q = state.queue(queue_name)
     st = MessageState(state_filter) if state_filter else None
-    now = state.client.clock.now
+    clock = state.client.clock.now  # read as each page is read (`_listing`)
     more: int | None = None
     if everything:
         # written a page at a time as read (a queue of millions is never held in memory);
@@ -120,11 +120,11 @@ def ls(
             MessageState.IN_FLIGHT: counts.in_flight,
         }[st]
         every = reading(state, f"reading {q.name}", total, pages(q, st, after), show=shows)
-        written = _listing(state, every, now, more)
+        written = _listing(state, every, clock, more)
     else:
         found = q.peek(limit + 1, state=st, after=after)
         more = found[limit - 1].sequence if len(found) > limit else None
-        written = _listing(state, [found[:limit]], now, more)
+        written = _listing(state, [found[:limit]], clock, more)
     if written and more is not None and not state.json:
         render.say(f"more: conveyor ls --after {more}")
 
