@@ -653,11 +653,15 @@ SQLITE_ANY_HELD = Statement(
     " AND visible_at <= :now LIMIT 1",
 )
 _SQLITE_CLAIM = f"UPDATE {{messages}} SET {CLAIM_SET} WHERE rowid IN"
-SQLITE_CLAIM_READY = Statement(
-    "sqlite_claim_ready",
-    "A queue's first ready messages claimed, in rowid order.",
-    f"{_SQLITE_CLAIM} (SELECT rowid FROM {{messages}} WHERE {READY} ORDER BY rowid"
-    f" LIMIT :limit) RETURNING {SQLITE_COLUMNS}",
+SQLITE_READY_ROWS = Statement(
+    "sqlite_ready_rows",
+    "A queue's first ready messages, in rowid order (claimed next by sqlite_claim_rows).",
+    f"SELECT {SQLITE_COLUMNS} FROM {{messages}} WHERE {READY} ORDER BY rowid LIMIT :limit",
+)
+SQLITE_CLAIM_ROWS = Statement(
+    "sqlite_claim_rows",
+    "Messages, by rowid, claimed under a receive's token.",
+    f"{_SQLITE_CLAIM} (:keys*)",
 )
 SQLITE_CLAIM_INDEXED = Statement(
     "sqlite_claim_indexed",
