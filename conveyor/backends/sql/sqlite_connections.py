@@ -519,7 +519,10 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 return result
             finally:
                 with self._group_lock:
-                    self._pass_lead(())
+                    if self._waiting:
+                        self._pass_lead(())
+                    else:  # `_pass_lead` with nobody waiting, without its call
+                        self._leading = False
         me.latch.acquire()
         if not me.lead:
             done: T = me.outcome()
