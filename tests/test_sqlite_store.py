@@ -499,9 +499,9 @@ def test_claims_of_an_indexed_queue_read_only_its_indexes(tmp_path: Path) -> Non
         q.send("a")
         assert [m.text for m in q.receive()] == ["a"]
         from conveyor.backends.sql.statement import positional
-        from conveyor.backends.sql.statements import SQLITE_CLAIM_INDEXED
+        from conveyor.backends.sql.statements import SQLITE_READY_INDEXED
 
-        claim = client.backend.dialect.sql(SQLITE_CLAIM_INDEXED, 1)  # type: ignore[attr-defined]
+        claim = client.backend.dialect.sql(SQLITE_READY_INDEXED, 1)  # type: ignore[attr-defined]
         values = dict.fromkeys(["cut_from", "until", "now", "horizon", "expires", "token"], 0)
         conn = sqlite3.connect(tmp_path / "q.db")
         try:

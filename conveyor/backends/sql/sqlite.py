@@ -39,7 +39,7 @@ from .inflight import claim_values
 from .rows import Fields, Row, claimed
 from .schema import SQLITE_MIGRATIONS, Step
 from .sqlite_connections import SQLiteConnections, SQLiteExec, execute
-from .statement import by_rows, spread
+from .statement import Statement, by_rows, spread
 from .statements import (
     ANY_READY,
     SQLITE_ALL_COLUMNS,
@@ -48,7 +48,6 @@ from .statements import (
     SQLITE_AT_HOME,
     SQLITE_AT_ROWIDS,
     SQLITE_BARE_ROWS,
-    SQLITE_CLAIM_INDEXED,
     SQLITE_CLAIM_KEYS,
     SQLITE_CLAIM_ROWS,
     SQLITE_COLUMNS,
@@ -62,6 +61,7 @@ from .statements import (
     SQLITE_LEASE_CLAIM,
     SQLITE_MOVED_ROW,
     SQLITE_OF_IDS,
+    SQLITE_READY_INDEXED,
     SQLITE_READY_ROWS,
     SQLITE_RECORD_LEASE,
     SQLITE_SEND_COLUMNS,
@@ -398,17 +398,22 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         return self._held_or_plain(
             ex,
             qid,
-            lambda: execute(ex.conn, self.sql(SQLITE_CLAIM_INDEXED, qid), values).fetchall(),
-            lambda: self._claim_first(ex.conn, qid, values, terms),
+            lambda: self._claim_found(ex.conn, qid, SQLITE_READY_INDEXED, values, terms),
+            lambda: self._claim_found(ex.conn, qid, SQLITE_READY_ROWS, values, terms),
         )
 
-    def _claim_first(
-        self, conn: sqlite3.Connection, qid: int, values: dict[str, Any], terms: ClaimTerms
+    def _claim_found(
+        self,
+        conn: sqlite3.Connection,
+        qid: int,
+        ready: Statement,
+        values: dict[str, Any],
+        terms: ClaimTerms,
     ) -> list[Row]:
-        """The first ready rows read, then claimed by rowid: in SQLite a sixth cheaper
-        than one `UPDATE ... RETURNING` of them, which gathers the rowids its subquery
-        chose, and the rows it returns, in temporary tables first."""
-        found = execute(conn, self.sql(SQLITE_READY_ROWS, qid), values).fetchall()
+        """The rows `ready` finds, then claimed by rowid: in SQLite a sixth cheaper than
+        one `UPDATE ... RETURNING` of them, which gathers the rowids its subquery chose,
+        and the rows it returns, in temporary tables first."""
+        found = execute(conn, self.sql(ready, qid), values).fetchall()
         if not found:
             return found
         keys = [row[0] for row in found]

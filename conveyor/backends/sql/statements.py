@@ -663,15 +663,16 @@ SQLITE_CLAIM_ROWS = Statement(
     "Messages, by rowid, claimed under a receive's token.",
     f"{_SQLITE_CLAIM} (:keys*)",
 )
-SQLITE_CLAIM_INDEXED = Statement(
-    "sqlite_claim_indexed",
-    "An indexed queue's first ready messages claimed: the first fresh ones in rowid order"
-    " and the held ones that became visible first, merged in rowid order.",
-    f"{_SQLITE_CLAIM} (SELECT rowid FROM (SELECT rowid FROM {{messages}} INDEXED BY"
-    f" {{fresh_index}} WHERE {FRESH} AND {READY} ORDER BY rowid LIMIT :limit) UNION ALL"
-    f" SELECT rowid FROM (SELECT rowid FROM {{messages}} INDEXED BY {{held_index}}"
-    f" WHERE {HELD} AND {READY} ORDER BY visible_at, rowid LIMIT :limit) ORDER BY rowid"
-    f" LIMIT :limit) RETURNING {SQLITE_COLUMNS}",
+SQLITE_READY_INDEXED = Statement(
+    "sqlite_ready_indexed",
+    "An indexed queue's first ready messages: the first fresh ones in rowid order and the"
+    " held ones that became visible first, merged in rowid order (claimed next by"
+    " sqlite_claim_rows).",
+    f"SELECT {SQLITE_COLUMNS} FROM {{messages}} WHERE rowid IN (SELECT rowid FROM (SELECT"
+    f" rowid FROM {{messages}} INDEXED BY {{fresh_index}} WHERE {FRESH} AND {READY} ORDER BY"
+    f" rowid LIMIT :limit) UNION ALL SELECT rowid FROM (SELECT rowid FROM {{messages}} INDEXED"
+    f" BY {{held_index}} WHERE {HELD} AND {READY} ORDER BY visible_at, rowid LIMIT :limit)"
+    " ORDER BY rowid LIMIT :limit)",
 )
 SQLITE_CLAIM_KEYS = Statement(
     "sqlite_claim_keys",
@@ -681,7 +682,7 @@ SQLITE_CLAIM_KEYS = Statement(
 SQLITE_WALK_INDEXED = Statement(
     "sqlite_walk_indexed",
     "A page of an indexed queue's visible rows after a rowid, chosen as"
-    " sqlite_claim_indexed chooses them.",
+    " sqlite_ready_indexed chooses them.",
     "SELECT rowid, priority, group_id, visible_at, receive_count, deadline, sent_at"
     " FROM {messages} WHERE rowid IN (SELECT rowid FROM (SELECT rowid FROM {messages}"
     f" INDEXED BY {{fresh_index}} WHERE {FRESH} AND visible_at <= :now AND rowid > :after"
