@@ -410,9 +410,10 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         values: dict[str, Any],
         terms: ClaimTerms,
     ) -> list[Row]:
-        """The rows `ready` finds, then claimed by rowid: in SQLite a sixth cheaper than
-        one `UPDATE ... RETURNING` of them, which gathers the rowids its subquery chose,
-        and the rows it returns, in temporary tables first."""
+        """The rows `ready` finds, then claimed by rowid: cheaper in SQLite than one
+        `UPDATE ... RETURNING` of them, which gathers the rowids its subquery chose, and
+        the rows it returns, in temporary tables first (docs/benchmarks.md, "Receives that
+        read, then claim")."""
         found = execute(conn, self.sql(ready, qid), values).fetchall()
         if not found:
             return found
