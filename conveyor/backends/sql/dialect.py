@@ -32,7 +32,7 @@ from .connections import CursorExec, E
 from .inflight import claim_values
 from .rows import Fields, Row, claimed
 from .schema import SERVER_MIGRATIONS, ServerTypes, Step
-from .statement import SQLITE, Compiler, Style, by_rows, spread
+from .statement import SQLITE, Compiler, Statement, Style, by_rows, spread
 from .statements import (
     ANY_READY,
     CLAIM_KEYS,
@@ -348,10 +348,27 @@ class Dialect(ABC, Generic[E]):
     ) -> list[Row]:
         """Claim the rows of `keys` (chosen by a walk of the queue's head); the rows as the
         claim left them, in any order."""
-        n, chosen = len(keys), spread("keys", keys)
-        found = ex.rows(self.sql(ROWS_OF_KEYS, qid, n), chosen)
-        ex.run(self.sql(CLAIM_KEYS, qid, n), {**claim_values(terms, token), **chosen})
-        return [claimed(row, terms) for row in found]
+        found = ex.rows(self.sql(ROWS_OF_KEYS, qid, len(keys)), spread("keys", keys))
+        return self.claim_rows(ex, qid, found, claim_values(terms, token), terms)
+
+    def claim_rows(
+        self,
+        ex: E,
+        qid: int,
+        rows: list[Row],
+        values: dict[str, Any],
+        terms: ClaimTerms,
+        claim: Statement = CLAIM_KEYS,
+    ) -> list[Row]:
+        """Claim rows this transaction read (each its key first) by key: `claim`, a claim
+        by ``:keys*`` given `values` (`claim_values`, to which the keys are added); the rows
+        as the claim left them."""
+        if not rows:
+            return rows
+        keys = [row[0] for row in rows]
+        values.update(spread("keys", keys))
+        ex.run(self.sql(claim, qid, len(keys)), values)
+        return [claimed(row, terms) for row in rows]
 
     @abstractmethod
     def delete_held(

@@ -45,7 +45,7 @@ from .connections import (
 )
 from .dialect import Bare, ServerDialect
 from .inflight import HeadWatch, claim_values
-from .rows import Fields, Row, claimed
+from .rows import Fields, Row
 from .schema import ServerTypes
 from .statement import MYSQL, Compiler, Statement, Style, by_rows, spread
 from .statements import (
@@ -551,12 +551,7 @@ class MySQLDialect(ServerDialect):
             rows = self.heads.watched(
                 ex, qid, lambda: ex.rows(self.sql(MYSQL_CLAIM_PICK, qid), values), priority_at=6
             )
-        if not rows:
-            return []
-        keys = [key for key, *_ in rows]
-        values.update(spread("keys", keys))
-        ex.run(self.sql(MYSQL_CLAIM_SEQS, qid, len(keys)), values)
-        return [claimed(row, terms) for row in rows]
+        return self.claim_rows(ex, qid, rows, values, terms, MYSQL_CLAIM_SEQS)
 
     def walk_visible(
         self, ex: CursorExec, qid: int, after: int, now: float, page: int, lock: bool

@@ -36,7 +36,7 @@ from ..base import WouldBlock
 from ..rules import BAND, ClaimTerms, band
 from .dialect import Bare, Dialect, NotAllHeld
 from .inflight import claim_values
-from .rows import Fields, Row, claimed
+from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
 from .sqlite_connections import SQLiteConnections, SQLiteExec, execute
 from .statement import Statement, by_rows, spread
@@ -49,7 +49,6 @@ from .statements import (
     SQLITE_AT_ROWIDS,
     SQLITE_BARE_ROWS,
     SQLITE_CLAIM_KEYS,
-    SQLITE_CLAIM_ROWS,
     SQLITE_COLUMNS,
     SQLITE_CREATE_QUEUE,
     SQLITE_DELETE_HELD,
@@ -398,29 +397,24 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         return self._held_or_plain(
             ex,
             qid,
-            lambda: self._claim_found(ex.conn, qid, SQLITE_READY_INDEXED, values, terms),
-            lambda: self._claim_found(ex.conn, qid, SQLITE_READY_ROWS, values, terms),
+            lambda: self._claim_read(ex, qid, SQLITE_READY_INDEXED, values, terms),
+            lambda: self._claim_read(ex, qid, SQLITE_READY_ROWS, values, terms),
         )
 
-    def _claim_found(
+    def _claim_read(
         self,
-        conn: sqlite3.Connection,
+        ex: SQLiteExec,
         qid: int,
         ready: Statement,
         values: dict[str, Any],
         terms: ClaimTerms,
     ) -> list[Row]:
-        """The rows `ready` finds, then claimed by rowid: cheaper in SQLite than one
-        `UPDATE ... RETURNING` of them, which gathers the rowids its subquery chose, and
-        the rows it returns, in temporary tables first (docs/benchmarks.md, "Receives that
-        read, then claim")."""
-        found = execute(conn, self.sql(ready, qid), values).fetchall()
-        if not found:
-            return found
-        keys = [row[0] for row in found]
-        values.update(spread("keys", keys))
-        execute(conn, self.sql(SQLITE_CLAIM_ROWS, qid, len(keys)), values)
-        return [claimed(row, terms) for row in found]
+        """The rows `ready` reads, then claimed by rowid (`claim_rows`): cheaper in SQLite
+        than one `UPDATE ... RETURNING` of them, which gathers the rowids its subquery
+        chose, and the rows it returns, in temporary tables first (docs/benchmarks.md,
+        "Receives that read, then claim")."""
+        found = execute(ex.conn, self.sql(ready, qid), values).fetchall()
+        return self.claim_rows(ex, qid, found, values, terms)
 
     def walk_visible(
         self, ex: SQLiteExec, qid: int, after: int, now: float, page: int, lock: bool

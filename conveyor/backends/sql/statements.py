@@ -655,19 +655,14 @@ SQLITE_ANY_HELD = Statement(
 _SQLITE_CLAIM = f"UPDATE {{messages}} SET {CLAIM_SET} WHERE rowid IN"
 SQLITE_READY_ROWS = Statement(
     "sqlite_ready_rows",
-    "A queue's first ready messages, in rowid order (claimed next by sqlite_claim_rows).",
+    "A queue's first ready messages, in rowid order (claimed next by claim_keys).",
     f"SELECT {SQLITE_COLUMNS} FROM {{messages}} WHERE {READY} ORDER BY rowid LIMIT :limit",
-)
-SQLITE_CLAIM_ROWS = Statement(
-    "sqlite_claim_rows",
-    "Messages, by rowid, claimed under a receive's token.",
-    f"{_SQLITE_CLAIM} (:keys*)",
 )
 SQLITE_READY_INDEXED = Statement(
     "sqlite_ready_indexed",
     "An indexed queue's first ready messages: the first fresh ones in rowid order and the"
     " held ones that became visible first, merged in rowid order (claimed next by"
-    " sqlite_claim_rows).",
+    " claim_keys).",
     f"SELECT {SQLITE_COLUMNS} FROM {{messages}} WHERE rowid IN (SELECT rowid FROM (SELECT"
     f" rowid FROM {{messages}} INDEXED BY {{fresh_index}} WHERE {FRESH} AND {READY} ORDER BY"
     f" rowid LIMIT :limit) UNION ALL SELECT rowid FROM (SELECT rowid FROM {{messages}} INDEXED"
