@@ -519,10 +519,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 return result
             finally:
                 with self._group_lock:
-                    if self._waiting:
-                        self._pass_lead(())
-                    else:  # `_pass_lead` with nobody waiting, without its call
-                        self._leading = False
+                    self._pass_lead(())
         me.latch.acquire()
         if not me.lead:
             done: T = me.outcome()
