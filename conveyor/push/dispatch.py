@@ -178,6 +178,50 @@ class Load:
         return self.share >= self.BUSY
 
 
+class Room:
+    """The flag a dispatcher waits on for room: set by answers, waited for by its one task
+    in one step (an `asyncio.Event` under `wait_for` costs a task, a waiter and three turns
+    of the loop a wait, and a dispatcher waits once a message or so with prefetch 1)."""
+
+    __slots__ = ("_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def wait(self, limit: float | None = None) -> bool:
+        """Whether it was set, within `limit` seconds (None: no limit)."""
+        if self._set:
+            return True
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if limit is None else loop.call_later(max(0.0, limit), _time_up, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        return self._set
+
+
+def _time_up(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class Dispatcher:
     """Receives from one queue and pushes to the consumers `candidates` names: by their
     shares (shares.py) for an app's queue (`weighted`), to whoever has room for a consumer's
@@ -195,7 +239,7 @@ class Dispatcher:
         self.queue = queue
         self.candidates = candidates
         self.weighted = weighted
-        self.room = asyncio.Event()
+        self.room = Room()
         self.task: asyncio.Task[None] | None = None
         self.stopped = False
         # claimed ahead of room, each with when it was claimed (time.monotonic): pushed as
@@ -300,25 +344,21 @@ class Dispatcher:
     async def _wait_for_room(self, limit: float | None = None) -> None:
         """Nobody can take a message now: wait for room (at most `limit` seconds). Where the
         consumer whose turn it is (an app's queue) has had none for the stall time, the
-        others go on without it. (Called, not wrapped in a task: the event is cleared before
+        others go on without it. (Called, not wrapped in a task: the flag is cleared before
         anything else runs, so no answer that frees room can come in between unseen.)"""
         self.room.clear()
         owed = shares.owed(self.candidates()) if self.weighted else None
         stall = self.gateway.config.stall_timeout
         if owed is None or (limit is not None and limit < stall):
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.room.wait(), limit)
+            await self.room.wait(limit)
             return
-        try:
-            await asyncio.wait_for(self.room.wait(), stall)
-        except TimeoutError:
-            if owed.alive and owed.free <= 0:
-                owed.stalled = True
-                log.info(
-                    "consumer %s of app %s answers too slowly for its share (no room for"
-                    " %.1f s); the others go on without it until it answers",
-                    owed.id, owed.app, self.gateway.config.stall_timeout,
-                )  # fmt: skip
+        if not await self.room.wait(stall) and owed.alive and owed.free <= 0:
+            owed.stalled = True
+            log.info(
+                "consumer %s of app %s answers too slowly for its share (no room for"
+                " %.1f s); the others go on without it until it answers",
+                owed.id, owed.app, self.gateway.config.stall_timeout,
+            )  # fmt: skip
 
     async def _run(self) -> None:
         gw = self.gateway

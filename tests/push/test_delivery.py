@@ -3,6 +3,7 @@ dead-letter queue, topics, de-duplication, heartbeats and the rate limit."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import signal
@@ -25,7 +26,7 @@ from conveyor.push import (
     Reject,
 )
 from conveyor.push.codec import Frame, encode
-from conveyor.push.dispatch import Load
+from conveyor.push.dispatch import Load, Room
 from conveyor.push.peers import TokenBucket
 
 from ..support.push import Peer, Start, counting_claims, register
@@ -292,6 +293,31 @@ def test_load_is_the_share_of_a_core_over_the_last_window() -> None:
     assert not load.busy()  # after a long while: a new window begins
     now[0], used[0] = 1.02, 1.015
     assert load.busy()
+
+
+def test_a_dispatcher_waiting_for_room_wakes_in_one_turn_of_the_loop() -> None:
+    async def check() -> None:
+        room = Room()
+        room.set()
+        assert await room.wait(0)  # set before the wait: no wait at all
+        room.clear()
+        assert not await room.wait(0)  # the limit passed first
+        waiting = asyncio.create_task(room.wait(60))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        room.set()
+        await asyncio.sleep(0)  # the waiter's one step ran meanwhile
+        assert waiting.done() and waiting.result()
+        room.clear()
+        cancelled = asyncio.create_task(room.wait(None))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        room.set()  # nobody waits any more: nothing to wake
+        assert room.is_set() and await room.wait(None)
+
+    asyncio.run(check())
 
 
 def test_messages_claimed_ahead_go_back_when_the_gateway_stops(start: Start) -> None:
