@@ -33,9 +33,10 @@ RECEIVE_WAIT = 20.0  # seconds a dispatcher's long poll waits before asking agai
 # one transaction for many pushes
 CLAIM_MOST = 100
 # consumers that took all of a full claim within this (seconds) keep up with a backlog: the
-# next claim takes two rounds of their windows (half the claims; a round for slower ones,
-# whose messages would only wait longer, held, for rooms)
+# next claim takes QUICK_ROUNDS rounds of their windows (a quarter of the claims; a round
+# for slower ones, whose messages would only wait longer, held, for rooms)
 QUICK_ROUND = 0.05
+QUICK_ROUNDS = 4
 
 
 class Batcher(Generic[In, R]):
@@ -388,14 +389,14 @@ class Dispatcher:
                 self._push(batch)
                 continue
             try:
-                # a round's worth for every consumer (two where they took the last full
-                # claim quickly; at most `most`; never fewer than there are turns, which
+                # a round's worth for every consumer (QUICK_ROUNDS where they took the last
+                # full claim quickly; at most `most`; never fewer than there are turns, which
                 # their rooms bound): the rooms that free up next are filled from here, not
                 # by a transaction each
                 capacity = self.capacity()
                 full = self.full_at
                 quick = full is not None and now - full[0] < QUICK_ROUND and full[1] == capacity
-                wanted = min(most, capacity * (2 if quick else 1))
+                wanted = min(most, capacity * (QUICK_ROUNDS if quick else 1))
                 messages = await self._receive(ops, wanted)
                 self.full_at = (time.monotonic(), capacity) if len(messages) == wanted else None
                 failures = 0
