@@ -15,7 +15,7 @@ import contextlib
 import sys
 import threading
 from collections import defaultdict, deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .forks import renew_after_fork
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # imported where an event loop runs: a synchronous program go
     import asyncio
 
 Key = tuple[str, str]
+T = TypeVar("T")
 
 
 class WaitHub:
@@ -108,7 +109,7 @@ class WaitHub:
             self._futures[key].append(fut)
             if interval is not None and key not in self._tickers:
                 self._tickers[key] = loop.create_task(self._tick(key, interval))
-        timer = loop.call_later(timeout, _end, fut, False)
+        timer = loop.call_later(timeout, settle, fut, False)
         try:
             return await fut  # True: woken; False: the time is up
         except asyncio.CancelledError:
@@ -148,9 +149,9 @@ def _resolve_all(futures: list[asyncio.Future[bool]]) -> None:
     for fut in futures:
         loop = fut.get_loop()
         if loop is running:  # the waiter's own thread: no need to wake its loop
-            loop.call_soon(_end, fut, True)
+            loop.call_soon(settle, fut, True)
         elif not loop.is_closed():
-            loop.call_soon_threadsafe(_end, fut, True)
+            loop.call_soon_threadsafe(settle, fut, True)
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
@@ -166,9 +167,11 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
     return loop
 
 
-def _end(fut: asyncio.Future[bool], woken: bool) -> None:
+def settle(fut: asyncio.Future[T], value: T) -> None:
+    """Resolve `fut` with `value` unless something else has (a timer that ends a wait, or a
+    wake-up, whichever comes first)."""
     if not fut.done():
-        fut.set_result(woken)
+        fut.set_result(value)
 
 
 HUB = WaitHub()

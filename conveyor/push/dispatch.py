@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast
 from ..aio import long_poll_async
 from ..exceptions import ConveyorError
 from ..models import Message, SendResult
+from ..notify import settle
 from ..queues import decode_message
 from ..sends import Send
 from . import shares
@@ -192,15 +193,11 @@ class Room:
 
     def set(self) -> None:
         self._set = True
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if self._waiter is not None:
+            settle(self._waiter, None)
 
     def clear(self) -> None:
         self._set = False
-
-    def is_set(self) -> bool:
-        return self._set
 
     async def wait(self, limit: float | None = None) -> bool:
         """Whether it was set, within `limit` seconds (None: no limit)."""
@@ -208,7 +205,7 @@ class Room:
             return True
         loop = asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
-        timer = None if limit is None else loop.call_later(max(0.0, limit), _time_up, waiter)
+        timer = None if limit is None else loop.call_later(max(0.0, limit), settle, waiter, None)
         try:
             await waiter
         finally:
@@ -216,11 +213,6 @@ class Room:
             if timer is not None:
                 timer.cancel()
         return self._set
-
-
-def _time_up(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 class Dispatcher:

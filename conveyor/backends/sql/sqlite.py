@@ -413,8 +413,7 @@ class SQLiteDialect(Dialect[SQLiteExec]):
         than one `UPDATE ... RETURNING` of them, which gathers the rowids its subquery
         chose, and the rows it returns, in temporary tables first (docs/benchmarks.md,
         "Receives that read, then claim")."""
-        found = execute(ex.conn, self.sql(ready, qid), values).fetchall()
-        return self.claim_rows(ex, qid, found, values, terms)
+        return self.claim_rows(ex, qid, ex.rows(self.sql(ready, qid), values), values, terms)
 
     def walk_visible(
         self, ex: SQLiteExec, qid: int, after: int, now: float, page: int, lock: bool
