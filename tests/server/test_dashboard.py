@@ -413,6 +413,11 @@ def test_topics_and_consumers_pages(browser: Any, live: tuple[LiveServer, Client
             info = {"id": "c-7", "app_id": "billing", "host": "", "port": "", "weight": 4}
             sock.sendall(f"type=register\r\ncontent={json.dumps(info)}\r\n\r\n".encode())
             assert b"Recipient register successful." in sock.recv(4096)
+            # the gateway enters it in the registry after its answer: the page is loaded once
+            # it is there (a busy machine's page refreshes as seldom as twenty times as long
+            # as a refresh takes)
+            key = "skmq:billing:c-7"
+            until(browser, lambda d: key in {c.id for c in client.list_consumers()}, "the entry")
             browser.get(f"{server.url}/ui#/consumers")
             row = f'tr[data-consumer="{worker.id}"]'
             until(browser, lambda d: "ago" in text_of(d, row), "the consumer and its heartbeat")
