@@ -89,7 +89,8 @@ class Target:
 def conveyor(name: str, store: str, source: str | None = None, workers: int = 1) -> Target:
     def start() -> wrk.Server:
         cmd = [sys.executable, "-m", "conveyor", "serve", "--store", store, "--port", "PORT"]
-        cmd += ["--log-level", "warning"]
+        if _has_option(source, "--log-level"):
+            cmd += ["--log-level", "warning"]
         if workers > 1:
             cmd += ["--workers", str(workers)]
         # the other checkout first on the path: run from it (python -m puts the cwd first)
@@ -97,6 +98,14 @@ def conveyor(name: str, store: str, source: str | None = None, workers: int = 1)
         return wrk.start_server(name, cmd, "/healthz", env=env, cwd=source)
 
     return Target(name, start)
+
+
+def _has_option(source: str | None, option: str) -> bool:
+    """Whether the checkout's command line has `option` (an older one, compared with, may
+    not): looked for in its source."""
+    if source is None:
+        return True
+    return any(f'"{option}"' in f.read_text() for f in Path(source, "conveyor").rglob("*.py"))
 
 
 def trivial(workers: int = 1) -> Target:
