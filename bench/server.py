@@ -28,6 +28,7 @@ from a Python 3.13 venv of its own (``localstack-core[runtime]==2026.3.0``, made
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing as mp
 import os
 import platform
@@ -100,6 +101,7 @@ def conveyor(name: str, store: str, source: str | None = None, workers: int = 1)
     return Target(name, start)
 
 
+@functools.cache
 def _has_option(source: str | None, option: str) -> bool:
     """Whether the checkout's command line has `option` (an older one, compared with, may
     not): looked for in its source."""

@@ -21,6 +21,7 @@ from conveyor import Client, DeadLetterPolicy, QueueStats
 from conveyor.push import GatewayConfig
 from conveyor.server import ServerConfig
 
+from ..support import waiting
 from ..support.live import LiveServer
 from ..support.push import Running
 
@@ -417,7 +418,7 @@ def test_topics_and_consumers_pages(browser: Any, live: tuple[LiveServer, Client
             # it is there (a busy machine's page refreshes as seldom as twenty times as long
             # as a refresh takes)
             key = "skmq:billing:c-7"
-            until(browser, lambda d: key in {c.id for c in client.list_consumers()}, "the entry")
+            waiting.until(lambda: key in {c.id for c in client.list_consumers()}, WAIT, "the entry")
             browser.get(f"{server.url}/ui#/consumers")
             row = f'tr[data-consumer="{worker.id}"]'
             until(browser, lambda d: "ago" in text_of(d, row), "the consumer and its heartbeat")
