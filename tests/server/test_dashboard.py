@@ -159,8 +159,13 @@ def test_overview_header_filter_sort_and_dead_letters_now(
     shot(browser, "overview-header")
 
     def listed(d: Any) -> list[str]:
-        rows = d.find_elements(By.CSS_SELECTOR, "#queues tbody tr[data-queue]")
-        return [r.get_attribute("data-queue") for r in rows]
+        # read in one script, so that a refresh re-rendering the table between finding a
+        # row and reading it (the page refreshes every second) cannot make it stale
+        rows: list[str] = d.execute_script(
+            "return Array.from(document.querySelectorAll('#queues tbody tr[data-queue]'),"
+            " (row) => row.dataset.queue);"
+        )
+        return rows
 
     browser.find_element(By.ID, "queue-filter").send_keys("bill")
     until(browser, lambda d: listed(d) == ["billing", "billing-dlq"], "the filter")
