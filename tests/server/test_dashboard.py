@@ -66,10 +66,18 @@ def until(driver: Any, check: Callable[[Any], Any], what: str) -> Any:
 
 
 def text_of(driver: Any, css: str) -> str:
+    """The text of the first element `css` finds ("" where none): found again where a
+    refresh re-rendered it between finding it and reading it."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    found = driver.find_elements(By.CSS_SELECTOR, css)
-    return str(found[0].text) if found else ""
+    for _ in range(10):
+        try:
+            found = driver.find_elements(By.CSS_SELECTOR, css)
+            return str(found[0].text) if found else ""
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"{css} was re-rendered at each of ten reads")
 
 
 def click(driver: Any, css: str) -> None:
