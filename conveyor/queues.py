@@ -173,6 +173,15 @@ class Queue:
         return Sent([r.id for r in results], results)
 
     @tracing.store_call("send")
+    def run_send_receive(self, op: Send, most: int, vt: float) -> tuple[Sent, list[Message]]:
+        """Do a checked send (`sending`), then one claim of up to `most` (at most
+        `batch_limit`) messages invisible for `vt` seconds, as `claim`, in one store call
+        (`Backend.send_receive`): for a receiver that waits on the queue where the sender
+        is. What the send did, and the messages claimed, as stored."""
+        results, claimed = self._backend.send_receive(self.name, op.as_messages(), most, vt)
+        return Sent([r.id for r in results], results), claimed
+
+    @tracing.store_call("send")
     def send(
         self,
         body: Body,

@@ -99,7 +99,17 @@ def test_the_check_finds_a_branch_on_a_scheme() -> None:
 
 # what a module outside the client, the catalog and `Queue` may read of a store: its hints
 # and its event-loop commit contract (`aio.offload` asks it where a call runs)
-HINTS = frozenset({"scheme", "batch_limit", "one_writer", "clock", "poll_interval", "loop_commits"})
+HINTS = frozenset(
+    {
+        "scheme",
+        "batch_limit",
+        "one_writer",
+        "joined_send_receive",
+        "clock",
+        "poll_interval",
+        "loop_commits",
+    }
+)
 # the modules that call a store's methods: the client, the catalog and `Queue`; and the
 # stores themselves and the URL that opens one
 STORE_CALLERS = ("client.py", "catalog.py", "queues.py", "urls.py")

@@ -108,6 +108,9 @@ class Backend(ABC):
     one_writer: bool = False
     """A hint: the store makes one write at a time (more threads writing only wait for its
     lock), so a way in that writes from a pool gives it one thread."""
+    joined_send_receive: bool = False
+    """A hint: `send_receive` makes one transaction of the two (cheaper than a send and a
+    receive), so a receiver waiting where the sender is may take its messages so."""
     batch_limit: int = 500
     """The most messages one call of send, receive, delete or change_visibility takes (one
     transaction where the store has them); `Queue` splits larger SDK calls into calls of
@@ -269,6 +272,21 @@ class Backend(ABC):
         queues a claim of a message with a deadline ends at that deadline if it comes
         sooner (`rules.deadline_rules`). Atomic against every other receiver.
         """
+
+    def send_receive(
+        self,
+        queue: str,
+        messages: Sequence[NewMessage],
+        max_messages: int,
+        visibility_timeout: float,
+    ) -> tuple[list[SendResult], list[Message]]:
+        """`send`, then `receive` from the same queue as it would after that send: for a
+        receiver that waits on an empty queue where the sender is (the push gateway's
+        dispatcher). The receive takes what is ready first (an older message before those
+        just sent). A store that can do both in one transaction does, and says so
+        (`joined_send_receive`); the default makes the two calls."""
+        results = self.send(queue, messages)
+        return results, self.receive(queue, max_messages, visibility_timeout)
 
     @abstractmethod
     def delete(self, queue: str, receipts: Sequence[str]) -> list[Exception | None]:

@@ -9,7 +9,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from ..aio import long_poll_async
@@ -109,8 +109,11 @@ class QueueOps:
     """One queue's batched operations, through its `Queue`."""
 
     def __init__(self, gateway: Gateway, name: str) -> None:
+        self.gateway = gateway
         self.name = name
         self.queue = gateway.client.queue(name)
+        # sends may claim for the queue's dispatcher in their own transaction (`_send`)
+        self.joined = gateway.client.backend.joined_send_receive
         self.send = Batcher[bytes | tuple[bytes, str], SendResult](gateway, self._send)
         # acknowledgements: committed, not awaited on the disk (`Gateway.call_lazy`)
         self.delete = Batcher[str, None](gateway, self._delete, lazy=True)
@@ -133,8 +136,22 @@ class QueueOps:
             except ConveyorError as exc:  # refused alone; the others go on
                 results.append(exc)
         if ready:
-            sent = queue.run_send(Send.joined([op for _, op in ready])).results
-            for (i, _), result in zip(ready, sent, strict=True):
+            op = Send.joined([op for _, op in ready])
+            gw = self.gateway
+            # (the dispatcher's state is read on the event loop's thread alone: where the
+            # store writes on it, as SQLite's)
+            on_loop = self.joined and gw.on_loop()
+            dispatcher = gw.dispatchers.get(self.name) if on_loop else None
+            want = dispatcher.wants(len(op)) if dispatcher is not None else 0
+            if want:  # its dispatcher waits on the queue and consumers have room
+                at = time.monotonic()
+                done, raw = queue.run_send_receive(op, want, gw.config.ack_timeout)
+                if raw:  # pushed once committed, as the sends wait for the disk
+                    claimed = [(decode_message(m), at) for m in raw]
+                    asyncio.get_running_loop().call_soon(gw.hand, self.name, claimed)
+            else:
+                done = queue.run_send(op)
+            for (i, _), result in zip(ready, done.results, strict=True):
                 results[i] = result
         return cast(list[SendResult | Exception], results)
 
@@ -243,6 +260,10 @@ class Dispatcher:
         self.drained: int | None = None
         # when the last claim came back full, and the consumers' windows it claimed for
         self.full_at: tuple[float, int] | None = None
+        # waiting in a long poll of the queue (not claiming): a send here may claim for it
+        # (`wants`, `hand`)
+        self.waiting = False
+        self.most = min(CLAIM_MOST, gateway.client.backend.batch_limit)
         # flow control (`give_way`): the messages this gateway stored for the queue since a
         # claim last found it drained, less those pushed since (what producers here are
         # ahead by)
@@ -276,6 +297,26 @@ class Dispatcher:
     def stored(self, n: int) -> None:
         """`n` messages were stored for this queue here (flow control's count)."""
         self.lead += n
+
+    def wants(self, n: int) -> int:
+        """How many of `n` messages a send here should claim for this dispatcher in its own
+        transaction (`QueueOps`, then `hand`): as many as its consumers have room for where
+        it waits in a long poll of the queue (its last claim found nothing more), else 0.
+        That saves a claim's transaction a message while consumers keep up."""
+        if not self.waiting or self.ahead or self.stopped:
+            return 0
+        return len(self.plan(min(n, self.most)))
+
+    def hand(self, claimed: list[tuple[Message, float]]) -> None:
+        """Messages a send here claimed for this dispatcher (`wants`), each with when
+        (time.monotonic), once committed: pushed now to who takes them. Where room went
+        meanwhile, the rest wait ahead, and the long poll ends so that the dispatcher
+        pushes them as room frees up. (Flow control's count: the send counts them as
+        stored once it is answered, after this.)"""
+        lead = self.lead
+        self.lead = lead - self._push(claimed)
+        if self.ahead and self.waiting:
+            self.gateway.ops(self.queue).queue.notify()
 
     async def give_way(self) -> None:
         """Flow control (`GatewayConfig.flow_backlog`): return once at most `flow_backlog` of
@@ -315,19 +356,30 @@ class Dispatcher:
         gw = self.gateway
         backend = gw.client.backend
         drained, self.drained = self.drained, None
-        if drained is not None:
-            await ops.queue.wait_async(drained, backend.poll_interval)
         since = 0
 
-        def claim() -> Awaitable[list[Message]]:
+        async def claim() -> list[Message]:
             nonlocal since
             since = ops.queue.change_token()  # read before each claim
-            return gw.call(ops.receive, max_messages, gw.config.ack_timeout)
+            self.waiting = False
+            try:
+                return await gw.call(ops.receive, max_messages, gw.config.ack_timeout)
+            finally:
+                self.waiting = True
 
-        def stopping() -> bool:
-            return self.stopped or gw.closing
+        def stopping() -> bool:  # (or a send here claimed more than there was room for)
+            return self.stopped or gw.closing or bool(self.ahead)
 
-        messages = await long_poll_async(ops.queue, RECEIVE_WAIT, claim, stopping)
+        self.waiting = True
+        try:
+            if drained is not None:
+                await ops.queue.wait_async(drained, backend.poll_interval)
+                if self.ahead:  # handed over (`hand`) while it waited: pushed first
+                    self.drained = drained
+                    return []
+            messages = await long_poll_async(ops.queue, RECEIVE_WAIT, claim, stopping)
+        finally:
+            self.waiting = False
         if len(messages) < max_messages:
             self.drained = since
             self.lead = 0  # nothing is waiting in the store: producers are not ahead
@@ -356,7 +408,7 @@ class Dispatcher:
     async def _run(self) -> None:
         gw = self.gateway
         ops = gw.ops(self.queue)
-        most = min(CLAIM_MOST, gw.client.backend.batch_limit)
+        most = self.most
         failures = 0
         keep = gw.config.ack_timeout / 2
         while not self.stopped and not gw.closing:
@@ -403,10 +455,10 @@ class Dispatcher:
             claimed = time.monotonic()
             self._push([(m, claimed) for m in messages])
 
-    def _push(self, batch: list[tuple[Message, float]]) -> None:
+    def _push(self, batch: list[tuple[Message, float]]) -> int:
         """Push claimed messages to who takes them, decided now (consumers may have come,
         gone or answered meanwhile); the rest wait ahead for room, or go back to the queue
-        when the dispatcher stops."""
+        when the dispatcher stops. How many it pushed."""
         gw = self.gateway
         takers = self.plan(len(batch)) if batch else []
         peers = self.candidates()
@@ -432,3 +484,4 @@ class Dispatcher:
             self.lead = max(0, self.lead - len(takers))
             if self.lead <= gw.config.flow_backlog:
                 self.moved.set()
+        return min(len(takers), len(batch))

@@ -163,6 +163,74 @@ def test_a_receive_with_no_visibility_timeout_gives_each_message_once(
         assert all(m.receive_count == 2 for m in again)
 
 
+def test_a_send_and_receive_in_one_call_takes_what_was_ready_first(
+    client: Client, clock: ManualClock
+) -> None:
+    """`Queue.run_send_receive` (the push gateway's send for a dispatcher waiting on the
+    queue): the send, then a claim as `claim` would make it after that send: the oldest
+    ready first, claimed messages invisible for the timeout given and counted as received,
+    what it left ready there for the next receive; a delayed message is not claimed."""
+    q = client.create_queue("joined", visibility_timeout=30)
+    older = q.send("older")
+    sent, claimed = q.run_send_receive(q.sending(["a", "b"]), 2, 10)
+    assert len(sent.ids) == 2 and not any(r.duplicate for r in sent.results)
+    assert [m.id for m in claimed] == [older.id, sent.ids[0]]
+    assert all(m.receive_count == 1 and m.receipt for m in claimed)
+    assert all(m.visible_at == pytest.approx(clock.now() + 10) for m in claimed)
+    [left] = q.receive()
+    assert left.id == sent.ids[1]
+    q.delete(claimed[0].receipt or "")
+    clock.advance(10)
+    [again] = q.receive()
+    assert again.id == sent.ids[0] and again.receive_count == 2
+    stats = q.stats()
+    assert (stats.ready, stats.in_flight) == (0, 2)
+    if has(client, Capability.TOTALS):
+        assert (stats.sent, stats.received, stats.deleted) == (3, 4, 1)
+    later, none = q.run_send_receive(
+        q.sending([SendEntry(entry_id="0", body="later", delay=5)]), 5, 10
+    )
+    assert none == [] and len(later.ids) == 1
+    clock.advance(5)
+    assert [m.id for m in q.receive(10)] == later.ids
+
+
+def test_a_send_and_receive_in_one_call_keeps_the_queue_s_rules(
+    client: Client, clock: ManualClock
+) -> None:
+    """A sender's id the queue holds is a duplicate, stored once and claimed once; a
+    queue with a dead-letter policy moves a message at its max receive count on the way;
+    on a FIFO queue the claim holds the group (two store calls where the store needs)."""
+    from conveyor import DeadLetterPolicy
+
+    if has(client, Capability.SENDER_IDS):
+        q = client.create_queue("joined-ids")
+        first, [m] = q.run_send_receive(q.sending(["x"], ids=["given"]), 5, 30)
+        assert first.ids == ["given"] and m.id == "given"
+        again, none = q.run_send_receive(q.sending(["x"], ids=["given"]), 5, 30)
+        assert none == [] and again.results[0].duplicate and again.ids == ["given"]
+    client.create_queue("joined-dlq")
+    q = client.create_queue(
+        "joined-policy",
+        visibility_timeout=5,
+        dead_letter=DeadLetterPolicy(queue="joined-dlq", max_receive_count=1),
+    )
+    poison = q.send("poison")
+    [m] = q.receive()
+    clock.advance(5)
+    sent, [fresh] = q.run_send_receive(q.sending(["fresh"]), 5, 30)
+    assert fresh.id == sent.ids[0] and m.id == poison.id
+    [dead] = client.queue("joined-dlq").receive()
+    assert dead.id == poison.id
+    if has(client, Capability.FIFO):
+        f = client.create_queue("joined.fifo", content_based_dedup=True)
+        entries = [SendEntry(entry_id=str(i), body=str(i), group_id="g") for i in (1, 2)]
+        sent, got = f.run_send_receive(f.sending(entries), 5, 30)
+        assert [m.id for m in got] == sent.ids  # a batch fills from one group, in order
+        f.send("3", group_id="g")
+        assert f.receive() == []  # the group is held while those are in flight
+
+
 def test_a_message_given_back_is_as_though_that_receive_was_not_made(
     client: Client, clock: ManualClock
 ) -> None:

@@ -15,9 +15,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
+from conveyor.models import Message
 from conveyor.push import (
     DeadLetter,
     PushConsumer,
@@ -26,7 +28,7 @@ from conveyor.push import (
     Reject,
 )
 from conveyor.push.codec import Frame, encode
-from conveyor.push.dispatch import QUICK_ROUNDS, Load, Room
+from conveyor.push.dispatch import QUICK_ROUNDS, Dispatcher, Load, Room
 from conveyor.push.peers import TokenBucket
 
 from ..support.push import Peer, Start, counting_claims, register
@@ -129,12 +131,22 @@ def test_a_backlog_to_consumers_of_prefetch_one_is_claimed_ahead(start: Start) -
     assert not gw.gateway.dispatchers["ahead"].ahead
 
 
-def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start) -> None:
+@pytest.mark.parametrize("store", ["memory://", "sqlite"])
+def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start, store: str) -> None:
     """Messages sent one at a time to consumers with room: each claim that takes all there
-    is is followed by a wait for the next send, not by another claim finding nothing."""
-    gw = start("sqlite", rate=0)
+    is is followed by a wait for the next send, not by another claim finding nothing. Where
+    the store makes one transaction of a send and a claim (SQLite), each send claims its
+    message for the waiting dispatcher itself, and the dispatcher makes no claim of its own."""
+    gw = start(store, rate=0)
+    joined = gw.client.backend.joined_send_receive
     claims: list[int] = []
+    handed: list[int] = []
     got: list[bytes] = []
+    hand = Dispatcher.hand
+
+    def handing(dispatcher: Dispatcher, claimed: list[tuple[Message, float]]) -> None:
+        handed.append(len(claimed))
+        hand(dispatcher, claimed)
 
     def handled(n: int) -> bool:
         return len(got) == n
@@ -142,6 +154,7 @@ def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start) -> None:
     producer = PushProducer(gw.url)
     with (
         counting_claims(claims, empty=True),
+        patch.object(Dispatcher, "hand", handing),
         PushConsumer(gw.url, "trickle", lambda m: got.append(m.content), prefetch=16),
     ):
         n = 20
@@ -149,10 +162,53 @@ def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start) -> None:
             producer.send("trickle", f"m{i}".encode())
             until(functools.partial(handled, i), what=f"message {i} handled")
         made = list(claims)  # (the poll goes on finding nothing while the consumer stops)
-    assert sum(made) == n
+    assert sum(made) + sum(handed) == n and sorted(got) == sorted(
+        f"m{i}".encode() for i in range(1, n + 1)
+    )
     # a few may find nothing (those before the first send; a wait another commit ended),
     # not one a message
     assert made.count(0) <= n // 4, made
+    if joined:
+        assert sum(handed) >= n - 2, (handed, made)
+    else:
+        assert handed == []
+
+
+def test_a_send_claims_for_the_dispatcher_only_what_its_consumers_have_room_for(
+    start: Start,
+) -> None:
+    """On SQLite a send claims for a waiting dispatcher as many as its consumers can take
+    at once (here one); the rest of a batch stays ready and the dispatcher claims it as
+    room frees up: every message handled once, none left in the queue."""
+    gw = start("sqlite", rate=0)
+    handed: list[int] = []
+    seen: Counter[bytes] = Counter()
+    lock = threading.Lock()
+    hand = Dispatcher.hand
+
+    def handing(dispatcher: Dispatcher, claimed: list[tuple[Message, float]]) -> None:
+        handed.append(len(claimed))
+        hand(dispatcher, claimed)
+
+    def handle(message: PushMessage) -> None:
+        with lock:
+            seen[message.content] += 1
+
+    bodies = [f"b{i}".encode() for i in range(50)]
+    with (
+        patch.object(Dispatcher, "hand", handing),
+        PushConsumer(gw.url, "room", handle, prefetch=1),
+    ):
+        until(lambda: gw.gateway.dispatchers.get("room") is not None, what="a dispatcher")
+        dispatcher = gw.gateway.dispatchers["room"]
+        until(lambda: dispatcher.waiting, what="the dispatcher waiting on the queue")
+        assert all(r.ok for r in PushProducer(gw.url).send_many("room", bodies, window=50))
+        until(lambda: sum(seen.values()) == len(bodies), timeout=60, what="all handled")
+    assert set(seen) == set(bodies) and set(seen.values()) == {1}
+    assert handed and max(handed) == 1, handed
+    queue = gw.client.queue("room")
+    until(lambda: queue.stats().total == 0, what="every message acknowledged and deleted")
+    assert not dispatcher.ahead
 
 
 def test_consumers_that_answer_slowly_get_one_round_a_claim(start: Start) -> None:

@@ -119,6 +119,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
     """A queue store on a SQL database. Build one with its database's `from_url`."""
 
     features = QUEUE_FEATURES | {Capability.CROSS_PROCESS}
+    joined_send_receive = True
 
     def __init__(
         self,
@@ -187,18 +188,22 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         queue raised by what `fn` did (`counts(result)`: (queue id, how many) pairs) once it
         has committed: counted in memory and written by the accounts (totals.py)."""
         result = self.db.write(fn, single=single, durable=durable)
-        done = counts(result)
+        self.count(counts(result), total)
+        return result
+
+    def count(self, done: Sequence[tuple[int, int]], total: Total) -> None:
+        """Raise the running total `total` of each queue by what a write did (`done`: (queue
+        id, how many) pairs), once it has committed."""
         for _, n in done:
             if n:
                 break
         else:
-            return result  # nothing done (a receive that found nothing)
+            return  # nothing done (a receive that found nothing)
         accounts = self.accounts
         if self.db.after_commit(lambda: accounts.add(done, total)):
             accounts.flush_if_due()  # in the transaction this write shares
         else:
             accounts.count(done, total)
-        return result
 
     def write(self, fn: Callable[[E], T], *, single: bool = False, durable: bool = True) -> T:
         """Run `fn` in a transaction (see `Connections.write`), the schema made first."""
@@ -431,51 +436,107 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         return results
 
     def _send(self, queue: str, messages: Sequence[NewMessage]) -> list[SendResult]:
-        d = self.dialect
         now = self.clock.now()
         qid, attrs = self.lookup(queue, now)
-        tries = [0]  # attempts of the insert: a retry must not store what a first one did
         if attrs.fifo:
-            results = self.counted_write(
+            return self.counted_write(
                 lambda ex: self.send_each(ex, queue, qid, attrs, messages, now, None),
                 "sent",
                 lambda done: [(qid, sum(1 for r in done if not r.duplicate))],
             )
-        elif bare_bodies(messages):
+        insert, single = self._inserting(queue, qid, messages, now)
+        stored = self.counted_write(
+            insert, "sent", lambda done: [(qid, _stored(done))], single=single
+        )
+        return _send_results(stored, messages)
+
+    def send_receive(
+        self,
+        queue: str,
+        messages: Sequence[NewMessage],
+        max_messages: int,
+        visibility_timeout: float,
+    ) -> tuple[list[SendResult], list[Message]]:
+        return self.fresh_on_drop(
+            queue, lambda: self._send_receive(queue, messages, max_messages, visibility_timeout)
+        )
+
+    def _send_receive(
+        self,
+        queue: str,
+        messages: Sequence[NewMessage],
+        max_messages: int,
+        visibility_timeout: float,
+    ) -> tuple[list[SendResult], list[Message]]:
+        """The send's insert and the receive's claim in one transaction (one commit, one
+        wait for the disk). Waiters are woken only where the claim left a message this send
+        stored ready (it took older ones first, or fewer): what was ready before woke them
+        when it was sent."""
+        d = self.dialect
+        now = self.clock.now()
+        qid, attrs = self.lookup(queue, now)
+        if attrs.fifo or not messages:  # FIFO sends hold the queue's row: two calls
+            return super().send_receive(queue, messages, max_messages, visibility_timeout)
+        insert, _ = self._inserting(queue, qid, messages, now)
+        token = claim_token(now)
+        self.accounts.sweep(qid, queue, attrs, now, force=False)
+        terms = claim_terms(attrs, now, visibility_timeout)
+        walking = walks_head(attrs)
+
+        def run(ex: E) -> tuple[Sequence[str | None], list[Row]]:
+            stored = insert(ex)
+            if ex.in_doubt:  # an attempt lost its connection: its claim, if it committed,
+                return stored, []  # ends with its visibility timeout, as a dead receiver's
+            if walking:
+                return stored, self._claim_walking(
+                    ex, qid, queue, attrs, max_messages, terms, token
+                )
+            return stored, d.claim_ready(ex, qid, max_messages, terms, token)
+
+        stored, rows = self.db.write(run)
+        self.count([(qid, _stored(stored))], "sent")
+        self.count([(qid, len(rows))], "received")
+        if rows:
+            self._idle.discard(queue)
+        prefix = receipt_prefix(queue, token)
+        received = [row_message(queue, row, d.sequence, prefix) for row in rows]
+        if not {i for i in stored if i is not None} <= {m.id for m in received}:
+            self.notify(queue)
+        if len(received) > 1:
+            received.sort(key=_in_order)  # a claim returns its rows in any order
+        return _send_results(stored, messages), received
+
+    def _inserting(
+        self, queue: str, qid: int, messages: Sequence[NewMessage], now: float
+    ) -> tuple[Callable[[E], Sequence[str | None]], bool]:
+        """The write of a send to a standard queue (per message the id stored, or None where
+        the queue holds that id already), and whether it is one statement. Ids are fixed
+        before its first attempt, so a retry after an attempt that lost its connection
+        stores nothing twice (`settle`)."""
+        d = self.dialect
+        tries = [0]
+        mark = d.made_floor
+        if bare_bodies(messages):
             # one priority and delay, no options: rows built straight from the bodies
             first = messages[0]
             bodies = [m.body for m in messages]
-            ids = self._insert_bare(queue, qid, bodies, first.priority, now, first.delay)
-            results = [sent_result(i) for i in ids]
-        else:
-            # ids are fixed before the first attempt, so a retried insert cannot duplicate
-            mine = [m.generated_id or not m.id for m in messages]
-            made = all(mine)
-            mark = d.made_floor
-            fresh = iter(d.new_ids(sum(mine)) or ())
-            rows = [
-                new_fields(m, next(fresh, "") if own else m.id, None, now, False, None)
-                for m, own in zip(messages, mine, strict=True)
-            ]
+            return self._bare_write(queue, qid, bodies, first.priority, now, first.delay), True
+        mine = [m.generated_id or not m.id for m in messages]
+        made = all(mine)
+        fresh = iter(d.new_ids(sum(mine)) or ())
+        rows = [
+            new_fields(m, next(fresh, "") if own else m.id, None, now, False, None)
+            for m, own in zip(messages, mine, strict=True)
+        ]
 
-            def insert(ex: E) -> list[str | None]:
-                tries[0] += 1
-                if ex.in_doubt and all(row.id for row in rows):
-                    ids = [row.id for row in rows]
-                    return list(self.settle(ex, qid, queue, ids, made, mark))
-                return d.insert(ex, qid, queue, rows, made=made, retry=tries[0] > 1)
+        def insert(ex: E) -> list[str | None]:
+            tries[0] += 1
+            if ex.in_doubt and all(row.id for row in rows):
+                ids = [row.id for row in rows]
+                return list(self.settle(ex, qid, queue, ids, made, mark))
+            return d.insert(ex, qid, queue, rows, made=made, retry=tries[0] > 1)
 
-            stored = self.counted_write(
-                insert,
-                "sent",
-                lambda done: [(qid, sum(1 for i in done if i is not None))],
-                single=d.single_insert or made,
-            )
-            results = [
-                sent_result(i) if i is not None else SendResult(id=row.id, duplicate=True)
-                for i, row in zip(stored, rows, strict=True)
-            ]
-        return results
+        return insert, d.single_insert or made
 
     def settle(
         self, ex: E, qid: int, queue: str, ids: Sequence[str], made: bool, mark: int
@@ -501,9 +562,10 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         qid, attrs = self.lookup(queue, now)
         if attrs.fifo:  # FIFO rules: the contract's default, `send`
             return super().send_bodies(queue, bodies, delay)
-        return self._insert_bare(queue, qid, bodies, 0, now, delay)
+        insert = self._bare_write(queue, qid, bodies, 0, now, delay)
+        return self.counted_write(insert, "sent", lambda ids: [(qid, len(ids))], single=True)
 
-    def _insert_bare(
+    def _bare_write(
         self,
         queue: str,
         qid: int,
@@ -511,10 +573,9 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         priority: int,
         now: float,
         delay: float,
-    ) -> list[str]:
-        """Bare bodies of one priority and delay as rows, in one statement (a retry inserts
-        row by row, each skipping an id stored before: ids are fixed before the first
-        attempt)."""
+    ) -> Callable[[E], list[str]]:
+        """The write of bare bodies as rows: their ids (a retry inserts row by row, each
+        skipping an id stored before: ids are fixed before the first attempt)."""
         d = self.dialect
         bare = Bare(d.new_ids(len(bodies)), list(bodies), priority, now, now + delay)
         tries = [0]
@@ -526,7 +587,7 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
                 return self.settle(ex, qid, queue, bare.ids, True, mark)
             return d.insert_bare(ex, qid, queue, bare, tries[0] > 1)
 
-        return self.counted_write(insert_bare, "sent", lambda ids: [(qid, len(ids))], single=True)
+        return insert_bare
 
     def send_each(
         self,
@@ -838,3 +899,17 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
 
     def pipeline(self) -> SQLPipeline:
         return self.bulk
+
+
+def _stored(ids: Sequence[str | None]) -> int:
+    """How many messages an insert stored (None: the queue held that id already)."""
+    return sum(1 for i in ids if i is not None)
+
+
+def _send_results(ids: Sequence[str | None], messages: Sequence[NewMessage]) -> list[SendResult]:
+    """A send's results from what its insert stored: a message whose id the queue held
+    already (None) is a duplicate."""
+    return [
+        sent_result(i) if i is not None else SendResult(id=m.id, duplicate=True)
+        for i, m in zip(ids, messages, strict=True)
+    ]
