@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast
 from ..aio import long_poll_async
 from ..exceptions import ConveyorError
 from ..models import Message, SendResult
-from ..notify import settle
+from ..notify import running_loop, settle
 from ..queues import decode_message
 from ..sends import Send
 from . import shares
@@ -140,15 +140,15 @@ class QueueOps:
             gw = self.gateway
             # (the dispatcher's state is read on the event loop's thread alone: where the
             # store writes on it, as SQLite's)
-            on_loop = self.joined and gw.on_loop()
-            dispatcher = gw.dispatchers.get(self.name) if on_loop else None
+            loop = running_loop() if self.joined else None
+            dispatcher = gw.dispatchers.get(self.name) if loop is not None else None
             want = dispatcher.wants(len(op)) if dispatcher is not None else 0
-            if want:  # its dispatcher waits on the queue and consumers have room
+            if loop is not None and want:  # its dispatcher waits; consumers have room
                 at = time.monotonic()
                 done, raw = queue.run_send_receive(op, want, gw.config.ack_timeout)
                 if raw:  # pushed once committed, as the sends wait for the disk
                     claimed = [(decode_message(m), at) for m in raw]
-                    asyncio.get_running_loop().call_soon(gw.hand, self.name, claimed)
+                    loop.call_soon(gw.hand, self.name, claimed)
             else:
                 done = queue.run_send(op)
             for (i, _), result in zip(ready, done.results, strict=True):

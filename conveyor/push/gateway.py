@@ -46,7 +46,6 @@ import hashlib
 import hmac
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -128,12 +127,10 @@ class Gateway:
         self.registry = ConsumerRegistry(client, self.config, self.call)
         self.deliveries = Deliveries(self)
         self.load = Load()  # how busy the gateway's process is: flow control's trigger
-        self.loop_thread = 0  # the thread of the event loop it serves on
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.loop_thread = threading.get_ident()
         tls = server_tls(self.config)
         self.server = await asyncio.start_server(
             functools.partial(connections.accept, self),
@@ -467,10 +464,6 @@ class Gateway:
                 self.spawn(self.release_message(queue, message, pushed=False))
             return
         dispatcher.hand(claimed)
-
-    def on_loop(self) -> bool:
-        """Whether this runs on the thread of the gateway's event loop."""
-        return threading.get_ident() == self.loop_thread
 
     # -- consumers ------------------------------------------------------------------------
 
