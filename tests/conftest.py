@@ -108,18 +108,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _whole_run(config: pytest.Config) -> bool:
+    """Whether this process sees the whole run: pytest alone, or the controller of
+    pytest-xdist's workers (it starts before them and finishes after the last), not a
+    worker, which runs a share of the tests while the others still run theirs."""
+    return not hasattr(config, "workerinput")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    _wake_directories_before.update(glob.glob(WAKE_DIRECTORIES))
-    _redis_libraries_before.update(sqlstores.redis_libraries())
+    if _whole_run(session.config):
+        _wake_directories_before.update(glob.glob(WAKE_DIRECTORIES))
+        _redis_libraries_before.update(sqlstores.redis_libraries())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # the servers this process started for its tests (each worker has its own)
     redisservers.stop_cluster()
     dynamoservers.stop()
+    if not _whole_run(session.config):
+        return  # what the run made in the shared services, others may still be using
     sqlstores.drop_redis_libraries(_redis_libraries_before)  # the stores' Lua functions
     # processes the tests killed leave their wake sockets behind: remove what this session made
     for directory in set(glob.glob(WAKE_DIRECTORIES)) - _wake_directories_before:
         sweep(directory)
+
+
+SPARK = Path(__file__).parent / "spark"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`), the Spark tests run on one worker, which
+    starts the one Spark session they share; the others go to whichever worker is free."""
+    for item in items:
+        if SPARK in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture(params=sorted(STORES))

@@ -288,14 +288,15 @@ def test_a_statement_the_database_cancels_fails_its_call_without_retries(
         watch: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
         waiting = (
             "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND query LIKE 'INSERT%'"
+            " AND query LIKE 'INSERT%%' AND query LIKE %s"
         )
         cancel = "SELECT pg_cancel_backend(%s)"
     else:
         watch = sqlstores.mysql_connect(url)
         waiting = (
             "SELECT id FROM information_schema.processlist"
-            " WHERE state LIKE 'Waiting for table metadata lock' AND info LIKE 'INSERT%'"
+            " WHERE state LIKE 'Waiting for table metadata lock' AND info LIKE 'INSERT%%'"
+            " AND info LIKE %s"
         )
         cancel = "KILL QUERY %s"
     failed: list[BaseException] = []
@@ -303,7 +304,7 @@ def test_a_statement_the_database_cancels_fails_its_call_without_retries(
 
     def blocked() -> bool:
         with watch.cursor() as cur:
-            cur.execute(waiting)
+            cur.execute(waiting, (sqlstores.statements_of(url),))
             found[:] = cur.fetchall()
         return bool(found)
 

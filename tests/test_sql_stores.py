@@ -388,16 +388,22 @@ def another_transaction(kind: str, url: str) -> Iterator[tuple[Any, Callable[[st
     if kind == "postgres":
         holder: Any = psycopg.connect(sqlstores.PG_URL)
         watcher: Any = psycopg.connect(sqlstores.PG_URL, autocommit=True)
-        query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        query = (
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+        )
     else:
         holder = sqlstores.mysql_connect(url)
         watcher = sqlstores.mysql_connect(url)
         holder.cursor().execute("BEGIN")
-        query = "SELECT count(*) FROM information_schema.processlist WHERE info LIKE %s"
+        query = (
+            "SELECT count(*) FROM information_schema.processlist WHERE info LIKE %s"
+            " AND info LIKE %s"
+        )
+    mine = sqlstores.statements_of(url)  # the server's other sessions are other tests'
 
     def waits(statement: str) -> bool:
         cur = watcher.cursor()
-        cur.execute(query, () if kind == "postgres" else (f"{statement}%",))
+        cur.execute(query, (mine,) if kind == "postgres" else (f"{statement}%", mine))
         return int(cur.fetchone()[0]) > 0
 
     try:

@@ -42,6 +42,18 @@ def fresh_url(kind: str, **options: str) -> str:
     return f"{BASES[kind]}?{query}"
 
 
+def prefix_of(url: str) -> str:
+    """The table (or key) prefix a store's URL names."""
+    return url.split("prefix=", 1)[1].split("&", 1)[0]
+
+
+def statements_of(url: str) -> str:
+    """A LIKE pattern for the text of the statements a store of `url` runs (each names its
+    tables, which carry the prefix): to watch that store's sessions alone on a server other
+    tests use at the same time."""
+    return f"%{prefix_of(url)}%"
+
+
 def fresh(kind: str, urls: list[str], **options: str) -> str:
     """A new store of `kind` (a prefix of its own), added to a test's `urls` (dropped
     after it: the `urls` fixture)."""
@@ -95,7 +107,7 @@ def drop(url: str) -> None:
         return
     if "prefix=" not in url:
         return
-    prefix = url.split("prefix=", 1)[1].split("&", 1)[0]
+    prefix = prefix_of(url)
     if url.startswith("redis"):
         drop_redis(url.split("?", 1)[0], prefix)
         return
