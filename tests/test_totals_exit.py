@@ -4,6 +4,7 @@ closing its client leaves the queue's sent, received and deleted totals right.""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import sqlite3
 import subprocess
@@ -180,3 +181,56 @@ def test_an_idle_forked_child_s_totals_reach_the_others(url: str) -> None:
         proc.join(60)
         client.close()
     assert proc.exitcode == 0
+
+
+def test_a_process_that_ends_while_its_idle_timer_writes_leaves_its_totals(
+    tmp_path: Path,
+) -> None:
+    """A process ends normally while its idle timer's write of the totals it took waits for
+    the write lock another process holds: the process's last write waits for that one to
+    end (the totals are written), where the exit would have ended the timer's thread with
+    the totals it had taken."""
+    path = tmp_path / "q.db"
+    url = f"sqlite:///{path}"
+    Client(url).create_queue("work").send("first")
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from conveyor import Client
+        client = Client({url!r})  # not closed: the process's end writes what it holds
+        q = client.queue("work")
+        for start in range(0, {N}, 10):
+            q.send_batch([f"m{{i}}" for i in range(start, start + 10)])
+        print("sent", flush=True)
+        sys.stdin.readline()  # the other process holds the write lock
+        totals = client.backend.accounts.totals
+        deadline = time.monotonic() + 30
+        while totals and time.monotonic() < deadline:  # until the idle timer takes them
+            time.sleep(0.01)
+        print("taken" if not totals else "held", flush=True)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert proc.stdout.readline().strip() == "sent"
+        blocker.execute("BEGIN IMMEDIATE")
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "taken"
+        # the process is ending now, its timer's thread waiting for the lock: hold it a
+        # little longer, so that its end comes while that write still waits
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(0.5)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert proc.wait(30) == 0
+    assert totals(url)[0] == N + 1

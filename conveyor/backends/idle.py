@@ -22,6 +22,46 @@ log = logging.getLogger(__name__)
 IDLE = 0.25
 """Seconds without a count after which counts held are written from a thread."""
 
+LAST_WAIT = 5.0
+"""Seconds a store's last write (at close, at exit) waits for writes of counts under way in
+other threads to end."""
+
+
+class Writing:
+    """Writes of counts taken from memory that have not ended yet. A write from a thread (the
+    idle timer's, a count stored in the background) takes the counts it writes before it has
+    written them; a process ending meanwhile would find nothing left to write and lose them
+    with the thread. A store's last write waits for those under way (`settle`), and takes
+    what a write that failed gave back."""
+
+    def __init__(self) -> None:
+        self._under_way = 0
+        self._ended = threading.Condition()
+        renew_after_fork(self)
+
+    def forked(self) -> None:
+        """A forked child: its parent's threads, and their writes, did not come with it."""
+        self._under_way, self._ended = 0, threading.Condition()
+
+    def begin(self) -> None:
+        """A write of counts begins: call before taking them, and `end()` once it ended
+        (written, or the counts given back)."""
+        with self._ended:
+            self._under_way += 1
+
+    def end(self) -> None:
+        with self._ended:
+            self._under_way -= 1
+            if not self._under_way:
+                self._ended.notify_all()
+
+    def settle(self, timeout: float = LAST_WAIT) -> bool:
+        """Wait until no write of counts is under way (at most `timeout` seconds: a write
+        that waits on its database must not hold a process's exit for long); whether none
+        is."""
+        with self._ended:
+            return self._ended.wait_for(lambda: not self._under_way, timeout)
+
 
 class WhenIdle:
     """Calls `write()` from a timer thread once `wait()` (seconds until the counts held are

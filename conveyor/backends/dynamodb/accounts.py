@@ -31,27 +31,33 @@ def totals_key(qt: str) -> dict[str, Any]:
 def add_totals(call: Callable[..., Any], totals: Totals, qt: str | None = None) -> None:
     """Add what `totals` counted (of one queue, or of all) to the totals items, through the
     store's `call`; where an update fails, what it and the rest held is counted again."""
-    taken = totals.take(qt)
-    for name, counts in list(taken.items()):
-        parts = [f"#{f} :{f}" for f, c in zip(FIELDS, counts, strict=True) if c]
-        if parts:
-            values = {f":{f}": n(c) for f, c in zip(FIELDS, counts, strict=True) if c}
-            try:
-                call(
-                    "update_item",
-                    Key=totals_key(name),
-                    ExpressionAttributeValues=values,
-                    **expr(UpdateExpression="ADD " + ", ".join(parts)),
-                )
-            except BaseException:
-                totals.restore(taken)
-                raise
-        del taken[name]
+    totals.writing.begin()
+    try:
+        taken = totals.take(qt)
+        for name, counts in list(taken.items()):
+            parts = [f"#{f} :{f}" for f, c in zip(FIELDS, counts, strict=True) if c]
+            if parts:
+                values = {f":{f}": n(c) for f, c in zip(FIELDS, counts, strict=True) if c}
+                try:
+                    call(
+                        "update_item",
+                        Key=totals_key(name),
+                        ExpressionAttributeValues=values,
+                        **expr(UpdateExpression="ADD " + ", ".join(parts)),
+                    )
+                except BaseException:
+                    totals.restore(taken)
+                    raise
+            del taken[name]
+    finally:
+        totals.writing.end()
 
 
 def last_totals(table: Any, totals: Totals) -> None:
     """What a store still counts as it goes or its process ends, added to the totals items
-    (nothing said if the table cannot be reached then)."""
+    (nothing said if the table cannot be reached then), once the writes of counts under way
+    in its threads have ended (what one of them gives back is written here)."""
+    totals.writing.settle()
     with contextlib.suppress(Exception):
         add_totals(lambda op, **kw: table.call(op, TableName=table.name, **kw), totals)
 
@@ -83,8 +89,10 @@ class DynamoAccounts:
                 self._idle.counted()
 
     def close(self) -> None:
-        """The store closing: add what is held, and no more later."""
+        """The store closing: add what is held (once a write under way in a thread has
+        ended), and no more later."""
         self._idle.cancel()
+        self.totals.writing.settle()
         self.flush()
 
     def flush(self, qt: str | None = None) -> None:

@@ -14,11 +14,14 @@ from __future__ import annotations
 import threading
 import time
 
+from ..idle import Writing
+
 FIELDS = ("sent", "received", "deleted", "dead", "expired")
 
 
 class Totals:
     def __init__(self, interval: float = 1.0) -> None:
+        self.writing = Writing()  # writes of counts taken from here, under way
         self._lock = threading.Lock()
         self._pending: dict[str, list[int]] = {}
         self._interval = interval

@@ -65,8 +65,10 @@ class SQLAccounts(Generic[E]):
         self._idle.counted()
 
     def close(self) -> None:
-        """The store closing: write what is held, and no more later."""
+        """The store closing: write what is held (once a write under way in a thread has
+        ended), and no more later."""
         self._idle.cancel()
+        self.totals.writing.settle()
         self.flush()
 
     def flush_if_due(self) -> None:
@@ -86,14 +88,18 @@ class SQLAccounts(Generic[E]):
 
     def flush(self) -> None:
         """Write the running totals counted here; where that fails, they are kept."""
-        rows = self.totals.take()
-        if rows:
-            try:
-                self.store.write(lambda ex: write_counts(ex, self.store.dialect, rows))
-            except BaseException:
-                self.totals.restore(rows)
-                raise
-            self._kept_if_undone(rows)
+        self.totals.writing.begin()
+        try:
+            rows = self.totals.take()
+            if rows:
+                try:
+                    self.store.write(lambda ex: write_counts(ex, self.store.dialect, rows))
+                except BaseException:
+                    self.totals.restore(rows)
+                    raise
+                self._kept_if_undone(rows)
+        finally:
+            self.totals.writing.end()
 
     def forget(self, qid: int) -> None:
         """A queue deleted: what was counted of it here goes with it (its stored count is
@@ -193,6 +199,7 @@ class SQLAccounts(Generic[E]):
             # the totals it counted and had not written go with it: the count's totals
             # include them, and other processes move it on by the queue's row. The queue's
             # own (if none, nothing) are written with them, its row locked in their order
+            self.totals.writing.begin()  # ended by _write_now_or_soon
             rows = self.totals.take()
             mine = next((row for row in rows if row.qid == qid), None)
             if mine is None:
@@ -214,17 +221,21 @@ class SQLAccounts(Generic[E]):
             self._write_now_or_soon(store, rows)
         elif before.last is not None:
             uncount = {"qid": qid, "edits": before.edits}
-            self._write_now_or_soon(lambda ex: ex.run(d.sql(UNCOUNT), uncount))
+            self._write_now_or_soon(lambda ex: ex.run(d.sql(UNCOUNT), uncount), None)
         self.counts.record(qid, deep)
         return stats
 
-    def _write_now_or_soon(self, fn: Callable[[E], object], taken: Sequence[Counted] = ()) -> None:
+    def _write_now_or_soon(
+        self, fn: Callable[[E], object], taken: Sequence[Counted] | None
+    ) -> None:
         """Write now; or, on an event loop's thread where the write would wait for the lock
         (the count is made: it is not made again in a thread for that), from a thread.
-        Totals `taken` to be written with it are counted again where it fails."""
+        Totals `taken` to be written with it (after `writing.begin()`, which this ends once
+        the write has) are counted again where it fails."""
+        ended = self.totals.writing.end if taken is not None else lambda: None
+        rows = taken or ()
         try:
             self.store.write(fn)
-            self._kept_if_undone(taken)
         except WouldBlock:
 
             def later() -> None:
@@ -232,12 +243,20 @@ class SQLAccounts(Generic[E]):
                     self.store.write(fn)
                 except Exception as exc:  # the next stats count again
                     log.debug("storing a count: %s", exc)
-                    self.totals.restore(taken)
+                    self.totals.restore(rows)
+                finally:
+                    ended()
 
             threading.Thread(target=later, daemon=True).start()
+            return
         except BaseException:
-            self.totals.restore(taken)
+            self.totals.restore(rows)
+            ended()
             raise
+        try:
+            self._kept_if_undone(rows)
+        finally:
+            ended()
 
     def _kept_if_undone(self, rows: Sequence[Counted]) -> None:
         """Totals written by a write that shares a transaction not committed yet (an event

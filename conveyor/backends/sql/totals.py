@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..idle import Writing
 from .connections import Connections, Exec
 from .statement import spread
 from .statements import ADD_COUNTS, COUNTS_MADE_AT, SHIFT_COUNT
@@ -64,6 +65,7 @@ class Counted:
 
 class RunningTotals:
     def __init__(self, interval: float = 1.0) -> None:
+        self.writing = Writing()  # writes of counts taken from here, under way
         self._lock = threading.Lock()
         self._pending: dict[int, Counted] = {}
         self._interval = interval
@@ -172,7 +174,10 @@ def write_counts(ex: Exec, d: Dialect[Any], rows: Sequence[Counted]) -> None:
 
 
 def last_counts(db: Connections[Any], totals: RunningTotals, d: Dialect[Any]) -> None:
-    """Write counts a store still holds when it is garbage collected or the process exits."""
+    """Write counts a store still holds when it is garbage collected or the process exits
+    (once the writes of counts under way in its threads have ended: what one of them gives
+    back is written here)."""
+    totals.writing.settle()
     rows = totals.take()
     if rows:
         db.last_write(lambda ex: write_counts(ex, d, rows))
