@@ -31,11 +31,30 @@ def _free(port: int) -> bool:
     return True
 
 
-def cluster_ports() -> int:
-    """A port free for a server, with its cluster bus port (port + 10000) free too."""
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections and to servers that bind
+    port 0 (`free_port`)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def cluster_ports(*taken: int) -> int:
+    """A port free for a server, with its cluster bus port (port + 10000) free too, and
+    neither of them one of `taken` nor the bus port of one (the ports of servers made
+    but not yet started).
+
+    Both lie below the ephemeral range, so that no server another test starts on a port
+    the kernel chose, nor a connection's local port, takes one of them between this check
+    and the server's start."""
+    top = _ephemeral_floor() - 10001
+    bottom = 10000 if top >= 12000 else 20000
+    top = max(top, bottom + 2000)
     for _ in range(200):
-        port = random.randint(20000, 29999)
-        if _free(port) and _free(port + 10000):
+        port = random.randint(bottom, top)
+        clash = {port, port + 10000, port - 10000} & {*taken, *(t + 10000 for t in taken)}
+        if not clash and _free(port) and _free(port + 10000):
             return port
     raise RuntimeError("no free port pair for a Redis Cluster node")
 
@@ -105,9 +124,12 @@ class Cluster:
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="conveyor-redis-cluster-"))
         options = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+        ports: list[int] = []
+        for _ in range(3):
+            ports.append(cluster_ports(*ports))
         self.nodes = [
-            RedisServer(self.root / f"n{i}", cluster_ports(), *options, "--appendonly", "no")
-            for i in range(3)
+            RedisServer(self.root / f"n{i}", port, *options, "--appendonly", "no")
+            for i, port in enumerate(ports)
         ]
 
     @property
@@ -117,14 +139,16 @@ class Cluster:
     def start(self) -> None:
         for node in self.nodes:
             node.start()
-        subprocess.run(
+        made = subprocess.run(
             ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
              "--cluster-replicas", "0", "--cluster-yes"],
-            check=True,
             capture_output=True,
-            timeout=60,
+            timeout=120,
         )  # fmt: skip
-        deadline = time.monotonic() + 30
+        if made.returncode != 0:
+            output = (made.stdout + made.stderr).decode(errors="replace")[-2000:]
+            raise RuntimeError(f"redis-cli --cluster create failed:\n{output}")
+        deadline = time.monotonic() + 60
         while True:
             states = [redis.Redis(port=n.port).cluster("info")["cluster_state"] for n in self.nodes]
             if all(state == "ok" for state in states):
@@ -132,6 +156,15 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the cluster did not come up: {states}")
             time.sleep(0.1)
+
+    def logs(self) -> str:
+        """The end of each node's log, to tell why a start failed."""
+        tails = []
+        for node in self.nodes:
+            log = node.root / "redis.log"
+            text = log.read_text(errors="replace")[-1500:] if log.exists() else "(no log)"
+            tails.append(f"--- node on port {node.port}:\n{text}")
+        return "\n".join(tails)
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -149,10 +182,14 @@ class Sentinels:
         self.root = Path(tempfile.mkdtemp(prefix="conveyor-redis-sentinel-"))
         self.master = RedisServer(self.root / "master", cluster_ports(), "--appendonly", "no")
         self.replica = RedisServer(
-            self.root / "replica", cluster_ports(), "--appendonly", "no",
+            self.root / "replica", cluster_ports(self.master.port), "--appendonly", "no",
             "--replicaof", "127.0.0.1", str(self.master.port),
         )  # fmt: skip
-        self.sentinel_ports = [cluster_ports() for _ in range(3)]
+        self.sentinel_ports: list[int] = []
+        for _ in range(3):
+            self.sentinel_ports.append(
+                cluster_ports(self.master.port, self.replica.port, *self.sentinel_ports)
+            )
         self.sentinels: list[subprocess.Popen[bytes]] = []
 
     def url(self, query: str) -> str:
@@ -207,16 +244,34 @@ class Sentinels:
 
 
 _cluster: Cluster | None = None
+_cluster_failed: str | None = None  # why this session's cluster could not be started
 
 
 def cluster_url() -> str:
-    """The URL of this test session's cluster, started on first use and stopped at exit."""
-    global _cluster
-    if _cluster is None:
-        _cluster = Cluster()
-        atexit.register(_cluster.stop)
-        _cluster.start()
-    return _cluster.url
+    """The URL of this test session's cluster, started on first use and stopped at exit.
+
+    A start that fails (a port taken between its check and the server's start, a machine
+    too loaded for the cluster to settle in time) is tried again on fresh ports, twice;
+    after three failures every later call raises the first call's error at once."""
+    global _cluster, _cluster_failed
+    if _cluster is not None:
+        return _cluster.url
+    if _cluster_failed is not None:
+        raise RuntimeError(_cluster_failed)
+    errors: list[str] = []
+    for _ in range(3):
+        cluster = Cluster()
+        try:
+            cluster.start()
+        except (RuntimeError, OSError, subprocess.SubprocessError, redis.RedisError) as e:
+            errors.append(f"{type(e).__name__}: {e}\n{cluster.logs()}")
+            cluster.stop()
+            continue
+        _cluster = cluster
+        atexit.register(cluster.stop)
+        return cluster.url
+    _cluster_failed = "the Redis Cluster did not start in three tries:\n" + "\n".join(errors)
+    raise RuntimeError(_cluster_failed)
 
 
 def stop_cluster() -> None:
