@@ -51,26 +51,29 @@ def endpoint() -> str | None:
         _failed = f"moto[server] ({exc})"
         return None
     global _log_dir
-    port = _free_port()
-    _log_dir = Path(tempfile.mkdtemp(prefix="conveyor-moto-"))
-    log = _log_dir / "moto.log"
-    _server = subprocess.Popen(
-        _command(port), stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urlopen(f"{url}/moto-api/", timeout=1):
-                break
-        except OSError:
-            if _server.poll() is not None or time.monotonic() > deadline:
-                _failed = f"moto_server (did not start: {log.read_text()[-500:]})"
-                stop()
-                return None
-            time.sleep(0.1)
-    _endpoint = url
-    return url
+    why = ""
+    for _ in range(2):  # a port taken between its choice and the server's start: once more
+        port = _free_port()
+        _log_dir = Path(tempfile.mkdtemp(prefix="conveyor-moto-"))
+        log = _log_dir / "moto.log"
+        _server = subprocess.Popen(
+            _command(port), stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60  # a loaded machine takes a while to import moto
+        while True:
+            try:
+                with urlopen(f"{url}/moto-api/", timeout=1):
+                    _endpoint = url
+                    return url
+            except OSError:
+                if _server.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        why = log.read_text()[-500:]
+        stop()
+    _failed = f"moto_server (did not start: {why})"
+    return None
 
 
 def unavailable_reason() -> str:
