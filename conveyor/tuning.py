@@ -2,7 +2,8 @@
 
 `keep_heap` is applied by the SQLite store when its URL says ``keep_heap=true`` (and by
 ``conveyor serve --keep-heap``); see docs/stores.md for its measured effect.
-`server_gc` is applied by ``conveyor serve`` and ``conveyor gateway``.
+`server_gc` is applied by ``conveyor serve`` and ``conveyor gateway``, which run their event
+loop with `run` (uvloop's where it is installed).
 """
 
 from __future__ import annotations
@@ -10,6 +11,11 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -56,3 +62,21 @@ def server_gc() -> None:
     still collected, later.
     """
     gc.set_threshold(50_000, 20, 20)
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop where it is installed (uvicorn's standard extra brings it; it costs a
+    request a fraction of asyncio's own loop), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run `main` to its end on the event loop of `event_loop_factory`."""
+    import asyncio  # (not at import: the CLI's start imports this module)
+
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(main)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ from conveyor.cli import cli
 from conveyor.cli.app import State
 from conveyor.cli.render import shown
 from conveyor.cli.shell import Shell
+
+from .support.live import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -439,17 +443,53 @@ def run_python(code: str, *argv: str, env: dict[str, str] | None = None) -> Any:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("command", ["serve", "gateway"])
-def test_a_missing_server_extra_is_one_line(command: str, tmp_path: Path) -> None:
-    proc = run_python(
-        blocked("uvicorn", "fastapi"), "--store", f"sqlite:///{tmp_path}/s.db", command
-    )
+def test_a_missing_server_extra_is_one_line(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/s.db"
+    proc = run_python(blocked("uvicorn", "fastapi"), "--store", store, "serve")
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "needs the server extra" in lines[0]
     assert "pip install -e '.[server]'" in lines[0]  # run from the checkout it was installed from
     assert "Traceback" not in proc.stderr and "conveyor-mq" not in proc.stderr
+
+
+# every module of the server extra, and uvloop (which uvicorn's standard extra brings)
+SERVER_EXTRA = ("uvicorn", "fastapi", "httptools", "orjson", "prometheus_client", "statsd",
+                "httpx", "cryptography", "uvloop")  # fmt: skip
+
+
+def test_the_push_gateway_needs_no_server_extra(tmp_path: Path) -> None:
+    """`conveyor gateway` is the standard library's asyncio alone: with no module of the
+    server extra importable it serves SKMQ, and SIGTERM ends it with 0."""
+    port = free_port()
+    script = (
+        blocked(*SERVER_EXTRA)
+        + "from conveyor.cli import main\nsys.argv = ['conveyor', *sys.argv[1:]]\nmain()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, "--store", f"sqlite:///{tmp_path}/g.db", "gateway",
+         "--listen", f"127.0.0.1:{port}"],
+        stderr=subprocess.PIPE, cwd=str(ROOT), text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+                    conn.sendall(b"ping\r\n\r\n")
+                    assert conn.recv(64).startswith(b"pong"), "the gateway answers a ping"
+                break
+            except ConnectionRefusedError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "the gateway did not listen within 60 s"
+                time.sleep(0.05)
+        proc.terminate()
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_missing_driver_names_the_extra_for_this_install() -> None:

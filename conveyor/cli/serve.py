@@ -369,11 +369,8 @@ def gateway(
 
     from ..client import Client
     from ..push.config import check_gateway_exposure
+    from ..push.gateway import Gateway  # (the standard library alone: no server extra)
     from ..urls import described
-
-    with needs_server_extra("conveyor gateway"):
-        from ..push.gateway import Gateway
-        from ..server import run
 
     if (tls_cert is None) != (tls_key is None):
         raise InvalidInput("give both --tls-cert and --tls-key (PEM files), or neither")
@@ -403,6 +400,6 @@ def gateway(
         await push.close()
 
     try:
-        run(main())
+        tuning.run(main())
     finally:
         client.close()

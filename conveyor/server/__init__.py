@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -119,21 +118,6 @@ def listen_unix(path: str) -> socket.socket:
         raise InvalidInput(f"cannot listen on {path}: {exc.strerror}") from None
     sock.set_inheritable(True)
     return sock
-
-
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop where it is installed (uvicorn's standard extra brings it; it costs a
-    request a fraction of asyncio's own loop), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-def run(main: Coroutine[Any, Any, None]) -> None:
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        runner.run(main)
 
 
 class _Server(uvicorn.Server):
@@ -360,7 +344,7 @@ def _serve(
             sampler.cancel()
 
     try:
-        run(main())
+        tuning.run(main())
     finally:
         client.close()
         if announce:
