@@ -55,13 +55,7 @@ class ThrowawayMariaDB:
 
     def start(self) -> ThrowawayMariaDB:
         if not self.data.exists():
-            install = _bin("mariadb-install-db")
-            assert install is not None
-            subprocess.run(
-                [install, "--no-defaults", f"--datadir={self.data}", "--user=root",
-                 "--auth-root-authentication-method=normal", "--skip-test-db"],
-                check=True, capture_output=True, timeout=120,
-            )  # fmt: skip
+            self._install()
         mariadbd = _bin("mariadbd")
         assert mariadbd is not None
         there = self.link.run_there() if self.link is not None else []
@@ -89,6 +83,24 @@ class ThrowawayMariaDB:
                 time.sleep(0.1)
         self.sql("CREATE DATABASE IF NOT EXISTS test", db=None)
         return self
+
+    def _install(self) -> None:
+        """`mariadb-install-db` into `data`; a failed install is tried once more into an
+        empty directory, and a second failure raised with what the tool printed."""
+        install = _bin("mariadb-install-db")
+        assert install is not None
+        said = ""
+        for _ in range(2):
+            done = subprocess.run(
+                [install, "--no-defaults", f"--datadir={self.data}", "--user=root",
+                 "--auth-root-authentication-method=normal", "--skip-test-db"],
+                capture_output=True, timeout=120,
+            )  # fmt: skip
+            if done.returncode == 0:
+                return
+            said = (done.stdout + done.stderr).decode(errors="replace")[-3000:]
+            shutil.rmtree(self.data, ignore_errors=True)
+        raise RuntimeError(f"mariadb-install-db failed twice ({done.returncode}):\n{said}")
 
     def connect(self, db: str | None = "test") -> Any:
         # root over TCP: --skip-name-resolve leaves root@localhost to the socket, so the
