@@ -474,6 +474,52 @@ def test_the_fsync_helper_answers_each_read_of_requests_with_one_fsync(
         os.close(fd)
 
 
+HELPER_PRIORITY = """
+import asyncio, os, sys
+from conveyor import Client
+from conveyor.aio import AsyncClient
+from tests.support.sqlitefiles import sqlite_db
+
+with Client(f"sqlite:///{sys.argv[1]}") as client:
+    q = AsyncClient(client=client).queue(client.create_queue("jobs").name)
+    asyncio.run(q.send("durable"))  # a commit on the loop: the helper starts and fsyncs it
+    helper = sqlite_db(client)._syncer._process
+    assert helper is not None and client.queue("jobs").stats().ready == 1
+    print(os.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PROCESS, helper.proc.pid))
+"""
+
+
+@pytest.mark.parametrize("allowed", ["as it is", "without CAP_SYS_NICE"])
+def test_the_fsync_helper_runs_above_its_servers_priority_where_it_may(
+    tmp_path: Path, allowed: str
+) -> None:
+    """The helper asks for ten nice levels above the process that started it (each send
+    waiting for it waits less for the scheduler); where the system refuses, it runs at that
+    process's level and serves all the same."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    wrap: list[str] = []
+    if allowed != "as it is":
+        setpriv = shutil.which("setpriv")
+        if setpriv is None or os.geteuid() != 0:
+            pytest.skip("dropping CAP_SYS_NICE needs root and setpriv (util-linux)")
+        wrap = [setpriv, "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", "--"]
+    may = subprocess.run([*wrap, sys.executable, "-c", "import os; os.nice(-1)"]).returncode == 0
+    if allowed != "as it is":
+        assert not may  # the capability is gone: no raise at all
+    done = subprocess.run(
+        [*wrap, sys.executable, "-c", HELPER_PRIORITY, str(tmp_path / "p.db")],
+        capture_output=True, text=True, cwd=root, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    server, helper = map(int, done.stdout.split())
+    assert helper == (max(-20, server - 10) if may else server)
+
+
 def test_a_helper_that_ends_fails_the_sends_waiting_for_it_and_another_starts(
     tmp_path: Path,
 ) -> None:

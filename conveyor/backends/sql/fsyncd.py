@@ -10,16 +10,24 @@ error, and the log is opened afresh for the next fsync). It ends at the end of i
 when the store closes it, or when the process that started it is gone, whatever signal the
 rest of that process's group gets.
 
+It runs `RAISED` nice levels above the process that started it, where the system lets it
+(root, CAP_SYS_NICE, or an RLIMIT_NICE that allows it: systemd's ``LimitNICE=``), and at
+that process's level otherwise. It wants almost no CPU, but each request is a send that
+waits: on a loaded machine the scheduler otherwise lets it wait its turn behind the
+server's own work before it may fsync (measured in docs/benchmarks.md).
+
 It imports nothing but the standard library, and runs without site packages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 
 ASK = b"?"
+RAISED = 10  # nice levels above its server's, where allowed
 DONE, ALSO_DONE = ord("F"), ord("+")
 FAILED, ALSO_FAILED = ord("E"), ord("e")
 
@@ -74,6 +82,8 @@ def main() -> None:
     # process ends with its input instead (a terminal's Ctrl-C reaches the whole group).
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_IGN)
+    with contextlib.suppress(OSError):  # not allowed: its server's level
+        os.nice(-RAISED)
     serve(sys.argv[1])
 
 
