@@ -719,7 +719,10 @@ def test_the_log_starts_anew_between_two_turns_of_a_loop_that_writes(
         # ~3 pages of log a commit: past the limit every hundred commits or so
         assert checkpointer.restarts_on_loop >= 5, (checkpointer.restarts, checkpointer.gave_up)
         assert checkpointer.gave_up == 0
-        assert (tmp_path / "r.db-wal").stat().st_size < 1000 * (4096 + 24)
+        # the log file's size is its high-water mark: the limit, and what the loop wrote
+        # while a checkpoint waited for its thread's turn (a loaded machine: hundreds of
+        # pages); without the RESTARTs it would hold all ~4,500 pages written
+        assert (tmp_path / "r.db-wal").stat().st_size < 2000 * (4096 + 24)
         assert drained(client) == 15_000
 
 
