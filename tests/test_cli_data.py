@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from conveyor.cli.render import shown
 from conveyor.cli.shell import Shell
 
 from .support.live import free_port
+from .support.waiting import wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -433,12 +433,13 @@ def blocked(*modules: str) -> str:
     return "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules)
 
 
+# the CLI, run by `python -c` after the code that sets its process up
+CLI = "from conveyor.cli import main\nsys.argv = ['conveyor', *sys.argv[1:]]\nmain()\n"
+
+
 def run_python(code: str, *argv: str, env: dict[str, str] | None = None) -> Any:
-    script = (
-        code + "from conveyor.cli import main\nsys.argv = ['conveyor', *sys.argv[1:]]\nmain()\n"
-    )
     return subprocess.run(
-        [sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=str(ROOT),
+        [sys.executable, "-c", code + CLI, *argv], capture_output=True, text=True, cwd=str(ROOT),
         env={**os.environ, **(env or {})}, timeout=120,
     )  # fmt: skip
 
@@ -463,27 +464,16 @@ def test_the_push_gateway_needs_no_server_extra(tmp_path: Path) -> None:
     """`conveyor gateway` is the standard library's asyncio alone: with no module of the
     server extra importable it serves SKMQ, and SIGTERM ends it with 0."""
     port = free_port()
-    script = (
-        blocked(*SERVER_EXTRA)
-        + "from conveyor.cli import main\nsys.argv = ['conveyor', *sys.argv[1:]]\nmain()\n"
-    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, "--store", f"sqlite:///{tmp_path}/g.db", "gateway",
-         "--listen", f"127.0.0.1:{port}"],
-        stderr=subprocess.PIPE, cwd=str(ROOT), text=True,
+        [sys.executable, "-c", blocked(*SERVER_EXTRA) + CLI, "--store",
+         f"sqlite:///{tmp_path}/g.db", "gateway", "--listen", f"127.0.0.1:{port}"],
+        cwd=str(ROOT),
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
-                    conn.sendall(b"ping\r\n\r\n")
-                    assert conn.recv(64).startswith(b"pong"), "the gateway answers a ping"
-                break
-            except ConnectionRefusedError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "the gateway did not listen within 60 s"
-                time.sleep(0.05)
+        wait_port(proc, port)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            conn.sendall(b"ping\r\n\r\n")
+            assert conn.recv(64).startswith(b"pong"), "the gateway answers a ping"
         proc.terminate()
         assert proc.wait(30) == 0
     finally:

@@ -40,23 +40,27 @@ def _ephemeral_floor() -> int:
         return 32768
 
 
-def cluster_ports(*taken: int) -> int:
-    """A port free for a server, with its cluster bus port (port + 10000) free too, and
-    neither of them one of `taken` nor the bus port of one (the ports of servers made
-    but not yet started).
+def cluster_ports(n: int) -> list[int]:
+    """`n` ports free for servers, each with its cluster bus port (port + 10000) free too,
+    and none of them the port or the bus port of another.
 
-    Both lie below the ephemeral range, so that no server another test starts on a port
+    They lie below the ephemeral range, so that no server another test starts on a port
     the kernel chose, nor a connection's local port, takes one of them between this check
-    and the server's start."""
+    and the servers' start."""
     top = _ephemeral_floor() - 10001
     bottom = 10000 if top >= 12000 else 20000
     top = max(top, bottom + 2000)
-    for _ in range(200):
+    ports: list[int] = []
+    used: set[int] = set()  # the ports chosen, and their bus ports
+    for _ in range(200 * n):
         port = random.randint(bottom, top)
-        clash = {port, port + 10000, port - 10000} & {*taken, *(t + 10000 for t in taken)}
-        if not clash and _free(port) and _free(port + 10000):
-            return port
-    raise RuntimeError("no free port pair for a Redis Cluster node")
+        if {port, port + 10000} & used or not (_free(port) and _free(port + 10000)):
+            continue
+        ports.append(port)
+        used.update((port, port + 10000))
+        if len(ports) == n:
+            return ports
+    raise RuntimeError("no free port pairs for Redis servers")
 
 
 def available() -> str | None:
@@ -124,12 +128,9 @@ class Cluster:
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="conveyor-redis-cluster-"))
         options = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-        ports: list[int] = []
-        for _ in range(3):
-            ports.append(cluster_ports(*ports))
         self.nodes = [
             RedisServer(self.root / f"n{i}", port, *options, "--appendonly", "no")
-            for i, port in enumerate(ports)
+            for i, port in enumerate(cluster_ports(3))
         ]
 
     @property
@@ -180,16 +181,12 @@ class Sentinels:
 
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="conveyor-redis-sentinel-"))
-        self.master = RedisServer(self.root / "master", cluster_ports(), "--appendonly", "no")
+        master, replica, *self.sentinel_ports = cluster_ports(5)
+        self.master = RedisServer(self.root / "master", master, "--appendonly", "no")
         self.replica = RedisServer(
-            self.root / "replica", cluster_ports(self.master.port), "--appendonly", "no",
-            "--replicaof", "127.0.0.1", str(self.master.port),
+            self.root / "replica", replica, "--appendonly", "no",
+            "--replicaof", "127.0.0.1", str(master),
         )  # fmt: skip
-        self.sentinel_ports: list[int] = []
-        for _ in range(3):
-            self.sentinel_ports.append(
-                cluster_ports(self.master.port, self.replica.port, *self.sentinel_ports)
-            )
         self.sentinels: list[subprocess.Popen[bytes]] = []
 
     def url(self, query: str) -> str:
