@@ -122,9 +122,9 @@ def test_redis_failover_by_sentinel_is_followed_without_a_restart(
 
     def fail() -> None:
         sentinels.master.kill()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while sentinels.master_port() == old:  # the Sentinels agree the master is down
-            assert time.monotonic() < deadline, "the Sentinels never failed over"
+            assert time.monotonic() < deadline, f"no failover in 60 s:\n{sentinels.logs()}"
             time.sleep(0.1)
 
     run_failover("sentinel", url, tmp_path, fail, ASYNCHRONOUS)
