@@ -54,8 +54,22 @@ class ThrowawayMariaDB:
         self.url = f"mysql://root@{self.host}:{self.port}/test"
 
     def start(self) -> ThrowawayMariaDB:
+        """Start the server, made first if need be. Its port was chosen free before the
+        server binds it: if another process took it meanwhile, a server that has never run
+        is started once more on a fresh port."""
         if not self.data.exists():
             self._install()
+        never_ran = not (self.dir / "error.log").exists()
+        try:
+            return self._start()
+        except RuntimeError as e:
+            if not (never_ran and "Address already in use" in str(e)):
+                raise
+            self.port = _free_port()
+            self.url = f"mysql://root@{self.host}:{self.port}/test"
+            return self._start()
+
+    def _start(self) -> ThrowawayMariaDB:
         mariadbd = _bin("mariadbd")
         assert mariadbd is not None
         there = self.link.run_there() if self.link is not None else []

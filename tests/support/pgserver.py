@@ -57,7 +57,17 @@ class ThrowawayPostgres:
             self._as += ["runuser", "-u", "postgres", "--"]
 
     def _run(self, *args: str, timeout: float = 120) -> None:
-        subprocess.run([*self._as, *args], check=True, capture_output=True, timeout=timeout)
+        done = subprocess.run([*self._as, *args], capture_output=True, timeout=timeout)
+        if done.returncode != 0:
+            said = (done.stdout + done.stderr).decode(errors="replace")[-2000:]
+            raise RuntimeError(
+                f"{' '.join(args)} exited {done.returncode}:\n{said}\n--- server log:\n{self.log()}"
+            )
+
+    def log(self) -> str:
+        """The end of the server's log."""
+        log = self.dir / "log"
+        return log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
 
     @classmethod
     def replica_of(cls, primary: ThrowawayPostgres) -> ThrowawayPostgres:
@@ -80,15 +90,34 @@ class ThrowawayPostgres:
         self._pg_ctl("stop", "-m", "immediate")
 
     def start(self) -> ThrowawayPostgres:
+        """Start the server, made first if need be. Its port was chosen free before the
+        server binds it: if another process took it meanwhile, a server that has never run
+        is started once more on a fresh port."""
         if not self.data.exists():
-            initdb = _bin("initdb")
-            assert initdb is not None
-            self._run(initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
-            if self.link is not None:
-                with open(self.data / "pg_hba.conf", "a") as hba:
-                    hba.write(f"host all all {self.link.here}/32 trust\n")
-        self._pg_ctl("start")
+            self._initdb()
+        never_ran = not (self.dir / "log").exists()
+        try:
+            self._pg_ctl("start")
+        except RuntimeError:
+            if not (never_ran and "Address already in use" in self.log()):
+                raise
+            self.port = _free_port()
+            self.url = f"postgresql://postgres@{self.host}:{self.port}/postgres"
+            self._pg_ctl("start")
         return self
+
+    def _initdb(self) -> None:
+        """`initdb` into `data`, tried once more into an empty directory if it fails."""
+        initdb = _bin("initdb")
+        assert initdb is not None
+        try:
+            self._run(initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
+        except RuntimeError:
+            shutil.rmtree(self.data, ignore_errors=True)
+            self._run(initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
+        if self.link is not None:
+            with open(self.data / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {self.link.here}/32 trust\n")
 
     def _pg_ctl(self, action: str, *extra: str) -> None:
         pg_ctl = _bin("pg_ctl")
