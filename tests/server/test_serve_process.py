@@ -32,11 +32,12 @@ class ServeProcess:
         self.log = tmp / "serve.log"
         conveyor = Path(sys.executable).parent / "conveyor"
         store = store or f"sqlite:///{tmp}/c.db"
-        self.proc = subprocess.Popen(
-            [str(conveyor), "serve", "--store", store, "--port", str(self.port)],
-            stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
+        with self.log.open("w") as out:  # the server writes to its own copy
+            self.proc = subprocess.Popen(
+                [str(conveyor), "serve", "--store", store, "--port", str(self.port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 20
         while True:
             try:

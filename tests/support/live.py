@@ -33,7 +33,11 @@ class LiveServer:
         keep_alive: int = 5,
     ) -> None:
         self.conveyor = ConveyorServer(client, config)
-        self.port = free_port()
+        # bound here and handed to uvicorn: no other process can take the port between its
+        # choice and the server's start
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port: int = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         cfg = uvicorn.Config(
             self.conveyor.app,
@@ -46,7 +50,9 @@ class LiveServer:
             proxy_headers=False,  # as conveyor serve: forwarding headers are --trusted-proxy's
         )
         self.uv = uvicorn.Server(cfg)
-        self.thread = threading.Thread(target=self.uv.run, daemon=True)
+        self.thread = threading.Thread(
+            target=self.uv.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
 
     def __enter__(self) -> LiveServer:
         self.thread.start()
@@ -61,6 +67,7 @@ class LiveServer:
         self.conveyor.drain()
         self.uv.should_exit = True
         self.thread.join(10)
+        self.sock.close()
 
     def sqs(self, region: str = "us-east-1", key: str = "AKIDTEST", secret: str = "x") -> Any:
         return self.aws("sqs", region, key, secret)
