@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,29 +23,39 @@ from ..support.live import free_port
 
 pytestmark = pytest.mark.slow
 
+SERVING = re.compile(r"conveyor serving http://127\.0\.0\.1:(\d+) ")
 HEADERS = {"X-Amz-Target": "AmazonSQS.ReceiveMessage", "Content-Type": "application/x-amz-json-1.0"}
 
 
 class ServeProcess:
+    """`conveyor serve` on a port of its own choosing (`--port 0`), read from its first log
+    line: no other process can take the port between its choice and the server's bind."""
+
     def __init__(self, tmp: Path, store: str | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp / "serve.log"
         conveyor = Path(sys.executable).parent / "conveyor"
         store = store or f"sqlite:///{tmp}/c.db"
         with self.log.open("w") as out:  # the server writes to its own copy
             self.proc = subprocess.Popen(
-                [str(conveyor), "serve", "--store", store, "--port", str(self.port)],
+                [str(conveyor), "serve", "--store", store, "--port", "0"],
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 20
+        while (found := SERVING.search(self.log.read_text())) is None:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise AssertionError("conveyor serve did not start:\n" + self.log.read_text())
+            time.sleep(0.05)
+        self.port = int(found[1])
+        self.url = f"http://127.0.0.1:{self.port}"
         while True:
             try:
                 httpx.get(self.url + "/healthz").raise_for_status()
                 break
             except httpx.HTTPError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
                     raise AssertionError(
                         "conveyor serve did not start:\n" + self.log.read_text()
                     ) from None
