@@ -15,8 +15,8 @@ from conveyor import Client, ManualClock
 
 from .conftest import STORES, unavailable
 from .support import redisservers, sqlstores
-from .support.live import free_port
 from .support.schema_fixtures import WRITTEN_AT, check, populate
+from .support.waiting import free_port
 
 pytestmark = pytest.mark.slow
 

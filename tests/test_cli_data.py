@@ -25,8 +25,7 @@ from conveyor.cli.app import State
 from conveyor.cli.render import shown
 from conveyor.cli.shell import Shell
 
-from .support.live import free_port
-from .support.waiting import wait_port
+from .support.waiting import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .support.live import free_port
+from .support.waiting import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)

@@ -25,7 +25,7 @@ from conveyor.receipts import make_receipt
 
 from .conftest import unavailable
 from .support import faultproxy, redisservers, sqlstores, waiting
-from .support.live import free_port
+from .support.waiting import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from conveyor import Client
 
 from .conftest import unavailable
 from .support import sqlstores
-from .support.live import free_port
+from .support.waiting import free_port
 
 pytestmark = pytest.mark.slow
 

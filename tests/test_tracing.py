@@ -110,7 +110,7 @@ def test_conveyor_serve_under_opentelemetry_instrument(tmp_path: Path) -> None:
 
     import httpx
 
-    from .support.live import free_port
+    from .support.waiting import free_port
 
     instrument = Path(sys.executable).parent / "opentelemetry-instrument"
     if not instrument.exists():

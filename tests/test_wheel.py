@@ -19,7 +19,7 @@ import pytest
 
 from conveyor import __version__
 
-from .support.live import free_port
+from .support.waiting import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -16,9 +16,8 @@ from conveyor.push import (
     PushProducer,
 )
 
-from ..support.live import free_port
 from ..support.push import Start
-from ..support.waiting import until, wait_port
+from ..support.waiting import free_port, until, wait_port
 
 
 def test_conveyor_gateway_command(tmp_path: Path) -> None:

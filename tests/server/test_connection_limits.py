@@ -20,8 +20,8 @@ import pytest
 from conveyor import Client
 
 from ..support.certs import make_cert
-from ..support.live import LiveServer, free_port
-from ..support.waiting import wait_port
+from ..support.live import LiveServer
+from ..support.waiting import free_port, wait_port
 
 
 def test_silent_and_trickling_connections_are_closed(secured: LiveServer) -> None:

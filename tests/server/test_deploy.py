@@ -21,8 +21,8 @@ import pytest
 from conveyor import Client
 
 from ..conftest import unavailable
-from ..support.live import LiveServer, free_port
-from ..support.waiting import until
+from ..support.live import LiveServer
+from ..support.waiting import free_port, until
 from .test_serve_process import ServeProcess
 
 pytestmark = pytest.mark.slow

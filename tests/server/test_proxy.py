@@ -28,7 +28,7 @@ from conveyor import Client
 
 from ..conftest import unavailable
 from ..support.certs import make_cert
-from ..support.live import free_port
+from ..support.waiting import free_port
 
 pytestmark = pytest.mark.slow
 

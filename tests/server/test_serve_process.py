@@ -19,7 +19,7 @@ import redis
 
 from ..conftest import unavailable
 from ..support import sqlstores
-from ..support.live import free_port
+from ..support.waiting import free_port
 
 pytestmark = pytest.mark.slow
 

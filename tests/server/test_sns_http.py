@@ -27,7 +27,7 @@ from conveyor.server.sns.signing import verify
 
 from ..conftest import unavailable
 from ..support.certs import make_cert
-from ..support.live import free_port
+from ..support.waiting import free_port
 
 JS = Path(__file__).parent.parent / "js"
 

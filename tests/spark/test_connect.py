@@ -18,7 +18,7 @@ import pytest
 from conveyor import Client
 
 from ..conftest import unavailable
-from ..support.live import free_port
+from ..support.waiting import free_port
 from .processes import pipeline, stop, two_queues
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,8 @@ import time
 from contextlib import suppress
 from pathlib import Path
 from urllib.request import urlopen
+
+from .waiting import free_port
 
 # moto accepts any credentials; boto3 insists on some
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -27,13 +28,6 @@ _server: subprocess.Popen[bytes] | None = None
 _endpoint: str | None = None
 _failed: str | None = None
 _log_dir: Path | None = None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _command(port: int) -> list[str]:
@@ -53,7 +47,7 @@ def endpoint() -> str | None:
     global _log_dir
     why = ""
     for _ in range(2):  # a port taken between its choice and the server's start: once more
-        port = _free_port()
+        port = free_port()
         _log_dir = Path(tempfile.mkdtemp(prefix="conveyor-moto-"))
         log = _log_dir / "moto.log"
         _server = subprocess.Popen(

@@ -16,13 +16,6 @@ from conveyor.server import ConveyorServer, ServerConfig
 from conveyor.server.front.protocol import GuardedHttpProtocol, guarded
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class LiveServer:
     def __init__(
         self,

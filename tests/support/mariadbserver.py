@@ -6,7 +6,6 @@ touched."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,6 +15,7 @@ from typing import Any
 import pymysql
 
 from .netns import Link
+from .waiting import free_port
 
 SERVER_IDS = iter(range(100, 10_000))
 
@@ -27,13 +27,6 @@ def unavailable_reason() -> str | None:
 
 def _bin(name: str) -> str | None:
     return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class ThrowawayMariaDB:
@@ -48,10 +41,13 @@ class ThrowawayMariaDB:
         self.host = link.there if link is not None else "127.0.0.1"
         self.dir = Path(tempfile.mkdtemp(prefix="conveyor-mariadb-", dir=under))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.server_id = next(SERVER_IDS)
         self.proc: subprocess.Popen[bytes] | None = None
-        self.url = f"mysql://root@{self.host}:{self.port}/test"
+
+    @property
+    def url(self) -> str:
+        return f"mysql://root@{self.host}:{self.port}/test"
 
     def start(self) -> ThrowawayMariaDB:
         """Start the server, made first if need be. Its port was chosen free before the
@@ -65,8 +61,7 @@ class ThrowawayMariaDB:
         except RuntimeError as e:
             if not (never_ran and "Address already in use" in str(e)):
                 raise
-            self.port = _free_port()
-            self.url = f"mysql://root@{self.host}:{self.port}/test"
+            self.port = free_port()
             return self._start()
 
     def _start(self) -> ThrowawayMariaDB:

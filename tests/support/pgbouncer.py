@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .pgserver import _free_port
+from .waiting import free_port
 
 
 def unavailable_reason() -> str | None:
@@ -33,7 +33,7 @@ class PgBouncer:
         self.database = parts.path.lstrip("/")
         self.user = parts.username or "postgres"
         self.dir = Path(tempfile.mkdtemp(prefix="conveyor-pgbouncer-"))
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"postgresql://{self.user}@127.0.0.1:{self.port}/{self.database}"
         (self.dir / "users.txt").write_text(f'"{self.user}" ""\n')
         (self.dir / "pgbouncer.ini").write_text(

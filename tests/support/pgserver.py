@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from .netns import Link
+from .waiting import free_port
 
 
 def _bin(name: str) -> str | None:
@@ -23,13 +24,6 @@ def _bin(name: str) -> str | None:
         return found
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
     return candidates[-1] if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def unavailable_reason() -> str | None:
@@ -49,12 +43,15 @@ class ThrowawayPostgres:
         self.host = link.there if link is not None else "127.0.0.1"
         self.dir = Path(tempfile.mkdtemp(prefix="conveyor-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
-        self.url = f"postgresql://postgres@{self.host}:{self.port}/postgres"
+        self.port = free_port()
         self._as: list[str] = link.run_there() if link is not None else []
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres", "postgres")
             self._as += ["runuser", "-u", "postgres", "--"]
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@{self.host}:{self.port}/postgres"
 
     def _run(self, *args: str, timeout: float = 120) -> None:
         done = subprocess.run([*self._as, *args], capture_output=True, timeout=timeout)
@@ -101,8 +98,7 @@ class ThrowawayPostgres:
         except RuntimeError:
             if not (never_ran and "Address already in use" in self.log()):
                 raise
-            self.port = _free_port()
-            self.url = f"postgresql://postgres@{self.host}:{self.port}/postgres"
+            self.port = free_port()
             self._pg_ctl("start")
         return self
 

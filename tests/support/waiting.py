@@ -10,6 +10,16 @@ from collections.abc import Callable
 from typing import Any
 
 
+def free_port() -> int:
+    """A port of 127.0.0.1 free now (the kernel's choice). Another process may take it
+    before the caller's server binds it: where a server can be handed a bound socket or
+    told port 0, that is better."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 def until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
     """Return once `check()` holds; fail if it still does not after `timeout` seconds."""
     deadline = time.monotonic() + timeout
