@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -42,24 +43,17 @@ class ServeProcess:
                 stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 20
-        while (found := SERVING.search(self.log.read_text())) is None:
+        while True:  # its port logged, then its health answered there
+            if found := SERVING.search(self.log.read_text()):
+                self.port = int(found[1])
+                self.url = f"http://127.0.0.1:{self.port}"
+                with contextlib.suppress(httpx.HTTPError):
+                    httpx.get(self.url + "/healthz").raise_for_status()
+                    break
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 self.stop()
                 raise AssertionError("conveyor serve did not start:\n" + self.log.read_text())
             time.sleep(0.05)
-        self.port = int(found[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        while True:
-            try:
-                httpx.get(self.url + "/healthz").raise_for_status()
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise AssertionError(
-                        "conveyor serve did not start:\n" + self.log.read_text()
-                    ) from None
-                time.sleep(0.05)
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.proc.pid)

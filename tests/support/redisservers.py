@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,15 @@ def cluster_ports(n: int) -> list[int]:
         if len(ports) == n:
             return ports
     raise RuntimeError("no free port pairs for Redis servers")
+
+
+def tails(logs: Iterable[tuple[str, Path]], chars: int = 2000) -> str:
+    """The end of each named log file, one after another."""
+    parts = []
+    for name, log in logs:
+        text = log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"
+        parts.append(f"--- {name}:\n{text}")
+    return "\n".join(parts)
 
 
 def available() -> str | None:
@@ -160,12 +170,9 @@ class Cluster:
 
     def logs(self) -> str:
         """The end of each node's log, to tell why a start failed."""
-        tails = []
-        for node in self.nodes:
-            log = node.root / "redis.log"
-            text = log.read_text(errors="replace")[-1500:] if log.exists() else "(no log)"
-            tails.append(f"--- node on port {node.port}:\n{text}")
-        return "\n".join(tails)
+        return tails(
+            ((f"node on port {n.port}", n.root / "redis.log") for n in self.nodes), chars=1500
+        )
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -235,12 +242,10 @@ class Sentinels:
 
     def logs(self) -> str:
         """The end of each Sentinel's log: its view of the master, votes and elections."""
-        tails = []
-        for i, port in enumerate(self.sentinel_ports):
-            log = self.root / f"sentinel{i}.log"
-            text = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
-            tails.append(f"--- Sentinel on port {port}:\n{text}")
-        return "\n".join(tails)
+        return tails(
+            (f"Sentinel on port {port}", self.root / f"sentinel{i}.log")
+            for i, port in enumerate(self.sentinel_ports)
+        )
 
     def stop(self) -> None:
         for proc in self.sentinels:
