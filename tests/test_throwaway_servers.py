@@ -1,6 +1,7 @@
-"""The throwaway database servers the fault tests start (tests/support/): a port taken
-between its choice and the server's bind (by the other test worker, say) costs a second
-start on a fresh port, not the test."""
+"""The throwaway database servers the fault tests start (tests/support/): their ports are
+chosen where no connection's local port falls, and a port taken between its choice and the
+server's bind (by the other test worker, say) costs a second start on a fresh port, not the
+test."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from .conftest import unavailable
 from .support import mariadbserver, pgserver
 from .support.mariadbserver import ThrowawayMariaDB
 from .support.pgserver import ThrowawayPostgres
+from .support.waiting import ephemeral_floor, free_port, port_free
 
 pytestmark = pytest.mark.slow
 
@@ -79,3 +81,18 @@ def test_a_throwaway_postgres_that_cannot_start_says_why() -> None:
             pg.start()
     finally:
         pg.stop()
+
+
+def test_free_ports_lie_below_the_ephemeral_range_where_no_connection_takes_them() -> None:
+    floor = ephemeral_floor()
+    if floor <= 12000:
+        pytest.skip(f"this system's ephemeral range starts at {floor}: no room below it")
+    ports = {free_port() for _ in range(20)}
+    assert all(10000 <= port < floor and port_free(port) for port in ports), ports
+    assert len(ports) > 1  # picked at random: two tests beside each other seldom meet
+    # the local ports of outgoing connections lie in the range, so never on one of them
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        with socket.create_connection(server.getsockname()) as client:
+            assert client.getsockname()[1] >= floor
+        with taken(next(iter(ports))):
+            assert not port_free(next(iter(ports)))

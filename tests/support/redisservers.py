@@ -7,7 +7,6 @@ from __future__ import annotations
 import atexit
 import random
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,26 +18,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from .waiting import ephemeral_floor, port_free
+
 # each readiness check asks once: redis-py retries a refused password three times otherwise
 ONCE = Retry(NoBackoff(), 0)
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _ephemeral_floor() -> int:
-    """The lowest port the kernel hands to outgoing connections and to servers that bind
-    port 0 (`free_port`)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 def cluster_ports(n: int) -> list[int]:
@@ -48,14 +31,14 @@ def cluster_ports(n: int) -> list[int]:
     They lie below the ephemeral range, so that no server another test starts on a port
     the kernel chose, nor a connection's local port, takes one of them between this check
     and the servers' start."""
-    top = _ephemeral_floor() - 10001
+    top = ephemeral_floor() - 10001
     bottom = 10000 if top >= 12000 else 20000
     top = max(top, bottom + 2000)
     ports: list[int] = []
     used: set[int] = set()  # the ports chosen, and their bus ports
     for _ in range(200 * n):
         port = random.randint(bottom, top)
-        if {port, port + 10000} & used or not (_free(port) and _free(port + 10000)):
+        if {port, port + 10000} & used or not (port_free(port) and port_free(port + 10000)):
             continue
         ports.append(port)
         used.update((port, port + 10000))

@@ -3,21 +3,49 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
-def free_port() -> int:
-    """A port of 127.0.0.1 free now (the kernel's choice). Another process may take it
-    before the caller's server binds it: where a server can be handed a bound socket or
-    told port 0, that is better."""
+def port_free(port: int) -> bool:
+    """Whether a server could bind 127.0.0.1's `port` now."""
     with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def ephemeral_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections and to servers that bind
+    port 0."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 free now, for a server started after: one picked at random
+    below the ephemeral range, so that no connection's local port (of this test or of
+    another running beside it) and no server that binds port 0 takes it before the server
+    binds it. Where a server can be handed a bound socket or told port 0, that is better."""
+    floor = ephemeral_floor()
+    if floor > 12000:
+        for _ in range(200):
+            port = random.randint(10000, floor - 1)
+            if port_free(port):
+                return port
+    with socket.socket() as s:  # no room below the range: the kernel's choice
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        chosen: int = s.getsockname()[1]
+        return chosen
 
 
 def until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
