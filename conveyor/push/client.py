@@ -107,9 +107,10 @@ def resp_of(frame: Frame) -> tuple[str, str]:
 class PushProducer:
     """Sends messages to the gateway, one at a time, each confirmed by its `resp`.
 
-    ``PushProducer("skmq://127.0.0.1:1734").send("billing", b"...", msgid="inv-1")``.
-    Thread-safe (sends are serialized). A send whose connection drops is sent again once on a
-    new connection; give a `msgid` to have the gateway drop the repeat.
+    ``with PushProducer("skmq://127.0.0.1:1734") as producer: producer.send("billing",
+    b"...", msgid="inv-1")`` (it keeps one connection open until `close`). Thread-safe
+    (sends are serialized). A send whose connection drops is sent again once on a new
+    connection; give a `msgid` to have the gateway drop the repeat.
     """
 
     def __init__(self, url: str = f"skmq://127.0.0.1:{DEFAULT_PORT}", *,

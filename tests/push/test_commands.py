@@ -34,7 +34,8 @@ def test_conveyor_gateway_command(tmp_path: Path) -> None:
         got: list[bytes] = []
         url = f"skmq://127.0.0.1:{port}"
         with PushConsumer(url, "cmd", lambda m: got.append(m.content)):
-            PushProducer(url).send("cmd", b"via the command")
+            with PushProducer(url) as producer:
+                producer.send("cmd", b"via the command")
             until(lambda: got == [b"via the command"], what="delivery")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
@@ -59,7 +60,8 @@ def test_serve_with_tcp_beside_http(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         wait_port(proc, http, tcp)
-        PushProducer(f"skmq://127.0.0.1:{tcp}").send("mixed", b"from tcp", msgid="x-1")
+        with PushProducer(f"skmq://127.0.0.1:{tcp}") as producer:
+            producer.send("mixed", b"from tcp", msgid="x-1")
         sqs = boto3.client(
             "sqs",
             endpoint_url=f"http://127.0.0.1:{http}",
@@ -86,7 +88,8 @@ def test_push_consumer_stops_gracefully_on_sigterm(start: Start, tmp_path: Path)
     )
     try:
         until(lambda: log.exists() and "registered" in log.read_text(), what="registration")
-        PushProducer(gw.url).send("graceful", b"finish me", msgid="g-1")
+        with PushProducer(gw.url) as producer:
+            producer.send("graceful", b"finish me", msgid="g-1")
         until(lambda: "got g-1" in log.read_text(), what="the handler starting")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0

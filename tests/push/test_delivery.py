@@ -89,7 +89,8 @@ def test_weights_share_the_messages(start: Start) -> None:
         for name, w in weights.items()
     ]
     n = 10_000
-    replies = PushProducer(gw.url).send_many("shares", (b"x" for _ in range(n)), window=200)
+    with PushProducer(gw.url) as producer:
+        replies = producer.send_many("shares", (b"x" for _ in range(n)), window=200)
     assert all(r.ok for r in replies)
     until(lambda: sum(counts.values()) == n, timeout=120, what="all deliveries")
     for c in consumers:
@@ -115,7 +116,8 @@ def test_a_backlog_to_consumers_of_prefetch_one_is_claimed_ahead(start: Start) -
 
     n = 400
     bodies = [f"m{i}".encode() for i in range(n)]
-    assert all(r.ok for r in PushProducer(gw.url).send_many("ahead", bodies, window=100))
+    with PushProducer(gw.url) as producer:
+        assert all(r.ok for r in producer.send_many("ahead", bodies, window=100))
     with counting_claims(claims):
         consumers = [PushConsumer(gw.url, "ahead", handle, prefetch=1).start() for _ in range(4)]
         until(lambda: sum(seen.values()) == n, timeout=60, what="every message handled")
@@ -202,7 +204,8 @@ def test_a_send_claims_for_the_dispatcher_only_what_its_consumers_have_room_for(
         until(lambda: gw.gateway.dispatchers.get("room") is not None, what="a dispatcher")
         dispatcher = gw.gateway.dispatchers["room"]
         until(lambda: dispatcher.waiting, what="the dispatcher waiting on the queue")
-        assert all(r.ok for r in PushProducer(gw.url).send_many("room", bodies, window=50))
+        with PushProducer(gw.url) as producer:
+            assert all(r.ok for r in producer.send_many("room", bodies, window=50))
         until(lambda: sum(seen.values()) == len(bodies), timeout=60, what="all handled")
     assert set(seen) == set(bodies) and set(seen.values()) == {1}
     assert handed and max(handed) == 1, handed
@@ -223,7 +226,8 @@ def test_consumers_that_answer_slowly_get_one_round_a_claim(start: Start) -> Non
         handled.append(message.content)
 
     n = 16
-    assert all(r.ok for r in PushProducer(gw.url).send_many("slow", [b"s"] * n, window=n))
+    with PushProducer(gw.url) as producer:
+        assert all(r.ok for r in producer.send_many("slow", [b"s"] * n, window=n))
     with counting_claims(claims):
         consumers = [PushConsumer(gw.url, "slow", slowly, prefetch=1).start() for _ in range(2)]
         until(lambda: len(handled) == n, timeout=30, what="every message handled")
@@ -273,7 +277,8 @@ def test_a_busy_gateway_reads_a_streaming_producer_at_the_pace_of_its_pushes(
     n = 2000
     bodies = [f"m{i}".encode() for i in range(n)]
     try:
-        replies = PushProducer(gw.url).send_many("flow", bodies, window=100)
+        with PushProducer(gw.url) as producer:
+            replies = producer.send_many("flow", bodies, window=100)
         until(lambda: sum(seen.values()) == n, timeout=60, what="every message handled")
     finally:
         stop.set()
@@ -302,7 +307,8 @@ def test_consumers_that_are_the_limit_never_hold_a_producer_back(start: Start) -
     try:
         until(lambda: "limit" in gw.gateway.dispatchers, what="the app's dispatcher")
         n = 300
-        replies = PushProducer(gw.url).send_many("limit", [b"m"] * n, window=100)
+        with PushProducer(gw.url) as producer:
+            replies = producer.send_many("limit", [b"m"] * n, window=100)
         assert all(r.ok for r in replies)
         # about 40 a second: held to their pace, the burst would take 7 s, not a moment
         assert len(handled) < 100, len(handled)
@@ -322,7 +328,8 @@ def test_flow_control_holds_a_producer_flow_wait_at_most(start: Start) -> None:
     try:
         until(lambda: "stuck" in gw.gateway.dispatchers, what="the app's dispatcher")
         began = time.monotonic()
-        replies = PushProducer(gw.url).send_many("stuck", [b"m"] * 300, window=100)
+        with PushProducer(gw.url) as producer:
+            replies = producer.send_many("stuck", [b"m"] * 300, window=100)
         took = time.monotonic() - began
         assert all(r.ok for r in replies)
         assert 0.2 <= took < 30, took  # held once at least (each time 0.2 s), and let go
@@ -379,7 +386,8 @@ def test_a_dispatcher_waiting_for_room_wakes_in_one_turn_of_the_loop() -> None:
 def test_messages_claimed_ahead_go_back_when_the_gateway_stops(start: Start) -> None:
     gw = start("sqlite", rate=0)
     release = threading.Event()
-    assert all(r.ok for r in PushProducer(gw.url).send_many("held", [b"m"] * 10, window=10))
+    with PushProducer(gw.url) as producer:
+        assert all(r.ok for r in producer.send_many("held", [b"m"] * 10, window=10))
     consumers = [
         PushConsumer(gw.url, "held", lambda m: release.wait(10), prefetch=1).start()
         for _ in range(4)
@@ -470,7 +478,8 @@ def test_rejected_retry_times_times_goes_to_the_dead_letter_queue(start: Start) 
         raise Reject
 
     with PushConsumer(gw.url, "flaky", refuse):
-        PushProducer(gw.url).send("flaky", b"poison", msgid="p-1")
+        with PushProducer(gw.url) as producer:
+            producer.send("flaky", b"poison", msgid="p-1")
         until(lambda: gw.client.queue("flaky-dlq").stats().ready == 1, what="dead-lettering")
     assert deliveries == ["p-1"] * 4  # the first delivery and retry_times retries
     [dead] = gw.client.queue("flaky-dlq").peek()
@@ -503,7 +512,8 @@ def test_unanswered_messages_come_back_after_the_ack_timeout(start: Start) -> No
     gw = start(ack_timeout=0.5)
     silent = Peer(gw.port)
     register(silent, "slow", "silent", prefetch=1)
-    PushProducer(gw.url).send("slow", b"again", msgid="s-1")
+    with PushProducer(gw.url) as producer:
+        producer.send("slow", b"again", msgid="s-1")
     assert silent.next().msgid == "s-1"
     # no answer: after the ack timeout the same consumer gets it again
     frame = silent.next(timeout=10)

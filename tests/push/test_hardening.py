@@ -151,15 +151,17 @@ def test_authentication(start: Start) -> None:
     wrong = Peer(gw.port)
     wrong.send(Frame(type="auth", content=b"guess"))
     assert wrong.resp()["content"] == "wrong token" and wrong.closed()
-    with pytest.raises(PushRefused):
-        PushProducer(gw.url, token="guess").send("a", b"x")
-    assert PushProducer(gw.url, token="s3cret").send("a", b"x") == "Message enqueue successful"
+    with pytest.raises(PushRefused), PushProducer(gw.url, token="guess") as producer:
+        producer.send("a", b"x")
+    with PushProducer(gw.url, token="s3cret") as producer:
+        assert producer.send("a", b"x") == "Message enqueue successful"
     consumer = Peer(gw.port)
     assert register(consumer, "a", "c", token="s3cret")["status"] == "ack"
     assert consumer.next().content == b"x"
     got: list[bytes] = []
     with PushConsumer(f"{gw.url}?token=s3cret", "b", lambda m: got.append(m.content)):
-        PushProducer(gw.url, token="s3cret").send("b", b"y")
+        with PushProducer(gw.url, token="s3cret") as producer:
+            producer.send("b", b"y")
         until(lambda: got == [b"y"], what="delivery with a token")
 
 
@@ -178,7 +180,8 @@ def test_connections_that_never_authenticate_do_not_keep_a_producer_out(start: S
         assert p.resp()["content"] == "closed to make room: authenticate sooner"
         assert p.closed()
     for _ in range(3):  # each producer's connection makes room, then authenticates
-        sent = PushProducer(gw.url, token="s3cret").send("a", b"x")
+        with PushProducer(gw.url, token="s3cret") as producer:
+            sent = producer.send("a", b"x")
         assert sent == "Message enqueue successful"
     for p in silent[2:]:  # made room for the producers, or timed out
         assert p.resp()["content"].startswith(("closed to make room", "authenticate within"))

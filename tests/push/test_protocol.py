@@ -79,7 +79,8 @@ def test_content_with_crlf_and_binary_travels_whole(start: Start) -> None:
     got: list[bytes] = []
     with PushConsumer(gw.url, "blobs", lambda m: got.append(m.content)):
         body = b"line 1\r\n\r\nline 2\x00\xff"
-        PushProducer(gw.url).send("blobs", body)
+        with PushProducer(gw.url) as producer:
+            producer.send("blobs", body)
         until(lambda: got == [body], what="delivery")
 
 
@@ -144,7 +145,8 @@ def test_a_dialled_consumer_that_only_says_arrived_gets_it_again(start: Start) -
     info = {"id": "lazy", "app_id": "late", "host": "127.0.0.1", "port": port, "weight": 1}
     admin.send(Frame(type="register", content=json.dumps(info).encode()))
     assert admin.resp()["status"] == "ack"
-    PushProducer(gw.url).send("late", b"again", msgid="a-1")
+    with PushProducer(gw.url) as producer:
+        producer.send("late", b"again", msgid="a-1")
     listener.settimeout(10)
     first = Peer(0, listener.accept()[0])
     assert first.next().msgid == "a-1"
@@ -169,7 +171,8 @@ def test_a_dialled_consumer_that_is_gone_is_dropped(start: Start) -> None:
     info = {"id": "gone", "app_id": "away", "host": "127.0.0.1", "port": port, "weight": 0}
     admin.send(Frame(type="register", content=json.dumps(info).encode()))
     assert admin.resp()["status"] == "ack"
-    PushProducer(gw.url).send("away", b"kept")
+    with PushProducer(gw.url) as producer:
+        producer.send("away", b"kept")
     until(lambda: not gw.gateway.apps["away"].peers, what="the drop")
     # the drop releases the message it claimed for that consumer right after removing it
     queue = gw.client.queue("away")

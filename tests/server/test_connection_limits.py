@@ -248,7 +248,8 @@ def test_tls_for_http_and_the_push_gateway(tmp_path: Path) -> None:
     try:
         wait_port(proc, tcp, http)
         context = ssl.create_default_context(cafile=str(cert))
-        PushProducer(f"skmqs://localhost:{tcp}", ssl_context=context).send("tls", b"secret")
+        with PushProducer(f"skmqs://localhost:{tcp}", ssl_context=context) as producer:
+            producer.send("tls", b"secret")
         sqs = boto3.client(
             "sqs",
             endpoint_url=f"https://localhost:{http}",

@@ -5,6 +5,7 @@ and body."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -13,8 +14,9 @@ from ..support.live import LiveServer
 
 
 @pytest.fixture
-def http(server: LiveServer) -> httpx.Client:
-    return httpx.Client(base_url=server.url, follow_redirects=False)
+def http(server: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, follow_redirects=False) as client:
+        yield client
 
 
 def answer(r: httpx.Response) -> tuple[int, object]:
