@@ -23,7 +23,7 @@ from conveyor import Client
 
 from .conftest import unavailable
 from .support import sqlstores
-from .support.waiting import free_port
+from .support.waiting import free_port, logged
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +44,7 @@ class Cluster:
         for i in range(n):
             port = free_port()
             log = self.tmp / f"serve{i}.log"
-            proc = subprocess.Popen(
-                [str(conveyor), "serve", "--store", self.url, "--port", str(port)],
-                stdout=log.open("w"),
-                stderr=subprocess.STDOUT,
-            )
+            proc = logged([str(conveyor), "serve", "--store", self.url, "--port", str(port)], log)
             self.servers.append((proc, f"http://127.0.0.1:{port}", log))
         for proc, base, log in self.servers:
             deadline = time.monotonic() + 30
@@ -64,10 +60,9 @@ class Cluster:
     def work(self, n: int, queue: str) -> None:
         for i in range(n):
             out, log = self.tmp / f"worker{i}.out", self.tmp / f"worker{i}.log"
-            proc = subprocess.Popen(
+            proc = logged(
                 [sys.executable, "-m", "tests.support.procs", "record", self.url, queue, str(out)],
-                stdout=log.open("w"),
-                stderr=subprocess.STDOUT,
+                log,
             )
             self.workers.append((proc, out, log))
 

@@ -110,7 +110,7 @@ def test_conveyor_serve_under_opentelemetry_instrument(tmp_path: Path) -> None:
 
     import httpx
 
-    from .support.waiting import free_port
+    from .support.waiting import free_port, logged
 
     instrument = Path(sys.executable).parent / "opentelemetry-instrument"
     if not instrument.exists():
@@ -118,11 +118,11 @@ def test_conveyor_serve_under_opentelemetry_instrument(tmp_path: Path) -> None:
     port = free_port()
     spans = tmp_path / "spans.txt"
     env = {**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_SERVICE_NAME": "queues"}
-    server = subprocess.Popen(
+    server = logged(
         [str(instrument), "--traces_exporter", "console", "--metrics_exporter", "none",
          "--logs_exporter", "none", str(Path(sys.executable).parent / "conveyor"),
          "--store", f"sqlite:///{tmp_path}/c.db", "serve", "--port", str(port)],
-        stdout=spans.open("w"), stderr=subprocess.DEVNULL, env=env,
+        spans, stderr=subprocess.DEVNULL, env=env,
     )  # fmt: skip
     trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     url = f"http://127.0.0.1:{port}"

@@ -19,7 +19,7 @@ import pytest
 
 from conveyor import __version__
 
-from .support.waiting import free_port
+from .support.waiting import free_port, logged
 
 pytestmark = pytest.mark.slow
 
@@ -75,9 +75,9 @@ def test_the_wheel_installs_and_serves(tmp_path: Path) -> None:
 
     port = free_port()
     log = tmp_path / "serve.log"
-    server = subprocess.Popen(
+    server = logged(
         [conveyor, "--store", f"sqlite:///{tmp_path}/c.db", "serve", "--port", str(port)],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=tmp_path,
+        log, cwd=tmp_path,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:

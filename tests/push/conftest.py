@@ -12,7 +12,14 @@ import pytest
 from conveyor import Client
 from conveyor.push import GatewayConfig
 
-from ..support.push import Running, Start
+from ..support.push import Running, Start, close_peers
+
+
+@pytest.fixture(autouse=True)
+def closed_peers() -> Iterator[None]:
+    """The raw connections a test opened, closed after it."""
+    yield
+    close_peers()
 
 
 @pytest.fixture

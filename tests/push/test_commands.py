@@ -42,8 +42,8 @@ def test_conveyor_gateway_command(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.stderr is not None
-    assert b"push gateway listening on 127.0.0.1" in proc.stderr.read()
+    _, err = proc.communicate(timeout=30)  # (and its pipe closed)
+    assert b"push gateway listening on 127.0.0.1" in err
     with Client(store) as client:
         assert client.queue("cmd").stats().deleted == 1
 

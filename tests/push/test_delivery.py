@@ -153,7 +153,7 @@ def test_a_trickle_costs_no_claim_that_finds_nothing(start: Start, store: str) -
     def handled(n: int) -> bool:
         return len(got) == n
 
-    producer = PushProducer(gw.url)
+    producer = gw.producer()
     with (
         counting_claims(claims, empty=True),
         patch.object(Dispatcher, "hand", handing),
@@ -417,7 +417,7 @@ def test_acknowledgements_are_committed_without_waiting_for_the_disk(start: Star
     gw = start("sqlite", rate=0, heartbeat_interval=60.0)
     db = sqlite_db(gw.client)
     n = 40
-    producer = PushProducer(gw.url)
+    producer = gw.producer()
     for i in range(n):
         producer.send("lazy", f"m{i}".encode())  # PushRefused where refused
     assert db.fsyncs >= n  # each send was fsynced before its confirmation
@@ -445,7 +445,7 @@ def test_a_killed_consumer_s_messages_go_to_another(start: Start, tmp_path: Path
     )
     try:
         until(lambda: log.exists() and "registered" in log.read_text(), what="registration")
-        producer = PushProducer(gw.url)
+        producer = gw.producer()
         ids = [f"k-{i}" for i in range(20)]
         replies = producer.send_many("kill-me", [i.encode() for i in ids], msgids=ids)
         assert all(r.ok for r in replies)
@@ -500,7 +500,7 @@ def test_handler_outcomes(start: Start) -> None:
         return None
 
     with PushConsumer(gw.url, "outcomes", handle):
-        producer = PushProducer(gw.url)
+        producer = gw.producer()
         for body in (b"ok", b"dead", b"false"):
             producer.send("outcomes", body)
         until(lambda: gw.client.queue("outcomes-dlq").stats().ready == 2, what="dead letters")
@@ -532,7 +532,7 @@ def test_topic_reaches_each_consumer_once(start: Start) -> None:
     consumers = [PushConsumer(gw.url, "news", keeper(k), consumer_id=k) for k in got]
     for c in consumers:
         c.start()
-    producer = PushProducer(gw.url)
+    producer = gw.producer()
     producer.send("news", b"extra", type="topic", msgid="t-1")
     producer.send("news", b"point", type="queue")
     until(lambda: all(v.count(b"extra") == 1 for v in got.values()), what="the broadcast")
@@ -545,7 +545,7 @@ def test_topic_reaches_each_consumer_once(start: Start) -> None:
 
 def test_msgid_deduplicates_until_acknowledged(start: Start) -> None:
     gw = start()
-    producer = PushProducer(gw.url)
+    producer = gw.producer()
     assert producer.send("dedup", b"1", msgid="same") == "Message enqueue successful"
     assert producer.send("dedup", b"2", msgid="same").startswith("message already exists")
     # messages without msgid never block each other (SKMQ kept one a day)
@@ -563,7 +563,7 @@ def test_a_silent_consumer_is_dropped_by_heartbeat(start: Start) -> None:
     gw = start(heartbeat_interval=0.5, heartbeat_timeout=0.5)
     silent = Peer(gw.port)
     register(silent, "beat", "mute", prefetch=5)
-    producer = PushProducer(gw.url)
+    producer = gw.producer()
     producer.send("beat", b"held", msgid="h-1")
     assert silent.next().msgid == "h-1"
     # it never answers the pings: dropped, and its message goes to the next consumer
@@ -589,7 +589,7 @@ def test_a_consumer_whose_handler_runs_long_is_not_dropped(start: Start) -> None
         if message.msgid == "long":
             time.sleep(1.5)  # silent for 1.5 s but for its pings; 0.4 s would drop it
 
-    producer = PushProducer(gw.url)
+    producer = gw.producer()
     with PushConsumer(gw.url, "patient", handle, prefetch=1) as consumer:
         producer.send("patient", b"1", msgid="long")
         producer.send("patient", b"2", msgid="after")
@@ -601,7 +601,7 @@ def test_a_consumer_whose_handler_runs_long_is_not_dropped(start: Start) -> None
 
 def test_the_rate_limit_counts_messages_per_app(start: Start) -> None:
     gw = start(rate=50, rate_wait=0.5)
-    producer = PushProducer(gw.url)
+    producer = gw.producer()
     t0 = time.monotonic()
     replies = producer.send_many("limited", (b"m" for _ in range(100)))
     elapsed = time.monotonic() - t0

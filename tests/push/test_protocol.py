@@ -57,7 +57,7 @@ def test_reject_and_error_answers(start: Start) -> None:
     gw = start(retry_times=5)
     consumer = Peer(gw.port)
     register(consumer, "jobs", "c1")
-    producer = PushProducer(gw.url)
+    producer = gw.producer()
     producer.send("jobs", b"retry me", msgid="m-1")
     first = consumer.next()
     consumer.send(Frame(type="reject", msgid=first.msgid))
@@ -96,7 +96,7 @@ def test_a_consumer_listening_on_its_own_port(start: Start) -> None:
     admin.send(Frame(type="register", content=json.dumps(info).encode()))
     assert admin.resp()["status"] == "ack"
     admin.close()
-    producer = PushProducer(gw.url)
+    producer = gw.producer()
     producer.send("dial", b"first", msgid="d-1")
     listener.settimeout(10)
     conn, _ = listener.accept()

@@ -272,6 +272,5 @@ def test_tls_for_http_and_the_push_gateway(tmp_path: Path) -> None:
             assert time.monotonic() - opened < 15
     finally:
         proc.terminate()
-        proc.wait(30)
-    assert proc.stderr is not None
-    assert b"https://127.0.0.1" in proc.stderr.read()
+    _, err = proc.communicate(timeout=30)  # (and its pipe closed)
+    assert b"https://127.0.0.1" in err

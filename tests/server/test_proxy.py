@@ -28,7 +28,7 @@ from conveyor import Client
 
 from ..conftest import unavailable
 from ..support.certs import make_cert
-from ..support.waiting import free_port
+from ..support.waiting import free_port, logged
 
 pytestmark = pytest.mark.slow
 
@@ -82,10 +82,9 @@ http {{
 }}
 """
         )
-        self.proc = subprocess.Popen(
+        self.proc = logged(
             [str(binary), "-p", str(where), "-c", str(where / "nginx.conf"), "-g", "daemon off;"],
-            stderr=subprocess.STDOUT,
-            stdout=(where / "nginx.out").open("w"),
+            where / "nginx.out",
         )
         wait_for(lambda: connects(port), self.proc, lambda: self.log())
 
@@ -159,9 +158,13 @@ def proxied(
             base_url="http://conveyor", transport=httpx.HTTPTransport(uds=str(path))
         )
     log = where / "serve.log"
-    server = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    server = logged(command, log)
 
     def ready() -> bool:
+        if request.param == "unix":  # (httpcore leaves the socket of a failed connect open)
+            with socket.socket(socket.AF_UNIX) as probe:
+                if probe.connect_ex(str(path)) != 0:
+                    return False
         try:
             return check.get("/healthz").status_code == 200
         except httpx.HTTPError:

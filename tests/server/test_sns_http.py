@@ -27,7 +27,7 @@ from conveyor.server.sns.signing import verify
 
 from ..conftest import unavailable
 from ..support.certs import make_cert
-from ..support.waiting import free_port
+from ..support.waiting import free_port, logged
 
 JS = Path(__file__).parent.parent / "js"
 
@@ -73,10 +73,10 @@ class Serve:
         self.url = f"https://localhost:{self.port}" if tls else f"http://127.0.0.1:{self.port}"
         self.log = tmp / f"serve-{self.port}.log"
         more = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
-        self.proc = subprocess.Popen(
+        self.proc = logged(
             [sys.executable, "-m", "conveyor", "--store", store, "serve", "--port",
              str(self.port), "--sns-http-allow", "127.0.0.1", *more],
-            stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+            self.log,
         )  # fmt: skip
         deadline = time.monotonic() + 30
         while True:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 import urllib.request
@@ -19,7 +18,7 @@ import pytest
 from conveyor import Client
 
 from ..conftest import unavailable
-from ..support.waiting import free_port
+from ..support.waiting import free_port, logged
 from .processes import pipeline, stop, two_queues
 
 pytestmark = pytest.mark.slow
@@ -45,17 +44,17 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "PYSPARK_PYTHON": sys.executable,
     }
     cls = str(spark_class())
-    master = subprocess.Popen(
+    master = logged(
         [cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
          "--port", str(port), "--webui-port", str(ui)],
-        stdout=(work / "master.log").open("w"), stderr=subprocess.STDOUT, env=env,
+        work / "master.log", env=env,
     )  # fmt: skip
     url = f"spark://127.0.0.1:{port}"
-    worker = subprocess.Popen(
+    worker = logged(
         [cls, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
          "--cores", "2", "--memory", "1g", "--webui-port", str(worker_ui),
          "--work-dir", str(work / "worker")],
-        stdout=(work / "worker.log").open("w"), stderr=subprocess.STDOUT, env=env,
+        work / "worker.log", env=env,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 90

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import pytest
 from conveyor import Client
 
 from ..conftest import unavailable
-from ..support.waiting import free_port
+from ..support.waiting import free_port, logged
 from .processes import pipeline, stop, two_queues
 
 pytestmark = pytest.mark.slow
@@ -42,14 +41,14 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "TMPDIR": str(work),
     }
     log = work / "server.log"
-    server = subprocess.Popen(
+    server = logged(
         [str(home / "bin" / "spark-submit"), "--master", "local[2]",
          "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
          "--conf", f"spark.connect.grpc.binding.port={port}",
          "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
          "--conf", "spark.ui.enabled=false",
          "--driver-java-options", f"-Djava.io.tmpdir={work}", "spark-internal"],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        log, env=env, start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120

@@ -16,7 +16,7 @@ from contextlib import suppress
 from pathlib import Path
 from urllib.request import urlopen
 
-from .waiting import free_port
+from .waiting import free_port, logged
 
 # moto accepts any credentials; boto3 insists on some
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -50,9 +50,7 @@ def endpoint() -> str | None:
         port = free_port()
         _log_dir = Path(tempfile.mkdtemp(prefix="conveyor-moto-"))
         log = _log_dir / "moto.log"
-        _server = subprocess.Popen(
-            _command(port), stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT
-        )
+        _server = logged(_command(port), log, append=True, cwd=ROOT)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60  # a loaded machine takes a while to import moto
         while True:

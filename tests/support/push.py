@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, ClassVar
 from unittest.mock import patch
 
 from conveyor import Client
@@ -20,6 +20,7 @@ from conveyor.push import (
     GatewayConfig,
     PushConsumer,
     PushMessage,
+    PushProducer,
 )
 from conveyor.push.codec import Decoder, Frame, FrameError, encode
 from conveyor.push.dispatch import QueueOps
@@ -37,11 +38,20 @@ class Running:
         self.run(self.gateway.start())
         self.url = f"skmq://127.0.0.1:{self.gateway.port}"
         self.port = self.gateway.port
+        self.producers: list[PushProducer] = []
+
+    def producer(self, **options: Any) -> PushProducer:
+        """A `PushProducer` of this gateway's, closed with it."""
+        producer = PushProducer(self.url, **options)
+        self.producers.append(producer)
+        return producer
 
     def run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
 
     def close(self) -> None:
+        for producer in self.producers:
+            producer.close()
         if self.loop.is_closed():
             return
         self.run(self.gateway.close())
@@ -55,10 +65,14 @@ Start = Callable[..., Running]
 
 
 class Peer:
-    """A raw SKMQ connection: frames out, frames in."""
+    """A raw SKMQ connection: frames out, frames in. Those a test leaves open are closed
+    after it (`close_peers`)."""
+
+    opened: ClassVar[list[Peer]] = []
 
     def __init__(self, port: int, sock: socket.socket | None = None) -> None:
         self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=10)
+        Peer.opened.append(self)
         self.decoder = Decoder()
         self.frames: list[Frame | FrameError] = []
         self.raw = b""
@@ -100,6 +114,12 @@ class Peer:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def close_peers() -> None:
+    """Close every `Peer` opened since the last call."""
+    while Peer.opened:
+        Peer.opened.pop().close()
 
 
 def register(peer: Peer, app: str, rid: str, **extra: Any) -> dict[str, str]:

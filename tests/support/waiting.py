@@ -1,5 +1,5 @@
 """Waiting in tests for what another thread or process does (never for time to pass: a
-`ManualClock` drives that)."""
+`ManualClock` drives that), and starting those processes with their output in a log."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,17 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         chosen: int = s.getsockname()[1]
         return chosen
+
+
+def logged(
+    args: Sequence[str | Path], log: Path, *, append: bool = False, **kwargs: Any
+) -> subprocess.Popen[bytes]:
+    """`subprocess.Popen(args, **kwargs)` with its output written to `log` (its standard
+    error too, unless `kwargs` give another `stderr`); the file is closed in this process
+    once the new one holds it."""
+    kwargs.setdefault("stderr", subprocess.STDOUT)
+    with log.open("ab" if append else "wb") as out:
+        return subprocess.Popen(args, stdout=out, **kwargs)
 
 
 def until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
