@@ -18,7 +18,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .waiting import ephemeral_floor, port_free
+from .waiting import ephemeral_floor, logged, port_free
 
 # each readiness check asks once: redis-py retries a refused password three times otherwise
 ONCE = Retry(NoBackoff(), 0)
@@ -83,11 +83,10 @@ class RedisServer:
             if self.tls
             else ["--port", str(self.port)]
         )
-        self.proc = subprocess.Popen(
+        self.proc = logged(
             ["redis-server", "--bind", "127.0.0.1", *ports, "--dir",
              str(self.root), "--save", "", "--protected-mode", "no", *self.options],
-            stdout=(self.root / "redis.log").open("ab"),
-            stderr=subprocess.STDOUT,
+            self.root / "redis.log", append=True,
         )  # fmt: skip
         deadline = time.monotonic() + 20
         while True:
@@ -197,10 +196,10 @@ class Sentinels:
                 f"sentinel failover-timeout {self.SERVICE} 2000\n"
             )
             self.sentinels.append(
-                subprocess.Popen(
+                logged(
                     ["redis-server", str(conf), "--sentinel"],
-                    stdout=(self.root / f"sentinel{i}.log").open("ab"),
-                    stderr=subprocess.STDOUT,
+                    self.root / f"sentinel{i}.log",
+                    append=True,
                 )
             )
         # ready once each Sentinel knows the replica and the two other Sentinels
