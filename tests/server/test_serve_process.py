@@ -20,7 +20,7 @@ import redis
 
 from ..conftest import unavailable
 from ..support import sqlstores
-from ..support.waiting import free_port
+from ..support.waiting import free_port, logged
 
 pytestmark = pytest.mark.slow
 
@@ -36,12 +36,7 @@ class ServeProcess:
         self.log = tmp / "serve.log"
         conveyor = Path(sys.executable).parent / "conveyor"
         store = store or f"sqlite:///{tmp}/c.db"
-        with self.log.open("w") as out:  # the server writes to its own copy
-            self.proc = subprocess.Popen(
-                [str(conveyor), "serve", "--store", store, "--port", "0"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        self.proc = logged([str(conveyor), "serve", "--store", store, "--port", "0"], self.log)
         deadline = time.monotonic() + 20
         while True:  # its port logged, then its health answered there
             if found := SERVING.search(self.log.read_text()):
