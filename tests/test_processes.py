@@ -106,7 +106,7 @@ def test_sigkill_messages_come_back_after_visibility_timeout(tmp_path: Path) -> 
     waiting.until(lambda: q.stats().in_flight >= 2, 30)
     held = {m.id for m in q.peek(10, state="in_flight")}
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(10)
+    proc.communicate(timeout=10)
     assert held
     now_ready = {m.id for m in q.receive(10, visibility_timeout=600)}
     assert not now_ready & held, "a killed worker's messages must stay invisible until timeout"

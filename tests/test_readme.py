@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .support.waiting import free_port
+from .support.waiting import free_port, logged, logged_line
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
@@ -38,18 +38,16 @@ def test_the_readme_runs_top_to_bottom(tmp_path: Path) -> None:
         "COLUMNS": "120",
     }
     env.pop("CONVEYOR_URL", None)
-    server = subprocess.Popen(
+    log = tmp_path / "serve.log"
+    server = logged(
         [sys.executable, "-m", "conveyor", "serve", "--port", str(port)],
+        log,
         cwd=tmp_path,
         env=env,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     outputs: list[str] = []
     try:
-        assert server.stderr is not None
-        while "serving" not in (line := server.stderr.readline()):
-            assert line, "conveyor serve did not start"
+        logged_line(server, log, "serving")
         for lang, code in examples:
             code = code.replace("9324", str(port))
             command = ["bash", "-euo", "pipefail", "-c", code]

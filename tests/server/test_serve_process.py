@@ -20,7 +20,7 @@ import redis
 
 from ..conftest import unavailable
 from ..support import sqlstores
-from ..support.waiting import free_port, logged
+from ..support.waiting import free_port, logged, logged_line
 
 pytestmark = pytest.mark.slow
 
@@ -255,17 +255,13 @@ def test_a_port_in_use_is_said_first_and_the_store_path_is_absolute(tmp_path: Pa
     assert "serving" not in proc.stderr
     assert not (tmp_path / "here.db").exists(), "nothing is opened before the port is ours"
     free = free_port()
-    server = subprocess.Popen(
+    server = logged(
         [sys.executable, "-m", "conveyor", "--store", "sqlite:///./here.db", "serve",
          "--port", str(free)],
-        stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        tmp_path / "serve.log", cwd=tmp_path,
     )  # fmt: skip
     try:
-        assert server.stderr is not None
-        line = server.stderr.readline()
-        while "serving" not in line:
-            assert line, "the server exited"
-            line = server.stderr.readline()
+        line = logged_line(server, tmp_path / "serve.log", "serving")
         assert f"on store sqlite:///{tmp_path.resolve() / 'here.db'}" in line
     finally:
         server.terminate()
@@ -315,17 +311,14 @@ def test_workers_share_the_port_and_the_store_and_stop_together(tmp_path: Path) 
     import boto3
 
     port = free_port()
-    server = subprocess.Popen(
+    log = tmp_path / "serve.log"
+    server = logged(
         [sys.executable, "-m", "conveyor", "serve", "--store", f"sqlite:///{tmp_path}/w.db",
          "--port", str(port), "--workers", "2"],
-        stderr=subprocess.PIPE, text=True,
+        log,
     )  # fmt: skip
     try:
-        assert server.stderr is not None
-        line = server.stderr.readline()
-        while "serving" not in line:
-            assert line, "the server exited"
-            line = server.stderr.readline()
+        line = logged_line(server, log, "serving")
         assert "2 workers" in line
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

@@ -59,6 +59,22 @@ def logged(
         return subprocess.Popen(args, stdout=out, **kwargs)
 
 
+def logged_line(proc: subprocess.Popen[Any], log: Path, needle: str, timeout: float = 60) -> str:
+    """The first line of `log` (written by `proc`, see `logged`) holding `needle`, once it is
+    there; fail if `proc` exits first, or after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = log.read_text(errors="replace")
+        for line in text.splitlines():
+            if needle in line:
+                return line
+        if proc.poll() is not None:
+            raise AssertionError(f"the process exited before logging {needle!r}:\n{text}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{needle!r} not logged within {timeout} s:\n{text}")
+        time.sleep(0.02)
+
+
 def until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
     """Return once `check()` holds; fail if it still does not after `timeout` seconds."""
     deadline = time.monotonic() + timeout
