@@ -6,6 +6,7 @@ touched."""
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -81,9 +82,14 @@ class ThrowawayMariaDB:
         deadline = time.monotonic() + 60
         while True:
             try:
+                # PyMySQL leaves the socket of a failed connect open: the server's socket is
+                # probed with one of ours, closed either way, until it accepts
+                with socket.socket(socket.AF_UNIX) as probe:
+                    probe.settimeout(2)
+                    probe.connect(str(self.dir / "sock"))
                 self.sql("SELECT 1", db=None)
                 break
-            except pymysql.err.OperationalError:
+            except (OSError, pymysql.err.OperationalError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     log = self.dir / "error.log"
                     raise RuntimeError(
