@@ -52,6 +52,12 @@ class FaultProxy:
         )
         started.set()
         self.loop.run_forever()
+        # stopped by `close`: the connections' tasks end, and the loop is closed here
+        tasks = asyncio.all_tasks(self.loop)
+        for task in tasks:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        self.loop.close()
 
     def _call(self, fn: Any, *args: Any) -> None:
         self.loop.call_soon_threadsafe(fn, *args)
