@@ -210,27 +210,27 @@ def test_a_process_that_ends_while_its_idle_timer_writes_leaves_its_totals(
         print("taken" if not totals else "held", flush=True)
         """
     )
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", script],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    blocker = sqlite3.connect(path, isolation_level=None)
-    try:
-        assert proc.stdout.readline().strip() == "sent"
-        blocker.execute("BEGIN IMMEDIATE")
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "taken"
-        # the process is ending now, its timer's thread waiting for the lock: hold it a
-        # little longer, so that its end comes while that write still waits
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(0.5)
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
-    assert proc.wait(30) == 0
+    ) as proc:  # its pipes closed at the end
+        assert proc.stdin is not None and proc.stdout is not None
+        blocker = sqlite3.connect(path, isolation_level=None)
+        try:
+            assert proc.stdout.readline().strip() == "sent"
+            blocker.execute("BEGIN IMMEDIATE")
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "taken"
+            # the process is ending now, its timer's thread waiting for the lock: hold it a
+            # little longer, so that its end comes while that write still waits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(0.5)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert proc.wait(30) == 0
     assert totals(url)[0] == N + 1
