@@ -28,7 +28,7 @@ from conveyor import Client
 
 from ..conftest import unavailable
 from ..support.certs import make_cert
-from ..support.waiting import free_port, logged
+from ..support.waiting import free_port, logged, unix_socket_accepts
 
 pytestmark = pytest.mark.slow
 
@@ -161,10 +161,8 @@ def proxied(
     server = logged(command, log)
 
     def ready() -> bool:
-        if request.param == "unix":  # (httpcore leaves the socket of a failed connect open)
-            with socket.socket(socket.AF_UNIX) as probe:
-                if probe.connect_ex(str(path)) != 0:
-                    return False
+        if request.param == "unix" and not unix_socket_accepts(path):  # before httpcore's
+            return False
         try:
             return check.get("/healthz").status_code == 200
         except httpx.HTTPError:

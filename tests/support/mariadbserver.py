@@ -6,7 +6,6 @@ touched."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,7 +15,7 @@ from typing import Any
 import pymysql
 
 from .netns import Link
-from .waiting import free_port
+from .waiting import free_port, unix_socket_accepts
 
 SERVER_IDS = iter(range(100, 10_000))
 
@@ -82,20 +81,17 @@ class ThrowawayMariaDB:
         deadline = time.monotonic() + 60
         while True:
             try:
-                # PyMySQL leaves the socket of a failed connect open: the server's socket is
-                # probed with one of ours, closed either way, until it accepts
-                with socket.socket(socket.AF_UNIX) as probe:
-                    probe.settimeout(2)
-                    probe.connect(str(self.dir / "sock"))
-                self.sql("SELECT 1", db=None)
-                break
-            except (OSError, pymysql.err.OperationalError):
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    log = self.dir / "error.log"
-                    raise RuntimeError(
-                        f"mariadbd did not start:\n{log.read_text() if log.exists() else ''}"
-                    ) from None
-                time.sleep(0.1)
+                if unix_socket_accepts(self.dir / "sock"):  # before PyMySQL connects
+                    self.sql("SELECT 1", db=None)
+                    break
+            except pymysql.err.OperationalError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                log = self.dir / "error.log"
+                raise RuntimeError(
+                    f"mariadbd did not start:\n{log.read_text() if log.exists() else ''}"
+                )
+            time.sleep(0.1)
         self.sql("CREATE DATABASE IF NOT EXISTS test", db=None)
         return self
 

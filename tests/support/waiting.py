@@ -31,6 +31,16 @@ def ephemeral_floor() -> int:
         return 32768
 
 
+def unix_socket_accepts(path: str | Path) -> bool:
+    """Whether a server accepts connections on the Unix socket `path` now, probed with a
+    socket closed either way: a client library's own connect may leave the socket of a
+    failed connect open (httpcore's and PyMySQL's do), so servers still starting are
+    probed with this before a client connects."""
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.settimeout(2)
+        return probe.connect_ex(str(path)) == 0
+
+
 def free_port() -> int:
     """A port of 127.0.0.1 free now, for a server started after: one picked at random
     below the ephemeral range, so that no connection's local port (of this test or of
