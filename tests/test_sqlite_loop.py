@@ -400,6 +400,7 @@ def test_a_failed_fsync_of_the_log_is_the_waiting_senders_error_and_the_next_one
         mock.patch.object(subprocess, "Popen", refused),
         mock.patch.object(os, "open", open_),
         mock.patch.object(os, "fsync", fsync),
+        mock.patch.object(os, "fdatasync", fsync, create=True),  # the log's sync (Linux)
     ):
         client.create_queue("jobs")
         backend = client.backend
@@ -456,7 +457,11 @@ def test_the_fsync_helper_answers_each_read_of_requests_with_one_fsync(
         opened.append(path)
         return real_open(path, flags, *args)
 
-    with mock.patch.object(os, "fsync", fsync), mock.patch.object(os, "open", open_):
+    with (
+        mock.patch.object(os, "fsync", fsync),
+        mock.patch.object(os, "fdatasync", fsync, create=True),  # the log's sync (Linux)
+        mock.patch.object(os, "open", open_),
+    ):
         helper = threading.Thread(target=fsyncd.serve, args=(str(log), asks, answer))
         helper.start()
         os.write(ask, b"??")

@@ -3,7 +3,8 @@ the store's write-ahead log when asked (`conveyor.backends.sql.sqlite_sync.Fsync
 starts it as ``python -I -S fsyncd.py LOG``).
 
 It reads requests, a byte each, from its standard input. For every read (all the requests
-that arrived since the last) it fsyncs the log once (the first time, its directory too),
+that arrived since the last) it syncs the log once (`sync_data`; the first time, its
+directory too),
 then writes a byte a request to its standard output: ``F`` for the first, ``+`` for each
 other that fsync served; ``E`` and ``e`` where it failed (the error goes to its standard
 error, and the log is opened afresh for the next fsync). It ends at the end of its input:
@@ -43,10 +44,10 @@ def serve(path: str, requests: int = 0, replies: int = 1) -> None:
             try:
                 if fd is None:
                     fd = os.open(path, os.O_RDONLY)
-                    os.fsync(fd)
+                    sync_data(fd)
                     fsync_directory(path)  # the first time: as SQLite does for a new log
                 else:
-                    os.fsync(fd)
+                    sync_data(fd)
                 reply = bytes([DONE]) + bytes([ALSO_DONE]) * (asked - 1)
             except OSError as exc:
                 print(f"conveyor: cannot fsync {path}: {exc}", file=sys.stderr, flush=True)
@@ -60,6 +61,21 @@ def serve(path: str, requests: int = 0, replies: int = 1) -> None:
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def sync_data(fd: int) -> None:
+    """Write a file's data to the disk with the metadata needed to read it back (its
+    size), as SQLite syncs its own files where the system has ``fdatasync`` (Linux: at
+    ``synchronous=FULL`` its every sync of the log is one): the log's modification time is
+    left to the file system, which spares a commit of its journal for it (an 8 KiB write
+    and its sync: 94 µs at p50 against 143 with ``fsync``, docs/benchmarks.md)."""
+    if HAS_FDATASYNC:
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
+
+
+HAS_FDATASYNC = hasattr(os, "fdatasync")  # macOS has none
 
 
 def fsync_directory(path: str) -> None:

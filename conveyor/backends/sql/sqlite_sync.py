@@ -135,10 +135,10 @@ class LogFile:
             try:
                 if self._fd is None:
                     self._fd = os.open(self.path, os.O_RDONLY)
-                    os.fsync(self._fd)
+                    fsyncd.sync_data(self._fd)
                     fsyncd.fsync_directory(self.path)
                 else:
-                    os.fsync(self._fd)
+                    fsyncd.sync_data(self._fd)
             except OSError as exc:
                 self._close()
                 return StoreUnavailable(f"SQLite store: cannot fsync {self.path}: {exc}")
