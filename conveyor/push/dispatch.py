@@ -73,13 +73,27 @@ class Batcher(Generic[In, R]):
         return result
 
     async def many(self, items: list[In]) -> list[R | Exception]:
-        """Each item's result, or the exception it met."""
-        future: asyncio.Future[list[R | Exception]] = asyncio.get_running_loop().create_future()
-        self.pending.append((items, future))
-        if not self.running:
-            self.running = True
-            self.gateway.spawn(self._drain())
-        return await future
+        """Each item's result, or the exception it met. Where no batch is in the store (and
+        the calls are not lazy), these items go in at once as a batch of their own, on the
+        caller's task; what other callers hand over meanwhile is gathered for the next."""
+        if self.running or self.lazy:
+            future: asyncio.Future[list[R | Exception]] = asyncio.get_running_loop().create_future()
+            self.pending.append((items, future))
+            if not self.running:
+                self.running = True
+                self.gateway.spawn(self._drain())
+            return await future
+        self.running = True
+        try:
+            try:
+                return await self.call(self.fn, items)
+            except Exception as exc:
+                return [exc] * len(items)
+        finally:
+            if self.pending:  # handed over while these were in the store
+                self.gateway.spawn(self._drain())
+            else:
+                self.running = False
 
     async def _drain(self) -> None:
         try:
