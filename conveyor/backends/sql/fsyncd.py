@@ -65,10 +65,10 @@ def serve(path: str, requests: int = 0, replies: int = 1) -> None:
 
 def sync_data(fd: int) -> None:
     """Write a file's data to the disk with the metadata needed to read it back (its
-    size), as SQLite syncs its own files where the system has ``fdatasync`` (Linux: at
-    ``synchronous=FULL`` its every sync of the log is one): the log's modification time is
-    left to the file system, which spares a commit of its journal for it (an 8 KiB write
-    and its sync: 94 µs at p50 against 143 with ``fsync``, docs/benchmarks.md)."""
+    size): the sync SQLite itself makes of its files where the system has ``fdatasync``
+    (on Linux each sync of the log at ``synchronous=FULL`` is one), so that a commit here
+    is exactly as durable as there. (On this project's test machine it costs what ``fsync``
+    does: ``python -m bench.disk``, docs/benchmarks.md.)"""
     if HAS_FDATASYNC:
         os.fdatasync(fd)
     else:
