@@ -15,7 +15,8 @@ It runs `RAISED` nice levels above the process that started it, where the system
 (root, CAP_SYS_NICE, or an RLIMIT_NICE that allows it: systemd's ``LimitNICE=``), and at
 that process's level otherwise. It wants almost no CPU, but each request is a send that
 waits: on a loaded machine the scheduler otherwise lets it wait its turn behind the
-server's own work before it may fsync (measured in docs/benchmarks.md).
+server's own work before it may fsync (measured in docs/benchmarks-history.md, "The fsync
+helper ten nice levels up").
 
 It imports nothing but the standard library, and runs without site packages.
 """
