@@ -85,15 +85,19 @@ class Batcher(Generic[In, R]):
             return await future
         self.running = True
         try:
-            try:
-                return await self.call(self.fn, items)
-            except Exception as exc:
-                return [exc] * len(items)
+            return await self._store(items)
         finally:
             if self.pending:  # handed over while these were in the store
                 self.gateway.spawn(self._drain())
             else:
                 self.running = False
+
+    async def _store(self, items: list[In]) -> list[R | Exception]:
+        """One store call for `items`: each item's result, or the error of the whole call."""
+        try:
+            return await self.call(self.fn, items)
+        except Exception as exc:
+            return [exc] * len(items)
 
     async def _drain(self) -> None:
         try:
@@ -105,11 +109,7 @@ class Batcher(Generic[In, R]):
                 while self.pending and size + len(self.pending[0][0]) <= self.limit:
                     runs.append(self.pending.popleft())
                     size += len(runs[-1][0])
-                items = [item for run, _ in runs for item in run]
-                try:
-                    results = await self.call(self.fn, items)
-                except Exception as exc:
-                    results = [exc] * len(items)
+                results = await self._store([item for run, _ in runs for item in run])
                 at = 0
                 for run, future in runs:
                     if not future.done():
