@@ -14,10 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
+
+from .runs import pct  # milliseconds
 
 FRAME = 24 + 4096
 
@@ -42,11 +43,6 @@ def measure(
         sync(fd)
         took.append(time.perf_counter() - start)
     return took
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,14 +72,13 @@ def main(argv: list[str] | None = None) -> None:
                 label = f"{frames} frame{'s' if frames > 1 else ''}, {name}"
                 print(
                     f"| {label:<22} | {'grows' if grow else 'in place':<8} |"
-                    f" {pct(took, 50) * 1e6:7.0f} | {pct(took, 90) * 1e6:7.0f} |"
-                    f" {pct(took, 99) * 1e6:7.0f} |",
+                    f" {pct(took, 50) * 1e3:7.0f} | {pct(took, 90) * 1e3:7.0f} |"
+                    f" {pct(took, 99) * 1e3:7.0f} |",
                     flush=True,
                 )
     finally:
         os.close(fd)
         os.unlink(path)
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":
