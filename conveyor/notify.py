@@ -57,11 +57,12 @@ class WaitHub:
         with self._lock:
             self._versions[key] += 1
             cond = self._conditions.get(key)
-            woken = self._pop(key, count)
+            woken = self._pop(key, count) if self._futures.get(key) else None
         if cond is not None:
             with cond:
                 cond.notify_all()
-        _resolve_all(woken)
+        if woken:
+            _resolve_all(woken)
 
     def wake_all(self) -> None:
         """Wake every waiting task (a server shutting down ends its long polls)."""

@@ -52,9 +52,20 @@ class SQLAccounts(Generic[E]):
         self._idle = WhenIdle(self.flush_if_due, self.totals.wait)
 
     def count(self, done: Sequence[tuple[int, int]], total: Total) -> None:
-        """Count what an operation did once it is done (committed: `done` is (queue id, how
-        many) pairs of `total`), and write the totals when due."""
-        if self.totals.add(self.store.clock.now(), total, done):
+        """Count what a write did (`done`: (queue id, how many) pairs of `total`) once it
+        has committed, and write the totals when due: at once where the write has committed,
+        else (it shares a transaction: `Connections.after_commit`) after that commits, the
+        totals written in that transaction when due. Every send, receive and delete counts:
+        one call here, no more."""
+        for _, n in done:
+            if n:
+                break
+        else:
+            return  # nothing done (a receive that found nothing)
+        store = self.store
+        if store.db.after_commit(lambda: self.add(done, total)):
+            self.flush_if_due()  # in the transaction this write shares
+        elif self.totals.add(store.clock.now(), total, done):
             self.flush_if_due()
         else:
             self._idle.counted()

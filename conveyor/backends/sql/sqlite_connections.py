@@ -299,6 +299,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         self.wal = self.path + "-wal"  # the write-ahead log, fsynced for durable commits
         # an in-memory database has no file to fsync: nothing of it survives its process
         self.durability = "normal" if self.path == ":memory:" else durability
+        self._full = self.durability == "full"  # a durable commit fsyncs the log
         self._busy_ms = int(busy_timeout * 1000)
         # what a connection waits for the lock before its write takes the turn (where there
         # is a turn file: set with it, at the first connection)
@@ -446,20 +447,29 @@ class SQLiteConnections(Connections[SQLiteExec]):
         return self._gathered.busy()
 
     def after_commit(self, fn: Callable[[], object]) -> bool:
-        return self._hold(fn, committed=True)
-
-    def if_undone(self, fn: Callable[[], object]) -> bool:
-        return self._hold(fn, committed=False)
-
-    def _hold(self, fn: Callable[[], object], *, committed: bool) -> bool:
-        """Hold `fn` for the commit (or the failure) of the transaction this thread's write
-        shares (gathered calls', or an event loop's turn); False where it shares none."""
+        """Hold `fn` for the commit of the transaction this thread's write shares (gathered
+        calls', or an event loop's turn); False where it shares none (every write counts
+        here: the two lookups written out)."""
         local = self._local.s
         batch = local.gathered or local.turn
         if batch is None:
             return False
-        (batch.later if committed else batch.undone).append(fn)
+        batch.later.append(fn)
         return True
+
+    def if_undone(self, fn: Callable[[], object]) -> bool:
+        """Hold `fn` for the failure of the transaction this thread's write shares, as
+        `after_commit`."""
+        batch = self._shared()
+        if batch is not None:
+            batch.undone.append(fn)
+        return batch is not None
+
+    def _shared(self) -> _Batch | _Turn | None:
+        """The transaction this thread's write shares (gathered calls', or an event loop's
+        turn), if any."""
+        local = self._local.s
+        return local.gathered or local.turn
 
     def _savepoint(self, ex: SQLiteExec, fn: Callable[[SQLiteExec], T]) -> T:
         """Run `fn` in a savepoint of the open transaction: one write of several that share
@@ -514,12 +524,15 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 self._waiting.append(me)
         if me is None:  # nobody writing: a group of one, led by this thread
             try:
-                result: T = self._transaction(local, fn, self.durability == "full" and not durable)
+                result: T = self._transaction(local, fn, durable and self._full)
                 self.commits += 1
                 return result
             finally:
                 with self._group_lock:
-                    self._pass_lead(())
+                    if self._waiting:
+                        self._pass_lead(())
+                    else:  # `_pass_lead` where no write waits: nobody leads
+                        self._leading = False
         me.latch.acquire()
         if not me.lead:
             done: T = me.outcome()
@@ -534,14 +547,14 @@ class SQLiteConnections(Connections[SQLiteExec]):
         led: T = me.outcome()
         return led
 
-    def _transaction(self, local: _ThreadState, fn: Callable[[SQLiteExec], T], relaxed: bool) -> T:
+    def _transaction(self, local: _ThreadState, fn: Callable[[SQLiteExec], T], sync: bool) -> T:
         """`fn` in a write transaction on this thread's connection: BEGIN IMMEDIATE;
         COMMIT, or ROLLBACK on any error (SQLite's own errors raised as StoreUnavailable).
-        `relaxed`: the commit need not wait for the disk (durability=full). A method, not a
-        context manager: every send, receive and delete opens one."""
+        `sync`: the commit waits for the disk (the log fsynced; durability=full). A method,
+        not a context manager: every send, receive and delete opens one."""
         ex = local.ex or self.exec()
         conn = ex.conn
-        self.begin(conn)
+        self.begin(conn, local)
         try:
             result = fn(ex)
             conn.execute("COMMIT")
@@ -551,7 +564,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             if isinstance(exc, sqlite3.Error):
                 raise failure(f"SQLite store {self.path} failed", exc) from exc
             raise
-        if not relaxed and self.durability == "full":
+        if sync:
             error = self.log.sync()  # committed; answered once on the disk
             if error is not None:
                 raise error
@@ -593,7 +606,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             self._leading = True  # other threads' writes wait for this turn's commit
         try:
             conn = self.exec().conn
-            self.begin(conn)
+            self.begin(conn, self._local.s)
         except BaseException:
             with self._group_lock:
                 self._pass_lead(())
@@ -669,7 +682,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         there are several, and set each one's result or error."""
         # at durability=full a commit that need not be durable is made durable by the next
         # durable commit (or checkpoint): a power cut before that can undo it
-        relaxed = self.durability == "full" and not any(w.durable for w in group)
+        sync = self._full and any(w.durable for w in group)
         results: list[tuple[_Write, Any]] = []
 
         def run(ex: SQLiteExec) -> None:
@@ -683,7 +696,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
                         w.error = exc
 
         try:
-            self._transaction(self._local.s, run, relaxed)
+            self._transaction(self._local.s, run, sync)
         except BaseException as exc:  # nothing of the group was committed
             for w in group:
                 w.error = exc
@@ -692,7 +705,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
         for w, result in results:
             w.result = result
 
-    def begin(self, conn: sqlite3.Connection) -> None:
+    def begin(self, conn: sqlite3.Connection, local: _ThreadState) -> None:
         """BEGIN IMMEDIATE. Where another connection holds the write lock: `FINE_AFTER` in
         SQLite's busy handler, then tries in short steps, then after `TURN_AFTER` the
         file's turn (sqlite_turnstile.py), until the store's busy timeout has passed in
@@ -705,7 +718,6 @@ class SQLiteConnections(Connections[SQLiteExec]):
         at a worse p99, the lock changing hands after every transaction. After 5 ms in the
         handler they move as many (docs/benchmarks.md, "Processes sharing one SQLite file").
         """
-        local = self._local.s
         turnstile = self._turnstile
         if local.inline:
             if turnstile is not None and turnstile.flag[0] and turnstile.held_up():

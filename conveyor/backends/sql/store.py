@@ -188,22 +188,13 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         queue raised by what `fn` did (`counts(result)`: (queue id, how many) pairs) once it
         has committed: counted in memory and written by the accounts (totals.py)."""
         result = self.db.write(fn, single=single, durable=durable)
-        self.count(counts(result), total)
+        self.accounts.count(counts(result), total)
         return result
 
     def count(self, done: Sequence[tuple[int, int]], total: Total) -> None:
         """Raise the running total `total` of each queue by what a write did (`done`: (queue
         id, how many) pairs), once it has committed."""
-        for _, n in done:
-            if n:
-                break
-        else:
-            return  # nothing done (a receive that found nothing)
-        accounts = self.accounts
-        if self.db.after_commit(lambda: accounts.add(done, total)):
-            accounts.flush_if_due()  # in the transaction this write shares
-        else:
-            accounts.count(done, total)
+        self.accounts.count(done, total)
 
     def write(self, fn: Callable[[E], T], *, single: bool = False, durable: bool = True) -> T:
         """Run `fn` in a transaction (see `Connections.write`), the schema made first."""
