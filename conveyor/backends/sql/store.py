@@ -544,7 +544,12 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         return stored
 
     def send_bodies(self, queue: str, bodies: Sequence[bytes], delay: float) -> list[str]:
-        ids = self.fresh_on_drop(queue, lambda: self._send_bodies(queue, bodies, delay))
+        try:
+            ids = self._send_bodies(queue, bodies, delay)
+        except StoreUnavailable as exc:
+            if not self.forgot_dropped(queue, exc):
+                raise
+            ids = self._send_bodies(queue, bodies, delay)
         self.notify(queue)
         return ids
 
@@ -636,14 +641,11 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
 
     def receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
         try:
-            return self._receive(queue, max_messages, visibility_timeout)
+            rows, token = self.claim(queue, max_messages, visibility_timeout)
         except StoreUnavailable as exc:
             if not self.forgot_dropped(queue, exc):
                 raise
-            return self._receive(queue, max_messages, visibility_timeout)
-
-    def _receive(self, queue: str, max_messages: int, visibility_timeout: float) -> list[Message]:
-        rows, token = self.claim(queue, max_messages, visibility_timeout)
+            rows, token = self.claim(queue, max_messages, visibility_timeout)
         if not rows:
             return []
         prefix = receipt_prefix(queue, token)
