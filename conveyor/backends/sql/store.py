@@ -191,11 +191,6 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
         self.accounts.count(counts(result), total)
         return result
 
-    def count(self, done: Sequence[tuple[int, int]], total: Total) -> None:
-        """Raise the running total `total` of each queue by what a write did (`done`: (queue
-        id, how many) pairs), once it has committed."""
-        self.accounts.count(done, total)
-
     def write(self, fn: Callable[[E], T], *, single: bool = False, durable: bool = True) -> T:
         """Run `fn` in a transaction (see `Connections.write`), the schema made first."""
         if not self._migrated:
@@ -485,8 +480,8 @@ class SQLStore(Backend, LoopCommits, Generic[E]):
             return stored, d.claim_ready(ex, qid, max_messages, terms, token)
 
         stored, rows = self.db.write(run)
-        self.count([(qid, _stored(stored))], "sent")
-        self.count([(qid, len(rows))], "received")
+        self.accounts.count([(qid, _stored(stored))], "sent")
+        self.accounts.count([(qid, len(rows))], "received")
         if rows:
             self._idle.discard(queue)
         prefix = receipt_prefix(queue, token)

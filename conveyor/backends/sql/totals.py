@@ -96,11 +96,8 @@ class RunningTotals:
         """Fold the counts noted into the spans (the lock held): each count in the span of
         its time, a new span where the last one ended."""
         noted, pending = self._noted, self._pending
-        while noted:
-            try:
-                at, which, done = noted.popleft()
-            except IndexError:  # another thread folded it meanwhile
-                break
+        while noted:  # only a fold takes from it, and folds hold the lock
+            at, which, done = noted.popleft()
             for qid, n in done:
                 if not n:
                     continue
