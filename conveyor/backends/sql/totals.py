@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -64,20 +63,11 @@ class Counted:
         return sent, received, deleted
 
 
-FOLD_AT = 4096  # counts noted before they are folded into the spans, at most
-
-
 class RunningTotals:
-    """The counts of a store's queues not written yet. Every send, receive and delete
-    counts, so `add` only notes a count (appended to a deque, which threads share without a
-    lock); the notes are folded into each queue's spans (`Counted`) under the lock when the
-    counts are read, taken or written, or once FOLD_AT have gathered."""
-
     def __init__(self, interval: float = 1.0) -> None:
         self.writing = Writing()  # writes of counts taken from here, under way
         self._lock = threading.Lock()
         self._pending: dict[int, Counted] = {}
-        self._noted: deque[tuple[float, int, Iterable[tuple[int, int]]]] = deque()
         self._interval = interval
         self._due_at = 0.0
 
@@ -85,26 +75,16 @@ class RunningTotals:
         """Count what was done at `at` (the store's clock): `done`, (queue id, how many)
         pairs of `total` (a pair of none left out); True when the totals are due to be
         written."""
-        noted = self._noted
-        noted.append((at, TOTALS[total], done))
-        if len(noted) >= FOLD_AT:
-            with self._lock:
-                self._fold()
-        return time.monotonic() >= self._due_at  # `due`, with counts just added
-
-    def _fold(self) -> None:
-        """Fold the counts noted into the spans (the lock held): each count in the span of
-        its time, a new span where the last one ended."""
-        noted, pending = self._noted, self._pending
-        while noted:  # only a fold takes from it, and folds hold the lock
-            at, which, done = noted.popleft()
+        which = TOTALS[total]
+        with self._lock:
+            pending = self._pending
             for qid, n in done:
                 if not n:
                     continue
                 c = pending.get(qid)
                 if c is None:
                     c = pending[qid] = Counted(qid)
-                spans = c.spans
+                spans = c.spans  # `n` more in the span of `at` (a new one where it ended)
                 if spans:
                     span = spans[-1]
                     if at < span[0] + SPAN:
@@ -113,9 +93,10 @@ class RunningTotals:
                 span = [at, 0, 0, 0]
                 span[which] = n
                 spans.append(span)
+        return time.monotonic() >= self._due_at  # `due`, with counts just added
 
     def due(self) -> bool:
-        return bool(self) and time.monotonic() >= self._due_at
+        return bool(self._pending) and time.monotonic() >= self._due_at
 
     def hold(self) -> None:
         """Hold the totals: never due (written only by `take`, at close or exit) until
@@ -128,14 +109,13 @@ class RunningTotals:
 
     def wait(self) -> float | None:
         """Seconds until the totals held fall due (None: none held, or never due)."""
-        if not self or self._due_at == math.inf:
+        if not self._pending or self._due_at == math.inf:
             return None
         return max(0.0, self._due_at - time.monotonic())
 
     def take(self) -> list[Counted]:
         """The counts to write, one per queue; starts counting afresh."""
         with self._lock:
-            self._fold()
             rows = [c for _, c in sorted(self._pending.items())]
             self._pending.clear()
             self._due_at = time.monotonic() + self._interval
@@ -145,7 +125,6 @@ class RunningTotals:
         """Counts taken and not written (the write failed), counted again (a row with none
         is left out)."""
         with self._lock:
-            self._fold()
             for row in rows:
                 if not row.spans:
                     continue
@@ -158,17 +137,15 @@ class RunningTotals:
     def pending(self, qid: int) -> tuple[int, int, int]:
         """A queue's counts not written yet: sent, received, deleted."""
         with self._lock:
-            self._fold()
             c = self._pending.get(qid)
             return c.sums() if c is not None else (0, 0, 0)
 
     def forget(self, qid: int) -> None:
         with self._lock:
-            self._fold()
             self._pending.pop(qid, None)
 
     def __bool__(self) -> bool:
-        return bool(self._pending) or bool(self._noted)
+        return bool(self._pending)
 
 
 def write_counts(ex: Exec, d: Dialect[Any], rows: Sequence[Counted]) -> None:
