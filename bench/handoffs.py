@@ -1,6 +1,7 @@
-"""Where a run of one producer and four consumers on one SQLite file spends its time: the
-write lock's holds, and the gaps between one transaction's commit and the next one's
-BEGIN.
+"""How processes sharing one SQLite file hold its write lock, and the gaps between transactions.
+
+Where a run of one producer and four consumers on one file spends its time: the write
+lock's holds, and the gaps between one transaction's commit and the next one's BEGIN.
 
 ``python -m bench.handoffs [--messages 20000] [--repeat 3] [--source DIR]``
 
