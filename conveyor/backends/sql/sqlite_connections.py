@@ -529,10 +529,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 return result
             finally:
                 with self._group_lock:
-                    if self._waiting:
-                        self._pass_lead(())
-                    else:  # `_pass_lead` where no write waits: nobody leads
-                        self._leading = False
+                    self._pass_lead(())
         me.latch.acquire()
         if not me.lead:
             done: T = me.outcome()
