@@ -270,10 +270,6 @@ def store_call(
     def wrap(fn: Callable[Concatenate[Any, P], T]) -> Callable[Concatenate[Any, P], T]:
         @functools.wraps(fn)
         def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
-            global _skip
-            if _api is None and _skip:  # `active`'s answer, without its call: none yet
-                _skip -= 1
-                return fn(self, *args, **kwargs)
             if active() is None:
                 return fn(self, *args, **kwargs)
             target = str(args[0] if args else kwargs.get("topic")) if topic else self.name
