@@ -57,12 +57,11 @@ class WaitHub:
         with self._lock:
             self._versions[key] += 1
             cond = self._conditions.get(key)
-            woken = self._pop(key, count) if self._futures.get(key) else None
+            woken = self._pop(key, count)
         if cond is not None:
             with cond:
                 cond.notify_all()
-        if woken:
-            _resolve_all(woken)
+        _resolve_all(woken)
 
     def wake_all(self) -> None:
         """Wake every waiting task (a server shutting down ends its long polls)."""
