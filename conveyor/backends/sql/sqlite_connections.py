@@ -219,7 +219,7 @@ class _Gathered(Worker):
             error = exc
             run_each(batch.undone)
         else:
-            error = db.log.sync() if db.durability == "full" and batch.durable else None
+            error = db.log.sync() if db._full and batch.durable else None
         if error is not None:
             return [(future, None, error) for _, future in calls], True
         run_each(batch.later)
@@ -505,7 +505,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
                 return self._in_turn(fn, durable, call)
             if not inline and local.turn is not None:  # the loop's thread, outside `inline`
                 self._end_turn(local.turn)
-            if call is not None and durable and self.durability == "full":
+            if call is not None and durable and self._full:
                 loop = running_loop_or_block()  # the loop to await the disk on
                 # commit now, without SQLite's fsync; the caller awaits the log's fsync
                 committed = self.write(fn, single=single, durable=False)
@@ -624,7 +624,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
             done.set_exception(error)
             return
         run_each(turn.later)
-        if turn.durable and self.durability == "full":
+        if turn.durable and self._full:
             self._syncer.after(done)
         else:
             done.set_result(None)
@@ -864,7 +864,7 @@ class SQLiteConnections(Connections[SQLiteExec]):
     def close(self) -> None:
         for turn in list(self._turns):  # the loop that would have committed it has stopped
             error = self._close_turn(turn, commit=True)
-            if error is None and turn.durable and self.durability == "full":
+            if error is None and turn.durable and self._full:
                 error = self.log.sync()
             settle_all([(turn.done, None, error)])
         self._gathered.close()
