@@ -448,14 +448,11 @@ class SQLiteConnections(Connections[SQLiteExec]):
 
     def after_commit(self, fn: Callable[[], object]) -> bool:
         """Hold `fn` for the commit of the transaction this thread's write shares (gathered
-        calls', or an event loop's turn); False where it shares none (every write counts
-        here: the two lookups written out)."""
-        local = self._local.s
-        batch = local.gathered or local.turn
-        if batch is None:
-            return False
-        batch.later.append(fn)
-        return True
+        calls', or an event loop's turn); False where it shares none."""
+        batch = self._shared()
+        if batch is not None:
+            batch.later.append(fn)
+        return batch is not None
 
     def if_undone(self, fn: Callable[[], object]) -> bool:
         """Hold `fn` for the failure of the transaction this thread's write shares, as
