@@ -3,7 +3,7 @@
 Where a run of one producer and four consumers on one file spends its time: the write
 lock's holds, and the gaps between one transaction's commit and the next one's BEGIN.
 
-``python -m bench.handoffs [--messages 20000] [--repeat 3] [--source DIR]``
+``python -m bench.handoffs [--messages 20000] [--repeat 3] [--source DIR] [--fine-after MS,...]``
 
 The loop of `python -m bench`'s 1P+4C rows (single 100-byte messages, durability=normal; the
 consumers receive one, delete it, and sleep 1 ms where they found none), with every write
@@ -18,8 +18,14 @@ p50/p90/p99; the time of the holds over 1 ms (a COMMIT that ran a checkpoint: SQ
 checkpoints inside the COMMIT that takes the log past 1,000 pages, after the lock is let go);
 the gap from a commit to the next BEGIN's return, p50, where the same process wrote next and
 where another did (after the holds of 1 ms or less); how often the next writer was another
-process. Each row is the median run
-by msgs/s.
+process; from send to receive, p50 and p99 (each body carries its send's time); the
+consumers' CPU a message (a receive and a delete), and how much of it was spent in SQLite's
+statements (the thread's CPU in `execute`) and how much in the rest. Each row is the median
+run by msgs/s.
+
+With ``--fine-after 5,20,50`` this checkout runs once with each as the milliseconds a write
+waits in SQLite's busy handler before it tries in short steps (`FINE_AFTER`, 5 by default):
+what the waiting writers' turns cost in CPU and buy in latency.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 CHILD = r"""
@@ -41,12 +48,20 @@ import json, multiprocessing as mp, os, resource, sqlite3, sys, time
 from conveyor import Client
 
 URL, N = sys.argv[1], int(sys.argv[2])
+if os.environ.get("FINE_AFTER"):  # this checkout's wait in SQLite's busy handler, in seconds
+    from conveyor.backends.sql import sqlite_connections
+    sqlite_connections.FINE_AFTER = float(os.environ["FINE_AFTER"])
 MARKS = []  # BEGIN IMMEDIATE's return (> 0), COMMIT's or ROLLBACK's return (< 0)
+SQL = [0.0]  # the thread's CPU in the statements
 
 
 class Timed(sqlite3.Connection):
     def execute(self, sql, *args):
-        cursor = super().execute(sql, *args)
+        cpu = time.thread_time()
+        try:
+            cursor = super().execute(sql, *args)
+        finally:
+            SQL[0] += time.thread_time() - cpu
         if sql == "BEGIN IMMEDIATE":
             MARKS.append(time.monotonic())
         elif sql == "COMMIT" or sql == "ROLLBACK":
@@ -66,25 +81,27 @@ def usage():
 def producer(out):
     q = Client(URL).queue("q")
     del MARKS[:]
-    cpu = usage()
+    cpu, SQL[0] = usage(), 0.0
     for _ in range(N):
-        q.send(b"x" * 100)
-    out.put((MARKS, usage() - cpu))
+        q.send(b"%-100.6f" % time.monotonic())  # the send's time, for the receiver
+    out.put(("producer", MARKS, usage() - cpu, SQL[0], []))
 
 
 def consumer(done, out):
     q = Client(URL).queue("q")
     del MARKS[:]
-    cpu = usage()
+    cpu, SQL[0] = usage(), 0.0
+    latencies = []
     while done.value < N:
         got = q.receive(1, wait=0)
         if not got:
             time.sleep(0.001)
             continue
+        latencies.append(time.monotonic() - float(got[0].body))
         q.delete(got[0].receipt or "")
         with done.get_lock():
             done.value += 1
-    out.put((MARKS, usage() - cpu))
+    out.put(("consumer", MARKS, usage() - cpu, SQL[0], latencies))
 
 
 if __name__ == "__main__":
@@ -100,8 +117,12 @@ if __name__ == "__main__":
     elapsed = time.perf_counter() - start
     for p in procs:
         p.join()
-    print(json.dumps({"seconds": elapsed, "marks": [m for m, _ in results],
-                      "cpu": sum(c for _, c in results)}))
+    consumers = [r for r in results if r[0] == "consumer"]
+    print(json.dumps({"seconds": elapsed, "marks": [r[1] for r in results],
+                      "cpu": sum(r[2] for r in results),
+                      "consumer_cpu": sum(r[2] for r in consumers),
+                      "consumer_sql": sum(r[3] for r in consumers),
+                      "latencies": [x for r in consumers for x in r[4]]}))
 """
 
 
@@ -135,6 +156,7 @@ def analyse(run: dict[str, Any], n: int) -> dict[str, float]:
             (same if proc == following else other).append(start - end)
     same.sort()
     other.sort()
+    latencies = sorted(run["latencies"])
     seconds = float(run["seconds"])
     return {
         "rate": n / seconds,
@@ -148,11 +170,18 @@ def analyse(run: dict[str, Any], n: int) -> dict[str, float]:
         "same": pct(same, 50) if same else float("nan"),
         "other": pct(other, 50) if other else float("nan"),
         "switches": len(other) / max(1, len(spans) - 1),
+        "e2e50": latencies[len(latencies) // 2] * 1e3,
+        "e2e99": latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] * 1e3,
+        "consumer": float(run["consumer_cpu"]) / n * 1e6,
+        "statements": float(run["consumer_sql"]) / n * 1e6,
     }
 
 
-def run_once(source: str | None, n: int, workdir: str) -> dict[str, float]:
-    """One run in a child Python (of `source`'s store where given), on a new file."""
+def run_once(
+    source: str | None, n: int, workdir: str, fine_after: float | None = None
+) -> dict[str, float]:
+    """One run in a child Python (of `source`'s store where given), on a new file; with
+    `fine_after`, this checkout's store waits that long in SQLite's busy handler."""
     path = os.path.join(workdir, "q.db")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
@@ -160,6 +189,8 @@ def run_once(source: str | None, n: int, workdir: str) -> dict[str, float]:
     env = dict(os.environ)
     if source:
         env["PYTHONPATH"] = source
+    if fine_after is not None:
+        env["FINE_AFTER"] = str(fine_after)
     url = f"sqlite:///{path}?durability=normal"
     done = subprocess.run(
         [sys.executable, "-c", CHILD, url, str(n)],
@@ -173,13 +204,47 @@ def run_once(source: str | None, n: int, workdir: str) -> dict[str, float]:
     return analyse(json.loads(done.stdout.strip().splitlines()[-1]), n)
 
 
+def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    return sorted(runs, key=lambda x: x["rate"])[len(runs) // 2]
+
+
 def row(label: str, runs: list[dict[str, float]]) -> str:
-    r = sorted(runs, key=lambda x: x["rate"])[len(runs) // 2]
+    r = median_run(runs)
     return (
-        f"{label:<8} {r['rate']:>8,.0f} {r['cpu']:>6.2f} {r['transactions']:>7,.0f}"
+        f"{label:<11} {r['rate']:>8,.0f} {r['cpu']:>6.2f} {r['transactions']:>7,.0f}"
         f" {r['held']:>6.0%} {r['p50']:>5.0f} {r['p90']:>5.0f} {r['p99']:>6.0f}"
         f" {r['long']:>6.2f} {r['same']:>6.1f} {r['other']:>6.1f} {r['switches']:>7.1%}"
     )
+
+
+def cost_row(label: str, runs: list[dict[str, float]]) -> str:
+    r = median_run(runs)
+    rest = r["consumer"] - r["statements"]
+    return (
+        f"{label:<11} {r['rate']:>8,.0f} {r['e2e50']:>8.1f} {r['e2e99']:>8.1f}"
+        f" {r['consumer']:>9.0f} {r['statements']:>10.0f} {rest:>8.0f}"
+    )
+
+
+# each table: its header, a row of it, and what its columns say
+TABLES: tuple[tuple[str, Callable[[str, list[dict[str, float]]], str], str], ...] = (
+    (
+        f"{'code':<11} {'msgs/s':>8} {'cpu s':>6} {'txns':>7} {'held':>6} {'p50':>5}"
+        f" {'p90':>5} {'p99':>6} {'>1ms s':>6} {'gap same':>6} {'other':>6} {'switch':>7}",
+        row,
+        "# hold and gap columns in microseconds (a hold: BEGIN IMMEDIATE's return to"
+        " COMMIT's); gap: commit to the next BEGIN's return, the same process next or"
+        " another; switch: the share of transactions followed by another process's",
+    ),
+    (
+        f"{'code':<11} {'msgs/s':>8} {'e2e p50':>8} {'e2e p99':>8} {'consumers':>9}"
+        f" {'statements':>10} {'the rest':>8}",
+        cost_row,
+        "# e2e: send to receive, ms; consumers: the four consumers' CPU a message"
+        " (receive and delete), µs, of it in SQLite's statements (the thread's CPU in"
+        " execute) and the rest",
+    ),
+)
 
 
 def main() -> None:
@@ -189,10 +254,20 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--source", help="a checkout of Conveyor to compare with ('before')")
+    ap.add_argument(
+        "--fine-after",
+        help="milliseconds, comma-separated: run this checkout once with each as its wait in"
+        " SQLite's busy handler before it tries in short steps (its own: 5)",
+    )
     args = ap.parse_args()
-    sources: list[tuple[str, str | None]] = [("this", None)]
+    sources: list[tuple[str, str | None, float | None]] = []
+    if args.fine_after:
+        for ms in args.fine_after.split(","):
+            sources.append((f"this {float(ms):g}ms", None, float(ms) / 1000))
+    else:
+        sources.append(("this", None, None))
     if args.source:
-        sources.append(("before", os.path.abspath(args.source)))
+        sources.append(("before", os.path.abspath(args.source), None))
     workdir = tempfile.mkdtemp(prefix="conveyor-handoffs-")
     try:
         print(
@@ -200,23 +275,17 @@ def main() -> None:
             f" load {os.getloadavg()[0]:.2f}; {args.messages:,} messages, median of"
             f" {args.repeat} runs by msgs/s, the checkouts in turn"
         )
-        print(
-            f"{'code':<8} {'msgs/s':>8} {'cpu s':>6} {'txns':>7} {'held':>6} {'p50':>5}"
-            f" {'p90':>5} {'p99':>6} {'>1ms s':>6} {'gap same':>6} {'other':>6} {'switch':>7}"
-        )
-        runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in sources}
+        runs: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in sources}
         for _ in range(args.repeat):
-            for label, source in sources:
-                runs[label].append(run_once(source, args.messages, workdir))
-        for label, _ in sources:
-            print(row(label, runs[label]))
-        print(
-            "# hold and gap columns in microseconds (a hold: BEGIN IMMEDIATE's return to"
-            " COMMIT's); gap: commit to the next BEGIN's return, the same process next or"
-            " another; switch: the share of transactions followed by another process's"
-        )
+            for label, source, fine_after in sources:
+                runs[label].append(run_once(source, args.messages, workdir, fine_after))
+        for header, line, note in TABLES:
+            print(header)
+            for label, _, _ in sources:
+                print(line(label, runs[label]))
+            print(note)
         if args.repeat > 1:
-            for label, _ in sources:
+            for label, _, _ in sources:
                 rates = [r["rate"] for r in runs[label]]
                 spread = f"{min(rates):,.0f}-{max(rates):,.0f}"
                 print(f"# {label}: msgs/s {spread}, stdev {statistics.pstdev(rates):,.0f}")
