@@ -20,8 +20,9 @@ the gap from a commit to the next BEGIN's return, p50, where the same process wr
 where another did (after the holds of 1 ms or less); how often the next writer was another
 process; from send to receive, p50 and p99 (each body carries its send's time); the
 consumers' CPU a message (a receive and a delete), and how much of it was spent in SQLite's
-statements (the thread's CPU in `execute`) and how much in the rest. Each row is the median
-run by msgs/s.
+statements (the thread's CPU in `execute`) and how much in the rest; and the same for the
+consumers' loop run in one process alone, on a queue of as many messages sent first (what a
+message costs where no other process writes). Each row is the median run by msgs/s.
 
 With ``--fine-after 5,20,50`` this checkout runs once with each as the milliseconds a write
 waits in SQLite's busy handler before it tries in short steps (`FINE_AFTER`, 5 by default):
@@ -104,8 +105,22 @@ def consumer(done, out):
     out.put(("consumer", MARKS, usage() - cpu, SQL[0], latencies))
 
 
+def alone():
+    q = Client(URL).queue("q")
+    for _ in range(N):
+        q.send(b"x" * 100)
+    cpu, SQL[0] = usage(), 0.0
+    for _ in range(N):
+        [m] = q.receive(1, wait=0)
+        q.delete(m.receipt or "")
+    print(json.dumps({"consumer_cpu": usage() - cpu, "consumer_sql": SQL[0]}))
+
+
 if __name__ == "__main__":
     Client(URL).create_queue("q")
+    if sys.argv[3:] == ["alone"]:
+        alone()
+        sys.exit()
     ctx = mp.get_context("fork")
     out, done = ctx.Queue(), ctx.Value("i", 0)
     procs = [ctx.Process(target=consumer, args=(done, out)) for _ in range(4)]
@@ -181,7 +196,17 @@ def run_once(
     source: str | None, n: int, workdir: str, fine_after: float | None = None
 ) -> dict[str, float]:
     """One run in a child Python (of `source`'s store where given), on a new file; with
-    `fine_after`, this checkout's store waits that long in SQLite's busy handler."""
+    `fine_after`, this checkout's store waits that long in SQLite's busy handler. Then the
+    consumers' loop in one process alone, on a queue of `n` sent first."""
+    run = analyse(json.loads(child(source, n, workdir, fine_after)), n)
+    solo = json.loads(child(source, n, workdir, fine_after, "alone"))
+    run["alone"] = float(solo["consumer_cpu"]) / n * 1e6
+    run["alone_statements"] = float(solo["consumer_sql"]) / n * 1e6
+    return run
+
+
+def child(source: str | None, n: int, workdir: str, fine_after: float | None, *args: str) -> str:
+    """What the child script printed last, run on a new file."""
     path = os.path.join(workdir, "q.db")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
@@ -193,7 +218,7 @@ def run_once(
         env["FINE_AFTER"] = str(fine_after)
     url = f"sqlite:///{path}?durability=normal"
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, url, str(n)],
+        [sys.executable, "-c", CHILD, url, str(n), *args],
         env=env,
         cwd=source or workdir,
         capture_output=True,
@@ -201,7 +226,7 @@ def run_once(
         check=True,
         timeout=900,
     )
-    return analyse(json.loads(done.stdout.strip().splitlines()[-1]), n)
+    return done.stdout.strip().splitlines()[-1]
 
 
 def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -220,9 +245,11 @@ def row(label: str, runs: list[dict[str, float]]) -> str:
 def cost_row(label: str, runs: list[dict[str, float]]) -> str:
     r = median_run(runs)
     rest = r["consumer"] - r["statements"]
+    alone_rest = r["alone"] - r["alone_statements"]
     return (
         f"{label:<11} {r['rate']:>8,.0f} {r['e2e50']:>8.1f} {r['e2e99']:>8.1f}"
         f" {r['consumer']:>9.0f} {r['statements']:>10.0f} {rest:>8.0f}"
+        f" {r['alone']:>6.0f} {r['alone_statements']:>10.0f} {alone_rest:>8.0f}"
     )
 
 
@@ -238,11 +265,12 @@ TABLES: tuple[tuple[str, Callable[[str, list[dict[str, float]]], str], str], ...
     ),
     (
         f"{'code':<11} {'msgs/s':>8} {'e2e p50':>8} {'e2e p99':>8} {'consumers':>9}"
-        f" {'statements':>10} {'the rest':>8}",
+        f" {'statements':>10} {'the rest':>8} {'alone':>6} {'statements':>10} {'the rest':>8}",
         cost_row,
         "# e2e: send to receive, ms; consumers: the four consumers' CPU a message"
         " (receive and delete), µs, of it in SQLite's statements (the thread's CPU in"
-        " execute) and the rest",
+        " execute) and the rest; alone: the same loop in one process, the queue filled"
+        " first",
     ),
 )
 
