@@ -185,8 +185,8 @@ def analyse(run: dict[str, Any], n: int) -> dict[str, float]:
         "same": pct(same, 50) if same else float("nan"),
         "other": pct(other, 50) if other else float("nan"),
         "switches": len(other) / max(1, len(spans) - 1),
-        "e2e50": latencies[len(latencies) // 2] * 1e3,
-        "e2e99": latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] * 1e3,
+        "e2e50": pct(latencies, 50) / 1e3,  # milliseconds
+        "e2e99": pct(latencies, 99) / 1e3,
         "consumer": float(run["consumer_cpu"]) / n * 1e6,
         "statements": float(run["consumer_sql"]) / n * 1e6,
     }
