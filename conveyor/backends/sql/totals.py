@@ -85,14 +85,12 @@ class RunningTotals:
                 if c is None:
                     c = pending[qid] = Counted(qid)
                 spans = c.spans  # `n` more in the span of `at` (a new one where it ended)
-                if spans:
-                    span = spans[-1]
-                    if at < span[0] + SPAN:
-                        span[which] += n
-                        continue
-                span = [at, 0, 0, 0]
-                span[which] = n
-                spans.append(span)
+                if spans and at < spans[-1][0] + SPAN:
+                    spans[-1][which] += n
+                else:
+                    span = [at, 0, 0, 0]
+                    span[which] = n
+                    spans.append(span)
         return time.monotonic() >= self._due_at  # `due`, with counts just added
 
     def due(self) -> bool:
