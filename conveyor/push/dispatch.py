@@ -476,6 +476,7 @@ class Dispatcher:
         gw = self.gateway
         takers = self.plan(len(batch)) if batch else []
         peers = self.candidates()
+        weighted = self.weighted and shares.weights_count(peers)  # once for the batch
         someone = len(batch) <= len(takers) or self.capacity() > 0  # to take what is left
         for i, (message, claimed) in enumerate(batch):
             if self.stopped or gw.closing:
@@ -489,7 +490,7 @@ class Dispatcher:
                 continue
             peer = takers[i]
             if self.weighted:
-                shares.took(peer, peers)
+                shares.took(peer, weighted)
             # the store's visibility runs from the claim: so does the consumer's ack_timeout
             gw.deliveries.deliver(
                 Delivery(self.queue, message, peer, claimed + gw.config.ack_timeout)

@@ -49,11 +49,16 @@ def weight_of(peer: Sharer, weighted: bool) -> int:
     return peer.weight if weighted else 1
 
 
+def weights_count(peers: Iterable[Sharer]) -> bool:
+    """Whether weights count: some alive consumer has a weight above 0."""
+    return any(p.alive and p.weight > 0 for p in peers)
+
+
 def entitled(peers: Iterable[S]) -> tuple[list[S], bool]:
     """The consumers that take turns (alive, not stalled, weighted where any is), and
-    whether weights count (some consumer has a weight above 0)."""
+    whether weights count (`weights_count`)."""
     alive = [p for p in peers if p.alive]
-    weighted = any(p.weight > 0 for p in alive)
+    weighted = weights_count(alive)
     return [p for p in alive if not p.stalled and (p.weight > 0 or not weighted)], weighted
 
 
@@ -95,9 +100,9 @@ def owed(peers: Sequence[S]) -> S | None:
     return min(turns, key=lambda p: p.share_pass) if turns else None
 
 
-def took(peer: Sharer, peers: Sequence[Sharer]) -> None:
-    """`peer` was given a message: its pass moves on by 1/weight."""
-    weighted = any(p.alive and p.weight > 0 for p in peers)
+def took(peer: Sharer, weighted: bool) -> None:
+    """`peer` was given a message: its pass moves on by 1/weight (`weighted`: whether
+    weights count, `weights_count` of its app's consumers, the same for a batch)."""
     if peer.weight > 0 or not weighted:
         peer.share_pass += 1.0 / weight_of(peer, weighted)
 
