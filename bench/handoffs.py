@@ -15,14 +15,16 @@ worktree of an older commit), the two in turn.
 Per run: msgs/s end to end; CPU of the five processes (user + system, seconds); how many
 transactions; the share of the run the lock was held (the union of the holds); a hold's
 p50/p90/p99; the time of the holds over 1 ms (a COMMIT that ran a checkpoint: SQLite
-checkpoints inside the COMMIT that takes the log past 1,000 pages, after the lock is let go);
-the gap from a commit to the next BEGIN's return, p50, where the same process wrote next and
-where another did (after the holds of 1 ms or less); how often the next writer was another
-process; from send to receive, p50 and p99 (each body carries its send's time); the
-consumers' CPU a message (a receive and a delete), and how much of it was spent in SQLite's
-statements (the thread's CPU in `execute`) and how much in the rest; and the same for the
-consumers' loop run in one process alone, on a queue of as many messages sent first (what a
-message costs where no other process writes). Each row is the median run by msgs/s.
+checkpoints inside the COMMIT that takes the log past 1,000 pages, after the lock is let
+go); the gap from a commit to the next BEGIN's return, p50, where the same process wrote
+next and where another did (after the holds of 1 ms or less); how often the next writer was
+another process; how many BEGINs waited (returned over 0.2 ms after they were asked); the
+busiest consumer's share of the messages; from send to receive, p50 and p99 (each body
+carries its send's time); the consumers' CPU a message (a receive and a delete), and how
+much of it was spent in SQLite's statements (the thread's CPU in `execute`) and how much in
+the rest; and the same for the consumers' loop run in one process alone, on a queue of as
+many messages sent first (what a message costs where no other process writes). Each row is
+the median run by msgs/s.
 
 With ``--fine-after 5,20,50`` this checkout runs once with each as the milliseconds a write
 waits in SQLite's busy handler before it tries in short steps (`FINE_AFTER`, 5 by default):
@@ -54,17 +56,21 @@ if os.environ.get("FINE_AFTER"):  # this checkout's wait in SQLite's busy handle
     sqlite_connections.FINE_AFTER = float(os.environ["FINE_AFTER"])
 MARKS = []  # BEGIN IMMEDIATE's return (> 0), COMMIT's or ROLLBACK's return (< 0)
 SQL = [0.0]  # the thread's CPU in the statements
+WAITS = [0]  # BEGINs that returned more than WAITED seconds after they were asked
+WAITED = 0.0002
 
 
 class Timed(sqlite3.Connection):
     def execute(self, sql, *args):
-        cpu = time.thread_time()
+        cpu, asked = time.thread_time(), time.monotonic()
         try:
             cursor = super().execute(sql, *args)
         finally:
             SQL[0] += time.thread_time() - cpu
         if sql == "BEGIN IMMEDIATE":
             MARKS.append(time.monotonic())
+            if MARKS[-1] - asked > WAITED:
+                WAITS[0] += 1
         elif sql == "COMMIT" or sql == "ROLLBACK":
             MARKS.append(-time.monotonic())
         return cursor
@@ -82,16 +88,16 @@ def usage():
 def producer(out):
     q = Client(URL).queue("q")
     del MARKS[:]
-    cpu, SQL[0] = usage(), 0.0
+    cpu, SQL[0], WAITS[0] = usage(), 0.0, 0
     for _ in range(N):
         q.send(b"%-100.6f" % time.monotonic())  # the send's time, for the receiver
-    out.put(("producer", MARKS, usage() - cpu, SQL[0], []))
+    out.put(("producer", MARKS, usage() - cpu, SQL[0], [], WAITS[0]))
 
 
 def consumer(done, out):
     q = Client(URL).queue("q")
     del MARKS[:]
-    cpu, SQL[0] = usage(), 0.0
+    cpu, SQL[0], WAITS[0] = usage(), 0.0, 0
     latencies = []
     while done.value < N:
         got = q.receive(1, wait=0)
@@ -102,7 +108,7 @@ def consumer(done, out):
         q.delete(got[0].receipt or "")
         with done.get_lock():
             done.value += 1
-    out.put(("consumer", MARKS, usage() - cpu, SQL[0], latencies))
+    out.put(("consumer", MARKS, usage() - cpu, SQL[0], latencies, WAITS[0]))
 
 
 def alone():
@@ -137,7 +143,9 @@ if __name__ == "__main__":
                       "cpu": sum(r[2] for r in results),
                       "consumer_cpu": sum(r[2] for r in consumers),
                       "consumer_sql": sum(r[3] for r in consumers),
-                      "latencies": [x for r in consumers for x in r[4]]}))
+                      "latencies": [x for r in consumers for x in r[4]],
+                      "waited": sum(r[5] for r in results),
+                      "moved": [len(r[4]) for r in consumers]}))
 """
 
 
@@ -189,6 +197,8 @@ def analyse(run: dict[str, Any], n: int) -> dict[str, float]:
         "e2e99": pct(latencies, 99) / 1e3,
         "consumer": float(run["consumer_cpu"]) / n * 1e6,
         "statements": float(run["consumer_sql"]) / n * 1e6,
+        "waited": float(run["waited"]) / len(spans),
+        "most": max(run["moved"]) / n,  # the busiest consumer's share of the messages
     }
 
 
@@ -239,6 +249,7 @@ def row(label: str, runs: list[dict[str, float]]) -> str:
         f"{label:<11} {r['rate']:>8,.0f} {r['cpu']:>6.2f} {r['transactions']:>7,.0f}"
         f" {r['held']:>6.0%} {r['p50']:>5.0f} {r['p90']:>5.0f} {r['p99']:>6.0f}"
         f" {r['long']:>6.2f} {r['same']:>6.1f} {r['other']:>6.1f} {r['switches']:>7.1%}"
+        f" {r['waited']:>7.1%} {r['most']:>6.0%}"
     )
 
 
@@ -257,11 +268,14 @@ def cost_row(label: str, runs: list[dict[str, float]]) -> str:
 TABLES: tuple[tuple[str, Callable[[str, list[dict[str, float]]], str], str], ...] = (
     (
         f"{'code':<11} {'msgs/s':>8} {'cpu s':>6} {'txns':>7} {'held':>6} {'p50':>5}"
-        f" {'p90':>5} {'p99':>6} {'>1ms s':>6} {'gap same':>6} {'other':>6} {'switch':>7}",
+        f" {'p90':>5} {'p99':>6} {'>1ms s':>6} {'gap same':>6} {'other':>6} {'switch':>7}"
+        f" {'waited':>7} {'most':>6}",
         row,
         "# hold and gap columns in microseconds (a hold: BEGIN IMMEDIATE's return to"
         " COMMIT's); gap: commit to the next BEGIN's return, the same process next or"
-        " another; switch: the share of transactions followed by another process's",
+        " another; switch: the share of transactions followed by another process's;"
+        " waited: the share of BEGINs that returned over 0.2 ms after they were asked;"
+        " most: the busiest consumer's share of the messages (a quarter each is even)",
     ),
     (
         f"{'code':<11} {'msgs/s':>8} {'e2e p50':>8} {'e2e p99':>8} {'consumers':>9}"
