@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from conveyor import Client, ManualClock
-from conveyor.backends.sql.statements import POSTGRES_DEEP_CLAIM, POSTGRES_STILL_DEEP
+from conveyor.backends.sql.server_statements import POSTGRES_DEEP_CLAIM, POSTGRES_STILL_DEEP
 from conveyor.backends.sql.store import SQLStore
 
 from .support.sqlstores import fresh, run_cursor

@@ -35,7 +35,8 @@ from conveyor.backends.sql import accounts as sql_accounts
 from conveyor.backends.sql.connections import CursorExec, Params, ServerConnections
 from conveyor.backends.sql.postgres import PostgresConnections
 from conveyor.backends.sql.schema import SERVER_MIGRATIONS
-from conveyor.backends.sql.statements import PG_ROW_ID, WALK
+from conveyor.backends.sql.server_statements import PG_ROW_ID
+from conveyor.backends.sql.statements import WALK
 from conveyor.backends.sql.store import SQLStore
 from conveyor.ids import row_id, rowid_of
 from conveyor.models import NewMessage
@@ -778,7 +779,7 @@ def test_ids_the_store_makes_carry_their_row_key_and_stay_out_of_the_id_index(
 
 @pytest.mark.parametrize("kind", ["postgres"], indirect=True)
 def test_the_insert_makes_the_ids_conveyor_ids_makes(kind: str, urls: list[str]) -> None:
-    """PostgreSQL's SQL for an id made from a row's key (statements.py's PG_ROW_ID) gives
+    """PostgreSQL's SQL for an id made from a row's key (server_statements.py's PG_ROW_ID) gives
     `conveyor.ids.row_id`'s id for keys up to the sequence's last and any random bits, and
     `rowid_of` reads the key back."""
     keys = [1, 7, 8, 32767, 32768, 2**31 - 1, 2**31, 2**40 + 12345, 2**47 + 3, 2**62 + 5]

@@ -13,6 +13,7 @@ from conveyor import Client
 from conveyor.backends.sql import schema
 from conveyor.backends.sql import statement as statement_module
 from conveyor.backends.sql.rows import MessageRow
+from conveyor.backends.sql.server_statements import SERVER_COLUMNS
 from conveyor.backends.sql.statement import (
     MYSQL,
     SQLITE,
@@ -27,7 +28,6 @@ from conveyor.backends.sql.statement import (
 )
 from conveyor.backends.sql.statements import (
     FRESH,
-    SERVER_COLUMNS,
     SQLITE_COLUMNS,
     SQLITE_CREATE_QUEUE,
     SQLITE_DROP_QUEUE,

@@ -30,15 +30,10 @@ from ...ids import new_ids
 from ..rules import ClaimTerms, order_after, order_key
 from .connections import CursorExec, E
 from .inflight import claim_values
+from .pipeline_statements import RECORD_LEASES
 from .rows import Fields, Row, claimed
 from .schema import SERVER_MIGRATIONS, ServerTypes, Step
-from .statement import SQLITE, Compiler, Statement, Style, by_rows, spread
-from .statements import (
-    ANY_READY,
-    CLAIM_KEYS,
-    FIND_MANY,
-    RECORD_LEASES,
-    ROWS_OF_KEYS,
+from .server_statements import (
     SERVER_COLUMNS,
     SERVER_COUNT_STAGING,
     SERVER_CREATE_SCHEMA,
@@ -51,6 +46,13 @@ from .statements import (
     SERVER_SET_VERSION,
     SERVER_STAGING_ROWS,
     STAGING_COLUMNS,
+)
+from .statement import SQLITE, Compiler, Statement, Style, by_rows, spread
+from .statements import (
+    ANY_READY,
+    CLAIM_KEYS,
+    FIND_MANY,
+    ROWS_OF_KEYS,
     WALK,
     WALK_LOCKING,
     WALK_VISIBLE,

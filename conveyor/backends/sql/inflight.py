@@ -20,8 +20,8 @@ from collections.abc import Callable
 from ..rules import ClaimTerms
 from .connections import CursorExec
 from .rows import Row
+from .server_statements import SERVER_ROWS_AHEAD, SERVER_ROWS_AHEAD_OF
 from .statement import Compiler
-from .statements import SERVER_ROWS_AHEAD, SERVER_ROWS_AHEAD_OF
 
 CHECK_AFTER = 0.005  # seconds a claim takes before the store looks at the queue's head
 ROWS = 5_000  # messages ahead of the first ready one that make a queue deep

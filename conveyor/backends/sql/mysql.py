@@ -47,9 +47,7 @@ from .dialect import Bare, ServerDialect
 from .inflight import HeadWatch, claim_values
 from .rows import Fields, Row
 from .schema import ServerTypes
-from .statement import MYSQL, Compiler, Statement, Style, by_rows, spread
-from .statements import (
-    FIND_MANY,
+from .server_statements import (
     MARIADB_DELETE_HELD,
     MYSQL_BARE_ROWS,
     MYSQL_CLAIM_PICK,
@@ -70,6 +68,8 @@ from .statements import (
     MYSQL_VERSION,
     SERVER_SEND_COLUMNS,
 )
+from .statement import MYSQL, Compiler, Statement, Style, by_rows, spread
+from .statements import FIND_MANY
 from .store import SQLStore
 from .wakes import Wakes
 
@@ -575,7 +575,7 @@ class MySQLDialect(ServerDialect):
         *,
         priority_at: int = 6,
     ) -> list[Row]:
-        """The first `limit` rows of a deep queue that `statement` reads (statements.py's
+        """The first `limit` rows of a deep queue that `statement` reads (server_statements.py's
         `_mysql_deep`), in delivery order; `priority_at`: where -nprio is in its rows."""
         rows = ex.rows(self.sql(statement, qid), values)
         rows.sort(key=lambda r: (-int(r[priority_at]), int(r[0])))

@@ -29,8 +29,7 @@ import psycopg
 from .connections import CursorExec
 from .inflight import LOOK_EVERY, HeadWatch
 from .rows import Row
-from .statement import Compiler
-from .statements import (
+from .server_statements import (
     POSTGRES_DROP_HELD_INDEXES,
     POSTGRES_HELD_INDEXES,
     POSTGRES_INDEXES_EXIST,
@@ -38,6 +37,7 @@ from .statements import (
     POSTGRES_STILL_DEEP,
     POSTGRES_VALID_INDEXES,
 )
+from .statement import Compiler
 
 log = logging.getLogger("conveyor.store")
 

@@ -27,15 +27,12 @@ from ...receipts import claim_token
 from ..base import Bounds, Pipeline
 from ..rules import claim_terms, walks_head
 from .connections import Exec
-from .rows import Row, new_fields, row_archived, row_message
-from .statement import Statement, spread
-from .statements import (
+from .pipeline_statements import (
     ABANDONED_STAGES,
     ADD_STAGED,
     ARCHIVE_BOUNDS,
     ARCHIVE_LEASED,
     CREATE_STAGE,
-    DELETE_KEYS,
     DELETE_LEASED,
     DELETE_LEASES,
     DROP_STAGED,
@@ -50,7 +47,6 @@ from .statements import (
     RESTAGE,
     SCAN_ARCHIVE,
     SCAN_MESSAGES,
-    SERVER_DROP_STAGING,
     SET_SINK_BATCH,
     SET_STAGE_RANGE,
     SET_STREAM_POSITION,
@@ -58,6 +54,10 @@ from .statements import (
     STAGES_OF_BATCH,
     STREAM_POSITION,
 )
+from .rows import Row, new_fields, row_archived, row_message
+from .server_statements import SERVER_DROP_STAGING
+from .statement import Statement, spread
+from .statements import DELETE_KEYS
 
 if TYPE_CHECKING:
     from .store import SQLStore
@@ -386,7 +386,7 @@ class SQLPipeline(Pipeline):
     def _staged(
         self, ex: Exec, statement: Statement, qid: int, stages: Sequence[Stage], **more: Any
     ) -> int:
-        """Run `statement` on the stages' staged messages (statements._STAGED); how many
+        """Run `statement` on the stages' staged messages (pipeline_statements._STAGED); how many
         rows it changed."""
         held = [(s.tag, s.low, s.high) for s in stages if s.low is not None and s.high is not None]
         if not held:

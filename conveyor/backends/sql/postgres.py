@@ -51,10 +51,10 @@ from .dialect import Bare, ServerDialect, table_names
 from .inflight import claim_values
 from .pg_held import Borrowed, ConnectionsBusy, HeldConnections
 from .pg_inflight import HeldIndexes
+from .pipeline_statements import RECORD_LEASES
 from .rows import Fields, Row
 from .schema import MESSAGES_FILLFACTOR, ServerTypes
-from .statement import Compiler, Statement, Style, each, postgres_style, spread
-from .statements import (
+from .server_statements import (
     POSTGRES_ANY_LISTENER,
     POSTGRES_ARRAY_ROWS,
     POSTGRES_AT_HOMES,
@@ -86,8 +86,8 @@ from .statements import (
     POSTGRES_PUBLISH_PLAIN,
     POSTGRES_RESERVE_SEQS,
     POSTGRES_SESSION_SETTINGS,
-    RECORD_LEASES,
 )
+from .statement import Compiler, Statement, Style, each, postgres_style, spread
 from .store import SQLStore
 
 log = logging.getLogger("conveyor.store")
@@ -540,7 +540,7 @@ class PostgresDialect(ServerDialect):
         n: int,
         values: dict[str, Any],
     ) -> list[Any]:
-        """Run an insert of message rows (`inserts`: statements.py's `_pg_chosen` or
+        """Run an insert of message rows (`inserts`: server_statements.py's `_pg_chosen` or
         `_pg_made`), with the notification of listening processes; the rows it returns."""
         kind = "plain"
         if self.db.listened(ex):
@@ -822,7 +822,7 @@ def _rand(made_before: str) -> int:
 
 
 def _arrays(qid: int, rows: Sequence[Fields]) -> dict[str, Any]:
-    """Rows as sent, one array a column (statements.py's `_ARRAYS`)."""
+    """Rows as sent, one array a column (server_statements.py's `_ARRAYS`)."""
     return {
         "qids": [qid] * len(rows),
         "nprios": [-row.priority for row in rows],

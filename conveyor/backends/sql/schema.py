@@ -457,7 +457,7 @@ POSTGRES_ROOM_FOR_RECEIVES = Statement(
     f"ALTER TABLE {{messages_table}} SET (fillfactor = {MESSAGES_FILLFACTOR})",
 )
 
-# PostgreSQL: the ids the store makes carry their row's key (statements.py's PG_ROW_ID), so
+# PostgreSQL: the ids the store makes carry their row's key (server_statements.py's PG_ROW_ID), so
 # finding one is a probe of the primary key, and only ids chosen by senders (and rows moved
 # from elsewhere, whose ids carry another row's key) are in the unique index of ids. An
 # entry in that index was a third of the B-tree records a send wrote to the WAL (about 110

@@ -1,7 +1,8 @@
 """SQL statements named once, and compiled once for each database's driver.
 
 Each statement the SQL stores run is a `Statement`: a name, what it does in one line, and
-its text. The catalog of them is `statements.py`. Their text is SQL with four marks:
+its text. The catalog of them is `statements.py` (with `pipeline_statements.py` and
+`server_statements.py`). Their text is SQL with four marks:
 
 - ``:name`` a parameter, given by name (``::``, PostgreSQL's cast, is not one);
 - ``:name*`` a list of values, one parameter each, comma-separated (``id IN (:ids*)``);
