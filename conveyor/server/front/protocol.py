@@ -45,10 +45,14 @@ import math
 import time
 import urllib.parse
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 from ... import tracing
 from ...commits import CommitWait
@@ -267,14 +271,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             keep_alive=parser.get_http_version() != "1.0" and parser.should_keep_alive(),
         )
         previous = self.cycle
-        # an Exchange stands in for uvicorn's request cycle: it has what uvicorn's protocol
-        # reads of one (response_complete, keep_alive, disconnected, message_event)
-        self.cycle = exchange  # type: ignore[assignment]
+        self.cycle = as_cycle(exchange)
         if previous is None or previous.response_complete:
             exchange.started = True
         else:  # pipelined behind a request not yet answered
             self.flow.pause_reading()
-            self.pipeline.appendleft((exchange, self.app))  # type: ignore[arg-type]
+            self.pipeline.appendleft((as_cycle(exchange), self.app))
         return True
 
     def _start_asgi_task(self, cycle: Any, app: Any) -> None:
@@ -511,6 +513,29 @@ class _OneWrite:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
+
+
+class _Settable(Protocol):
+    def set(self) -> None: ...
+
+
+class CycleView(Protocol):
+    """What uvicorn's HTTP protocol reads and sets of its request cycle outside the methods
+    `GuardedHttpProtocol` overrides for an Exchange (`on_body`, `on_message_complete`,
+    `_start_asgi_task`): all an Exchange needs to stand in for one."""
+
+    response_complete: bool
+    keep_alive: bool
+    disconnected: bool
+
+    @property
+    def message_event(self) -> _Settable: ...
+
+
+def as_cycle(stand_in: CycleView) -> RequestResponseCycle:
+    """An Exchange where uvicorn's protocol keeps its request cycle (`cycle`, `pipeline`):
+    it has what `CycleView` says uvicorn uses of one (checked here)."""
+    return cast("RequestResponseCycle", stand_in)
 
 
 class _Unused:
