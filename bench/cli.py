@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,17 +69,21 @@ def fill(url: str, n: int) -> None:
             client.backend.send("dead", batch)
 
 
-def deep(n: int, runs: int, trees: dict[str, str], base: dict[str, str]) -> None:
-    fill(base["CONVEYOR_URL"], n)
+def deep(n: int, runs: int, trees: dict[str, str], envs: dict[str, dict[str, str]]) -> None:
+    for tree, path in trees.items():  # each tree's code fills a store of its own
+        subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--fill", str(n)], env=envs[tree],
+            cwd=path, check=True, timeout=1800,
+        )  # fmt: skip
     cases = [
-        (name if tree == "this checkout" else f"{name} ({tree})", argv, path)
-        for tree, path in trees.items()
+        (name if tree == "this checkout" else f"{name} ({tree})", argv, tree)
+        for tree in trees
         for name, argv in DEEP.items()
     ]
     rows: dict[str, list[tuple[float, int]]] = {}
     for _ in range(runs):  # in turn
-        for label, argv, path in cases:
-            env = {**base, "PYTHONPATH": path}
+        for label, argv, tree in cases:
+            env, path = envs[tree], trees[tree]
             command = [sys.executable, "-m", "conveyor", *argv]
             rows.setdefault(label, []).append(measured(command, env, path))
     print(
@@ -104,29 +109,44 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--source", help="another checkout to time beside this one")
     ap.add_argument("--deep", type=int, help="time the commands that read a queue of N")
+    ap.add_argument("--fill", type=int, help=argparse.SUPPRESS)  # (--deep: in each tree)
     args = ap.parse_args()
+    if args.fill is not None:
+        fill(os.environ["CONVEYOR_URL"], args.fill)
+        return
     work = tempfile.mkdtemp(prefix="conveyor-bench-cli-")
+    try:
+        run(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, work: str) -> None:
     python = sys.executable
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    base["CONVEYOR_URL"] = f"sqlite:///{work}/cli.db"
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = {"this checkout": here}
     if args.source:
         trees["--source"] = os.path.abspath(args.source)
+    # a store of each tree's own: an earlier checkout refuses a schema newer than its own
+    envs = {
+        tree: {**base, "PYTHONPATH": path, "CONVEYOR_URL": f"sqlite:///{work}/cli-{i}.db"}
+        for i, (tree, path) in enumerate(trees.items())
+    }
     if args.deep:
-        deep(args.deep, args.runs, trees, base)
+        deep(args.deep, args.runs, trees, envs)
         return
-    subprocess.run(
-        [python, "-m", "conveyor", "queue", "create", "q"], env=base, cwd=here, check=True,
-        capture_output=True,
-    )  # fmt: skip
     rows: dict[str, list[float]] = {}
     cases: list[tuple[str, list[str], dict[str, str], str]] = [
         ("python -c pass", [python, "-c", "pass"], base, here),
         ('python -c "import click"', [python, "-c", "import click"], base, here),
     ]
     for tree, path in trees.items():
-        env = {**base, "PYTHONPATH": path}
+        env = envs[tree]
+        subprocess.run(
+            [python, "-m", "conveyor", "queue", "create", "q"], env=env, cwd=path, check=True,
+            capture_output=True,
+        )  # fmt: skip
         for name, argv in COMMANDS.items():
             label = name if tree == "this checkout" else f"{name} ({tree})"
             cases.append((label, [python, "-m", "conveyor", *argv], env, path))
