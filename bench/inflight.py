@@ -5,10 +5,10 @@ For each store (SQLite at durability=normal, PostgreSQL, MariaDB) one queue hold
 largest level plus 2,000 messages of 100 bytes, with a visibility timeout of an hour.
 Receives of 10 (never deleted) put messages in flight up to each level in turn; at each
 level, once the store has had the time it takes to find the queue deep (`settle`: a claim
-three seconds later), 100 more receives are timed: msgs/s and p50/p99 of one receive. In
-flight at the queue's head, those messages are what a receive must get past (consumers
-holding messages for long, or dead ones that never delete). Target: at the highest level,
->= 80% of the rate at the lowest.
+1.5 s after reaching the level, then 1.5 s more), 100 more receives are timed: msgs/s and
+p50/p99 of one receive. In flight at the queue's head, those messages are what a receive
+must get past (consumers holding messages for long, or dead ones that never delete).
+Target: at the highest level, >= 80% of the rate at the lowest.
 
 `--fifo`: a FIFO queue per level instead, whose first `level` groups are held back (their
 first message in flight, a second waiting behind it) ahead of the groups a receive can take.

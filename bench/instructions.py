@@ -78,30 +78,28 @@ def sqs(mode: str, n: int, url: str) -> None:
         }
         peek = {"QueueUrl": q, "MaxNumberOfMessages": 10, "VisibilityTimeout": 0}
         take = {"QueueUrl": q, "MaxNumberOfMessages": 10, "VisibilityTimeout": 60}
-        for _ in range(100 + (n if mode == "sqs-cycle" else 0)):
-            await call("SendMessageBatch", batch)
-        for _ in range(50):  # warm: each request once
-            await call("ReceiveMessage", peek)
+
+        async def cycle() -> None:  # receive ten, send ten, delete what was received
             got = await call("ReceiveMessage", take)
+            await call("SendMessageBatch", batch)
             entries = [
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
                 for i, m in enumerate(got.get("Messages", []))
             ]
             await call("DeleteMessageBatch", {"QueueUrl": q, "Entries": entries})
+
+        for _ in range(100 + (n if mode == "sqs-cycle" else 0)):
             await call("SendMessageBatch", batch)
+        for _ in range(50):  # warm: each request once
+            await call("ReceiveMessage", peek)
+            await cycle()
         for _ in range(n):
             if mode == "sqs-send":
                 await call("SendMessageBatch", batch)
             elif mode == "sqs-receive":
                 await call("ReceiveMessage", peek)
             else:
-                got = await call("ReceiveMessage", take)
-                await call("SendMessageBatch", batch)
-                entries = [
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                    for i, m in enumerate(got.get("Messages", []))
-                ]
-                await call("DeleteMessageBatch", {"QueueUrl": q, "Entries": entries})
+                await cycle()
 
     asyncio.run(run())
 
