@@ -191,6 +191,20 @@ def test_a_batch_of_bodies_is_checked_and_digested_per_entry(sqs: Any, name: str
     mixed = sqs.send_message_batch(QueueUrl=url, Entries=entries)  # each entry on its own
     assert [e["Id"] for e in mixed["Successful"]] == ["e0", "e1", "e2"]
     assert "#x1" in _one_failed(mixed, "bad", "InvalidMessageContents")
+    # a lone surrogate (JSON's "\\ud800") is no character at all: that entry alone is refused
+    entries[-1] = {"Id": "bad", "MessageBody": "a\ud800"}
+    mixed = sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    assert [e["Id"] for e in mixed["Successful"]] == ["e0", "e1", "e2"]
+    assert "#xD800" in _one_failed(mixed, "bad", "InvalidMessageContents")
+
+
+def test_a_tag_holding_a_character_xml_cannot_carry_is_refused(sqs: Any, name: str) -> None:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    for tags in ({"k\ud800": "v"}, {"k": "v\x01"}):
+        code, message = _error(sqs.tag_queue, QueueUrl=url, Tags=tags)
+        assert code == "InvalidParameterValue"
+        assert "may not" in message
+    assert sqs.list_queue_tags(QueueUrl=url).get("Tags", {}) == {}
 
 
 def test_a_body_of_bytes_that_are_not_utf8_is_received_as_replaced_text(

@@ -13,6 +13,7 @@ from ...models import DeadLetterPolicy, QueueAttributes, QueueInfo, QueueStats
 from ...validation import parse_json_text
 from .names import Namespaces
 from .policy import allows
+from .wire import xml_unsafe
 
 INT_ATTRIBUTES = {
     "VisibilityTimeout": ("visibility_timeout", 0, 43200),
@@ -365,6 +366,12 @@ def tags(tags: Any) -> dict[str, str]:
             raise InvalidInput(f"Tag value for {key!r} must be a string")
         if len(value) > 256:
             raise InvalidInput(f"Tag value for {key!r} must be at most 256 characters")
+        bad = xml_unsafe(key) or xml_unsafe(value)
+        if bad is not None:
+            raise InvalidInput(
+                f"Tag {key!r} holds the character U+{ord(bad):04X}, which a tag may not:"
+                " use text that XML 1.0 allows"
+            )
         out[key] = value
     return out
 

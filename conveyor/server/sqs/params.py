@@ -110,20 +110,25 @@ def batch_entries(params: Params, action: str) -> list[Params]:
 
 def entry_size(entry: Params) -> int:
     """What a batch entry counts towards the batch's 1 MiB, as SQS counts it: the body and
-    each attribute's name, data type and value."""
-    size = len(str(entry.get("MessageBody", "")).encode())
+    each attribute's name, data type and value (in UTF-8; a lone surrogate, which the entry
+    is refused for, counted as its three bytes)."""
+    size = _utf8_len(str(entry.get("MessageBody", "")))
     attributes = entry.get("MessageAttributes")
     if isinstance(attributes, dict):
         for key, spec in attributes.items():
-            size += len(str(key).encode())
+            size += _utf8_len(str(key))
             if isinstance(spec, dict):
-                size += len(str(spec.get("DataType", "")).encode())
+                size += _utf8_len(str(spec.get("DataType", "")))
                 binary = spec.get("BinaryValue")
                 if isinstance(binary, str | bytes):
                     size += len(binary) * 3 // 4  # its decoded length
                 else:
-                    size += len(str(spec.get("StringValue", "")).encode())
+                    size += _utf8_len(str(spec.get("StringValue", "")))
     return size
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def check_batch_ids(ids: list[str]) -> None:
@@ -189,16 +194,15 @@ PLAIN_KEYS = frozenset({"Id", "MessageBody"})
 def plain_bodies(entries: list[Params]) -> list[bytes] | None:
     """The bodies of a batch whose entries are an id and a body SQS accepts each, and
     nothing else, encoded; None if any entry is more than that or its body is refused."""
-    bodies: list[bytes] = []
+    texts: list[str] = []
     for entry in entries:
         body = entry.get("MessageBody")
         if type(body) is not str or not body or not entry.keys() <= PLAIN_KEYS:
             return None
-        data = body.encode()
-        if xml_unsafe(body, data) is not None:
-            return None
-        bodies.append(data)
-    return bodies
+        texts.append(body)
+    if xml_unsafe("".join(texts)) is not None:  # the batch's characters checked at once
+        return None
+    return [text.encode() for text in texts]
 
 
 def expired_receipt(receipt: str) -> InvalidInput:
