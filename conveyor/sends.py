@@ -5,6 +5,7 @@ one store call does (`Send`), and what it did (`Sent`)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -119,10 +120,20 @@ class SendChecks:
     def __init__(self, catalog: Catalog, name: str) -> None:
         self.catalog = catalog
         self.name = name
-        features = catalog.capabilities
-        self._sender_ids = Capability.SENDER_IDS in features
-        self._priority = Capability.PRIORITY in features
-        self._deadlines = Capability.AT_MOST_ONCE in features
+
+    # what the store takes, read when an entry first asks (a send of bare bodies does not)
+
+    @functools.cached_property
+    def _sender_ids(self) -> bool:
+        return Capability.SENDER_IDS in self.catalog.capabilities
+
+    @functools.cached_property
+    def _priority(self) -> bool:
+        return Capability.PRIORITY in self.catalog.capabilities
+
+    @functools.cached_property
+    def _deadlines(self) -> bool:
+        return Capability.AT_MOST_ONCE in self.catalog.capabilities
 
     def sending(
         self,
@@ -138,11 +149,12 @@ class SendChecks:
         if most is not None:
             check_batch_size(len(entries), most)
         if ids is None and set(map(type, entries)) == {bytes}:
+            bodies = cast(Sequence[bytes], entries)
+            sizes = list(map(len, bodies))
             if most is not None and most <= MAX_BATCH:
-                check_batch_bytes(sum(map(len, cast(Sequence[bytes], entries))))
-            bare = self.as_they_are(attrs, cast(Sequence[bytes], entries))
-            if bare is not None:
-                return Send(bodies=bare, delay=attrs.delay)
+                check_batch_bytes(sum(sizes))
+            if _as_they_are(attrs, sizes):
+                return Send(bodies=tuple(bodies), delay=attrs.delay)
         elif most is not None and most <= MAX_BATCH:
             check_batch_bytes(body_bytes(entries))
         if ids is None:
@@ -162,10 +174,8 @@ class SendChecks:
             return None
         if set(map(type, bodies)) != {bytes}:
             bodies = [encode_body(b) for b in bodies]
-        sizes = list(map(len, bodies))
-        if not min(sizes) or max(sizes) > attrs.max_message_bytes:
-            return None
-        return tuple(cast(Sequence[bytes], bodies))
+        encoded = cast(Sequence[bytes], bodies)
+        return tuple(encoded) if _as_they_are(attrs, list(map(len, encoded))) else None
 
     def as_it_is(self, attrs: QueueAttributes, body: Body) -> bytes | None:
         """`as_they_are` for one body."""
@@ -269,6 +279,14 @@ class SendChecks:
         if attrs.compress_over is not None and len(body) > attrs.compress_over:
             body, compressed = packed(attrs, body)
         return bare_message(body, attrs.delay, message_id, compressed)
+
+
+def _as_they_are(attrs: QueueAttributes, sizes: list[int]) -> bool:
+    """Whether bodies of these sizes (bytes, one or more) go to the store as they are
+    (`SendChecks.as_they_are`): a queue that takes them so, each of 1 byte to its limit."""
+    return (
+        bool(sizes) and _plain(attrs) and min(sizes) > 0 and max(sizes) <= attrs.max_message_bytes
+    )
 
 
 def _plain(attrs: QueueAttributes) -> bool:

@@ -59,7 +59,7 @@ from .params import (
     too_long,
 )
 from .reach import Reach
-from .wire import md5_hex, md5_of_attributes, xml_unsafe
+from .wire import md5_hex, md5_hexes, md5_of_attributes, xml_unsafe
 
 SYSTEM_ATTRIBUTES = (
     "SenderId",
@@ -219,8 +219,8 @@ class MessageActions:
             self.metrics.sent(name, len(sent))
             return {
                 "Successful": [
-                    {"Id": i, "MessageId": m, "MD5OfMessageBody": md5_hex(b)}
-                    for i, m, b in zip(ids, sent.ids, bodies, strict=True)
+                    {"Id": i, "MessageId": m, "MD5OfMessageBody": d}
+                    for i, m, d in zip(ids, sent.ids, md5_hexes(bodies), strict=True)
                 ]
             }
         successful: list[Result] = []

@@ -13,7 +13,7 @@ import importlib
 import json
 import re
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -313,6 +313,14 @@ def md5_hex(data: bytes) -> str:
     if len(data) <= 1024 and _small_md5 is not None:
         return _small_md5(data).hexdigest()
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def md5_hexes(bodies: Sequence[bytes]) -> list[str]:
+    """`md5_hex` of each of a batch's bodies."""
+    small = _small_md5
+    if small is not None and max(map(len, bodies), default=0) <= 1024:
+        return [small(body).hexdigest() for body in bodies]
+    return [md5_hex(body) for body in bodies]
 
 
 def md5_of_attributes(attributes: Iterable[tuple[str, str, str | bytes]]) -> str:
