@@ -40,6 +40,7 @@ from .validation import (
 )
 
 Body = bytes | str
+_BYTES = frozenset({bytes})  # the types of a send of bare bodies
 MAX_BATCH_BYTES = 1048576
 
 
@@ -143,12 +144,13 @@ class SendChecks:
         most: int | None,
     ) -> Send:
         """`Queue.sending` against the queue's attributes `attrs`."""
-        if isinstance(entries, str | bytes):
-            raise InvalidInput("pass a list of entries or bodies, not one body")
-        entries = entries if type(entries) is list or type(entries) is tuple else list(entries)
+        if type(entries) is not list and type(entries) is not tuple:
+            if isinstance(entries, str | bytes):
+                raise InvalidInput("pass a list of entries or bodies, not one body")
+            entries = list(entries)
         if most is not None:
             check_batch_size(len(entries), most)
-        if ids is None and set(map(type, entries)) == {bytes}:
+        if ids is None and set(map(type, entries)) == _BYTES:
             bodies = cast(Sequence[bytes], entries)
             sizes = list(map(len, bodies))
             if most is not None and most <= MAX_BATCH:
@@ -284,9 +286,7 @@ class SendChecks:
 def _as_they_are(attrs: QueueAttributes, sizes: list[int]) -> bool:
     """Whether bodies of these sizes (bytes, one or more) go to the store as they are
     (`SendChecks.as_they_are`): a queue that takes them so, each of 1 byte to its limit."""
-    return (
-        bool(sizes) and _plain(attrs) and min(sizes) > 0 and max(sizes) <= attrs.max_message_bytes
-    )
+    return bool(sizes) and all(sizes) and _plain(attrs) and max(sizes) <= attrs.max_message_bytes
 
 
 def _plain(attrs: QueueAttributes) -> bool:
