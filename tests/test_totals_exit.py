@@ -85,23 +85,66 @@ def test_a_process_ended_by_a_bare_os_exit_loses_counts_never_messages(tmp_path:
     assert 10 <= stats.sent <= N  # the first batch's count was due at once: written
 
 
-def test_a_forked_child_counts_its_own_not_its_parent_s(url: str) -> None:
-    """A client made before the fork: the child writes what it did, the parent what it
-    did (and had not written yet at the fork), nothing twice."""
-    client = Client(url)
-    q = client.queue("work")
-    q.send_batch([f"p{i}" for i in range(10)])  # counted here, maybe not written yet
+def _run_script(body: str) -> None:
+    subprocess.run([sys.executable, "-c", textwrap.dedent(body)], cwd=ROOT, check=True, timeout=300)
 
-    def more() -> None:
-        q.send_batch([f"c{i}" for i in range(10)])
-        q.send_batch([f"c{i}" for i in range(10, 20)])
 
-    proc = multiprocessing.get_context("fork").Process(target=more)
-    proc.start()
-    proc.join(120)
-    assert proc.exitcode == 0
-    client.close()
-    assert totals(url)[0] == 30
+@pytest.mark.parametrize("imported", ["before", "after"])
+def test_a_multiprocessing_child_forked_with_a_store_counts_its_own_not_its_parent_s(
+    url: str, imported: str
+) -> None:
+    """A store made before a `multiprocessing` child is forked with it: the child writes
+    what it did, the parent what it did (and had not written at the fork), nothing twice;
+    whether the parent imported `multiprocessing` before making the store or only after.
+    Making a store imports none (a command line's start would pay for it; boto3, which
+    DynamoDB's store uses, imports it itself)."""
+    first = "import multiprocessing" if imported == "before" else ""
+    already = imported == "before" or url.startswith("dynamodb")
+    _run_script(
+        f"""
+        import sys
+        {first}
+        from conveyor import Client
+        client = Client({url!r})
+        q = client.queue("work")
+        q.send("first")  # written at once: the first counts are due at once
+        q.send_batch([f"p{{i}}" for i in range(10)])  # held
+        assert ("multiprocessing" in sys.modules) == {already}, "imported with the store"
+        import multiprocessing
+        def more():
+            q.send_batch([f"c{{i}}" for i in range(10)])
+            q.send_batch([f"c{{i}}" for i in range(10, 20)])
+        proc = multiprocessing.get_context("fork").Process(target=more)
+        proc.start()
+        proc.join(120)
+        assert proc.exitcode == 0
+        client.close()
+        """
+    )
+    assert totals(url)[0] == 31
+
+
+def test_a_child_of_a_plain_fork_counts_its_own_not_its_parent_s(url: str) -> None:
+    """`os.fork` without `multiprocessing` (a pre-forking server's way): the child, ending
+    by a normal exit, writes what it did and not what its parent held at the fork."""
+    _run_script(
+        f"""
+        import os, sys
+        from conveyor import Client
+        client = Client({url!r})
+        q = client.queue("work")
+        q.send("first")  # written at once: the first counts are due at once
+        q.send_batch([f"p{{i}}" for i in range(10)])  # held
+        pid = os.fork()
+        if pid == 0:
+            q.send_batch([f"c{{i}}" for i in range(10)])
+            sys.exit(0)  # atexit runs: the child's totals written
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        client.close()
+        """
+    )
+    assert totals(url)[0] == 21
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres", "mysql", "dynamodb"])
