@@ -52,10 +52,26 @@ def test_everyday_commands_import_neither_asyncio_nor_rich(
     )  # fmt: skip
     names = imported(tmp_path, "-q", "q", *command)
     assert "sqlite3" in names and "conveyor.backends.sql.store" in names  # it did its work
+    assert not names & {"conveyor.cli.serve", "conveyor.cli.pipeline", "multiprocessing"}
     heavy = {"asyncio", "uvicorn", "fastapi", "boto3", "psycopg", "redis", "pyspark"}
     if command != ["ls"]:  # ls draws a table of many columns with Rich
         heavy.add("rich")
     assert not tops(names) & heavy, sorted(tops(names) & heavy)
+
+
+def test_the_commands_imported_later_are_all_named_where_they_are_found() -> None:
+    """A command of a module the CLI imports only when asked (`LATER`) is listed by `--help`
+    and found by name before its module is imported: each names its module there."""
+    from conveyor.cli.app import LATER, cli
+
+    for name, command in cli.all_commands().items():
+        assert command.callback is not None
+        module = command.callback.__module__.rsplit(".", 1)[-1]
+        assert (LATER.get(name) == module) == (module in set(LATER.values())), name
+    out = subprocess.run(
+        [sys.executable, "-m", "conveyor", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert all(f"  {name} " in out for name in LATER), out
 
 
 def test_the_public_names_are_all_there_and_load_on_first_use() -> None:

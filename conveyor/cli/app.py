@@ -6,11 +6,12 @@ With no sub-command, the interactive shell opens.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -136,12 +137,31 @@ class OutputCommand(click.Command):
         return super().invoke(ctx)
 
 
+LATER = {"serve": "serve", "gateway": "serve", "pipeline": "pipeline"}
+"""Commands whose module is imported only when one of them is asked for (or all are, for
+`--help` and the shell): the everyday commands start without them."""
+
+
 class ConveyorGroup(click.Group):
     """Turns Conveyor errors into `error: ...` and exit code 1 (usage errors exit 2); its
     commands and sub-groups take -o/--output too."""
 
     command_class = OutputCommand
     group_class = type
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LATER:
+            importlib.import_module(f"{__package__}.{LATER[cmd_name]}")  # registers it
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LATER})
+
+    def all_commands(self) -> Mapping[str, click.Command]:
+        """Every command, those in `LATER` imported."""
+        for module in sorted(set(LATER.values())):
+            importlib.import_module(f"{__package__}.{module}")
+        return self.commands
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -692,4 +712,4 @@ def ack(state: State, receipts: tuple[str, ...], queue_name: str | None) -> None
     _done(state, {"acked": len(receipts)}, f"acked {len(receipts)}")
 
 
-from . import admin, ops, pipeline, serve  # noqa: E402,F401  (registers their commands)
+from . import admin, ops  # noqa: E402,F401  (registers their commands; LATER: the others)

@@ -75,16 +75,17 @@ class ShellCompleter(Completer):
         text = document.text_before_cursor
         words = text.split()
         word = document.get_word_before_cursor(WORD=True)
+        commands = cli.all_commands()
         if len(words) == 0 or (len(words) == 1 and not text.endswith(" ")):
-            options: Iterable[str] = sorted({*cli.commands, *SHELL_COMMANDS, *MESSAGE_COMMANDS})
+            options: Iterable[str] = sorted({*commands, *SHELL_COMMANDS, *MESSAGE_COMMANDS})
         else:
             previous = words[-1] if text.endswith(" ") else words[-2]
             if previous in ("use", "--queue", "-q", "--to", "subscribe"):
                 options = self._queues()
             elif previous in ("id", "--id"):
                 options = self._ids()
-            elif words[0] in cli.commands and isinstance(cli.commands[words[0]], click.Group):
-                group = cli.commands[words[0]]
+            elif words[0] in commands and isinstance(commands[words[0]], click.Group):
+                group = commands[words[0]]
                 assert isinstance(group, click.Group)
                 options = group.commands if len(words) <= 2 else self._queues()
             else:
@@ -157,9 +158,9 @@ class Shell:
             elif self._found(rest[0]):  # a missing message leaves the mode as it was
                 self.message_id = rest[0]
                 self.run_cli(["get", "--id", self.message_id])
-        elif command in MESSAGE_COMMANDS and (self.message_id or command not in cli.commands):
+        elif command in MESSAGE_COMMANDS and (self.message_id or command not in cli.all_commands()):
             self.message_command(command, rest)
-        elif command in cli.commands:
+        elif command in cli.all_commands():
             if self.run_cli([command, *rest]) and command == "receive":
                 self.run_cli(["qstat"])
         else:
