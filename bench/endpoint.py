@@ -66,7 +66,7 @@ def measure(tree: str | None, op: str, n: int, store: str, scratch: Path) -> flo
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    [dump] = [p for p in scratch.glob(f"{out.name}.*") if p.name.endswith(".1")]
+    dump = Path(f"{out}.{proc.pid}.1")  # callgrind_control -d's dump: the first of the run
     totals = next(line for line in dump.read_text().splitlines() if line.startswith("totals:"))
     return int(totals.split()[1]) / n
 
