@@ -12,6 +12,7 @@ import pytest
 
 from conveyor import Client, ManualClock
 from conveyor.backends.sql.server_statements import POSTGRES_DEEP_CLAIM, POSTGRES_STILL_DEEP
+from conveyor.backends.sql.statement import positional
 from conveyor.backends.sql.store import SQLStore
 
 from .support.sqlstores import fresh, run_cursor
@@ -59,10 +60,8 @@ def test_a_queue_deep_in_messages_in_flight_is_claimed_from_indexes(
 
             def plan(cur: Any) -> str:
                 claim = dict.fromkeys(["cut_from", "until", "now", "horizon", "expires"], 0)
-                cur.execute(
-                    f"EXPLAIN {d.sql(POSTGRES_DEEP_CLAIM, qid)}",
-                    {**claim, "token": "t", "limit": 10},
-                )
+                sql = d.sql(POSTGRES_DEEP_CLAIM, qid)
+                cur.execute(f"EXPLAIN {sql}", positional(sql, {**claim, "token": "t", "limit": 10}))
                 return "\n".join(str(row) for row in cur.fetchall())
 
             explained = run_cursor(backend, plan)
@@ -180,7 +179,8 @@ def test_a_queue_no_longer_deep_loses_its_indexes_and_other_queues_get_hot_updat
 
         def plan(cur: Any) -> str:
             values = {"fresh": fresh_index, "held": held_index, "now": 0, "rows": 100}
-            cur.execute(f"EXPLAIN {backend.dialect.sql(POSTGRES_STILL_DEEP, qid)}", values)
+            sql = backend.dialect.sql(POSTGRES_STILL_DEEP, qid)
+            cur.execute(f"EXPLAIN {sql}", positional(sql, values))
             return "\n".join(str(row) for row in cur.fetchall())
 
         explained = run_cursor(backend, plan)  # the look counts from the index, not the queue

@@ -36,6 +36,7 @@ from conveyor.backends.sql.connections import CursorExec, Params, ServerConnecti
 from conveyor.backends.sql.postgres import PostgresConnections
 from conveyor.backends.sql.schema import SERVER_MIGRATIONS
 from conveyor.backends.sql.server_statements import PG_ROW_ID
+from conveyor.backends.sql.statement import positional
 from conveyor.backends.sql.statements import WALK
 from conveyor.backends.sql.store import SQLStore
 from conveyor.ids import row_id, rowid_of
@@ -676,7 +677,8 @@ def test_paging_reads_one_range_of_the_order_index(kind: str, urls: list[str]) -
         values = {"page": 100, **d.after_values(middle)}
 
         def plan(cur: Any) -> str:
-            cur.execute(f"EXPLAIN {d.sql(WALK, qid)}", values)
+            sql = d.sql(WALK, qid)
+            cur.execute(f"EXPLAIN {sql}", positional(sql, values))
             return "\n".join(str(row) for row in cur.fetchall())
 
         explained = run_cursor(backend, plan)
@@ -720,7 +722,8 @@ def test_ids_are_found_through_the_id_index_whatever_the_statistics(
             plans: list[str] = []
 
             def rows(self, sql: str, params: Params = ()) -> list[Any]:
-                self.plans.append("\n".join(str(r) for r in super().rows("EXPLAIN " + sql, params)))
+                explain = super().rows("EXPLAIN " + sql, positional(sql, params))
+                self.plans.append("\n".join(str(r) for r in explain))
                 return super().rows(sql, params)
 
         found = run_cursor(backend, lambda cur: d.find_many(Explain(cur), qid, wanted))

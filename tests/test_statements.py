@@ -24,6 +24,7 @@ from conveyor.backends.sql.statement import (
     by_rows,
     each,
     positional,
+    postgres_style,
     spread,
 )
 from conveyor.backends.sql.statements import (
@@ -74,6 +75,11 @@ def test_a_statement_compiles_to_each_drivers_named_parameters() -> None:
         "SELECT x::bigint, '5%%' FROM `conveyor_queues` WHERE name = %(name)s AND a = %(name)s"
         " FOR UPDATE"
     )
+    postgres = compiler(postgres_style(), "postgresql")(s)
+    assert postgres == (
+        "SELECT x::bigint, '5%%' FROM \"conveyor_queues\" WHERE name = %s AND a = %s FOR UPDATE"
+    )  # psycopg's markers by position: a name twice, its value twice
+    assert positional(postgres, {"name": "q", "other": 1}) == ("q", "q")
     assert s.params("sqlite") == ["name"]
 
 
@@ -91,6 +97,15 @@ def test_lists_and_rows_expand_to_their_size() -> None:
     values = {"a": 1, "c": 3, **each(("b",), [(20,), (21,)])}
     assert positional(text, values) == (1, 20, 3, 21)
     assert each(("b", "d"), [(1, 2), (3, 4)]) == {"b_0": 1, "d_0": 2, "b_1": 3, "d_1": 4}
+    pg = compiler(postgres_style(), "postgresql")
+    shared_first = Statement("s", "Rows after what they share.", "SELECT :q, (:b*, :c*)*")
+    text = pg(shared_first, 0, 2)
+    assert text == "SELECT %s, (%s, %s), (%s, %s)"
+    assert by_rows(text, {"q": 7}, ("b", "c"), [(1, 2), (3, 4)]) == (7, 1, 2, 3, 4)
+    shared_after = Statement("s", "A shared value after the rows.", "SELECT (:b*)* WHERE :q > 0")
+    text = pg(shared_after, 0, 2)
+    assert text == "SELECT (%s), (%s) WHERE %s > 0"
+    assert by_rows(text, {"q": 7}, ("b",), [(1,), (3,)]) == (1, 3, 7)  # by name, then placed
 
 
 def test_a_statement_says_what_it_lacks() -> None:

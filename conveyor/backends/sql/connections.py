@@ -22,6 +22,7 @@ from ...exceptions import ConveyorError, InvalidInput, StoreUnavailable
 from ...notify import HUB
 from ..base import Inline
 from .rows import Row
+from .statement import positional
 
 if TYPE_CHECKING:
     import asyncio
@@ -93,7 +94,8 @@ E = TypeVar("E", bound=Exec)
 
 
 class CursorExec(Exec):
-    """An `Exec` on a DB-API cursor (psycopg, PyMySQL), parameters ``%(name)s``."""
+    """An `Exec` on a DB-API cursor (psycopg, PyMySQL): parameters ``%(name)s``, or ``%s``
+    bound by position from the named values (`positional`)."""
 
     __slots__ = ("cur", "in_doubt")
 
@@ -105,17 +107,17 @@ class CursorExec(Exec):
         # only statements that return rows come here; asking the cursor for its description
         # first would cost a column object per column on psycopg
         cur = self.cur
-        cur.execute(sql, params)
+        cur.execute(sql, positional(sql, params))
         found = cur.fetchall()
         return found if type(found) is list else list(found)
 
     def run(self, sql: str, params: Params = ()) -> int:
-        self.cur.execute(sql, params)
+        self.cur.execute(sql, positional(sql, params))
         return int(self.cur.rowcount)
 
     def run_many(self, sql: str, rows: Sequence[Params]) -> None:
         if rows:
-            self.cur.executemany(sql, rows)
+            self.cur.executemany(sql, [positional(sql, row) for row in rows])
 
 
 class Connections(ABC, Generic[E]):

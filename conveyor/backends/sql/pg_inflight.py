@@ -37,7 +37,7 @@ from .server_statements import (
     POSTGRES_STILL_DEEP,
     POSTGRES_VALID_INDEXES,
 )
-from .statement import Compiler
+from .statement import Compiler, positional
 
 log = logging.getLogger("conveyor.store")
 
@@ -104,7 +104,8 @@ class HeldIndexes(HeadWatch):
         key = self.lock_key(qid)
         delay = 0.01
         while True:
-            got = conn.execute(self.sql(POSTGRES_LOCK_HELD_INDEXES), key).fetchone()
+            sql = self.sql(POSTGRES_LOCK_HELD_INDEXES)
+            got = conn.execute(sql, positional(sql, key)).fetchone()
             if got is not None and got[0]:
                 return
             time.sleep(delay)
@@ -122,8 +123,9 @@ class HeldIndexes(HeadWatch):
                 self._locked(conn, qid)
                 for statement in POSTGRES_HELD_INDEXES:
                     conn.execute(self.sql(statement, qid))
+                sql = self.sql(POSTGRES_VALID_INDEXES)
                 valid = conn.execute(
-                    self.sql(POSTGRES_VALID_INDEXES), {"fresh": fresh, "held": held}
+                    sql, positional(sql, {"fresh": fresh, "held": held})
                 ).fetchone()
                 if valid is not None and valid[0] == 2:
                     self._rechecked[qid] = time.monotonic()

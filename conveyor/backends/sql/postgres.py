@@ -87,7 +87,7 @@ from .server_statements import (
     POSTGRES_RESERVE_SEQS,
     POSTGRES_SESSION_SETTINGS,
 )
-from .statement import Compiler, Statement, Style, each, postgres_style, spread
+from .statement import Compiler, Statement, Style, each, positional, postgres_style, spread
 from .store import SQLStore
 
 log = logging.getLogger("conveyor.store")
@@ -271,7 +271,8 @@ class PostgresConnections(ServerConnections):
     def configure(self, conn: psycopg.Connection[Any]) -> None:
         """Give a new connection (autocommit) the store's session settings."""
         settings = {"lock_timeout": str(round(self.lock_timeout * 1000))}
-        conn.execute(self.sql(POSTGRES_SESSION_SETTINGS), settings)
+        sql = self.sql(POSTGRES_SESSION_SETTINGS)
+        conn.execute(sql, positional(sql, settings))
 
     def _transaction(self, tx: bool) -> Borrowed:
         if not self._opened:
@@ -394,10 +395,12 @@ class PostgresConnections(ServerConnections):
                     while not self._closed.is_set():
                         if time.monotonic() - beat >= LISTENER_BEAT:
                             beat = time.monotonic()
-                            conn.execute(beat_sql, {"id": self._listener_id, "now": time.time()})
+                            beat_params = {"id": self._listener_id, "now": time.time()}
+                            conn.execute(beat_sql, positional(beat_sql, beat_params))
                         for note in conn.notifies(timeout=1.0):
                             HUB.notify(key, note.payload)
-                    conn.execute(self.sql(POSTGRES_LISTENER_GONE), {"id": self._listener_id})
+                    gone_sql = self.sql(POSTGRES_LISTENER_GONE)
+                    conn.execute(gone_sql, positional(gone_sql, {"id": self._listener_id}))
             except psycopg.errors.UndefinedTable:
                 log.warning(
                     "the tables with prefix %r are gone from %s: no longer listening for sends",

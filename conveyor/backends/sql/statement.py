@@ -94,6 +94,10 @@ class Style:
     # the named values (`positional`): sqlite3 lets go of the GIL once for each parameter it
     # binds by name, and so hands it to another thread several times a statement
     numbered: bool = False
+    # parameters are bound by position, one marker (`param`, without a name) where each
+    # occurs, from the named values (`positional`): psycopg then takes a statement's values
+    # as they are, where by name it would turn a mapping of them back into a list
+    by_occurrence: bool = False
     binary: str | None = None  # a named parameter sent in binary (`Statement.binary`)
 
 
@@ -110,13 +114,14 @@ MYSQL = Style(param="%({})s", quote=_backquoted, percent=True)
 
 
 def postgres_style() -> Style:
-    """psycopg's named parameters; names quoted by psycopg's own `sql.Identifier`."""
+    """psycopg's positional parameters (`Style.by_occurrence`); names quoted by psycopg's
+    own `sql.Identifier`."""
     from psycopg import sql
 
     def quote(name: str) -> str:
         return sql.Identifier(name).as_string(None)
 
-    return Style(param="%({})s", quote=quote, percent=True, binary="%({})b")
+    return Style(param="%s", quote=quote, percent=True, binary="%b", by_occurrence=True)
 
 
 def checked_name(name: str) -> str:
@@ -179,8 +184,12 @@ class Compiler:
         if statement.binary and self.style.binary:
             param = self.style.binary
         order: dict[str, int] = {}  # numbered styles: each name's number, from 1
+        occurrences: list[str] = []  # styles by occurrence: the names where they occur
 
         def mark(name: str) -> str:
+            if self.style.by_occurrence:
+                occurrences.append(name)
+                return param
             if not self.style.numbered:
                 return param.format(name)
             return param.format(order.setdefault(name, len(order) + 1))
@@ -196,13 +205,16 @@ class Compiler:
         text = _PARAM.sub(one, text)
         if self.style.numbered:
             return Numbered(text, tuple(order), _row_layout(source, tuple(order), n))
+        if self.style.by_occurrence:
+            positions = tuple(occurrences)
+            return Numbered(text, positions, _row_layout(source, positions, n))
         return text
 
 
 class Numbered(str):
-    """A statement's text whose parameters are numbered (``?1``): `order`, the names of its
-    parameters in their numbers' order; `pick`, their values from a mapping, in that order
-    (`positional`)."""
+    """A statement's text whose parameters are bound by position, numbered (``?1``) or one
+    marker an occurrence (``%s``): `order`, the names of its parameters in their positions'
+    order; `pick`, their values from a mapping, in that order (`positional`)."""
 
     order: tuple[str, ...]
     pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
