@@ -174,7 +174,7 @@ class SendChecks:
         context to add. None where any needs more: each goes through `body` instead."""
         if not bodies or not _plain(attrs):
             return None
-        if set(map(type, bodies)) != {bytes}:
+        if set(map(type, bodies)) != _BYTES:
             bodies = [encode_body(b) for b in bodies]
         encoded = cast(Sequence[bytes], bodies)
         return tuple(encoded) if _as_they_are(attrs, list(map(len, encoded))) else None

@@ -106,7 +106,8 @@ class MessageActions:
         body = require(params, "MessageBody")
         if not isinstance(body, str):
             raise InvalidInput("MessageBody must be a string")
-        bad = xml_unsafe(body)
+        data = body.encode("utf-8", "surrogatepass")  # (a lone surrogate is refused below)
+        bad = xml_unsafe(body, data)
         if bad is not None:
             raise InvalidMessageContents(
                 f"Invalid binary character '#x{ord(bad):X}' was found in the message"
@@ -114,7 +115,7 @@ class MessageActions:
                 " #xE000 to #xFFFD | #x10000 to #x10FFFF"
             )
         attributes, digest = parse_message_attributes(params.get("MessageAttributes") or {})
-        extra: Result = {"MD5OfMessageBody": md5_hex(body.encode())}
+        extra: Result = {"MD5OfMessageBody": md5_hex(data)}
         if attributes:
             extra["MD5OfMessageAttributes"] = digest
         system = params.get("MessageSystemAttributes") or {}
