@@ -3,6 +3,8 @@ held by token, staged writes published once per (sink, batch), snapshots by row 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,46 @@ def test_leases_are_topped_up_read_by_range_and_acknowledged(
     assert taken.receipt is not None
     q.delete(taken.receipt)  # its receipt still works: the lease did not take it
     assert q.stats().ready == 5
+
+
+# a Spark worker's end: the JVM kills it, or PySpark's daemon ends it with os._exit
+_BULK_THEN_EXIT = """
+import os, sys
+from conveyor import Client, SendEntry
+pipeline = Client(sys.argv[1]).pipeline("q")
+pipeline.lease("s", 1, 25, 600)
+pipeline.acknowledge("s", 1)
+pipeline.stage("sink", 1, 0, 0, [SendEntry(entry_id="0", body="staged")])
+pipeline.publish("sink", 1, [(0, 0)])
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "mysql"])
+def test_a_bulk_operation_s_totals_outlive_a_process_that_ends_without_exit_hooks(
+    kind: str, tmp_path: Path
+) -> None:
+    """Leases, acknowledgements and publications write the totals they count before they
+    return: a Spark worker ends past the exit hooks that write the store's others."""
+    url = STORES[kind](tmp_path)
+    try:
+        with Client(url) as client:
+            q = client.create_queue("q")
+            q.send_batch(entries(10))
+            q.send_batch(entries(10, "n"))
+            q.send_batch(entries(5, "o"))
+            done = subprocess.run(
+                [sys.executable, "-c", _BULK_THEN_EXIT, url],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+            stats = q.stats()
+            assert (stats.sent, stats.received, stats.deleted) == (26, 25, 25)
+            assert (stats.ready, stats.in_flight) == (1, 0)
+    finally:
+        drop(url)
 
 
 def test_leases_follow_the_receive_rules_and_archive_what_they_acknowledge(

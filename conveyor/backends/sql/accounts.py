@@ -89,13 +89,18 @@ class SQLAccounts(Generic[E]):
         writing them now would wait for another writer, they wait likewise. Either way the
         idle timer is armed for them, in case no call comes to write them."""
         if self.totals.due():
-            try:
-                self.flush()
-            except WouldBlock:
-                self._idle.counted()
-            except StoreUnavailable as exc:
-                log.warning("could not write the running totals (%s); trying again later", exc)
-                self._idle.counted()
+            self.write_now()
+
+    def write_now(self) -> None:
+        """Write the totals now, failures handled as `flush_if_due` handles them: for a bulk
+        operation whose process may end without the exit hooks (a Spark worker's)."""
+        try:
+            self.flush()
+        except WouldBlock:
+            self._idle.counted()
+        except StoreUnavailable as exc:
+            log.warning("could not write the running totals (%s); trying again later", exc)
+            self._idle.counted()
 
     def flush(self) -> None:
         """Write the running totals counted here; where that fails, they are kept."""

@@ -13,6 +13,11 @@ holds.
   with one range UPDATE (no row versions there: an update costs what an insert does, and
   the ids it makes carry their row). Publishing checks that every stage is there with all
   its rows, else publishes nothing. ``sinks`` records each sink's last published batch.
+
+The running totals a lease, an acknowledgement or a publication counts (received, deleted,
+sent) are written before it returns, not a second later with the store's others
+(totals.py): its process is a Spark worker, which Spark ends with a kill or a bare
+`os._exit`, past the exit hooks that would write them.
 """
 
 from __future__ import annotations
@@ -165,6 +170,7 @@ class SQLPipeline(Pipeline):
             if not got:
                 break
             count += got
+        self.store.accounts.write_now()
         return count
 
     def _lease_chunk(
@@ -266,6 +272,7 @@ class SQLPipeline(Pipeline):
             )
 
         store.write(run)
+        store.accounts.write_now()
         return deleted
 
     def _delete_leased(self, queue: str, stream: str, upto: int) -> int:
@@ -436,6 +443,7 @@ class SQLPipeline(Pipeline):
             return qid, published
 
         _, published = store.counted_write(run, "sent", lambda done: [(done[0], done[1] or 0)])
+        store.accounts.write_now()
         if published:
             store.notify(queue)
         return published
