@@ -243,7 +243,7 @@ def main() -> None:
     args = ap.parse_args()
     endpoint = args.endpoint
     if endpoint is None:
-        from tests import dynamoservers
+        from tests.support import dynamoservers
 
         endpoint = dynamoservers.endpoint()
         if endpoint is None:
@@ -272,7 +272,7 @@ def main() -> None:
                 )
     finally:
         if args.endpoint is None:
-            from tests import dynamoservers
+            from tests.support import dynamoservers
 
             dynamoservers.stop()
 
