@@ -258,7 +258,7 @@ class Client:
             traced = {k: self._traced(copies[names[0]], names) for k, names in users.items()}
             copies = {name: traced[builtins.id(entry)] for name, entry in copies.items()}
         for name, entry in copies.items():
-            self.queue(name).sending([entry])
+            self.queue(name).check(entry)
             key = builtins.id(entry)
             if key not in built:
                 own = entry if entry.id is not None else dataclasses.replace(entry, id=mid)

@@ -163,6 +163,11 @@ class Queue:
         bodies together; None for any number (a job stages its parts so)."""
         return self._checks.sending(self.info.attributes, entries, ids, most)
 
+    def check(self, entry: SendEntry) -> None:
+        """Check `entry` as a send to this queue would (a refused one raises), sending
+        nothing: a publication's copy for a subscribed queue."""
+        self._checks.entry(self.info.attributes, entry)
+
     @tracing.store_call("send")
     def run_send(self, op: Send) -> Sent:
         """Do a checked send (`sending`) in one store call: all of it or, on an error,

@@ -5,7 +5,6 @@ one store call does (`Send`), and what it did (`Sent`)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -122,17 +121,19 @@ class SendChecks:
         self.catalog = catalog
         self.name = name
 
-    # what the store takes, read when an entry first asks (a send of bare bodies does not)
+    # what the store takes, read where an entry asks (a send of bare bodies does not); read
+    # each time rather than cached: a cache (functools.cached_property) takes a lock, which
+    # costs more than the read, and most checks make one read (a copy of a publication each)
 
-    @functools.cached_property
+    @property
     def _sender_ids(self) -> bool:
         return Capability.SENDER_IDS in self.catalog.capabilities
 
-    @functools.cached_property
+    @property
     def _priority(self) -> bool:
         return Capability.PRIORITY in self.catalog.capabilities
 
-    @functools.cached_property
+    @property
     def _deadlines(self) -> bool:
         return Capability.AT_MOST_ONCE in self.catalog.capabilities
 

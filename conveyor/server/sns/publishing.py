@@ -241,7 +241,7 @@ class Publishing:
         refused = []
         for queue, entry in copies.items():
             try:
-                self.client.queue(queue).sending([entry])
+                self.client.queue(queue).check(entry)
             except (InvalidInput, QueueDoesNotExist):
                 refused.append(queue)
         return refused
