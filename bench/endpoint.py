@@ -1,5 +1,5 @@
 """Instructions the whole server spends a request: ``python -m bench.endpoint [--source DIR]
-[--requests N] [--ops send,receive,delete] [--store URL]`` (needs valgrind).
+[--requests N] [--ops send,receive,delete,publish] [--store URL]`` (needs valgrind).
 
 `conveyor serve` runs under callgrind (``valgrind --tool=callgrind``); after a warm-up of
 320 requests its counters are zeroed (``callgrind_control -z``), N requests are made over
@@ -12,7 +12,9 @@ so two fit on two cores).
 
 Operations: `send`, a SendMessageBatch of ten 100-byte bodies; `receive`, a ReceiveMessage
 of ten with VisibilityTimeout 0 on a queue of 10,000; `delete`, a DeleteMessageBatch of ten
-receipts, received beforehand (each sent once).
+receipts, received beforehand (each sent once); `publish`, an SNS Publish of a 100-byte
+message (Query protocol) to a topic with ten SQS subscriptions (raw delivery): the copies'
+sends are part of the request's cost.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import argparse
 import http.client
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -86,6 +90,10 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
 
 def _bodies(url: str, op: str, n: int) -> list[bytes]:
     """The bodies of `n` requests of `op`, the queue they name made (and filled) first."""
+    if op == "publish":
+        topic = _topic(url, SUBSCRIPTIONS)
+        form = {"Action": "Publish", "TopicArn": topic, "Message": wrk.BODY}
+        return [urllib.parse.urlencode(form).encode()] * n
     queue = wrk.create(url, f"e-{op}")
     if op == "send":
         return [wrk.send_body(queue).encode()] * n
@@ -97,12 +105,65 @@ def _bodies(url: str, op: str, n: int) -> list[bytes]:
     return [b.encode() for b in wrk.receipts(url, queue, n, threads=2)]
 
 
-ACTIONS = {"send": "SendMessageBatch", "receive": "ReceiveMessage", "delete": "DeleteMessageBatch"}
+SUBSCRIPTIONS = 10  # a published message's SQS subscriptions
+
+
+def _topic(url: str, subscriptions: int) -> str:
+    """A topic's ARN, the topic made with `subscriptions` queues subscribed (raw delivery)."""
+    topic = _sns(url, {"Action": "CreateTopic", "Name": "e-publish"}, "TopicArn")
+    for i in range(subscriptions):
+        queue = wrk.create(url, f"e-publish-{i}")
+        with wrk.Connection(url) as conn:
+            attributes = conn.post(
+                "GetQueueAttributes",
+                f'{{"QueueUrl": "{queue}", "AttributeNames": ["QueueArn"]}}'.encode(),
+            )
+        _sns(
+            url,
+            {
+                "Action": "Subscribe",
+                "TopicArn": topic,
+                "Protocol": "sqs",
+                "Endpoint": attributes["Attributes"]["QueueArn"],
+                "Attributes.entry.1.key": "RawMessageDelivery",
+                "Attributes.entry.1.value": "true",
+            },
+            "SubscriptionArn",
+        )
+    return topic
+
+
+def _sns(url: str, form: dict[str, str], field: str) -> str:
+    """An SNS action in the Query protocol; the text of `field` in its answer."""
+    conn = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=60)
+    try:
+        conn.request("POST", "/", urllib.parse.urlencode(form), {"Content-Type": FORM})
+        reply = conn.getresponse()
+        data = reply.read().decode()
+    finally:
+        conn.close()
+    found = re.search(f"<{field}>([^<]+)</{field}>", data)
+    if reply.status != 200 or found is None:
+        raise RuntimeError(f"{form['Action']}: {reply.status} {data[:200]}")
+    return found.group(1)
+
+
+FORM = "application/x-www-form-urlencoded"
+ACTIONS = {
+    "send": "SendMessageBatch",
+    "receive": "ReceiveMessage",
+    "delete": "DeleteMessageBatch",
+    "publish": "Publish",
+}
 
 
 def _load(port: int, op: str, bodies: list[bytes]) -> None:
     """Post `bodies` over CONNECTIONS connections, each answered 200 before the next."""
-    headers = {"Content-Type": wrk.JSON, "X-Amz-Target": wrk.TARGET + ACTIONS[op]}
+    headers = (
+        {"Content-Type": FORM}
+        if op == "publish"
+        else {"Content-Type": wrk.JSON, "X-Amz-Target": wrk.TARGET + ACTIONS[op]}
+    )
     feed: Iterator[bytes] = iter(bodies)
     lock = threading.Lock()
 

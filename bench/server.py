@@ -337,7 +337,7 @@ def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_wor
         rows = []
         try:
             for label, targets, cores in groups:
-                rates: dict[str, list[float]] = {}
+                results: dict[str, list[wrk.Result]] = {}
                 for r in range(repeat):
                     for n, target in enumerate(targets, start=1):
                         server = target.start()
@@ -351,17 +351,25 @@ def workers_section(source: str | None, seconds: float, repeat: int, cpu_per_wor
                                     result = run_op(server, "SendMessageBatch", r, seconds, {})
                         finally:
                             server.stop()
-                        rates.setdefault(target.name, []).append(result.rps)
-                one, two = (statistics.median(v) for v in rates.values())
-                rows.append((label, one, two))
+                        results.setdefault(target.name, []).append(result)
+                # the median run by requests/s, and the worst p99 of every run
+                medians = [sorted(v, key=lambda x: x.rps)[len(v) // 2] for v in results.values()]
+                p99s = [max(x.p99 for x in v) for v in results.values()]
+                rows.append((label, medians[0].rps, medians[1].rps, p99s[0], p99s[1]))
         finally:
             for n in (1, 2):
                 drop(f"{PG}?prefix={prefix}{n}_")
                 drop(f"{REDIS}?prefix={prefix}r{n}")
             sqlstores().drop_redis_libraries(libraries)
-    print(f"{'server':30} {'x1 req/s':>9} {'x2 req/s':>9} {'x2 / x1':>8}")
-    for label, one, two in rows:
-        print(f"{label:30} {one:9,.0f} {two:9,.0f} {two / one:8.2f}")
+    print(
+        f"{'server':30} {'x1 req/s':>9} {'x2 req/s':>9} {'x2 / x1':>8}"
+        f" {'x1 p99 ms':>10} {'x2 p99 ms':>10}"
+    )
+    for label, one, two, p99_one, p99_two in rows:
+        print(
+            f"{label:30} {one:9,.0f} {two:9,.0f} {two / one:8.2f} {p99_one:10.1f} {p99_two:10.1f}"
+        )
+    print("# req/s: the median run; p99: the worst of the runs")
     if limited is None:
         print(
             f"# limited: each server process held to {cpu_per_worker:g} CPU (a cgroup's CFS"

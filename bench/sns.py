@@ -1,4 +1,4 @@
-"""SNS fan-out: ``python -m bench.sns [--quick] [--rounds N]``.
+"""SNS fan-out: ``python -m bench.sns [--quick] [--rounds N] [--source DIR] [--no-localstack]``.
 
 A topic with 1, 10 and 100 SQS subscriptions (raw delivery), and one with 10 HTTP
 subscriptions to a receiver on loopback, on `conveyor serve` over SQLite and over
@@ -7,13 +7,17 @@ turn in the same run. Four threads publish (boto3, one Publish a call); a consum
 first subscribed queue (and every HTTP POST is counted). For each: publishes/s, and
 publish-to-delivery: deliveries/s over every subscription (copies made, from the first
 publish to the last copy seen) and the p50/p99 latency from a publish's call to its copy's
-arrival (on the first queue, or at the receiver).
+arrival (on the first queue, or at the receiver). ``--source`` adds another checkout's
+server on each store ("before"), in turn with this one's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -29,7 +33,7 @@ import boto3
 import httpx
 
 from . import wrk
-from .server import PG, Target, localstack, pct
+from .server import PG, Target, drop, localstack, pct
 
 PUBLISHERS = 4
 
@@ -44,11 +48,13 @@ def client(service: str, url: str) -> Any:
     )
 
 
-def conveyor(name: str, store: str) -> Target:
+def conveyor(name: str, store: str, source: str | None = None) -> Target:
     def start() -> wrk.Server:
         cmd = [sys.executable, "-m", "conveyor", "serve", "--store", store, "--port", "PORT"]
         cmd += ["--log-level", "warning", "--sns-http-allow", "127.0.0.1"]
-        return wrk.start_server(name, cmd, "/healthz")
+        # the other checkout first on the path: run from it (python -m puts the cwd first)
+        env = {"PYTHONPATH": source} if source else None
+        return wrk.start_server(name, cmd, "/healthz", env=env, cwd=source)
 
     return Target(name, start)
 
@@ -193,28 +199,43 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer publishes")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "conveyor-bench"))
+    ap.add_argument("--source", help="a checkout of Conveyor to compare with ('before')")
+    ap.add_argument("--no-localstack", action="store_true", help="Conveyor's servers alone")
     args = ap.parse_args()
     total = 200 if args.quick else 1000
     cases = [(1, False), (10, False), (100, False), (10, True)]
     scratch = tempfile.mkdtemp(prefix="bench-sns-")
+    tag = secrets.token_hex(3)
+    source = os.path.abspath(args.source) if args.source else None
+    sides = [("conveyor", None), ("before", source)] if source else [("conveyor", None)]
     targets: list[Target] = [
-        conveyor("conveyor sqlite", f"sqlite:///{scratch}/sns.db"),
-        conveyor("conveyor postgresql", PG + "?prefix=bench_sns_"),
-        localstack(Path(args.cache), services="sqs,sns"),
+        conveyor(f"{side} {name}", store.format(side=side), checkout)
+        for name, store in (
+            ("sqlite", f"sqlite:///{scratch}/{{side}}-sns.db"),
+            ("postgresql", PG + f"?prefix=bench_sns_{tag}_{{side}}_"),
+        )
+        for side, checkout in sides
     ]
+    if not args.no_localstack:
+        targets.append(localstack(Path(args.cache), services="sqs,sns"))
     results: dict[tuple[str, int, bool], list[dict[str, float]]] = {}
-    for _ in range(args.rounds):
-        for target in targets:
-            server = target.start()
-            try:
-                for subscriptions, http in cases:
-                    n = total if subscriptions < 100 else total // 5
-                    r = run_case(server.url, subscriptions, http, n)
-                    results.setdefault((target.name, subscriptions, http), []).append(r)
-                    print(f"# {target.name} {subscriptions} {'http' if http else 'sqs'}: {r}",
-                          file=sys.stderr, flush=True)  # fmt: skip
-            finally:
-                server.stop()
+    try:
+        for _ in range(args.rounds):
+            for target in targets:
+                server = target.start()
+                try:
+                    for subscriptions, http in cases:
+                        n = total if subscriptions < 100 else total // 5
+                        r = run_case(server.url, subscriptions, http, n)
+                        results.setdefault((target.name, subscriptions, http), []).append(r)
+                        print(f"# {target.name} {subscriptions} {'http' if http else 'sqs'}: {r}",
+                              file=sys.stderr, flush=True)  # fmt: skip
+                finally:
+                    server.stop()
+    finally:
+        for side, _ in sides:
+            drop(PG + f"?prefix=bench_sns_{tag}_{side}_")
+        shutil.rmtree(scratch, ignore_errors=True)
     print(
         f"\n## SNS fan-out: {PUBLISHERS} publishing threads, {total} publishes"
         f" ({total // 5} with 100 subscriptions)\n"
