@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .support.imports import imported
+
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("conveyor", "tests", "bench")
 
@@ -48,19 +50,14 @@ def _defined(path: Path) -> set[str]:
 def _problems(where: Path, source: str) -> list[str]:
     """What the imports of `source` (the module at `where`, relative to the repository) name
     that does not exist."""
-    package = ".".join(where.with_suffix("").parts[:-1])
     found = []
     for node in ast.walk(ast.parse(source, str(where))):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] in OURS and _module_file(alias.name) is None:
-                    found.append(f"{where}:{node.lineno}: no module {alias.name}")
+            for name in imported(str(where), node):
+                if name.split(".")[0] in OURS and _module_file(name) is None:
+                    found.append(f"{where}:{node.lineno}: no module {name}")
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join([*parts, *([node.module] if node.module else [])])
-            else:
-                module = node.module or ""
+            [module] = imported(str(where), node)
             if module.split(".")[0] not in OURS:
                 continue
             file = _module_file(module)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import conveyor
 
+from .support.imports import imported
+
 PACKAGE = Path(conveyor.__file__).parent
 WAYS_IN = ("server", "push", "cli", "spark")
 
@@ -19,21 +21,11 @@ def _modules(*parts: str) -> Iterator[tuple[str, ast.Module]]:
             yield str(path.relative_to(PACKAGE.parent)), ast.parse(path.read_text(), str(path))
 
 
-def _imported(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
-    """The absolute names an import statement of `module` (conveyor/x/y.py) brings in."""
-    if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
-    if node.level == 0:
-        return [node.module or ""]
-    package = module.removesuffix(".py").split("/")[: -node.level]
-    return [".".join([*package, *([node.module] if node.module else [])])]
-
-
 def _backend_imports(module: str, tree: ast.Module) -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
-            for name in _imported(module, node):
+            for name in imported(module, node):
                 if name == "conveyor.backends" or name.startswith("conveyor.backends."):
                     found.append(f"{module}:{node.lineno} imports {name}")
     return found
