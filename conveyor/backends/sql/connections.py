@@ -22,7 +22,7 @@ from ...exceptions import ConveyorError, InvalidInput, StoreUnavailable
 from ...notify import HUB
 from ..base import Inline
 from .rows import Row
-from .statement import positional
+from .statement import execute, positional
 
 if TYPE_CHECKING:
     import asyncio
@@ -107,12 +107,12 @@ class CursorExec(Exec):
         # only statements that return rows come here; asking the cursor for its description
         # first would cost a column object per column on psycopg
         cur = self.cur
-        cur.execute(sql, positional(sql, params))
+        execute(cur, sql, params)
         found = cur.fetchall()
         return found if type(found) is list else list(found)
 
     def run(self, sql: str, params: Params = ()) -> int:
-        self.cur.execute(sql, positional(sql, params))
+        execute(self.cur, sql, params)
         return int(self.cur.rowcount)
 
     def run_many(self, sql: str, rows: Sequence[Params]) -> None:

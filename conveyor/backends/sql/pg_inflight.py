@@ -37,7 +37,7 @@ from .server_statements import (
     POSTGRES_STILL_DEEP,
     POSTGRES_VALID_INDEXES,
 )
-from .statement import Compiler, positional
+from .statement import Compiler, execute
 
 log = logging.getLogger("conveyor.store")
 
@@ -104,8 +104,7 @@ class HeldIndexes(HeadWatch):
         key = self.lock_key(qid)
         delay = 0.01
         while True:
-            sql = self.sql(POSTGRES_LOCK_HELD_INDEXES)
-            got = conn.execute(sql, positional(sql, key)).fetchone()
+            got = execute(conn, self.sql(POSTGRES_LOCK_HELD_INDEXES), key).fetchone()
             if got is not None and got[0]:
                 return
             time.sleep(delay)
@@ -123,9 +122,8 @@ class HeldIndexes(HeadWatch):
                 self._locked(conn, qid)
                 for statement in POSTGRES_HELD_INDEXES:
                     conn.execute(self.sql(statement, qid))
-                sql = self.sql(POSTGRES_VALID_INDEXES)
-                valid = conn.execute(
-                    sql, positional(sql, {"fresh": fresh, "held": held})
+                valid = execute(
+                    conn, self.sql(POSTGRES_VALID_INDEXES), {"fresh": fresh, "held": held}
                 ).fetchone()
                 if valid is not None and valid[0] == 2:
                     self._rechecked[qid] = time.monotonic()

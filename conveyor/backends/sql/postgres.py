@@ -87,7 +87,7 @@ from .server_statements import (
     POSTGRES_RESERVE_SEQS,
     POSTGRES_SESSION_SETTINGS,
 )
-from .statement import Compiler, Statement, Style, each, positional, postgres_style, spread
+from .statement import Compiler, Statement, Style, each, execute, postgres_style, spread
 from .store import SQLStore
 
 log = logging.getLogger("conveyor.store")
@@ -271,8 +271,7 @@ class PostgresConnections(ServerConnections):
     def configure(self, conn: psycopg.Connection[Any]) -> None:
         """Give a new connection (autocommit) the store's session settings."""
         settings = {"lock_timeout": str(round(self.lock_timeout * 1000))}
-        sql = self.sql(POSTGRES_SESSION_SETTINGS)
-        conn.execute(sql, positional(sql, settings))
+        execute(conn, self.sql(POSTGRES_SESSION_SETTINGS), settings)
 
     def _transaction(self, tx: bool) -> Borrowed:
         if not self._opened:
@@ -396,11 +395,10 @@ class PostgresConnections(ServerConnections):
                         if time.monotonic() - beat >= LISTENER_BEAT:
                             beat = time.monotonic()
                             beat_params = {"id": self._listener_id, "now": time.time()}
-                            conn.execute(beat_sql, positional(beat_sql, beat_params))
+                            execute(conn, beat_sql, beat_params)
                         for note in conn.notifies(timeout=1.0):
                             HUB.notify(key, note.payload)
-                    gone_sql = self.sql(POSTGRES_LISTENER_GONE)
-                    conn.execute(gone_sql, positional(gone_sql, {"id": self._listener_id}))
+                    execute(conn, self.sql(POSTGRES_LISTENER_GONE), {"id": self._listener_id})
             except psycopg.errors.UndefinedTable:
                 log.warning(
                     "the tables with prefix %r are gone from %s: no longer listening for sends",

@@ -38,8 +38,8 @@ from .dialect import Bare, Dialect, NotAllHeld
 from .inflight import claim_values
 from .rows import Fields, Row
 from .schema import SQLITE_MIGRATIONS, Step
-from .sqlite_connections import SQLiteConnections, SQLiteExec, execute
-from .statement import Statement, by_rows, spread
+from .sqlite_connections import SQLiteConnections, SQLiteExec
+from .statement import Statement, by_rows, execute, spread
 from .statements import (
     ANY_READY,
     SQLITE_ALL_COLUMNS,

@@ -48,7 +48,7 @@ from .rows import Row
 from .sqlite_checkpoints import AUTOCHECKPOINT, Checkpointer
 from .sqlite_sync import LogFile, Syncer, Worker, settle_all
 from .sqlite_turnstile import FINE_AFTER, TURN_AFTER, Turnstile, short_tries
-from .statement import Numbered, positional
+from .statement import execute, positional
 from .wakes import Wakes
 
 if TYPE_CHECKING:  # the event loop's parts import it themselves: the SDK runs without it
@@ -100,13 +100,6 @@ def failure(what: str, exc: sqlite3.Error) -> StoreUnavailable:
     name = getattr(exc, "sqlite_errorname", "") or ""
     advice = next((text for key, text in ADVICE.items() if name.startswith(key)), None)
     return StoreUnavailable(f"{what}: {exc}" + (f" ({advice})" if advice else ""))
-
-
-def execute(conn: sqlite3.Connection, sql: str, params: Params = ()) -> sqlite3.Cursor:
-    """Run a statement, a compiled one's named values bound by position (`positional`)."""
-    if type(params) is dict and type(sql) is Numbered:  # the common case, without a call
-        return conn.execute(sql, sql.pick(params))
-    return conn.execute(sql, positional(sql, params))
 
 
 class SQLiteExec(Exec):

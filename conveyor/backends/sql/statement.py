@@ -28,7 +28,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 KEEP = 4096  # compiled texts a `Compiler` keeps
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)(\*?)")
@@ -280,6 +280,23 @@ def positional(
     if isinstance(sql, Numbered) and isinstance(params, Mapping):
         return sql.pick(params)
     return params
+
+
+R = TypeVar("R", covariant=True)
+
+
+class Executes(Protocol[R]):
+    """A DB-API connection or cursor: sqlite3's, psycopg's, PyMySQL's."""
+
+    def execute(self, sql: str, params: Any, /) -> R: ...
+
+
+def execute(conn: Executes[R], sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> R:
+    """Run a statement on a connection or cursor, a compiled one's named values bound by
+    position (`positional`)."""
+    if type(params) is dict and type(sql) is Numbered:  # the common case, without a call
+        return conn.execute(sql, sql.pick(params))
+    return conn.execute(sql, positional(sql, params))
 
 
 def _row(group: str, k: int) -> str:
